@@ -1,0 +1,315 @@
+package topology
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/corepin/corepin/cpuset"
+)
+
+// Machine-wide indexes of the units a CPU belongs to. They are distinct types
+// so that a core index can't be passed where a NUMA node id belongs.
+type (
+	// SocketID indexes a physical package, machine-wide, from 0 in order of
+	// each package's lowest CPU.
+	SocketID int
+	// DieID indexes a die, machine-wide.
+	DieID int
+	// ClusterID indexes a cluster (CPUs sharing an L2 or a module), machine-wide.
+	ClusterID int
+	// CoreID indexes a physical core, machine-wide.
+	CoreID int
+	// CacheID indexes a last-level (L3) cache group, machine-wide; -1 where
+	// the CPU has no L3.
+	CacheID int
+	// NodeID is the kernel's NUMA node number (may be sparse).
+	NodeID int
+)
+
+// None marks an index that is not known, such as the core of an offline CPU
+// or the L3 of a machine without one.
+const None = -1
+
+// Hybrid CPU kinds, from /sys/devices/cpu_core/cpus and cpu_atom/cpus.
+const (
+	KindCore = "core" // Intel hybrid performance core
+	KindAtom = "atom" // Intel hybrid efficiency core
+)
+
+// CPU is one logical CPU with the units it belongs to. The JSON form is the
+// `corepin topo -o json` contract.
+type CPU struct {
+	ID      int       `json:"cpu"`
+	Online  bool      `json:"online"`
+	Allowed bool      `json:"allowed"`
+	Socket  SocketID  `json:"socket"`
+	Die     DieID     `json:"die"`
+	Cluster ClusterID `json:"cluster"`
+	NUMA    NodeID    `json:"numa"`
+	L3      CacheID   `json:"l3"`
+	Core    CoreID    `json:"core"`
+	Kind    string    `json:"kind"`
+}
+
+// ErrInvalid is wrapped by errors about an inconsistent topology description.
+var ErrInvalid = errors.New("invalid topology")
+
+// Topology is a machine's CPU topology. Build it with Discover or New; it is
+// read-only afterwards and safe for concurrent use.
+type Topology struct {
+	cpus      []CPU // sorted by ID
+	byID      map[int]int
+	distances map[NodeID][]int
+	nodes     []NodeID // sorted, including nodes without CPUs
+
+	present, online, allowed cpuset.CPUSet
+
+	socketCPUs  []cpuset.CPUSet // by SocketID, online CPUs
+	dieCPUs     []cpuset.CPUSet
+	clusterCPUs []cpuset.CPUSet
+	coreCPUs    []cpuset.CPUSet
+	l3CPUs      []cpuset.CPUSet
+	nodeCPUs    map[NodeID]cpuset.CPUSet
+
+	// Warnings holds what discovery noticed and worked around (a stale
+	// *_list file, a missing sibling file); the model is still usable.
+	Warnings []string
+}
+
+// New builds a Topology from CPUs in the JSON contract form and the NUMA
+// distance table (may be nil). Indexes of online CPUs must be dense
+// machine-wide indexes (0..n-1); offline CPUs may carry None. Online CPUs of
+// one core must share socket, die, cluster, node and L3.
+func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
+	if len(cpus) == 0 {
+		return nil, fmt.Errorf("%w: no cpus", ErrInvalid)
+	}
+	t := &Topology{
+		cpus:      slices.Clone(cpus),
+		byID:      make(map[int]int, len(cpus)),
+		distances: map[NodeID][]int{},
+		nodeCPUs:  map[NodeID]cpuset.CPUSet{},
+	}
+	slices.SortFunc(t.cpus, func(a, b CPU) int { return cmp.Compare(a.ID, b.ID) })
+	var present, online, allowed cpuset.Builder
+	nodes := map[NodeID]*cpuset.Builder{}
+	var sockets, dies, clusters, cores, l3s []*cpuset.Builder
+	grow := func(bs *[]*cpuset.Builder, i int, what string, cpu int) (*cpuset.Builder, error) {
+		if i < 0 {
+			return nil, fmt.Errorf("%w: online cpu %d has %s %d", ErrInvalid, cpu, what, i)
+		}
+		if i > len(t.cpus) {
+			return nil, fmt.Errorf("%w: cpu %d has %s index %d, above the cpu count %d", ErrInvalid, cpu, what, i, len(t.cpus))
+		}
+		for len(*bs) <= i {
+			*bs = append(*bs, &cpuset.Builder{})
+		}
+		return (*bs)[i], nil
+	}
+	for i, c := range t.cpus {
+		if c.ID < 0 || c.ID > cpuset.MaxCPU {
+			return nil, fmt.Errorf("%w: cpu id %d outside [0, %d]", ErrInvalid, c.ID, cpuset.MaxCPU)
+		}
+		if _, dup := t.byID[c.ID]; dup {
+			return nil, fmt.Errorf("%w: cpu %d listed twice", ErrInvalid, c.ID)
+		}
+		t.byID[c.ID] = i
+		present.Add(c.ID)
+		if !c.Online {
+			continue
+		}
+		online.Add(c.ID)
+		if c.Allowed {
+			allowed.Add(c.ID)
+		}
+		if c.NUMA < 0 {
+			return nil, fmt.Errorf("%w: online cpu %d has numa node %d", ErrInvalid, c.ID, c.NUMA)
+		}
+		if nodes[c.NUMA] == nil {
+			nodes[c.NUMA] = &cpuset.Builder{}
+		}
+		nodes[c.NUMA].Add(c.ID)
+		for _, u := range []struct {
+			bs   *[]*cpuset.Builder
+			idx  int
+			what string
+		}{
+			{&sockets, int(c.Socket), "socket"},
+			{&dies, int(c.Die), "die"},
+			{&clusters, int(c.Cluster), "cluster"},
+			{&cores, int(c.Core), "core"},
+		} {
+			b, err := grow(u.bs, u.idx, u.what, c.ID)
+			if err != nil {
+				return nil, err
+			}
+			b.Add(c.ID)
+		}
+		if c.L3 != None {
+			b, err := grow(&l3s, int(c.L3), "l3", c.ID)
+			if err != nil {
+				return nil, err
+			}
+			b.Add(c.ID)
+		}
+	}
+	t.present, t.online, t.allowed = present.Result(), online.Result(), allowed.Result()
+	if t.online.IsEmpty() {
+		return nil, fmt.Errorf("%w: no online cpu", ErrInvalid)
+	}
+	var err error
+	if t.socketCPUs, err = dense(sockets, "socket"); err != nil {
+		return nil, err
+	}
+	if t.dieCPUs, err = dense(dies, "die"); err != nil {
+		return nil, err
+	}
+	if t.clusterCPUs, err = dense(clusters, "cluster"); err != nil {
+		return nil, err
+	}
+	if t.coreCPUs, err = dense(cores, "core"); err != nil {
+		return nil, err
+	}
+	if t.l3CPUs, err = dense(l3s, "l3"); err != nil {
+		return nil, err
+	}
+	for n, b := range nodes {
+		t.nodeCPUs[n] = b.Result()
+	}
+	for n, d := range distances {
+		t.distances[n] = slices.Clone(d)
+	}
+	nodeSet := map[NodeID]bool{}
+	for n := range t.nodeCPUs {
+		nodeSet[n] = true
+	}
+	for n := range t.distances {
+		nodeSet[n] = true
+	}
+	t.nodes = slices.Sorted(maps.Keys(nodeSet))
+	for n, d := range t.distances {
+		if len(d) != len(t.nodes) {
+			return nil, fmt.Errorf("%w: node %d has %d distances for %d nodes", ErrInvalid, n, len(d), len(t.nodes))
+		}
+	}
+	// Every core must sit inside one socket, die, cluster, node and L3.
+	for core, set := range t.coreCPUs {
+		first := t.cpus[t.byID[set.Min()]]
+		for id := range set.All() {
+			c := t.cpus[t.byID[id]]
+			if c.Socket != first.Socket || c.Die != first.Die || c.Cluster != first.Cluster || c.NUMA != first.NUMA || c.L3 != first.L3 {
+				return nil, fmt.Errorf("%w: core %d spans cpus %d and %d in different sockets, dies, clusters, nodes or L3 groups", ErrInvalid, core, first.ID, c.ID)
+			}
+		}
+	}
+	return t, nil
+}
+
+func dense(bs []*cpuset.Builder, what string) ([]cpuset.CPUSet, error) {
+	out := make([]cpuset.CPUSet, len(bs))
+	for i, b := range bs {
+		out[i] = b.Result()
+		if out[i].IsEmpty() {
+			return nil, fmt.Errorf("%w: %s index %d has no online cpu (indexes must be dense)", ErrInvalid, what, i)
+		}
+	}
+	return out, nil
+}
+
+// CPUs returns every present CPU, sorted by id. The slice is a copy.
+func (t *Topology) CPUs() []CPU { return slices.Clone(t.cpus) }
+
+// CPU returns the CPU with the given id.
+func (t *Topology) CPU(id int) (CPU, bool) {
+	i, ok := t.byID[id]
+	if !ok {
+		return CPU{}, false
+	}
+	return t.cpus[i], true
+}
+
+// Present returns the present CPUs (online or not).
+func (t *Topology) Present() cpuset.CPUSet { return t.present }
+
+// Online returns the online CPUs.
+func (t *Topology) Online() cpuset.CPUSet { return t.online }
+
+// Allowed returns the online CPUs corepin's own cpuset cgroup allows.
+func (t *Topology) Allowed() cpuset.CPUSet { return t.allowed }
+
+// NumSockets, NumCores and the like count units with at least one online CPU.
+func (t *Topology) NumSockets() int  { return len(t.socketCPUs) }
+func (t *Topology) NumDies() int     { return len(t.dieCPUs) }
+func (t *Topology) NumClusters() int { return len(t.clusterCPUs) }
+func (t *Topology) NumCores() int    { return len(t.coreCPUs) }
+func (t *Topology) NumL3() int       { return len(t.l3CPUs) }
+
+// Nodes returns the NUMA node ids, sorted, including nodes without CPUs.
+func (t *Topology) Nodes() []NodeID { return slices.Clone(t.nodes) }
+
+// NodesWithCPUs returns the NUMA nodes that hold online CPUs, sorted.
+func (t *Topology) NodesWithCPUs() []NodeID {
+	return slices.Sorted(maps.Keys(t.nodeCPUs))
+}
+
+// SocketCPUs returns the online CPUs of a socket (empty if out of range).
+func (t *Topology) SocketCPUs(s SocketID) cpuset.CPUSet { return at(t.socketCPUs, int(s)) }
+
+// DieCPUs returns the online CPUs of a die.
+func (t *Topology) DieCPUs(d DieID) cpuset.CPUSet { return at(t.dieCPUs, int(d)) }
+
+// ClusterCPUs returns the online CPUs of a cluster.
+func (t *Topology) ClusterCPUs(c ClusterID) cpuset.CPUSet { return at(t.clusterCPUs, int(c)) }
+
+// CoreCPUs returns the online CPUs of a physical core (its SMT siblings).
+func (t *Topology) CoreCPUs(c CoreID) cpuset.CPUSet { return at(t.coreCPUs, int(c)) }
+
+// L3CPUs returns the online CPUs sharing an L3 cache.
+func (t *Topology) L3CPUs(c CacheID) cpuset.CPUSet { return at(t.l3CPUs, int(c)) }
+
+// NodeCPUs returns the online CPUs of a NUMA node.
+func (t *Topology) NodeCPUs(n NodeID) cpuset.CPUSet { return t.nodeCPUs[n] }
+
+func at(sets []cpuset.CPUSet, i int) cpuset.CPUSet {
+	if i < 0 || i >= len(sets) {
+		return cpuset.CPUSet{}
+	}
+	return sets[i]
+}
+
+// Distance returns the kernel's NUMA distance from node a to node b: 10 for a
+// node to itself, and, where the machine publishes no table, 10 on the
+// diagonal and 20 elsewhere.
+func (t *Topology) Distance(a, b NodeID) int {
+	if d, ok := t.distances[a]; ok {
+		if j, found := slices.BinarySearch(t.nodes, b); found && j < len(d) {
+			return d[j]
+		}
+	}
+	if a == b {
+		return 10
+	}
+	return 20
+}
+
+// Distances returns a copy of the NUMA distance table, each row in the order
+// of Nodes.
+func (t *Topology) Distances() map[NodeID][]int {
+	out := make(map[NodeID][]int, len(t.distances))
+	for n, d := range t.distances {
+		out[n] = slices.Clone(d)
+	}
+	return out
+}
+
+// ThreadsPerCore returns the largest number of online CPUs in one core.
+func (t *Topology) ThreadsPerCore() int {
+	n := 0
+	for _, c := range t.coreCPUs {
+		n = max(n, c.Size())
+	}
+	return n
+}
