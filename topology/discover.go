@@ -1,0 +1,617 @@
+package topology
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/corepin/corepin/cpuset"
+)
+
+// Paths inside the sysfs root, relative (fs.FS paths have no leading slash).
+// The files are described in
+// https://www.kernel.org/doc/html/latest/admin-guide/cputopology.html and
+// https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-devices-system-cpu.
+const (
+	cpuDir  = "sys/devices/system/cpu"
+	nodeDir = "sys/devices/system/node"
+)
+
+// ErrBadSysfs is wrapped by errors about sysfs content that can't be read.
+var ErrBadSysfs = errors.New("bad sysfs content")
+
+// Option configures Discover.
+type Option func(*discoverOptions)
+
+type discoverOptions struct {
+	skipAllowed bool
+}
+
+// WithoutCgroup makes every online CPU allowed instead of reading corepin's
+// own cpuset cgroup; for callers that describe another machine.
+func WithoutCgroup() Option { return func(o *discoverOptions) { o.skipAllowed = true } }
+
+// Discover reads the CPU topology from fsys, a file system rooted where the
+// machine's "/" is: sysfs is read under sys/devices/system and the process's
+// cgroup under proc/self. In production pass os.DirFS("/") (or a saved dump's
+// directory); in tests an fstest.MapFS.
+//
+// It works with old kernels that expose only mask files (thread_siblings,
+// core_siblings, shared_cpu_map, node cpumap), with offline CPUs (which have
+// no topology directory), sparse NUMA node ids, machines without NUMA (every
+// CPU in node 0) and without L3 (l3 = None). Files that old kernels lack are
+// not errors; content that can't be parsed is, naming the file.
+func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
+	var o discoverOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	d := &discoverer{fsys: fsys}
+	t, err := d.run(o)
+	if err != nil {
+		return nil, fmt.Errorf("discovering topology: %w", err)
+	}
+	return t, nil
+}
+
+type discoverer struct {
+	fsys     fs.FS
+	warnings []string
+}
+
+func (d *discoverer) warnf(format string, args ...any) {
+	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+// readOptional returns the trimmed content of name, ok=false when the file
+// does not exist.
+func (d *discoverer) readOptional(name string) (string, bool, error) {
+	b, err := fs.ReadFile(d.fsys, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return string(bytes.Trim(b, " \t\r\n\x00")), true, nil
+}
+
+func (d *discoverer) readSet(name string, mask bool) (cpuset.CPUSet, bool, error) {
+	s, ok, err := d.readOptional(name)
+	if err != nil || !ok {
+		return cpuset.CPUSet{}, ok, err
+	}
+	var set cpuset.CPUSet
+	if mask {
+		set, err = cpuset.ParseMask(s)
+	} else {
+		set, err = cpuset.Parse(s)
+	}
+	if err != nil {
+		return cpuset.CPUSet{}, true, fmt.Errorf("%w: parsing %s: %w", ErrBadSysfs, name, err)
+	}
+	return set, true, nil
+}
+
+func (d *discoverer) readInt(name string) (int, bool, error) {
+	s, ok, err := d.readOptional(name)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, true, fmt.Errorf("%w: parsing %s: %q is not an integer", ErrBadSysfs, name, s)
+	}
+	return v, true, nil
+}
+
+// siblings reads the first usable of the given files (lists before masks)
+// for cpu. A file that exists but does not contain cpu itself is stale (real
+// kernels have shipped stale *_list files beside a correct mask) and is
+// skipped with a warning. found=false when no file exists or none is usable.
+func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUSet, bool, error) {
+	for _, n := range names {
+		p := path.Join(dir, n)
+		set, ok, err := d.readSet(p, !strings.HasSuffix(n, "_list"))
+		if err != nil {
+			return cpuset.CPUSet{}, false, err
+		}
+		if !ok {
+			continue
+		}
+		if !set.Contains(cpu) {
+			d.warnf("%s = %q does not contain cpu %d; ignoring it as stale", p, set.String(), cpu)
+			continue
+		}
+		return set, true, nil
+	}
+	return cpuset.CPUSet{}, false, nil
+}
+
+// cpuInfo is what discovery learns about one online CPU before indexing.
+type cpuInfo struct {
+	id                                 int
+	threads, pkg, die, cluster, l3     cpuset.CPUSet
+	hasL3                              bool
+	pkgID, dieID, coreID, clusterID    int
+	hasPkgID, hasDieID, hasCoreID, top bool
+	// whether threads and pkg came from a sibling file rather than a fallback
+	threadsFound, pkgFound bool
+}
+
+func (d *discoverer) run(o discoverOptions) (*Topology, error) {
+	present, online, err := d.cpuSets()
+	if err != nil {
+		return nil, err
+	}
+	infos := map[int]*cpuInfo{}
+	for cpu := range online.All() {
+		ci, err := d.readCPU(cpu)
+		if err != nil {
+			return nil, err
+		}
+		infos[cpu] = ci
+	}
+	cpuNode, distances, err := d.numa(present, online)
+	if err != nil {
+		return nil, err
+	}
+	kinds, err := d.kinds(online)
+	if err != nil {
+		return nil, err
+	}
+	allowed := online
+	if !o.skipAllowed {
+		if a, ok := d.cgroupAllowed(); ok {
+			allowed = a.Intersection(online)
+		}
+	}
+
+	cpus := d.index(present, online, infos, cpuNode)
+	for i := range cpus {
+		c := &cpus[i]
+		c.Allowed = c.Online && allowed.Contains(c.ID)
+		c.Kind = kinds[c.ID]
+	}
+	t, err := New(cpus, distances)
+	if err != nil {
+		return nil, err
+	}
+	t.Warnings = d.warnings
+	return t, nil
+}
+
+// cpuSets returns the present CPUs (from "present", else the cpuN
+// directories) and the online ones (from "online", else each CPU's own
+// "online" file, else the presence of its topology directory).
+func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
+	entries, err := fs.ReadDir(d.fsys, cpuDir)
+	if err != nil {
+		return present, online, fmt.Errorf("listing cpus: %w", err)
+	}
+	var dirs cpuset.Builder
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "cpu")
+		if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+			continue
+		}
+		id, err := strconv.Atoi(n)
+		if err != nil || id > cpuset.MaxCPU {
+			return present, online, fmt.Errorf("%w: cpu directory %s/%s has an id out of range", ErrBadSysfs, cpuDir, e.Name())
+		}
+		dirs.Add(id)
+	}
+	fromDirs := dirs.Result()
+	p, hasPresent, err := d.readSet(cpuDir+"/present", false)
+	if err != nil {
+		return present, online, err
+	}
+	present = fromDirs.Union(p)
+	on, hasOnline, err := d.readSet(cpuDir+"/online", false)
+	if err != nil {
+		return present, online, err
+	}
+	if hasOnline {
+		online = on.Intersection(present.Union(on))
+		present = present.Union(on)
+	} else {
+		var b cpuset.Builder
+		for cpu := range fromDirs.All() {
+			dir := fmt.Sprintf("%s/cpu%d", cpuDir, cpu)
+			v, ok, err := d.readInt(dir + "/online")
+			if err != nil {
+				return present, online, err
+			}
+			if ok {
+				if v == 1 {
+					b.Add(cpu)
+				}
+				continue
+			}
+			if _, err := fs.Stat(d.fsys, dir+"/topology"); err == nil {
+				b.Add(cpu)
+			}
+		}
+		online = b.Result()
+	}
+	if online.IsEmpty() {
+		if !hasPresent && fromDirs.IsEmpty() {
+			return present, online, fmt.Errorf("%w: no cpu found under %s", ErrBadSysfs, cpuDir)
+		}
+		return present, online, fmt.Errorf("%w: no online cpu under %s (present %q)", ErrBadSysfs, cpuDir, present.String())
+	}
+	return present, online, nil
+}
+
+func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
+	dir := fmt.Sprintf("%s/cpu%d/topology", cpuDir, cpu)
+	ci := &cpuInfo{id: cpu}
+	if _, err := fs.Stat(d.fsys, dir); err == nil {
+		ci.top = true
+	} else {
+		d.warnf("online cpu %d has no %s; treating it as a core of its own", cpu, dir)
+	}
+	var err error
+	var ok bool
+	self := cpuset.New(cpu)
+	if ci.threads, ci.threadsFound, err = d.siblings(cpu, dir, "core_cpus_list", "thread_siblings_list", "core_cpus", "thread_siblings"); err != nil {
+		return nil, err
+	} else if !ci.threadsFound {
+		ci.threads = self
+	}
+	if ci.pkg, ci.pkgFound, err = d.siblings(cpu, dir, "package_cpus_list", "core_siblings_list", "package_cpus", "core_siblings"); err != nil {
+		return nil, err
+	} else if !ci.pkgFound {
+		ci.pkg = self
+	}
+	// arm64 kernels report die_id -1 with die_cpus holding the CPU alone:
+	// the die is unknown there, not one per CPU.
+	if ci.dieID, ci.hasDieID, err = d.readInt(path.Join(dir, "die_id")); err != nil {
+		return nil, err
+	}
+	if ci.die, ok, err = d.siblings(cpu, dir, "die_cpus_list", "die_cpus"); err != nil {
+		return nil, err
+	} else if !ok || (ci.hasDieID && ci.dieID < 0) {
+		ci.die = ci.pkg
+	}
+	if ci.cluster, ok, err = d.siblings(cpu, dir, "cluster_cpus_list", "cluster_cpus"); err != nil {
+		return nil, err
+	} else if !ok {
+		ci.cluster = ci.threads
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		has  *bool
+	}{
+		{"physical_package_id", &ci.pkgID, &ci.hasPkgID},
+		{"core_id", &ci.coreID, &ci.hasCoreID},
+		{"cluster_id", &ci.clusterID, new(bool)},
+	} {
+		if *f.v, *f.has, err = d.readInt(path.Join(dir, f.name)); err != nil {
+			return nil, err
+		}
+	}
+	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu); err != nil {
+		return nil, err
+	}
+	return ci, nil
+}
+
+// lastLevelCache returns the CPUs sharing cpu's level-3 cache, found by the
+// "level" file of each cache/indexN (index numbers differ between machines).
+func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
+	dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, cpu)
+	entries, err := fs.ReadDir(d.fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cpuset.CPUSet{}, false, nil
+	}
+	if err != nil {
+		return cpuset.CPUSet{}, false, fmt.Errorf("listing caches: %w", err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "index") {
+			continue
+		}
+		idx := path.Join(dir, e.Name())
+		level, ok, err := d.readInt(idx + "/level")
+		if err != nil {
+			return cpuset.CPUSet{}, false, err
+		}
+		if !ok || level != 3 {
+			continue
+		}
+		if typ, _, err := d.readOptional(idx + "/type"); err != nil {
+			return cpuset.CPUSet{}, false, err
+		} else if typ == "Instruction" {
+			continue
+		}
+		set, ok, err := d.siblings(cpu, idx, "shared_cpu_list", "shared_cpu_map")
+		if err != nil {
+			return cpuset.CPUSet{}, false, err
+		}
+		if !ok {
+			set = cpuset.New(cpu)
+		}
+		return set, true, nil
+	}
+	return cpuset.CPUSet{}, false, nil
+}
+
+// numa maps each present CPU to its NUMA node and reads the distance table.
+// A kernel without NUMA support (no node directory) puts every CPU in node 0.
+func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[NodeID][]int, error) {
+	cpuNode := map[int]NodeID{}
+	entries, err := fs.ReadDir(d.fsys, nodeDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("listing numa nodes: %w", err)
+	}
+	var nodes []NodeID
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "node")
+		if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+			continue
+		}
+		id, err := strconv.Atoi(n)
+		if err != nil || id > 1<<20 {
+			return nil, nil, fmt.Errorf("%w: numa node directory %s/%s has an id out of range", ErrBadSysfs, nodeDir, e.Name())
+		}
+		nodes = append(nodes, NodeID(id))
+	}
+	slices.Sort(nodes)
+	if len(nodes) == 0 {
+		for cpu := range present.All() {
+			cpuNode[cpu] = 0
+		}
+		return cpuNode, nil, nil
+	}
+	distances := map[NodeID][]int{}
+	for _, n := range nodes {
+		dir := fmt.Sprintf("%s/node%d", nodeDir, n)
+		set, ok, err := d.readSet(dir+"/cpulist", false)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			if set, ok, err = d.readSet(dir+"/cpumap", true); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !ok {
+			// hwloc-era dumps and old kernels: cpuN links in the node directory.
+			set, err = d.linkedCPUs(dir)
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+		for cpu := range set.All() {
+			if prev, dup := cpuNode[cpu]; dup && prev != n {
+				return nil, nil, fmt.Errorf("%w: cpu %d is listed in numa node %d and node %d", ErrBadSysfs, cpu, prev, n)
+			}
+			cpuNode[cpu] = n
+		}
+		row, ok, err := d.readOptional(dir + "/distance")
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(row)
+		dist := make([]int, 0, len(fields))
+		for _, f := range fields {
+			v, err := strconv.Atoi(f)
+			if err != nil || v < 0 {
+				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %q is not a distance", ErrBadSysfs, dir, row)
+			}
+			dist = append(dist, v)
+		}
+		if len(dist) != len(nodes) {
+			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries for %d numa nodes: %q", ErrBadSysfs, dir, len(dist), len(nodes), row)
+		}
+		distances[n] = dist
+	}
+	if len(distances) != 0 && len(distances) != len(nodes) {
+		d.warnf("only %d of %d numa nodes publish a distance row; ignoring the table", len(distances), len(nodes))
+		distances = nil
+	}
+	for cpu := range online.All() {
+		if _, ok := cpuNode[cpu]; ok {
+			continue
+		}
+		// Fall back to the nodeN link inside the cpu directory.
+		n, ok, err := d.cpuNodeLink(cpu)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			n = nodes[0]
+			d.warnf("online cpu %d belongs to no numa node; placing it in node %d", cpu, n)
+		}
+		cpuNode[cpu] = n
+	}
+	return cpuNode, distances, nil
+}
+
+func (d *discoverer) linkedCPUs(dir string) (cpuset.CPUSet, error) {
+	entries, err := fs.ReadDir(d.fsys, dir)
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("listing numa node cpus: %w", err)
+	}
+	var b cpuset.Builder
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "cpu")
+		if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+			continue
+		}
+		if id, err := strconv.Atoi(n); err == nil && id <= cpuset.MaxCPU {
+			b.Add(id)
+		}
+	}
+	return b.Result(), nil
+}
+
+func (d *discoverer) cpuNodeLink(cpu int) (NodeID, bool, error) {
+	entries, err := fs.ReadDir(d.fsys, fmt.Sprintf("%s/cpu%d", cpuDir, cpu))
+	if err != nil {
+		return 0, false, nil
+	}
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "node")
+		if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+			continue
+		}
+		if id, err := strconv.Atoi(n); err == nil {
+			return NodeID(id), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// unionFind groups CPUs that any sibling set puts together.
+type unionFind map[int]int
+
+func (u unionFind) find(x int) int {
+	for {
+		p, ok := u[x]
+		if !ok || p == x {
+			u[x] = x
+			return x
+		}
+		u[x] = u[p] // path halving
+		x = u[p]
+	}
+}
+
+func (u unionFind) union(a, b int) {
+	ra, rb := u.find(a), u.find(b)
+	if ra == rb {
+		return
+	}
+	if rb < ra {
+		ra, rb = rb, ra
+	}
+	u[rb] = ra // the root is always the lowest cpu of the group
+}
+
+// partition groups online CPUs by the sets sel returns, then splits groups
+// by parent (so a child unit never straddles two parents), and numbers the
+// groups from 0 in order of their lowest CPU.
+func partition(online cpuset.CPUSet, infos map[int]*cpuInfo, sel func(*cpuInfo) cpuset.CPUSet, parent func(cpu int) int) map[int]int {
+	uf := unionFind{}
+	for cpu := range online.All() {
+		uf.find(cpu)
+		for s := range sel(infos[cpu]).Intersection(online).All() {
+			uf.union(cpu, s)
+		}
+	}
+	type key struct{ root, parent int }
+	keyIndex := map[key]int{}
+	out := map[int]int{}
+	for cpu := range online.All() { // ascending, so indexes follow lowest cpus
+		k := key{uf.find(cpu), parent(cpu)}
+		idx, ok := keyIndex[k]
+		if !ok {
+			idx = len(keyIndex)
+			keyIndex[k] = idx
+		}
+		out[cpu] = idx
+	}
+	return out
+}
+
+// index turns per-CPU sibling sets into the machine-wide indexes of the
+// contract. Packages, dies, clusters and cores come from sibling masks (raw
+// ids repeat across packages); when a machine has no mask files at all, the
+// raw ids are used within their parent.
+func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo, cpuNode map[int]NodeID) []CPU {
+	// CPUs whose sibling files are missing are grouped by their raw ids.
+	pkgFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.pkgID, !ci.pkgFound && ci.hasPkgID })
+	none := func(int) int { return 0 }
+	socket := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
+		if !ci.pkgFound && ci.hasPkgID {
+			return pkgFallback[ci.pkgID]
+		}
+		return ci.pkg
+	}, none)
+	die := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.die }, func(cpu int) int { return socket[cpu] })
+	var withL3 cpuset.Builder
+	for cpu, ci := range infos {
+		if ci.hasL3 {
+			withL3.Add(cpu)
+		}
+	}
+	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.l3 }, none)
+	cluster := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.cluster }, func(cpu int) int { return socket[cpu] })
+	// A core never straddles a die, cluster, NUMA node or L3.
+	// Without sibling files, CPUs sharing a raw core_id within a die share a core.
+	type coreParent struct{ cluster, node, l3, rawCore int }
+	parents := map[coreParent]int{}
+	coreFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.coreID, !ci.threadsFound && ci.hasCoreID })
+	core := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
+		if ci.threadsFound || !ci.hasCoreID {
+			return ci.threads
+		}
+		return coreFallback[ci.coreID] // split below by parent
+	}, func(cpu int) int {
+		ci := infos[cpu]
+		k := coreParent{cluster[cpu], int(cpuNode[cpu]), l3IndexOr(l3, infos, cpu), -1}
+		if !ci.threadsFound && ci.hasCoreID {
+			k.rawCore = ci.coreID
+		}
+		if _, ok := parents[k]; !ok {
+			parents[k] = len(parents)
+		}
+		return parents[k]
+	})
+	cpus := make([]CPU, 0, present.Size())
+	for id := range present.All() {
+		c := CPU{ID: id, Socket: None, Die: None, Cluster: None, Core: None, L3: None, NUMA: None}
+		if n, ok := cpuNode[id]; ok {
+			c.NUMA = n
+		}
+		if online.Contains(id) {
+			c.Online = true
+			c.Socket = SocketID(socket[id])
+			c.Die = DieID(die[id])
+			c.Cluster = ClusterID(cluster[id])
+			c.Core = CoreID(core[id])
+			c.L3 = CacheID(l3IndexOr(l3, infos, id))
+		}
+		cpus = append(cpus, c)
+	}
+	slices.SortFunc(cpus, func(a, b CPU) int { return cmp.Compare(a.ID, b.ID) })
+	return cpus
+}
+
+func l3IndexOr(l3 map[int]int, infos map[int]*cpuInfo, cpu int) int {
+	if !infos[cpu].hasL3 {
+		return None
+	}
+	return l3[cpu]
+}
+
+// rawGroups groups the online CPUs for which key returns ok by the raw id it
+// returns.
+func rawGroups(online cpuset.CPUSet, infos map[int]*cpuInfo, key func(*cpuInfo) (int, bool)) map[int]cpuset.CPUSet {
+	bs := map[int]*cpuset.Builder{}
+	for cpu := range online.All() {
+		if id, ok := key(infos[cpu]); ok {
+			if bs[id] == nil {
+				bs[id] = &cpuset.Builder{}
+			}
+			bs[id].Add(cpu)
+		}
+	}
+	out := make(map[int]cpuset.CPUSet, len(bs))
+	for id, b := range bs {
+		out[id] = b.Result()
+	}
+	return out
+}
