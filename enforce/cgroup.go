@@ -1,0 +1,231 @@
+package enforce
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/corepin/corepin/cpuset"
+)
+
+// features are the optional kernel files a driver found under corepin's
+// root, probed once when the driver is made.
+type features struct {
+	cpuset    bool // cpuset controller (always on v1)
+	cpu       bool // cpu controller (always on v1)
+	bandwidth bool // CFS bandwidth: cpu.cfs_quota_us, cpu.max (CONFIG_CFS_BANDWIDTH)
+	burst     bool // cpu.cfs_burst_us, cpu.max.burst (Linux 5.14)
+	idle      bool // cpu.idle (Linux 5.15, both versions)
+}
+
+// rootSets are the CPUs and memory nodes of corepin's root group, which an
+// empty Resources.CPUs or Mems stands for.
+type rootSets struct {
+	cpus, mems cpuset.CPUSet
+}
+
+// cgDriver is the part of the v1 and v2 drivers that does not depend on
+// the version: a list of hierarchies, the corepin root in each, and a
+// function turning Resources into writes.
+type cgDriver struct {
+	name string
+	// hs are the distinct hierarchies, in the order a process joins them
+	// and groups are created (v1: cpuset first, as cpuset.mems must be set
+	// before a task joins); removal goes in reverse.
+	hs []cgfs
+	// pick returns the hierarchy holding a control file.
+	pick func(file string) cgfs
+	// base is corepin's root group, relative to each mount point.
+	base   string
+	feat   features
+	writes func(Resources, rootSets, features) ([]Write, error)
+	// roots reads the root group's CPUs and memory nodes.
+	roots func() (rootSets, error)
+	stats func(g *cgGroup) (Stats, error)
+	// wrap adds version-specific abilities to a group.
+	wrap   func(g *cgGroup) Group
+	limits []string
+	self   owner
+	alive  func(owner) bool
+}
+
+func (d *cgDriver) Name() string          { return d.name }
+func (d *cgDriver) Limitations() []string { return slices.Clone(d.limits) }
+
+// Writes returns the writes Create and Update make for r, in order.
+func (d *cgDriver) Writes(r Resources) ([]Write, error) {
+	var rs rootSets
+	if d.feat.cpuset {
+		var err error
+		if rs, err = d.roots(); err != nil {
+			return nil, err
+		}
+		if !r.CPUs.IsSubsetOf(rs.cpus) {
+			return nil, fmt.Errorf("%w: cpus %s outside corepin root's %s",
+				ErrInvalidResources, r.CPUs, rs.cpus)
+		}
+		if !r.Mems.IsSubsetOf(rs.mems) {
+			return nil, fmt.Errorf("%w: mems %s outside corepin root's %s",
+				ErrInvalidResources, r.Mems, rs.mems)
+		}
+	}
+	return d.writes(r, rs, d.feat)
+}
+
+func (d *cgDriver) Create(name string, r Resources) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	ws, err := d.Writes(r)
+	if err != nil {
+		return nil, fmt.Errorf("creating group %s: %w", name, err)
+	}
+	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, d.self.dirName(name))}
+	for i, h := range d.hs {
+		if err := h.mkdir(g.dir); err != nil {
+			g.removeFrom(d.hs[:i])
+			return nil, fmt.Errorf("creating group %s: %w", name, err)
+		}
+	}
+	if err := writeAll(d.pick, g.dir, ws); err != nil {
+		g.removeFrom(d.hs)
+		return nil, fmt.Errorf("creating group %s: %w", name, err)
+	}
+	return d.wrap(g), nil
+}
+
+// Cleanup removes, in every hierarchy, the groups under corepin's root
+// whose owner has died and which have no tasks. Directories not named by
+// corepin are left alone.
+func (d *cgDriver) Cleanup() ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, h := range d.hs {
+		ds, err := h.subdirs(d.base)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, dn := range ds {
+			o, _, ok := parseDirName(dn)
+			if !ok || o == d.self || d.alive(o) {
+				continue
+			}
+			dir := path.Join(d.base, dn)
+			procs, err := readProcs(h, dir)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(procs) > 0 {
+				errs = append(errs, fmt.Errorf("keeping stale group %s in %s: %d processes still in it (pids %s)",
+					dir, h.mount(), len(procs), strings.Join(procs[:min(len(procs), 5)], " ")))
+				continue
+			}
+			if err := h.rmdir(dir); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			removed = append(removed, path.Join(h.mount(), dir))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// cgGroup is a group in one or more cgroup hierarchies.
+type cgGroup struct {
+	d    *cgDriver
+	name string
+	dir  string // relative to each mount point
+}
+
+func (g *cgGroup) Name() string { return g.name }
+
+func (g *cgGroup) Update(r Resources) error {
+	ws, err := g.d.Writes(r)
+	if err == nil {
+		err = writeAll(g.d.pick, g.dir, ws)
+	}
+	if err != nil {
+		return fmt.Errorf("updating group %s: %w", g.name, err)
+	}
+	return nil
+}
+
+// AddProc writes pid to cgroup.procs in every hierarchy, cpuset first, which
+// moves all of its threads.
+func (g *cgGroup) AddProc(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("adding pid %d to group %s: %w", pid, g.name, ErrInvalidResources)
+	}
+	for _, h := range g.d.hs {
+		if err := h.write(path.Join(g.dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("adding pid %d to group %s: %w", pid, g.name, err)
+		}
+	}
+	return nil
+}
+
+func (g *cgGroup) Stats() (Stats, error) {
+	s, err := g.d.stats(g)
+	if err != nil {
+		return Stats{}, fmt.Errorf("reading stats of group %s: %w", g.name, err)
+	}
+	return s, nil
+}
+
+// Remove removes the group's directory from every hierarchy, last joined
+// first. A directory already gone is not an error.
+func (g *cgGroup) Remove() error {
+	if err := g.removeFrom(g.d.hs); err != nil {
+		return fmt.Errorf("removing group %s: %w", g.name, err)
+	}
+	return nil
+}
+
+func (g *cgGroup) removeFrom(hs []cgfs) error {
+	var errs []error
+	for _, h := range slices.Backward(hs) {
+		if err := h.rmdir(g.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readSet reads a cpuset list file.
+func readSet(h cgfs, file string) (cpuset.CPUSet, error) {
+	s, err := h.read(file)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("reading %s in %s: %w", file, h.mount(), err)
+	}
+	return set, nil
+}
+
+// parseFlatKeyed parses "key value" lines (cpu.stat in both versions).
+func parseFlatKeyed(s string) (map[string]uint64, error) {
+	m := make(map[string]uint64)
+	for line := range strings.Lines(s) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			return nil, fmt.Errorf("parsing %q: no value", line)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		m[k] = n
+	}
+	return m, nil
+}

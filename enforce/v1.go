@@ -1,0 +1,260 @@
+package enforce
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Control files of cgroup v1, from
+// https://docs.kernel.org/admin-guide/cgroup-v1/cpusets.html,
+// https://docs.kernel.org/scheduler/sched-bwc.html and
+// https://docs.kernel.org/admin-guide/cgroup-v1/cpuacct.html.
+const (
+	v1CPUs   = "cpuset.cpus"
+	v1Mems   = "cpuset.mems"
+	v1Period = "cpu.cfs_period_us"
+	v1Quota  = "cpu.cfs_quota_us" // -1: no limit
+	v1Burst  = "cpu.cfs_burst_us" // Linux 5.14
+	v1Shares = "cpu.shares"
+	v1Idle   = "cpu.idle" // Linux 5.15
+	v1Stat   = "cpu.stat"
+	v1Usage  = "cpuacct.usage"     // ns
+	v1User   = "cpuacct.usage_user" // ns, Linux 4.11
+	v1Sys    = "cpuacct.usage_sys"  // ns, Linux 4.11
+)
+
+// V1Mounts are the mount points of the cgroup v1 hierarchies corepin uses.
+// CPU and CPUAcct may be the same directory (co-mounted "cpu,cpuacct").
+type V1Mounts struct {
+	CPUSet, CPU, CPUAcct string
+}
+
+// NewV1 returns the cgroup v1 driver for the hierarchies at m, creating
+// corepin's root group in each (see WithRoot, WithParent). A new cpuset
+// root starts with empty cpuset.cpus and cpuset.mems, in which no task may
+// run, so NewV1 copies its parent's into it; it leaves a root that already
+// has CPUs alone. CPUAcct may be empty: Stats then lacks Usage.
+func NewV1(m V1Mounts, opts ...Option) (Driver, error) {
+	c := newConfig(opts)
+	var hs v1Hierarchies
+	var err error
+	if hs.cpuset, err = openRootFS(m.CPUSet); err != nil {
+		return nil, err
+	}
+	if hs.cpu, err = openRootFS(m.CPU); err != nil {
+		return nil, err
+	}
+	switch m.CPUAcct {
+	case "":
+	case m.CPU:
+		hs.cpuacct = hs.cpu
+	default:
+		if hs.cpuacct, err = openRootFS(m.CPUAcct); err != nil {
+			return nil, err
+		}
+	}
+	return newV1(hs, c)
+}
+
+type v1Hierarchies struct {
+	cpuset, cpu, cpuacct cgfs
+}
+
+func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
+	parent, err := cleanParent(c.parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateName(c.root); err != nil {
+		return nil, fmt.Errorf("checking root name: %w", err)
+	}
+	self, err := c.owner()
+	if err != nil {
+		return nil, err
+	}
+	d := &cgDriver{
+		name:   NameV1,
+		base:   path.Join(parent, c.root),
+		writes: v1Writes,
+		self:   self,
+		alive:  c.alive,
+		feat:   features{cpuset: true, cpu: true},
+		wrap:   func(g *cgGroup) Group { return g },
+	}
+	d.hs = []cgfs{hs.cpuset, hs.cpu}
+	if hs.cpuacct != nil && hs.cpuacct != hs.cpu {
+		d.hs = append(d.hs, hs.cpuacct)
+	}
+	d.pick = func(file string) cgfs {
+		switch {
+		case strings.HasPrefix(file, "cpuset."):
+			return hs.cpuset
+		case strings.HasPrefix(file, "cpu."):
+			return hs.cpu
+		case strings.HasPrefix(file, "cpuacct."):
+			return hs.cpuacct
+		}
+		return nil
+	}
+	d.roots = func() (rootSets, error) {
+		cpus, err := readSet(hs.cpuset, path.Join(d.base, v1CPUs))
+		if err != nil {
+			return rootSets{}, err
+		}
+		mems, err := readSet(hs.cpuset, path.Join(d.base, v1Mems))
+		return rootSets{cpus, mems}, err
+	}
+	d.stats = func(g *cgGroup) (Stats, error) { return v1Stats(hs, g.dir) }
+
+	for _, h := range d.hs {
+		if err := ensureDir(h, d.base); err != nil {
+			return nil, fmt.Errorf("creating corepin root: %w", err)
+		}
+	}
+	// cgroup v1 cpusets start empty (cpusets.html, 1.9 and 2.1): copy
+	// the parent's CPUs, then its memory nodes.
+	for _, f := range []string{v1CPUs, v1Mems} {
+		cur, err := hs.cpuset.read(path.Join(d.base, f))
+		if err != nil {
+			return nil, err
+		}
+		if cur != "" {
+			continue
+		}
+		p, err := hs.cpuset.read(path.Join(parent, f))
+		if err != nil {
+			return nil, err
+		}
+		if err := hs.cpuset.write(path.Join(d.base, f), p); err != nil {
+			return nil, fmt.Errorf("initializing corepin root's %s: %w", f, err)
+		}
+	}
+	for _, p := range []struct {
+		file string
+		on   *bool
+	}{{v1Quota, &d.feat.bandwidth}, {v1Burst, &d.feat.burst}, {v1Idle, &d.feat.idle}} {
+		if *p.on, err = hs.cpu.exists(path.Join(d.base, p.file)); err != nil {
+			return nil, err
+		}
+	}
+	d.limits = featureLimits(d.feat, v1Quota, v1Burst, v1Idle, "cpu.shares=2")
+	if hs.cpuacct == nil {
+		d.limits = append(d.limits, "no cpuacct hierarchy: Stats reports no CPU usage")
+	}
+	return d, nil
+}
+
+// featureLimits describes what missing optional files cost.
+func featureLimits(f features, quota, burst, idle, idleFallback string) []string {
+	var l []string
+	if !f.bandwidth {
+		l = append(l, fmt.Sprintf("no %s (kernel without CONFIG_CFS_BANDWIDTH): quota and burst cannot be enforced", quota))
+	} else if !f.burst {
+		l = append(l, fmt.Sprintf("no %s (Linux < 5.14): burst cannot be enforced", burst))
+	}
+	if !f.idle {
+		l = append(l, fmt.Sprintf("no %s (Linux < 5.15): Idle is approximated by %s, the lowest weight, without idle's wakeup preemption", idle, idleFallback))
+	}
+	return l
+}
+
+// v1Writes turns r into cgroup v1 writes, in this order:
+//
+//	cpuset.cpus, cpuset.mems            (before any task joins)
+//	cpu.cfs_burst_us 0                  (so neither write below can fail on an old burst above the new quota)
+//	cpu.cfs_period_us, cpu.cfs_quota_us
+//	cpu.cfs_burst_us                    (only a non-zero burst)
+//	cpu.idle                            (0 before the shares: the kernel refuses shares on an idle group)
+//	cpu.shares                          (not on an idle group)
+//
+// Empty CPUs and Mems become the root's. Files the kernel lacks are left
+// out when r does not need them and are an ErrNotSupported error when it
+// does, except cpu.idle, which falls back to cpu.shares=2.
+func v1Writes(r Resources, root rootSets, f features) ([]Write, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	cpus, mems := r.CPUs, r.Mems
+	if cpus.IsEmpty() {
+		cpus = root.cpus
+	}
+	if mems.IsEmpty() {
+		mems = root.mems
+	}
+	ws := []Write{{v1CPUs, cpus.String()}, {v1Mems, mems.String()}}
+	switch {
+	case f.bandwidth:
+		if f.burst {
+			ws = append(ws, Write{v1Burst, "0"})
+		}
+		quota := "-1"
+		if r.Quota > 0 {
+			quota = usec(r.Quota)
+		}
+		ws = append(ws, Write{v1Period, usec(r.period())}, Write{v1Quota, quota})
+		if r.Burst > 0 {
+			if !f.burst {
+				return nil, fmt.Errorf("setting burst: %w: no %s (Linux < 5.14)", ErrNotSupported, v1Burst)
+			}
+			ws = append(ws, Write{v1Burst, usec(r.Burst)})
+		}
+	case r.Quota > 0:
+		return nil, fmt.Errorf("setting quota: %w: no %s (CONFIG_CFS_BANDWIDTH)", ErrNotSupported, v1Quota)
+	}
+	switch {
+	case f.idle && r.Idle:
+		ws = append(ws, Write{v1Idle, "1"})
+	case f.idle:
+		ws = append(ws, Write{v1Idle, "0"}, Write{v1Shares, fmt.Sprint(SharesFromWeight(r.weight()))})
+	case r.Idle:
+		ws = append(ws, Write{v1Shares, "2"})
+	default:
+		ws = append(ws, Write{v1Shares, fmt.Sprint(SharesFromWeight(r.weight()))})
+	}
+	return ws, nil
+}
+
+func v1Stats(hs v1Hierarchies, dir string) (Stats, error) {
+	var s Stats
+	if hs.cpuacct != nil {
+		for _, p := range []struct {
+			file     string
+			to       *time.Duration
+			optional bool
+		}{{v1Usage, &s.Usage, false}, {v1User, &s.User, true}, {v1Sys, &s.System, true}} {
+			f := path.Join(dir, p.file)
+			if ok, err := hs.cpuacct.exists(f); err != nil || (!ok && p.optional) {
+				if err != nil {
+					return Stats{}, err
+				}
+				continue
+			}
+			v, err := hs.cpuacct.read(f)
+			if err != nil {
+				return Stats{}, err
+			}
+			n, err := strconv.ParseUint(v, 10, 63)
+			if err != nil {
+				return Stats{}, fmt.Errorf("parsing %s: %w", p.file, err)
+			}
+			*p.to = time.Duration(n)
+		}
+	}
+	v, err := hs.cpu.read(path.Join(dir, v1Stat))
+	if err != nil {
+		return Stats{}, err
+	}
+	m, err := parseFlatKeyed(v)
+	if err != nil {
+		return Stats{}, fmt.Errorf("parsing %s: %w", v1Stat, err)
+	}
+	s.NrPeriods = m["nr_periods"]
+	s.NrThrottled = m["nr_throttled"]
+	s.ThrottledTime = time.Duration(m["throttled_time"])
+	s.NrBursts = m["nr_bursts"]
+	s.BurstTime = time.Duration(m["burst_time"])
+	return s, nil
+}
