@@ -1,0 +1,148 @@
+package enforce
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Detect returns the best driver this machine allows, trying in order:
+//
+//  1. cgroup v2, when a cgroup2 mount offers the cpuset and cpu
+//     controllers at the parent (WithParent) and corepin's root can be
+//     made there;
+//  2. cgroup v1, when cpuset and cpu hierarchies are mounted and
+//     corepin's root can be made in both (cpuacct is used when mounted);
+//  3. affinity-only, which always works and whose Limitations begin with
+//     why no cgroup driver could be used.
+//
+// The mount table is read once per process and cached (unless
+// WithMountinfo names another file). Detect creates corepin's root groups
+// as a side effect; call it once at start, then call Cleanup on the result
+// to remove the groups a crashed run left behind.
+func Detect(opts ...Option) (Driver, error) {
+	c := newConfig(opts)
+	var mounts []Mount
+	var err error
+	if c.mountinfo == defaultMountinfo {
+		mounts, err = selfMounts()
+	} else {
+		mounts, err = readMounts(c.mountinfo)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var reasons []string
+	if m, ok := findV2(mounts); !ok {
+		reasons = append(reasons, "cgroup v2: not mounted")
+	} else if d, err := NewV2(m.Point, opts...); err != nil {
+		reasons = append(reasons, "cgroup v2: "+err.Error())
+	} else {
+		return d, nil
+	}
+	if m, missing := findV1(mounts); len(missing) > 0 {
+		reasons = append(reasons, "cgroup v1: no "+strings.Join(missing, ", ")+" hierarchy mounted")
+	} else if d, err := NewV1(m, opts...); err != nil {
+		reasons = append(reasons, "cgroup v1: "+err.Error())
+	} else {
+		return d, nil
+	}
+	d, err := NewAffinity(opts...)
+	if err != nil {
+		return nil, err
+	}
+	a := d.(*affinityDriver)
+	a.limits = append([]string{"no usable cgroup (" + strings.Join(reasons, "; ") + ")"}, a.limits...)
+	return a, nil
+}
+
+const defaultMountinfo = "/proc/self/mountinfo"
+
+// selfMounts is this process's mount table, read once.
+var selfMounts = sync.OnceValues(func() ([]Mount, error) { return readMounts(defaultMountinfo) })
+
+func readMounts(file string) ([]Mount, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading mount table: %w", err)
+	}
+	defer f.Close()
+	return ParseMountinfo(f)
+}
+
+// findV2 returns the cgroup2 mount, preferring /sys/fs/cgroup (a
+// unified host) over the first listed (a hybrid host's
+// /sys/fs/cgroup/unified).
+func findV2(ms []Mount) (Mount, bool) {
+	var found []Mount
+	for _, m := range ms {
+		if m.FSType == "cgroup2" {
+			found = append(found, m)
+		}
+	}
+	if len(found) == 0 {
+		return Mount{}, false
+	}
+	if i := slices.IndexFunc(found, func(m Mount) bool { return m.Point == "/sys/fs/cgroup" }); i >= 0 {
+		return found[i], true
+	}
+	return found[0], true
+}
+
+// findV1 returns the mount points of the cpuset, cpu and cpuacct
+// hierarchies (the first mount of each), and which of cpuset and cpu are
+// missing.
+func findV1(ms []Mount) (V1Mounts, []string) {
+	var v V1Mounts
+	for _, m := range ms {
+		for _, c := range m.Controllers() {
+			switch {
+			case c == "cpuset" && v.CPUSet == "":
+				v.CPUSet = m.Point
+			case c == "cpu" && v.CPU == "":
+				v.CPU = m.Point
+			case c == "cpuacct" && v.CPUAcct == "":
+				v.CPUAcct = m.Point
+			}
+		}
+	}
+	var missing []string
+	if v.CPUSet == "" {
+		missing = append(missing, "cpuset")
+	}
+	if v.CPU == "" {
+		missing = append(missing, "cpu")
+	}
+	return v, missing
+}
+
+// cloneIntoCgroup reports whether clone3(2) takes CLONE_INTO_CGROUP, which
+// Linux 5.7 added. Probed once from the kernel release; an unparsable
+// release counts as no, so Start uses the shim, which works everywhere.
+var cloneIntoCgroup = sync.OnceValue(func() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 7)
+})
+
+// kernelAtLeast reports whether release ("6.18.44-fc-v657") is at least
+// major.minor; false when it does not parse.
+func kernelAtLeast(release string, major, minor int) bool {
+	f := strings.FieldsFunc(release, func(r rune) bool { return r < '0' || r > '9' })
+	if len(f) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(f[0])
+	mi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}

@@ -1,0 +1,231 @@
+package enforce
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/cpuset"
+)
+
+var (
+	allFeatures = features{cpuset: true, cpu: true, bandwidth: true, burst: true, idle: true}
+	linux510    = features{cpuset: true, cpu: true, bandwidth: true} // no burst, no idle
+	noBandwidth = features{cpuset: true, cpu: true, idle: true}
+	root0to3    = rootSets{cpus: cpuset.Range(0, 3), mems: cpuset.New(0)}
+)
+
+func TestV1Writes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Resources
+		f    features
+		want []Write
+		err  error
+	}{{
+		name: "zero value: the root's sets, no quota, default weight",
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "-1"}, {"cpu.idle", "0"}, {"cpu.shares", "1024"}},
+	}, {
+		name: "pinned with quota, burst and weight",
+		r: Resources{CPUs: cpuset.MustParse("1-2"), Mems: cpuset.New(0), Quota: 2 * time.Second / 10,
+			Period: 50 * time.Millisecond, Burst: 100 * time.Millisecond, Weight: 200},
+		f: allFeatures,
+		want: []Write{{"cpuset.cpus", "1-2"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "50000"}, {"cpu.cfs_quota_us", "200000"}, {"cpu.cfs_burst_us", "100000"},
+			{"cpu.idle", "0"}, {"cpu.shares", "2048"}},
+	}, {
+		name: "idle: no shares written",
+		r:    Resources{Idle: true},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "-1"}, {"cpu.idle", "1"}},
+	}, {
+		name: "idle on Linux 5.10: lowest shares",
+		r:    Resources{Idle: true, Quota: 10 * time.Millisecond},
+		f:    linux510,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "10000"}, {"cpu.shares", "2"}},
+	}, {
+		name: "burst on Linux 5.10",
+		r:    Resources{Quota: 10 * time.Millisecond, Burst: time.Millisecond},
+		f:    linux510,
+		err:  ErrNotSupported,
+	}, {
+		name: "no CFS bandwidth, no quota asked",
+		r:    Resources{Weight: 1},
+		f:    noBandwidth,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.idle", "0"}, {"cpu.shares", "10"}},
+	}, {
+		name: "no CFS bandwidth, quota asked",
+		r:    Resources{Quota: 10 * time.Millisecond},
+		f:    noBandwidth,
+		err:  ErrNotSupported,
+	}, {
+		name: "sub-microsecond quota is truncated",
+		r:    Resources{Quota: 1500*time.Microsecond + 999},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "1500"}, {"cpu.idle", "0"}, {"cpu.shares", "1024"}},
+	}, {
+		name: "invalid",
+		r:    Resources{Quota: time.Microsecond},
+		f:    allFeatures,
+		err:  ErrInvalidResources,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := v1Writes(tc.r, root0to3, tc.f)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("v1Writes() error = %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("v1Writes() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestV2Writes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Resources
+		f    features
+		want []Write
+		err  error
+	}{{
+		name: "zero value",
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.max.burst", "0"},
+			{"cpu.max", "max 100000"}, {"cpu.idle", "0"}, {"cpu.weight", "100"}},
+	}, {
+		name: "quota mode: 2 CPUs' worth over the shared pool",
+		r:    Resources{Quota: 200 * time.Millisecond, Weight: 10000},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.max.burst", "0"},
+			{"cpu.max", "200000 100000"}, {"cpu.idle", "0"}, {"cpu.weight", "10000"}},
+	}, {
+		name: "burst mode",
+		r:    Resources{CPUs: cpuset.New(3), Quota: 100 * time.Millisecond, Burst: 100 * time.Millisecond, Period: time.Second},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "3"}, {"cpuset.mems", "0"}, {"cpu.max.burst", "0"},
+			{"cpu.max", "100000 1000000"}, {"cpu.max.burst", "100000"}, {"cpu.idle", "0"}, {"cpu.weight", "100"}},
+	}, {
+		name: "idle",
+		r:    Resources{Idle: true},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.max.burst", "0"},
+			{"cpu.max", "max 100000"}, {"cpu.idle", "1"}},
+	}, {
+		name: "idle on Linux 5.10: weight 1",
+		r:    Resources{Idle: true},
+		f:    linux510,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.max", "max 100000"}, {"cpu.weight", "1"}},
+	}, {
+		name: "no controllers, nothing asked: nothing written",
+		f:    features{},
+	}, {
+		name: "no cpuset controller, cpus asked",
+		r:    Resources{CPUs: cpuset.New(1)},
+		f:    features{cpu: true},
+		err:  ErrNotSupported,
+	}, {
+		name: "no cpu controller, weight asked",
+		r:    Resources{Weight: 5},
+		f:    features{cpuset: true},
+		err:  ErrNotSupported,
+	}, {
+		name: "burst above quota",
+		r:    Resources{Quota: 10 * time.Millisecond, Burst: 20 * time.Millisecond},
+		f:    allFeatures,
+		err:  ErrInvalidResources,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := v2Writes(tc.r, root0to3, tc.f)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("v2Writes() error = %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("v2Writes() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResourcesValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Resources
+		ok   bool
+	}{
+		{name: "zero", ok: true},
+		{name: "quota 1ms", r: Resources{Quota: time.Millisecond}, ok: true},
+		{name: "quota below 1ms", r: Resources{Quota: time.Millisecond - 1}},
+		{name: "negative quota", r: Resources{Quota: -1}},
+		{name: "period 1s", r: Resources{Period: time.Second}, ok: true},
+		{name: "period above 1s", r: Resources{Period: time.Second + 1}},
+		{name: "period below 1ms", r: Resources{Period: time.Microsecond}},
+		{name: "burst without quota", r: Resources{Burst: time.Millisecond}},
+		{name: "burst equal to quota", r: Resources{Quota: time.Millisecond, Burst: time.Millisecond}, ok: true},
+		{name: "weight 10000", r: Resources{Weight: 10000}, ok: true},
+		{name: "weight 10001", r: Resources{Weight: 10001}},
+		{name: "idle with weight", r: Resources{Idle: true, Weight: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Validate()
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidResources)) {
+				t.Errorf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestSharesFromWeight(t *testing.T) {
+	for _, tc := range []struct{ weight, shares uint64 }{
+		{1, 10}, {50, 512}, {100, 1024}, {200, 2048}, {10000, 102400}, {0, 2},
+	} {
+		if got := SharesFromWeight(tc.weight); got != tc.shares {
+			t.Errorf("SharesFromWeight(%d) = %d, want %d", tc.weight, got, tc.shares)
+		}
+	}
+}
+
+func TestNiceFromWeight(t *testing.T) {
+	for _, tc := range []struct {
+		weight uint64
+		nice   int
+	}{{100, 0}, {1, 19}, {10000, -20}, {80, 1}, {125, -1}, {10, 10}} {
+		if got := NiceFromWeight(tc.weight); got != tc.nice {
+			t.Errorf("NiceFromWeight(%d) = %d, want %d", tc.weight, got, tc.nice)
+		}
+	}
+}
+
+func TestAffinityPlan(t *testing.T) {
+	allowed := cpuset.Range(0, 3)
+	for _, tc := range []struct {
+		name string
+		r    Resources
+		want affinityPlan
+		err  error
+	}{
+		{name: "zero", want: affinityPlan{CPUs: allowed}},
+		{name: "pinned, low weight", r: Resources{CPUs: cpuset.New(2), Weight: 10}, want: affinityPlan{CPUs: cpuset.New(2), Nice: 10}},
+		{name: "idle", r: Resources{Idle: true}, want: affinityPlan{CPUs: allowed, Idle: true}},
+		{name: "quota", r: Resources{Quota: 10 * time.Millisecond}, err: ErrNotSupported},
+		{name: "mems", r: Resources{Mems: cpuset.New(0)}, err: ErrNotSupported},
+		{name: "outside affinity", r: Resources{CPUs: cpuset.New(4)}, err: ErrInvalidResources},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := affinityPlanFor(tc.r, allowed)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("affinityPlanFor() error = %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+				t.Errorf("affinityPlanFor() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
