@@ -102,7 +102,7 @@ func parseMountLine(line string) (Mount, error) {
 		return Mount{}, err
 	}
 	m.SuperOptions = f[sep+3]
-	if m.Root == "" || m.Point == "" || m.FSType == "" {
+	if m.Root == "" || m.Point == "" || m.FSType == "" || m.FSType == "-" {
 		return Mount{}, fmt.Errorf("%w: empty field in %q", errMountLine, line)
 	}
 	return m, nil
