@@ -106,16 +106,16 @@ func TestParseMountinfoEscapes(t *testing.T) {
 func TestParseMountinfoErrors(t *testing.T) {
 	for _, line := range []string{
 		"garbage",
-		"1 2 0:3 / /x rw tmpfs tmpfs rw",               // no separator
-		"1 2 0:3 / /x rw - tmpfs tmpfs",                // too few after it
-		"1 2 0:3 / /x rw - tmpfs tmpfs rw extra",       // too many
-		"x 2 0:3 / /x rw - tmpfs tmpfs rw",             // id
-		"1 2 03 / /x rw - tmpfs tmpfs rw",              // device
-		"1 2 0:3 /\\04 /x rw - tmpfs tmpfs rw",         // truncated escape
-		"1 2 0:3 /\\999 /x rw - tmpfs tmpfs rw",        // bad escape
-		"1 2 0:3 / /x rw - - tmpfs rw",                 // separator as fstype
-		"-1 2 0:3 / /x rw - tmpfs tmpfs rw",            // negative
-		"1 2 0:3  /x rw - tmpfs tmpfs rw",              // empty root
+		"1 2 0:3 / /x rw tmpfs tmpfs rw",         // no separator
+		"1 2 0:3 / /x rw - tmpfs tmpfs",          // too few after it
+		"1 2 0:3 / /x rw - tmpfs tmpfs rw extra", // too many
+		"x 2 0:3 / /x rw - tmpfs tmpfs rw",       // id
+		"1 2 03 / /x rw - tmpfs tmpfs rw",        // device
+		"1 2 0:3 /\\04 /x rw - tmpfs tmpfs rw",   // truncated escape
+		"1 2 0:3 /\\999 /x rw - tmpfs tmpfs rw",  // bad escape
+		"1 2 0:3 / /x rw - - tmpfs rw",           // separator as fstype
+		"-1 2 0:3 / /x rw - tmpfs tmpfs rw",      // negative
+		"1 2 0:3  /x rw - tmpfs tmpfs rw",        // empty root
 	} {
 		if _, err := ParseMountinfo(strings.NewReader(line + "\n")); !errors.Is(err, errMountLine) {
 			t.Errorf("ParseMountinfo(%q) = %v, want errMountLine", line, err)

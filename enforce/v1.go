@@ -21,7 +21,7 @@ const (
 	v1Shares = "cpu.shares"
 	v1Idle   = "cpu.idle" // Linux 5.15
 	v1Stat   = "cpu.stat"
-	v1Usage  = "cpuacct.usage"     // ns
+	v1Usage  = "cpuacct.usage"      // ns
 	v1User   = "cpuacct.usage_user" // ns, Linux 4.11
 	v1Sys    = "cpuacct.usage_sys"  // ns, Linux 4.11
 )
