@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/corepin/corepin/cpuset"
 )
@@ -62,11 +65,47 @@ func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
 
 type discoverer struct {
 	fsys     fs.FS
+	mu       sync.Mutex // guards warnings
 	warnings []string
 }
 
 func (d *discoverer) warnf(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+// readCPUs reads every online CPU's files, several CPUs at a time: on large
+// machines discovery is bound by file system calls, and the agent runs it at
+// every start. Warnings are sorted so the result does not depend on timing.
+func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
+	cpus := online.List()
+	infos := make([]*cpuInfo, len(cpus))
+	errs := make([]error, len(cpus))
+	workers := min(runtime.GOMAXPROCS(0), 8, len(cpus))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(cpus) {
+					return
+				}
+				infos[i], errs[i] = d.readCPU(cpus[i])
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[int]*cpuInfo, len(cpus))
+	for i, cpu := range cpus {
+		if errs[i] != nil {
+			return nil, errs[i] // the lowest CPU's error, deterministically
+		}
+		out[cpu] = infos[i]
+	}
+	slices.Sort(d.warnings)
+	return out, nil
 }
 
 // readOptional returns the trimmed content of name, ok=false when the file
@@ -136,13 +175,13 @@ func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUS
 
 // cpuInfo is what discovery learns about one online CPU before indexing.
 type cpuInfo struct {
-	id                                 int
-	threads, pkg, die, cluster, l3     cpuset.CPUSet
-	hasL3                              bool
-	pkgID, dieID, coreID, clusterID    int
-	hasPkgID, hasDieID, hasCoreID, top bool
+	id                             int
+	threads, pkg, die, cluster, l3 cpuset.CPUSet
+	hasL3                          bool
+	pkgID, dieID, coreID           int
+	hasPkgID, hasDieID, hasCoreID  bool
 	// whether threads and pkg came from a sibling file rather than a fallback
-	threadsFound, pkgFound bool
+	threadsFound, pkgFound, dieFound bool
 }
 
 func (d *discoverer) run(o discoverOptions) (*Topology, error) {
@@ -150,13 +189,9 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	infos := map[int]*cpuInfo{}
-	for cpu := range online.All() {
-		ci, err := d.readCPU(cpu)
-		if err != nil {
-			return nil, err
-		}
-		infos[cpu] = ci
+	infos, err := d.readCPUs(online)
+	if err != nil {
+		return nil, err
 	}
 	cpuNode, distances, err := d.numa(present, online)
 	if err != nil {
@@ -252,11 +287,6 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 	dir := fmt.Sprintf("%s/cpu%d/topology", cpuDir, cpu)
 	ci := &cpuInfo{id: cpu}
-	if _, err := fs.Stat(d.fsys, dir); err == nil {
-		ci.top = true
-	} else {
-		d.warnf("online cpu %d has no %s; treating it as a core of its own", cpu, dir)
-	}
 	var err error
 	var ok bool
 	self := cpuset.New(cpu)
@@ -270,31 +300,33 @@ func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 	} else if !ci.pkgFound {
 		ci.pkg = self
 	}
-	// arm64 kernels report die_id -1 with die_cpus holding the CPU alone:
-	// the die is unknown there, not one per CPU.
-	if ci.dieID, ci.hasDieID, err = d.readInt(path.Join(dir, "die_id")); err != nil {
+	if ci.die, ci.dieFound, err = d.siblings(cpu, dir, "die_cpus_list", "die_cpus"); err != nil {
 		return nil, err
 	}
-	if ci.die, ok, err = d.siblings(cpu, dir, "die_cpus_list", "die_cpus"); err != nil {
-		return nil, err
-	} else if !ok || (ci.hasDieID && ci.dieID < 0) {
-		ci.die = ci.pkg
+	if ci.dieFound {
+		// arm64 kernels report die_id -1 with die_cpus holding the CPU
+		// alone: the die is unknown there, not one per CPU.
+		if ci.dieID, ci.hasDieID, err = d.readInt(path.Join(dir, "die_id")); err != nil {
+			return nil, err
+		}
+		ci.dieFound = !ci.hasDieID || ci.dieID >= 0
 	}
 	if ci.cluster, ok, err = d.siblings(cpu, dir, "cluster_cpus_list", "cluster_cpus"); err != nil {
 		return nil, err
 	} else if !ok {
 		ci.cluster = ci.threads
 	}
-	for _, f := range []struct {
-		name string
-		v    *int
-		has  *bool
-	}{
-		{"physical_package_id", &ci.pkgID, &ci.hasPkgID},
-		{"core_id", &ci.coreID, &ci.hasCoreID},
-		{"cluster_id", &ci.clusterID, new(bool)},
-	} {
-		if *f.v, *f.has, err = d.readInt(path.Join(dir, f.name)); err != nil {
+	if !ci.threadsFound && !ci.pkgFound {
+		d.warnf("online cpu %d has no sibling files in %s; using raw ids", cpu, dir)
+	}
+	// Raw ids matter only where the sibling files are missing.
+	if !ci.pkgFound {
+		if ci.pkgID, ci.hasPkgID, err = d.readInt(path.Join(dir, "physical_package_id")); err != nil {
+			return nil, err
+		}
+	}
+	if !ci.threadsFound {
+		if ci.coreID, ci.hasCoreID, err = d.readInt(path.Join(dir, "core_id")); err != nil {
 			return nil, err
 		}
 	}
@@ -315,6 +347,10 @@ func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
 	if err != nil {
 		return cpuset.CPUSet{}, false, fmt.Errorf("listing caches: %w", err)
 	}
+	// The L3 is index3 on most machines: look there first.
+	slices.SortStableFunc(entries, func(a, b fs.DirEntry) int {
+		return cmp.Compare(boolInt(a.Name() != "index3"), boolInt(b.Name() != "index3"))
+	})
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "index") {
 			continue
@@ -540,7 +576,13 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return ci.pkg
 	}, none)
-	die := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.die }, func(cpu int) int { return socket[cpu] })
+	socketSets := groupSets(online, socket)
+	die := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
+		if !ci.dieFound {
+			return socketSets[socket[ci.id]] // no die information: one die per package
+		}
+		return ci.die
+	}, func(cpu int) int { return socket[cpu] })
 	var withL3 cpuset.Builder
 	for cpu, ci := range infos {
 		if ci.hasL3 {
@@ -548,10 +590,9 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 	}
 	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.l3 }, none)
-	cluster := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.cluster }, func(cpu int) int { return socket[cpu] })
-	// A core never straddles a die, cluster, NUMA node or L3.
-	// Without sibling files, CPUs sharing a raw core_id within a die share a core.
-	type coreParent struct{ cluster, node, l3, rawCore int }
+	// A core never straddles a die, NUMA node or L3. Without sibling files,
+	// CPUs sharing a raw core_id within a die share a core.
+	type coreParent struct{ die, node, l3, rawCore int }
 	parents := map[coreParent]int{}
 	coreFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.coreID, !ci.threadsFound && ci.hasCoreID })
 	core := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
@@ -561,7 +602,7 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		return coreFallback[ci.coreID] // split below by parent
 	}, func(cpu int) int {
 		ci := infos[cpu]
-		k := coreParent{cluster[cpu], int(cpuNode[cpu]), l3IndexOr(l3, infos, cpu), -1}
+		k := coreParent{die[cpu], int(cpuNode[cpu]), l3IndexOr(l3, infos, cpu), -1}
 		if !ci.threadsFound && ci.hasCoreID {
 			k.rawCore = ci.coreID
 		}
@@ -570,6 +611,11 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return parents[k]
 	})
+	// A cluster (CPUs sharing an L2 or module) holds whole cores.
+	coreSets := groupSets(online, core)
+	cluster := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
+		return ci.cluster.Union(coreSets[core[ci.id]])
+	}, func(cpu int) int { return socket[cpu] })
 	cpus := make([]CPU, 0, present.Size())
 	for id := range present.All() {
 		c := CPU{ID: id, Socket: None, Die: None, Cluster: None, Core: None, L3: None, NUMA: None}
@@ -614,4 +660,27 @@ func rawGroups(online cpuset.CPUSet, infos map[int]*cpuInfo, key func(*cpuInfo) 
 		out[id] = b.Result()
 	}
 	return out
+}
+
+// groupSets inverts a cpu -> group index map into group -> CPUs.
+func groupSets(online cpuset.CPUSet, group map[int]int) map[int]cpuset.CPUSet {
+	bs := map[int]*cpuset.Builder{}
+	for cpu := range online.All() {
+		if bs[group[cpu]] == nil {
+			bs[group[cpu]] = &cpuset.Builder{}
+		}
+		bs[group[cpu]].Add(cpu)
+	}
+	out := make(map[int]cpuset.CPUSet, len(bs))
+	for g, b := range bs {
+		out[g] = b.Result()
+	}
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

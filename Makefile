@@ -1,0 +1,37 @@
+# corepin — see README.md.
+GO       ?= go
+BIN      := bin/corepin
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
+FUZZTIME ?= 60s
+
+.PHONY: all build demo test bench fuzz clean
+
+all: build
+
+# One static binary (no cgo).
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corepin
+
+# The main job on embedded defaults: this machine's topology.
+demo: build
+	./$(BIN) topo
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race -timeout 15m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Each fuzzer for FUZZTIME (default 60s).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin
