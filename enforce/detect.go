@@ -121,15 +121,24 @@ func findV1(ms []Mount) (V1Mounts, []string) {
 	return v, missing
 }
 
-// cloneIntoCgroup reports whether clone3(2) takes CLONE_INTO_CGROUP, which
-// Linux 5.7 added. Probed once from the kernel release; an unparsable
-// release counts as no, so Start uses the shim, which works everywhere.
+// cloneIntoCgroup reports whether clone3(2) takes CLONE_INTO_CGROUP, probed
+// once: the kernel must be Linux 5.7 or later (from its release string),
+// and clone3 must be callable — a container's seccomp profile may answer
+// ENOSYS for it, and os/exec does not fall back to clone(2) then. The
+// probe calls clone3 with a zero-sized argument, which a kernel that has
+// it rejects with EINVAL before doing anything. Any other answer, or an
+// unparsable release, counts as no: Start then uses the shim, which works
+// everywhere.
 var cloneIntoCgroup = sync.OnceValue(func() bool {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return false
 	}
-	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 7)
+	if !kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 7) {
+		return false
+	}
+	_, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
+	return errno == unix.EINVAL
 })
 
 // kernelAtLeast reports whether release ("6.18.44-fc-v657") is at least
