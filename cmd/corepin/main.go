@@ -5,9 +5,13 @@ package main
 import (
 	"os"
 
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/internal/cli"
 )
 
 func main() {
+	// corepin is its own shim when it starts a job inside a cgroup on
+	// kernels without CLONE_INTO_CGROUP: see enforce.Start.
+	enforce.ShimMain()
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,0 +1,350 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+)
+
+func TestMain(m *testing.M) {
+	enforce.ShimMain()
+	os.Exit(m.Run())
+}
+
+func TestSpecNormalize(t *testing.T) {
+	cmd := [][]string{{"true"}}
+	tests := []struct {
+		name    string
+		spec    Spec
+		wantQoS QoS
+		wantErr string
+	}{
+		{name: "pinned defaults to LSE", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 2}, wantQoS: LSE},
+		{name: "quota defaults to LS", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 0.5, Mode: Quota}, wantQoS: LS},
+		{name: "fractional pinned", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1.5, Mode: Pinned}, wantErr: "pinned jobs get whole CPUs, not 1.5: use --cpus 2"},
+		{name: "LSE on quota", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Quota, QoS: LSE}, wantErr: "use --mode pinned"},
+		{name: "BE pinned", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Pinned, QoS: BE}, wantErr: "shared pool"},
+		{name: "no jobs", spec: Spec{Concurrency: 1, CPUs: 1}, wantErr: "no jobs"},
+		{name: "zero cpus", spec: Spec{Commands: cmd, Concurrency: 1}, wantErr: "positive"},
+		{name: "zero concurrency", spec: Spec{Commands: cmd, CPUs: 1}, wantErr: "at least 1"},
+		{name: "empty command", spec: Spec{Commands: [][]string{{}}, Concurrency: 1, CPUs: 1}, wantErr: "empty command"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.spec.Normalize()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrSpec) {
+					t.Fatalf("Normalize() error = %v, want ErrSpec containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.QoS != tc.wantQoS {
+				t.Errorf("QoS = %s, want %s", got.QoS, tc.wantQoS)
+			}
+		})
+	}
+}
+
+func TestExpandAndThreads(t *testing.T) {
+	got := Expand([]string{"enc", "-threads", "{threads}", "out-{job}.mp4", "{cpuset}/{cpus}"}, 3, 1.5, "0-1", 2)
+	want := []string{"enc", "-threads", "2", "out-3.mp4", "0-1/1.5"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("Expand = %q, want %q", got, want)
+	}
+	s := Spec{}
+	if n := s.ThreadsFor(1.5); n != 2 {
+		t.Errorf("ThreadsFor(1.5) = %d, want 2", n)
+	}
+	s.Threads = 8
+	if n := s.ThreadsFor(2); n != 8 {
+		t.Errorf("ThreadsFor with explicit threads = %d, want 8", n)
+	}
+	if _, err := ParseThreads("0"); err == nil {
+		t.Errorf("ParseThreads(0) = nil error")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	rs := []JobResult{
+		{Job: 0, WallS: 1, UserS: 1, CPUs: 1, Migrations: 2},
+		{Job: 1, WallS: 2, UserS: 1, CPUs: 1, ThrottledS: 0.5},
+		{Job: 2, WallS: 4, UserS: 2, CPUs: 1, ExitCode: 1},
+	}
+	s := Summarize(rs, 6*time.Second)
+	if s.Failed != 1 || s.WallP50S != 2 || s.WallMaxS != 4 || s.Migrations != 2 || s.ThrottledS != 0.5 {
+		t.Errorf("Summarize = %+v", s)
+	}
+	if got, want := s.JobsPerMin, 20.0; got != want {
+		t.Errorf("JobsPerMin = %v, want %v (2 good jobs in 6 s)", got, want)
+	}
+	if got := s.MeanEfficiency; got < 0.66 || got > 0.67 {
+		t.Errorf("MeanEfficiency = %v, want (1+0.5+0.5)/3", got)
+	}
+}
+
+func TestWorkloadRates(t *testing.T) {
+	fps, ops := workloadRates([]byte("log line\n{\"workload\":\"transcode\",\"fps\":24.5}\n"))
+	if fps != 24.5 || ops != 0 {
+		t.Errorf("workloadRates = %v, %v", fps, ops)
+	}
+	if fps, _ := workloadRates([]byte("not json\n")); fps != 0 {
+		t.Errorf("workloadRates(text) = %v", fps)
+	}
+}
+
+// listPlacer hands out the lowest free CPUs; it stands in for the allocator
+// so these tests exercise the runner alone.
+type listPlacer struct {
+	mu   sync.Mutex
+	free cpuset.CPUSet
+	held map[string]cpuset.CPUSet
+}
+
+func (p *listPlacer) Place(id string, n int) (Placement, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free.Size() < n {
+		return Placement{}, fmt.Errorf("%d cpus wanted, %d free", n, p.free.Size())
+	}
+	set := cpuset.New(p.free.List()[:n]...)
+	p.free = p.free.Difference(set)
+	p.held[id] = set
+	return Placement{CPUs: set}, nil
+}
+
+func (p *listPlacer) Release(id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = p.free.Union(p.held[id])
+	delete(p.held, id)
+	return nil
+}
+
+// realDriver returns the cgroup driver of this machine under a root unique
+// to the test, or skips.
+func realDriver(t *testing.T) (enforce.Driver, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for real cgroups")
+	}
+	root := fmt.Sprintf("corepin-runtest-%d", os.Getpid())
+	d, err := enforce.Detect(enforce.WithRoot(root))
+	if err != nil {
+		t.Skipf("no enforcement driver: %v", err)
+	}
+	if d.Name() == enforce.NameAffinity {
+		t.Skipf("no writable cgroup: %v", d.Limitations())
+	}
+	return d, root
+}
+
+func online(t *testing.T) cpuset.CPUSet {
+	t.Helper()
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Skip("no /sys/devices/system/cpu/online")
+	}
+	return cpuset.MustParse(string(b))
+}
+
+const burn = `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`
+
+// Two concurrent pinned jobs get different single CPUs, and their threads
+// stay inside them.
+func TestRunPinnedConfines(t *testing.T) {
+	d, _ := realDriver(t)
+	cpus := online(t)
+	if cpus.Size() < 2 {
+		t.Skip("needs 2 cpus")
+	}
+	p := &listPlacer{free: cpus, held: map[string]cpuset.CPUSet{}}
+	r := &Runner{Driver: d, Placer: p, Pool: cpus, SampleInterval: 10 * time.Millisecond}
+	spec := Spec{Commands: repeat([]string{"sh", "-c", "grep Cpus_allowed_list /proc/self/status; " + burn}, 4), Concurrency: 2, CPUs: 1, Mode: Pinned}
+	res, err := r.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 4 {
+		t.Fatalf("%d results, want 4", len(res))
+	}
+	for _, j := range res {
+		if j.ExitCode != 0 || j.Error != "" {
+			t.Fatalf("job %d failed: %+v", j.Job, j)
+		}
+		set := cpuset.MustParse(j.Cpuset)
+		if set.Size() != 1 {
+			t.Errorf("job %d cpuset %q, want one cpu", j.Job, j.Cpuset)
+		}
+		if !strings.Contains(j.StdoutTail, "Cpus_allowed_list:\t"+j.Cpuset) {
+			t.Errorf("job %d saw %q, want Cpus_allowed_list %s", j.Job, j.StdoutTail, j.Cpuset)
+		}
+		used := cpuset.MustParse(j.CPUsUsed)
+		if used.IsEmpty() || !used.IsSubsetOf(set) {
+			t.Errorf("job %d cpus_used %q not inside cpuset %q", j.Job, j.CPUsUsed, j.Cpuset)
+		}
+		if j.Threads != 1 || j.WallS <= 0 {
+			t.Errorf("job %d threads %d wall %v", j.Job, j.Threads, j.WallS)
+		}
+	}
+	// Jobs 0 and 1 ran together: different CPUs.
+	if res[0].Cpuset == res[1].Cpuset {
+		t.Errorf("concurrent jobs 0 and 1 share cpuset %s", res[0].Cpuset)
+	}
+	if p.free.Size() != cpus.Size() {
+		t.Errorf("placer has %d free cpus after the batch, want %d (release)", p.free.Size(), cpus.Size())
+	}
+}
+
+// Quota jobs share the pool and get throttled.
+func TestRunQuotaThrottles(t *testing.T) {
+	d, _ := realDriver(t)
+	cpus := online(t)
+	r := &Runner{Driver: d, Pool: cpus, Period: 10 * time.Millisecond}
+	// Four busy processes under a quota of 0.1 CPU are throttled even on a
+	// machine loaded by other work.
+	b := "(i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done)"
+	spec := Spec{Commands: repeat([]string{"sh", "-c", b + " & " + b + " & " + b + " & " + b + "; wait"}, 2), Concurrency: 2, CPUs: 0.1, Mode: Quota}
+	res, err := r.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range res {
+		if j.ExitCode != 0 {
+			t.Fatalf("job %d failed: %+v", j.Job, j)
+		}
+		if j.Cpuset != cpus.String() {
+			t.Errorf("quota job %d cpuset %q, want the pool %q", j.Job, j.Cpuset, cpus)
+		}
+		if j.ThrottledPeriods == 0 || j.ThrottledS <= 0 || j.NrPeriods == 0 {
+			t.Errorf("job %d not throttled: periods %d throttled %d (%v s)", j.Job, j.NrPeriods, j.ThrottledPeriods, j.ThrottledS)
+		}
+	}
+}
+
+// A failing job is recorded with its exit status and stderr tail.
+func TestRunRecordsFailure(t *testing.T) {
+	d, _ := realDriver(t)
+	cpus := online(t)
+	var got []JobResult
+	r := &Runner{Driver: d, Pool: cpus, OnResult: func(j JobResult) error { got = append(got, j); return nil }}
+	res, err := r.Run(context.Background(), Spec{Commands: [][]string{{"sh", "-c", "echo boom >&2; exit 3"}}, Concurrency: 1, CPUs: 1, Mode: Unbounded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].ExitCode != 3 || !strings.Contains(res[0].StderrTail, "boom") {
+		t.Errorf("result = %+v, want exit 3 and stderr boom", res[0])
+	}
+	if len(got) != 1 {
+		t.Errorf("OnResult called %d times, want 1", len(got))
+	}
+}
+
+// Stopping the batch kills every child, removes every group and releases
+// every CPU; finished jobs are kept.
+func TestRunCancelCleansUp(t *testing.T) {
+	d, root := realDriver(t)
+	cpus := online(t)
+	p := &listPlacer{free: cpus, held: map[string]cpuset.CPUSet{}}
+	pidDir := t.TempDir()
+	r := &Runner{Driver: d, Placer: p, Pool: cpus}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{}, 8)
+	r.OnEvent = func(ev Event) {
+		if ev.Kind == JobStarted {
+			started <- struct{}{}
+		}
+	}
+	// Each job forks a grandchild that would outlive a naive kill.
+	cmd := []string{"sh", "-c", "sleep 30 & echo $! > " + pidDir + "/{job}.pid; echo $$ >> " + pidDir + "/{job}.pid; wait"}
+	done := make(chan error, 1)
+	var res []JobResult
+	go func() {
+		var err error
+		res, err = r.Run(ctx, Spec{Commands: repeat(cmd, 6), Concurrency: 2, CPUs: 1, Mode: Pinned})
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("jobs did not start")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the grandchildren start
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run error = %v, want context.Canceled", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if len(res) != 2 {
+		t.Errorf("%d results, want the 2 killed jobs", len(res))
+	}
+	for _, j := range res {
+		if j.Signal == "" {
+			t.Errorf("job %d: signal empty, want killed: %+v", j.Job, j)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(pidDir, "*.pid"))
+	if len(files) == 0 {
+		t.Fatal("no pid files: jobs never ran")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(l)
+			if pid > 0 && syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+				t.Errorf("process %d from %s still alive", pid, f)
+			}
+		}
+	}
+	if p.free.Size() != cpus.Size() {
+		t.Errorf("%d cpus free after cancel, want %d", p.free.Size(), cpus.Size())
+	}
+	for _, h := range []string{"cpuset", "cpu"} {
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", h, root, "*"))
+		for _, dir := range dirs {
+			if st, err := os.Stat(dir); err == nil && st.IsDir() {
+				t.Errorf("group %s left behind", dir)
+			}
+		}
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func repeat(argv []string, n int) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = argv
+	}
+	return out
+}
+
+var _ = exec.Command

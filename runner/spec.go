@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ErrSpec is wrapped by every error about an invalid batch description.
+var ErrSpec = errors.New("invalid batch")
+
+// Mode is how a job's CPU share is enforced (the concurrency studies' terms).
+type Mode string
+
+// Enforcement modes.
+const (
+	// Pinned gives each job an exclusive cpuset of K CPUs from the allocator.
+	Pinned Mode = "pinned"
+	// Quota time-slices jobs over the shared pool with a CFS quota of K CPUs.
+	Quota Mode = "quota"
+	// Burst is Quota with twice the quota: short bursts above K are allowed.
+	Burst Mode = "burst"
+	// Unbounded shares the pool by weight only (proportional to K).
+	Unbounded Mode = "unbounded"
+)
+
+// Modes lists the modes in the order the CLI documents them.
+var Modes = []Mode{Pinned, Quota, Burst, Unbounded}
+
+// ParseMode reads a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown mode %q: use pinned, quota, burst or unbounded", ErrSpec, s)
+}
+
+// QoS is a workload's quality-of-service class (after Koordinator).
+type QoS string
+
+// QoS classes runnable as a batch. SYSTEM is the reserved pool and is not
+// given to batches.
+const (
+	LSE QoS = "LSE" // exclusive CPUs, shared with nobody
+	LSR QoS = "LSR" // bound CPUs; best-effort work may borrow them when idle
+	LS  QoS = "LS"  // the shared pool, bounded by quota or weight
+	BE  QoS = "BE"  // best effort: idle-priority, never delays the others
+)
+
+// ParseQoS reads a QoS class name; "" means the mode's default.
+func ParseQoS(s string) (QoS, error) {
+	switch q := QoS(strings.ToUpper(s)); q {
+	case LSE, LSR, LS, BE, "":
+		return q, nil
+	}
+	return "", fmt.Errorf("%w: unknown qos %q: use LSE, LSR, LS or BE", ErrSpec, s)
+}
+
+// Spec describes a batch: one command per job, how many run at once, and
+// the CPUs each gets.
+type Spec struct {
+	// Commands holds one argv per job; the placeholders {job}, {cpus},
+	// {cpuset} and {threads} are expanded when the job starts.
+	Commands [][]string
+	// Concurrency is how many jobs run at once (>= 1).
+	Concurrency int
+	// CPUs is K, the CPUs per job; fractional only for quota, burst and
+	// unbounded modes.
+	CPUs float64
+	Mode Mode
+	// QoS defaults to LSE for pinned jobs and LS otherwise.
+	QoS QoS
+	// Threads is the thread count given to each job (placeholder and
+	// environment); 0 means auto: the job's CPUs, rounded up.
+	Threads int
+}
+
+// Normalize fills defaults and checks the spec, returning a copy. Errors
+// wrap ErrSpec and say what to change.
+func (s Spec) Normalize() (Spec, error) {
+	bad := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("%w: "+format, append([]any{ErrSpec}, args...)...)
+	}
+	if len(s.Commands) == 0 {
+		return bad("no jobs: give a command after -- or a --jobs-file")
+	}
+	for i, c := range s.Commands {
+		if len(c) == 0 || c[0] == "" {
+			return bad("job %d has an empty command", i)
+		}
+	}
+	if s.Concurrency < 1 {
+		return bad("concurrency %d: must be at least 1", s.Concurrency)
+	}
+	if s.CPUs <= 0 || math.IsNaN(s.CPUs) || math.IsInf(s.CPUs, 0) {
+		return bad("cpus per job %v: must be a positive number", s.CPUs)
+	}
+	if s.Mode == "" {
+		s.Mode = Pinned
+	}
+	if _, err := ParseMode(string(s.Mode)); err != nil {
+		return Spec{}, err
+	}
+	if s.Mode == Pinned && s.CPUs != math.Trunc(s.CPUs) {
+		return bad("pinned jobs get whole CPUs, not %v: use --cpus %v, or --mode quota for a fractional share", s.CPUs, math.Ceil(s.CPUs))
+	}
+	if s.QoS == "" {
+		s.QoS = LS
+		if s.Mode == Pinned {
+			s.QoS = LSE
+		}
+	}
+	switch {
+	case (s.QoS == LSE || s.QoS == LSR) && s.Mode != Pinned:
+		return bad("qos %s needs its own CPUs: use --mode pinned (or --qos LS for a shared pool)", s.QoS)
+	case (s.QoS == LS || s.QoS == BE) && s.Mode == Pinned:
+		return bad("qos %s runs on the shared pool, not pinned CPUs: use --mode quota, burst or unbounded", s.QoS)
+	}
+	if s.Threads < 0 {
+		return bad("threads %d: must be auto or a positive number", s.Threads)
+	}
+	return s, nil
+}
+
+// ThreadsFor returns the thread count of a job given ncpus CPUs.
+func (s Spec) ThreadsFor(ncpus float64) int {
+	if s.Threads > 0 {
+		return s.Threads
+	}
+	return max(1, int(math.Ceil(ncpus)))
+}
+
+// ParseThreads reads --threads: "auto" (0) or a positive integer.
+func ParseThreads(v string) (int, error) {
+	if v == "auto" || v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: threads %q: use auto or a positive integer", ErrSpec, v)
+	}
+	return n, nil
+}
+
+// Expand replaces the placeholders in argv.
+func Expand(argv []string, job int, cpus float64, set string, threads int) []string {
+	r := strings.NewReplacer(
+		"{job}", strconv.Itoa(job),
+		"{cpus}", strconv.FormatFloat(cpus, 'f', -1, 64),
+		"{cpuset}", set,
+		"{threads}", strconv.Itoa(threads),
+	)
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// ThreadEnv returns the environment variables that size common runtimes'
+// thread pools to n.
+func ThreadEnv(n int) []string {
+	v := strconv.Itoa(n)
+	return []string{
+		"COREPIN_THREADS=" + v,
+		"OMP_NUM_THREADS=" + v,
+		"GOMAXPROCS=" + v,
+		"MKL_NUM_THREADS=" + v,
+		"OPENBLAS_NUM_THREADS=" + v,
+		"NUMEXPR_NUM_THREADS=" + v,
+		"RAYON_NUM_THREADS=" + v,
+		"TBB_NUM_THREADS=" + v,
+	}
+}
