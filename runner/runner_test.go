@@ -150,6 +150,13 @@ func realDriver(t *testing.T) (enforce.Driver, string) {
 	if d.Name() == enforce.NameAffinity {
 		t.Skipf("no writable cgroup: %v", d.Limitations())
 	}
+	t.Cleanup(func() {
+		if rr, ok := d.(enforce.RootRemover); ok {
+			if err := rr.RemoveRoot(); err != nil {
+				t.Errorf("removing test root: %v", err)
+			}
+		}
+	})
 	return d, root
 }
 
