@@ -60,3 +60,43 @@ func readFile(fsys fs.FS, name string, buf *[]byte) ([]byte, error) {
 		}
 	}
 }
+
+// readAt reads the whole of an open file from offset 0 into *buf with
+// pread, growing the buffer until the content fits. A procfs file read this
+// way is generated afresh, so one descriptor serves every sweep, and a
+// descriptor of a task that has exited fails with ESRCH rather than reading
+// a later task that reused the id.
+func readAt(f fs.File, buf *[]byte) ([]byte, error) {
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, errors.New("reading: file does not support ReadAt")
+	}
+	if cap(*buf) < 4096 {
+		*buf = make([]byte, 4096)
+	}
+	for {
+		b := (*buf)[:cap(*buf)]
+		n, err := ra.ReadAt(b, 0)
+		if err == io.EOF || (err == nil && n < len(b)) {
+			return b[:n], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		*buf = make([]byte, 2*len(b))
+	}
+}
+
+// readDir lists a directory without sorting it (fs.ReadDir sorts).
+func readDir(fsys fs.FS, name string) ([]fs.DirEntry, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	d, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
+	}
+	return d.ReadDir(-1)
+}

@@ -143,7 +143,7 @@ func fakeStat(st TaskStat) string {
 	}
 	f[1] = strconv.Itoa(st.PID)
 	f[2] = "(" + st.Comm + ")"
-	f[3] = string(st.State)
+	f[3] = string([]byte{st.State})
 	f[4] = strconv.Itoa(st.PPID)
 	f[14] = strconv.FormatUint(st.UTime, 10)
 	f[15] = strconv.FormatUint(st.STime, 10)

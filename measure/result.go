@@ -25,8 +25,10 @@ type Result struct {
 	CtxSwitches         int64 // VoluntarySwitches + InvoluntarySwitches
 	VoluntarySwitches   int64
 	InvoluntarySwitches int64
+	RunTime             time.Duration // time on a CPU of the sampled threads (a lower bound of User+Sys)
 	RunDelay            time.Duration // time runnable but waiting for a CPU
 	Threads             int           // distinct threads sampled
+	Processes           int           // distinct processes sampled
 	Samples             int           // sweeps taken
 
 	Throttle ThrottleDelta // zero when no cpu.stat was given
@@ -57,8 +59,10 @@ func (r *Result) SetSample(s Sample) {
 	r.VoluntarySwitches = s.VoluntarySwitches
 	r.InvoluntarySwitches = s.InvoluntarySwitches
 	r.CtxSwitches = s.CtxSwitches()
+	r.RunTime = s.RunTime
 	r.RunDelay = s.RunDelay
 	r.Threads = s.Threads
+	r.Processes = s.Processes
 	r.Samples = s.Samples
 }
 
@@ -81,8 +85,10 @@ type resultJSON struct {
 	CtxSwitches         int64         `json:"ctx_switches"`
 	VoluntarySwitches   int64         `json:"voluntary_switches"`
 	InvoluntarySwitches int64         `json:"involuntary_switches"`
+	RunTime             float64       `json:"run_time_s"`
 	RunDelay            float64       `json:"run_delay_s"`
 	Threads             int           `json:"threads"`
+	Processes           int           `json:"processes"`
 	Samples             int           `json:"samples"`
 	Throttle            ThrottleDelta `json:"throttle"`
 	PSI                 *PSIDelta     `json:"psi,omitempty"`
@@ -94,7 +100,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Wall: seconds(r.Wall), User: seconds(r.User), Sys: seconds(r.Sys), MaxRSSKB: r.MaxRSSKB,
 		CPUsUsed: r.CPUsUsed, Migrations: r.Migrations, CtxSwitches: r.CtxSwitches,
 		VoluntarySwitches: r.VoluntarySwitches, InvoluntarySwitches: r.InvoluntarySwitches,
-		RunDelay: seconds(r.RunDelay), Threads: r.Threads, Samples: r.Samples,
+		RunTime: seconds(r.RunTime), RunDelay: seconds(r.RunDelay), Threads: r.Threads, Processes: r.Processes, Samples: r.Samples,
 		Throttle: r.Throttle, PSI: r.PSI,
 	})
 }
@@ -106,11 +112,12 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	var out Result
-	var err [4]error
+	var err [5]error
 	out.Wall, err[0] = duration(j.Wall)
 	out.User, err[1] = duration(j.User)
 	out.Sys, err[2] = duration(j.Sys)
 	out.RunDelay, err[3] = duration(j.RunDelay)
+	out.RunTime, err[4] = duration(j.RunTime)
 	for _, e := range err {
 		if e != nil {
 			return e
@@ -118,7 +125,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	out.MaxRSSKB, out.CPUsUsed, out.Migrations = j.MaxRSSKB, j.CPUsUsed, j.Migrations
 	out.CtxSwitches, out.VoluntarySwitches, out.InvoluntarySwitches = j.CtxSwitches, j.VoluntarySwitches, j.InvoluntarySwitches
-	out.Threads, out.Samples, out.Throttle, out.PSI = j.Threads, j.Samples, j.Throttle, j.PSI
+	out.Threads, out.Processes, out.Samples = j.Threads, j.Processes, j.Samples
+	out.Throttle, out.PSI = j.Throttle, j.PSI
 	*r = out
 	return nil
 }

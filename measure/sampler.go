@@ -1,9 +1,11 @@
 package measure
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -56,6 +58,13 @@ func (s Sample) Overhead() float64 {
 // Sampler periodically reads the scheduler's per-thread files for a process
 // and all its descendants. It reads only through the fs.FS it was given,
 // rooted at the procfs mount. A Sampler is safe for concurrent use.
+//
+// Cost: on procfs (where fs.FS yields *os.File) each thread's three files
+// stay open and are re-read with one pread each per sweep, and descendants
+// are looked for only in sweeps where the pid namespace handed out a new
+// pid (the last-pid field of /proc/loadavg changed). Other file systems,
+// such as fstest.MapFS, are re-opened by path and fully rescanned every
+// sweep.
 type Sampler struct {
 	fsys     fs.FS
 	root     int
@@ -63,12 +72,17 @@ type Sampler struct {
 
 	mu       sync.Mutex
 	buf      []byte
-	children childrenMode
+	probed   bool
+	children bool                // descendants from children files, not a ppid scan
+	ownNS    bool                // fsys is the procfs of our own pid namespace
+	loadavg  fs.File             // kept open to read last_pid, when ownNS
+	lastPID  string              // last_pid at the previous discovery
 	procs    map[int]*procState  // tracked members of the tree, by pid
 	seenPIDs map[procKey]bool    // every process ever tracked
 	parent   map[int]int         // ppid scan: pid -> ppid at first sight
 	listed   map[int]bool        // ppid scan: scratch set of listed pids
-	threads  map[procKey]*thread // by TID and start time
+	live     map[int]*thread     // threads being read, by TID
+	threads  map[procKey]*thread // every thread ever read, by TID and start time
 	cpus     cpuset.Builder
 	samples  int
 	cpuTime  time.Duration
@@ -79,14 +93,6 @@ type Sampler struct {
 	stop chan struct{}
 	done chan struct{}
 }
-
-type childrenMode int
-
-const (
-	childrenUnknown childrenMode = iota
-	childrenFile                 // /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)
-	childrenScan                 // scan /proc/*/stat for ppid
-)
 
 // procKey names a task across TID reuse: the kernel never gives two live
 // tasks one TID, and a reused TID gets a later start time.
@@ -100,9 +106,26 @@ type procState struct {
 	hasStart bool
 }
 
+// Files of a thread, in the order of thread.files.
+var threadFiles = [...]string{"stat", "sched", "schedstat"}
+
 type thread struct {
-	sched TaskSched
-	stat  SchedStat
+	pid, tid int
+	dir      string     // "PID/task/TID/"
+	files    [3]fs.File // open procfs files, or nil: re-open by path
+	counted  bool       // in Sampler.threads
+	start    uint64     // start time, once counted
+	sched    TaskSched
+	stat     SchedStat
+}
+
+func (t *thread) close() {
+	for i, f := range t.files {
+		if f != nil {
+			f.Close()
+			t.files[i] = nil
+		}
+	}
 }
 
 // NewSampler returns a sampler of the process pid and its descendants,
@@ -120,6 +143,7 @@ func NewSampler(fsys fs.FS, pid int, interval time.Duration) *Sampler {
 		seenPIDs: map[procKey]bool{},
 		parent:   map[int]int{},
 		listed:   map[int]bool{},
+		live:     map[int]*thread{},
 		threads:  map[procKey]*thread{},
 	}
 }
@@ -158,10 +182,11 @@ func (s *Sampler) loop() {
 	}
 }
 
-// Stop ends periodic sampling, takes a final sweep and returns the summary,
-// with the first unexpected error met by any sweep. A process that exits
-// while it is being read is not an error. Stop may be called without Start,
-// after SampleOnce.
+// Stop ends periodic sampling, takes a final sweep, closes the files the
+// sampler holds open and returns the summary, with the first unexpected
+// error met by any sweep. A process that exits while it is being read is
+// not an error. Stop may be called without Start, after SampleOnce; the
+// Sampler must not be used after Stop.
 func (s *Sampler) Stop() (Sample, error) {
 	s.mu.Lock()
 	stop, done := s.stop, s.done
@@ -177,6 +202,16 @@ func (s *Sampler) Stop() (Sample, error) {
 	runtime.LockOSThread()
 	s.sweepLocked()
 	runtime.UnlockOSThread()
+	s.mu.Lock()
+	for tid, t := range s.live {
+		t.close()
+		delete(s.live, tid)
+	}
+	if s.loadavg != nil {
+		s.loadavg.Close()
+		s.loadavg = nil
+	}
+	s.mu.Unlock()
 	return s.Snapshot(), s.Err()
 }
 
@@ -253,14 +288,73 @@ func (s *Sampler) sweep() error {
 			errs = append(errs, err)
 		}
 	}
-	if s.children == childrenUnknown {
-		s.children = s.probeChildren()
+	if !s.probed {
+		s.probe()
 	}
-	if s.children == childrenScan {
+	// Threads already known are read through their open files.
+	for _, t := range s.live {
+		note(s.readThread(t))
+	}
+	if s.newPIDs() {
+		note(s.discover())
+	}
+	return errors.Join(errs...)
+}
+
+// probe decides once how descendants are found, and whether last_pid can
+// tell when nothing new was created.
+func (s *Sampler) probe() {
+	s.probed = true
+	p := strconv.Itoa(s.root)
+	_, err := fs.Stat(s.fsys, p+"/task/"+p+"/children")
+	s.children = err == nil // CONFIG_PROC_CHILDREN
+	// /proc/loadavg reports the last pid of the reader's pid namespace, so
+	// it says something about fsys only when fsys is our own procfs.
+	if self, err := fs.ReadLink(s.fsys, "self"); err == nil && self == strconv.Itoa(os.Getpid()) {
+		if f, err := s.fsys.Open("loadavg"); err == nil {
+			if _, ok := f.(*os.File); ok {
+				s.ownNS, s.loadavg = true, f
+			} else {
+				f.Close()
+			}
+		}
+	}
+}
+
+// newPIDs reports whether a task may have been created since the last
+// discovery: always, unless the last_pid field of /proc/loadavg
+// ("0.00 0.01 0.05 1/123 4567") is unchanged.
+func (s *Sampler) newPIDs() bool {
+	if !s.ownNS {
+		return true
+	}
+	data, err := readAt(s.loadavg, &s.buf)
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(bytes.TrimRight(data, "\n"), ' ')
+	last := string(bytes.TrimSpace(data[i+1:]))
+	if last == s.lastPID {
+		return false
+	}
+	s.lastPID = last
+	return true
+}
+
+// discover finds new members of the tree and new threads of its members,
+// and reads them.
+func (s *Sampler) discover() error {
+	var errs []error
+	note := func(err error) {
+		if err != nil && !isGone(err) {
+			errs = append(errs, err)
+		}
+	}
+	if !s.children {
 		note(s.scanTree())
 	}
-	// Read every tracked process; in children mode this also discovers new
-	// members, which are read in the same sweep.
+	// In children mode listing a process finds new members, which are
+	// listed in the same sweep.
 	done := make(map[int]bool, len(s.procs))
 	for again := true; again; {
 		again = false
@@ -270,89 +364,141 @@ func (s *Sampler) sweep() error {
 			}
 			done[pid] = true
 			again = true
-			note(s.readProc(pid))
+			note(s.listThreads(pid))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// probeChildren decides once how descendants are found: through the
-// children files when the kernel has them (CONFIG_PROC_CHILDREN), else by a
-// ppid scan of every process.
-func (s *Sampler) probeChildren() childrenMode {
-	p := strconv.Itoa(s.root)
-	_, err := fs.Stat(s.fsys, p+"/task/"+p+"/children")
-	if err == nil {
-		return childrenFile
-	}
-	if isGone(err) {
-		if _, err := fs.Stat(s.fsys, p+"/task/"+p); err != nil {
-			// The root is gone; nothing is left to find either way.
-			return childrenScan
+// listThreads opens and reads the threads of a tracked process not yet
+// known. A process that is gone, or whose pid now names a later process, is
+// dropped.
+func (s *Sampler) listThreads(pid int) error {
+	ps := s.procs[pid]
+	if t := s.live[pid]; t == nil {
+		// The leader first: its start time tells pid reuse apart.
+		t = s.openThread(pid, pid)
+		st, err := s.readStat(t)
+		if err != nil || (ps.hasStart && ps.start != st.StartTime) {
+			t.close()
+			delete(s.procs, pid)
+			return err
+		}
+		ps.start, ps.hasStart = st.StartTime, true
+		s.seenPIDs[procKey{pid, st.StartTime}] = true
+		s.live[pid] = t
+		if err := s.readCounters(t, st); err != nil {
+			return err
 		}
 	}
-	return childrenScan
-}
-
-// readProc reads every thread of a tracked process. A process that is gone,
-// or whose pid now names a later process, is dropped.
-func (s *Sampler) readProc(pid int) error {
-	ps := s.procs[pid]
 	p := strconv.Itoa(pid)
-	leader, err := s.readThread(p, pid, ps)
-	if err != nil || leader == nil {
-		delete(s.procs, pid)
-		return err
-	}
-	entries, err := fs.ReadDir(s.fsys, p+"/task")
+	entries, err := readDir(s.fsys, p+"/task")
 	if err != nil {
+		if isGone(err) {
+			delete(s.procs, pid)
+		}
 		return err
 	}
 	var errs []error
 	for _, e := range entries {
 		tid, err := strconv.Atoi(e.Name())
-		if err != nil || tid == pid {
+		if err != nil || s.live[tid] != nil {
 			continue
 		}
-		if _, err := s.readThread(p, tid, nil); err != nil && !isGone(err) {
+		t := s.openThread(pid, tid)
+		s.live[tid] = t
+		if err := s.readThread(t); err != nil && !isGone(err) {
 			errs = append(errs, err)
+		}
+	}
+	if s.children {
+		for _, e := range entries {
+			data, err := readFile(s.fsys, p+"/task/"+e.Name()+"/children", &s.buf)
+			if err == nil {
+				err = s.addChildren(data)
+			}
+			if err != nil && !isGone(err) {
+				errs = append(errs, fmt.Errorf("reading children of %s: %w", p, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// readThread reads one thread's stat, sched and schedstat, and in children
-// mode its children. For a leader (ps != nil) it checks the start time
-// against the recorded one and returns nil stat when the pid was reused.
-func (s *Sampler) readThread(p string, tid int, ps *procState) (*TaskStat, error) {
-	dir := p + "/task/" + strconv.Itoa(tid) + "/"
-	data, err := readFile(s.fsys, dir+"stat", &s.buf)
+// openThread returns a thread whose files are held open when fsys is procfs
+// (yields *os.File, which pread can re-read from offset 0).
+func (s *Sampler) openThread(pid, tid int) *thread {
+	t := &thread{pid: pid, tid: tid, dir: strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"}
+	for i, name := range threadFiles {
+		f, err := s.fsys.Open(t.dir + name)
+		if err != nil {
+			break // read by path, which reports the error
+		}
+		if _, ok := f.(*os.File); !ok {
+			f.Close()
+			break
+		}
+		t.files[i] = f
+	}
+	return t
+}
+
+// readFileOf reads file i of t, through its open file or by path.
+func (s *Sampler) readFileOf(t *thread, i int) ([]byte, error) {
+	if f := t.files[i]; f != nil {
+		return readAt(f, &s.buf)
+	}
+	return readFile(s.fsys, t.dir+threadFiles[i], &s.buf)
+}
+
+func (s *Sampler) readStat(t *thread) (TaskStat, error) {
+	data, err := s.readFileOf(t, 0)
 	if err != nil {
-		return nil, err
+		return TaskStat{}, err
 	}
 	st, err := ParseTaskStat(data)
 	if err != nil {
-		return nil, fmt.Errorf("reading %sstat: %w", dir, err)
+		return TaskStat{}, fmt.Errorf("reading %sstat: %w", t.dir, err)
 	}
-	if ps != nil {
-		if ps.hasStart && ps.start != st.StartTime {
-			return nil, nil
+	return st, nil
+}
+
+// readThread reads one live thread; a thread that is gone is closed and
+// forgotten as live, its last values kept.
+func (s *Sampler) readThread(t *thread) error {
+	st, err := s.readStat(t)
+	if err == nil && t.counted && st.StartTime != t.start {
+		// Read by path, the TID now names a later thread: this one is
+		// gone. (An open procfs file would have failed with ESRCH.)
+		err = fs.ErrNotExist
+	}
+	if err == nil {
+		err = s.readCounters(t, st)
+	}
+	if isGone(err) {
+		t.close()
+		delete(s.live, t.tid)
+	}
+	return err
+}
+
+// readCounters records the stat just read and reads sched and schedstat.
+func (s *Sampler) readCounters(t *thread, st TaskStat) error {
+	if !t.counted {
+		key := procKey{t.tid, st.StartTime}
+		if old := s.threads[key]; old != nil {
+			// Re-opened after a gone error on one file: carry on.
+			t.sched, t.stat = old.sched, old.stat
 		}
-		ps.start, ps.hasStart = st.StartTime, true
-		s.seenPIDs[procKey{tid, st.StartTime}] = true
+		s.threads[key] = t
+		t.counted, t.start = true, st.StartTime
 	}
 	s.cpus.Add(st.Processor)
-	key := procKey{tid, st.StartTime}
-	t := s.threads[key]
-	if t == nil {
-		t = &thread{}
-		s.threads[key] = t
-	}
 	var errs []error
-	if data, err := readFile(s.fsys, dir+"sched", &s.buf); err != nil {
+	if data, err := s.readFileOf(t, 1); err != nil {
 		errs = append(errs, err)
 	} else if v, err := ParseTaskSched(data); err != nil {
-		errs = append(errs, fmt.Errorf("reading %ssched: %w", dir, err))
+		errs = append(errs, fmt.Errorf("reading %ssched: %w", t.dir, err))
 	} else {
 		// Counters only grow; max keeps the sums monotonic even so.
 		t.sched.Migrations = max(t.sched.Migrations, v.Migrations)
@@ -360,29 +506,21 @@ func (s *Sampler) readThread(p string, tid int, ps *procState) (*TaskStat, error
 		t.sched.VoluntarySwitches = max(t.sched.VoluntarySwitches, v.VoluntarySwitches)
 		t.sched.InvoluntarySwitches = max(t.sched.InvoluntarySwitches, v.InvoluntarySwitches)
 	}
-	if data, err := readFile(s.fsys, dir+"schedstat", &s.buf); err != nil {
+	if data, err := s.readFileOf(t, 2); err != nil {
 		errs = append(errs, err)
 	} else if v, err := ParseSchedStat(data); err != nil {
-		errs = append(errs, fmt.Errorf("reading %sschedstat: %w", dir, err))
+		errs = append(errs, fmt.Errorf("reading %sschedstat: %w", t.dir, err))
 	} else {
 		t.stat.Run = max(t.stat.Run, v.Run)
 		t.stat.Wait = max(t.stat.Wait, v.Wait)
 		t.stat.Timeslices = max(t.stat.Timeslices, v.Timeslices)
 	}
-	if s.children == childrenFile {
-		if data, err := readFile(s.fsys, dir+"children", &s.buf); err != nil {
-			errs = append(errs, err)
-		} else if err := s.addChildren(data); err != nil {
-			errs = append(errs, fmt.Errorf("reading %schildren: %w", dir, err))
-		}
-	}
-	var kept []error
 	for _, err := range errs {
-		if !isGone(err) {
-			kept = append(kept, err)
+		if isGone(err) {
+			return err
 		}
 	}
-	return &st, errors.Join(kept...)
+	return errors.Join(errs...)
 }
 
 // addChildren tracks the pids of a children file (space-separated).
@@ -414,7 +552,7 @@ func (s *Sampler) addChildren(data []byte) error {
 // re-parented to init or a subreaper, outside the tree, so the ppid at first
 // sight is enough; tracked processes stay tracked after re-parenting.
 func (s *Sampler) scanTree() error {
-	entries, err := fs.ReadDir(s.fsys, ".")
+	entries, err := readDir(s.fsys, ".")
 	if err != nil {
 		return fmt.Errorf("listing processes: %w", err)
 	}

@@ -1,29 +1,18 @@
 package measure
 
 import (
+	"errors"
 	"fmt"
-	"syscall"
 	"time"
-	"unsafe"
-)
 
-// The standard syscall package lacks clock_gettime and waitid; these two
-// calls are small enough not to justify golang.org/x/sys, whose current
-// release would raise the module's go directive.
-
-const (
-	clockThreadCPUTimeID = 3 // CLOCK_THREAD_CPUTIME_ID, <linux/time.h>
-	pPID                 = 1 // P_PID, <linux/wait.h>
-	wExited              = 0x4
-	wNoWait              = 0x1000000
+	"golang.org/x/sys/unix"
 )
 
 // threadCPU returns the CPU time of the calling OS thread, or 0 if the clock
 // cannot be read.
 func threadCPU() time.Duration {
-	var ts syscall.Timespec
-	_, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
-	if e != 0 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0
 	}
 	return time.Duration(ts.Nano())
@@ -34,16 +23,16 @@ func threadCPU() time.Duration {
 // descendants, can still be read. ECHILD (someone else reaped it) is not an
 // error.
 func waitExited(pid int) error {
-	var info [128]byte // siginfo_t
 	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), wExited|wNoWait, 0, 0)
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		switch {
-		case e == 0, e == syscall.ECHILD:
+		case err == nil, errors.Is(err, unix.ECHILD):
 			return nil
-		case e == syscall.EINTR:
+		case errors.Is(err, unix.EINTR):
 			continue
 		default:
-			return fmt.Errorf("waiting for exit: %w", e)
+			return fmt.Errorf("waiting for exit: %w", err)
 		}
 	}
 }
