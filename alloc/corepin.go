@@ -1,0 +1,399 @@
+package alloc
+
+import (
+	"cmp"
+	"slices"
+)
+
+// The corepin engine. It places an exclusive request in the smallest unit
+// that can hold it, looking at L3 groups first, then NUMA nodes (and
+// sockets), then sets of nodes chosen by count and distance. Inside a unit it
+// fills children largest first until the rest fits one child, and gives
+// the rest to the child that fits it most tightly (best fit), so whole free
+// units stay whole. Whole free cores are preferred over cores another
+// workload already uses, so an exclusive set shares no core where it can
+// avoid it. Every decision is a few passes over the cores and the tree
+// (O(cores + nodes^2 log nodes)), with buffers reused across decisions.
+
+type corepinCall struct {
+	s        *State
+	r        *Request
+	bind     Bind
+	strategy NUMAStrategy
+	allowN   []bool // node indexes the request may use; nil for all
+}
+
+func (s *State) corepinAllocate(r *Request) (bitset, error) {
+	ix := s.ix
+	sc := &s.sc
+	cc := corepinCall{s: s, r: r, bind: r.Bind, strategy: r.NUMA}
+	if s.opts.fullPCPUs && cc.bind == BindDefault {
+		cc.bind = BindFullPCPUs
+	}
+	if s.opts.distributeCores && cc.bind == BindDefault {
+		cc.bind = BindSpreadByPCPUs
+	}
+	if s.opts.distributeNUMA && cc.strategy == MostAllocated {
+		cc.strategy = DistributeEvenly
+	}
+	n := r.CPUs
+	if cc.bind == BindFullPCPUs && ix.uniformCores() && n%ix.tpc != 0 {
+		c := string(BindFullPCPUs)
+		if r.Bind != BindFullPCPUs {
+			c = OptFullPCPUsOnly
+		}
+		return nil, reject(c, "%d CPUs is not a whole number of cores (%d threads per core); request a multiple of %d", n, ix.tpc, ix.tpc)
+	}
+	if len(r.Hint) > 0 {
+		idx, err := s.hintIndexes(r.Hint)
+		if err != nil {
+			return nil, err
+		}
+		cc.allowN = make([]bool, len(ix.nodes))
+		for _, i := range idx {
+			cc.allowN[i] = true
+		}
+	}
+	sc.taken.reset()
+	clear(sc.takenCore)
+	cc.computeCaps()
+	total := sc.cap[0]
+	if total < n {
+		return nil, cc.capacityRejection(n, total)
+	}
+	k := fewestNodes(sc.nodeCap, n)
+	minAff := fewestNodes(ix.nodeTotal, n)
+	if minAff == 0 {
+		minAff = len(ix.nodes)
+	}
+	switch r.TopologyPolicy {
+	case TopologySingleNUMANode:
+		if k != 1 {
+			return nil, s.numaRejection(r, sc.nodeCap)
+		}
+	case TopologyRestricted:
+		if k > minAff {
+			return nil, s.numaRejection(r, sc.nodeCap)
+		}
+	}
+	switch {
+	case k > 1 && cc.strategy == DistributeEvenly:
+		if !cc.distribute(n) {
+			cc.restrict(cc.s.chooseNodes(sc.nodeCap, n, MostAllocated))
+			cc.fill(0, n)
+		}
+	case k == 1 && cc.strategy == LeastAllocated:
+		best := -1
+		for i, c := range sc.nodeCap {
+			if c >= n && (best < 0 || c > sc.nodeCap[best]) {
+				best = i
+			}
+		}
+		cc.restrict([]int{best})
+		cc.placeFinest(n)
+	case k == 1:
+		cc.placeFinest(n)
+	default:
+		cc.restrict(s.chooseNodes(sc.nodeCap, n, cc.strategy))
+		cc.fill(0, n)
+	}
+	if got := sc.taken.count(); got != n {
+		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
+	}
+	return sc.taken, nil
+}
+
+func (ix *index) uniformCores() bool {
+	for _, cs := range ix.coreCPUs {
+		if len(cs) != ix.tpc {
+			return false
+		}
+	}
+	return true
+}
+
+// computeCaps fills per-core eligible counts and the tree aggregates.
+func (cc *corepinCall) computeCaps() {
+	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	for core, cs := range ix.coreCPUs {
+		free := s.freeCore[core] - sc.takenCore[core]
+		whole := s.freeCore[core] == len(cs) && sc.takenCore[core] == 0
+		node := ix.coreNode[core]
+		switch {
+		case cc.allowN != nil && !cc.allowN[node],
+			cc.r.Exclusive == ExclusivePCPULevel && s.pcpuCore[core] > 0,
+			cc.r.Exclusive == ExclusiveNUMANodeLevel && s.numaExcl[node] > 0:
+			free, whole = 0, false
+		}
+		if cc.bind == BindFullPCPUs && !whole {
+			free = 0
+		}
+		sc.ec[core] = free
+		sc.clean[core] = 0
+		if whole {
+			sc.clean[core] = free
+			if cc.bind == BindSpreadByPCPUs {
+				sc.clean[core] = 1
+			}
+		}
+	}
+	clear(sc.nodeCap)
+	for t := len(ix.tree) - 1; t >= 0; t-- {
+		tn := &ix.tree[t]
+		if tn.level == lvCore {
+			sc.cap[t], sc.cleanT[t] = sc.ec[tn.key], sc.clean[tn.key]
+			sc.nodeCap[ix.coreNode[tn.key]] += sc.ec[tn.key]
+			continue
+		}
+		c, cl := 0, 0
+		for _, ch := range tn.children {
+			c += sc.cap[ch]
+			cl += sc.cleanT[ch]
+		}
+		sc.cap[t], sc.cleanT[t] = c, cl
+	}
+}
+
+func (cc *corepinCall) restrict(nodes []int) {
+	allow := make([]bool, len(cc.s.ix.nodes))
+	for _, n := range nodes {
+		if n >= 0 && (cc.allowN == nil || cc.allowN[n]) {
+			allow[n] = true
+		}
+	}
+	cc.allowN = allow
+	cc.computeCaps()
+}
+
+// childrenNeeded is how many children of t, largest first, hold m.
+func (cc *corepinCall) childrenNeeded(t int32, m int) int {
+	sc := &cc.s.sc
+	tn := &cc.s.ix.tree[t]
+	if tn.level >= lvL3 {
+		return 0 // cores: counted by the clean test instead
+	}
+	sc.ints = sc.ints[:0]
+	for _, ch := range tn.children {
+		if c := sc.cap[ch]; c > 0 {
+			sc.ints = append(sc.ints, c)
+		}
+	}
+	slices.SortFunc(sc.ints, func(a, b int) int { return cmp.Compare(b, a) })
+	sum := 0
+	for i, c := range sc.ints {
+		sum += c
+		if sum >= m {
+			return i + 1
+		}
+	}
+	return len(sc.ints) + 1
+}
+
+// fitKey orders units that can hold m: those that need no shared core, then
+// those spanning the fewest children, then the tightest fit.
+func (cc *corepinCall) fitKey(a, b int32, m int) int {
+	sc := &cc.s.sc
+	ua, ub := sc.cleanT[a] < m, sc.cleanT[b] < m
+	return cmp.Or(cmpBool(ua, ub), cmp.Compare(cc.childrenNeeded(a, m), cc.childrenNeeded(b, m)),
+		cmp.Compare(sc.cap[a], sc.cap[b]), cmp.Compare(cc.nodeCapOf(a), cc.nodeCapOf(b)), cmp.Compare(a, b))
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// nodeCapOf is the eligible capacity of the NUMA node holding tree node t,
+// so that among equal fits the one in the fuller node wins.
+func (cc *corepinCall) nodeCapOf(t int32) int {
+	ix := cc.s.ix
+	return cc.s.sc.nodeCap[ix.coreNode[ix.tree[t].cores[0]]]
+}
+
+// placeFinest takes m from the single tightest unit that holds it, trying
+// L3 groups before NUMA nodes and sockets.
+func (cc *corepinCall) placeFinest(m int) {
+	ix, sc := cc.s.ix, &cc.s.sc
+	for _, level := range []int{lvL3, lvInner, lvOuter} {
+		best := int32(-1)
+		for t := range ix.tree {
+			if ix.tree[t].level != level || sc.cap[t] < m {
+				continue
+			}
+			if best < 0 || cc.fitKey(int32(t), best, m) < 0 {
+				best = int32(t)
+			}
+		}
+		if best >= 0 {
+			cc.fill(best, m)
+			return
+		}
+	}
+	cc.fill(0, m)
+}
+
+// fill takes m eligible CPUs below tree node t.
+func (cc *corepinCall) fill(t int32, m int) {
+	ix, sc := cc.s.ix, &cc.s.sc
+	tn := &ix.tree[t]
+	if tn.level == lvCore {
+		cc.takeCore(tn.key, m, false)
+		return
+	}
+	if tn.level == lvL3 && cc.bind == BindSpreadByPCPUs {
+		cc.spread(tn, m)
+		return
+	}
+	start := len(sc.kids)
+	for _, ch := range tn.children {
+		if sc.cap[ch] > 0 {
+			sc.kids = append(sc.kids, ch)
+		}
+	}
+	kids := sc.kids[start:]
+	defer func() { sc.kids = sc.kids[:start] }()
+	for m > 0 && len(kids) > 0 {
+		best := int32(-1)
+		for _, ch := range kids {
+			if sc.cap[ch] >= m && (best < 0 || cc.fitKey(ch, best, m) < 0) {
+				best = ch
+			}
+		}
+		if best >= 0 {
+			cc.fill(best, m)
+			return
+		}
+		// Nothing holds the rest: take the largest child whole.
+		bi := 0
+		for i, ch := range kids {
+			b := kids[bi]
+			if c := cmp.Or(cmp.Compare(sc.cap[b], sc.cap[ch]), cmp.Compare(sc.cleanT[b], sc.cleanT[ch]), cmp.Compare(ch, b)); c < 0 {
+				bi = i
+			}
+		}
+		ch := kids[bi]
+		take := sc.cap[ch]
+		cc.fill(ch, take)
+		m -= take
+		kids[bi] = kids[len(kids)-1]
+		kids = kids[:len(kids)-1]
+	}
+}
+
+// takeCore takes up to m eligible CPUs of a core, lowest ids first.
+func (cc *corepinCall) takeCore(core, m int, _ bool) int {
+	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	got := 0
+	for _, c := range ix.coreCPUs[core] {
+		if got == m {
+			break
+		}
+		if s.isFree(c) && !sc.taken.has(c) {
+			sc.taken.set(c)
+			sc.takenCore[core]++
+			got++
+		}
+	}
+	return got
+}
+
+// spread takes one CPU per core first (whole free cores before others),
+// then second threads, for SpreadByPCPUs.
+func (cc *corepinCall) spread(tn *tnode, m int) {
+	sc := &cc.s.sc
+	start := len(sc.kids)
+	for _, core := range tn.cores {
+		if sc.ec[core] > 0 {
+			sc.kids = append(sc.kids, core)
+		}
+	}
+	cores := sc.kids[start:]
+	defer func() { sc.kids = sc.kids[:start] }()
+	slices.SortFunc(cores, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(sc.clean[b], sc.clean[a]), cmp.Compare(a, b))
+	})
+	for round := 0; m > 0 && round < cc.s.ix.tpc; round++ {
+		for _, core := range cores {
+			if m == 0 {
+				return
+			}
+			if sc.takenCore[core] == round && sc.ec[core] > round {
+				m -= cc.takeCore(int(core), 1, false)
+			}
+		}
+	}
+}
+
+// distribute splits n evenly over the fewest nodes that can each take an
+// equal share (whole cores under FullPCPUs). It reports false when no such
+// split exists.
+func (cc *corepinCall) distribute(n int) bool {
+	ix, sc := cc.s.ix, &cc.s.sc
+	unit := 1
+	if cc.bind == BindFullPCPUs {
+		unit = ix.tpc
+	}
+	units := n / unit
+	caps := slices.Clone(sc.nodeCap)
+	order := make([]int, 0, len(caps))
+	for i, c := range caps {
+		if c > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b)) })
+	for k := 2; k <= len(order); k++ {
+		ok := true
+		for i := range k {
+			share := (units/k + b2i(i < units%k)) * unit
+			if caps[order[i]] < share {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		set := slices.Clone(order[:k])
+		allow := cc.allowN
+		for i, nd := range set {
+			share := (units/k + b2i(i < units%k)) * unit
+			cc.allowN = allow
+			cc.restrict([]int{nd})
+			cc.placeFinest(share)
+		}
+		return true
+	}
+	return false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (cc *corepinCall) capacityRejection(n, total int) error {
+	r := cc.r
+	switch {
+	case r.Exclusive == ExclusivePCPULevel:
+		return reject(string(ExclusivePCPULevel), "%d CPUs requested, %d free on cores without another PCPULevel workload; release one or use exclusive None", n, total)
+	case r.Exclusive == ExclusiveNUMANodeLevel:
+		return reject(string(ExclusiveNUMANodeLevel), "%d CPUs requested, %d free on NUMA nodes without another NUMANodeLevel workload; release one or use exclusive None", n, total)
+	case cc.bind == BindFullPCPUs:
+		c := string(BindFullPCPUs)
+		if r.Bind != BindFullPCPUs {
+			c = OptFullPCPUsOnly
+		}
+		return reject(c, "%d CPUs requested, %d free in whole cores; release cores or request at most %d", n, total, total)
+	case len(r.Hint) > 0:
+		return reject("hint", "%d CPUs requested, %d free on the hinted nodes", n, total)
+	}
+	return reject("capacity", "%d CPUs requested, %d free; release workloads or request at most %d", n, total, total)
+}

@@ -1,0 +1,297 @@
+package alloc
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/corepin/corepin/topology"
+)
+
+// NUMA hints. kubelet enumerates every subset of NUMA nodes (2^n masks, the
+// reason its Topology Manager stops at 8 nodes). The best hint it would pick
+// from them can be found directly: the fewest nodes that hold the request,
+// and among those the numerically lowest mask, found one node at a time
+// from the highest down. That is O(n^2 log n) and exact.
+
+// topSum returns the sum of the r largest values of xs (xs is not modified).
+func topSum(xs []int, r int, buf []int) int {
+	if r <= 0 {
+		return 0
+	}
+	buf = append(buf[:0], xs...)
+	slices.SortFunc(buf, func(a, b int) int { return cmp.Compare(b, a) })
+	s := 0
+	for _, x := range buf[:min(r, len(buf))] {
+		s += x
+	}
+	return s
+}
+
+// fewestNodes returns the smallest k such that some k nodes hold n, or 0.
+func fewestNodes(caps []int, n int) int {
+	sorted := slices.Clone(caps)
+	slices.SortFunc(sorted, func(a, b int) int { return cmp.Compare(b, a) })
+	sum := 0
+	for i, c := range sorted {
+		sum += c
+		if sum >= n {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// lowestMask returns the k node indexes with the numerically lowest bitmask
+// whose caps sum to at least n, ascending; nil if there is none.
+func lowestMask(caps []int, k, n int) []int {
+	out := make([]int, 0, k)
+	sum, bound := 0, len(caps)
+	var buf []int
+	for j := range k {
+		r := k - j - 1
+		found := false
+		for c := r; c < bound; c++ {
+			if sum+caps[c]+topSum(caps[:c], r, buf) >= n {
+				out = append(out, c)
+				sum += caps[c]
+				bound = c
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// kubeHint reproduces the NUMA affinity kubelet's Topology Manager would
+// hand the static policy when the CPU manager is the only hint provider:
+// nil for no affinity, or node indexes.
+func (s *State) kubeHint(r *Request, allocatable bitset) ([]int, error) {
+	ix := s.ix
+	if len(r.Hint) > 0 {
+		return s.hintIndexes(r.Hint)
+	}
+	if r.TopologyPolicy == TopologyNone {
+		return nil, nil
+	}
+	n := r.CPUs
+	avail := make([]int, len(ix.nodes))
+	allocatable.each(func(c int) { avail[ix.cpuNode[c]]++ })
+	minAff := fewestNodes(ix.nodeTotal, n)
+	if minAff == 0 {
+		minAff = len(ix.nodes)
+	}
+	var best []int
+	preferred := false
+	if topSum(avail, minAff, nil) >= n {
+		best, preferred = lowestMask(avail, minAff, n), true
+	} else if k := fewestNodes(avail, n); k > 0 {
+		best = lowestMask(avail, k, n)
+		if s.opts.alignBySocket && s.socketAligned(best, minAff) {
+			preferred = true
+		}
+	}
+	switch r.TopologyPolicy {
+	case TopologySingleNUMANode:
+		if minAff == 1 {
+			for i, a := range avail {
+				if a >= n {
+					if len(ix.nodes) == 1 {
+						return nil, nil
+					}
+					return []int{i}, nil
+				}
+			}
+		}
+		return nil, s.numaRejection(r, avail)
+	case TopologyRestricted:
+		if !preferred {
+			return nil, s.numaRejection(r, avail)
+		}
+	}
+	if best == nil { // no hint can hold the request: all nodes, not preferred
+		best = make([]int, len(ix.nodes))
+		for i := range best {
+			best[i] = i
+		}
+	}
+	return best, nil
+}
+
+// socketAligned is kubelet's isHintSocketAligned.
+func (s *State) socketAligned(nodes []int, minAff int) bool {
+	ix := s.ix
+	perSocket := len(ix.nodes) / max(ix.numSockets, 1)
+	if perSocket == 0 {
+		return false
+	}
+	minSockets := (minAff + perSocket - 1) / perSocket
+	seen := map[int32]bool{}
+	for _, nd := range nodes {
+		for _, core := range ix.nodeCores[nd] {
+			seen[ix.coreSocket[core]] = true
+		}
+	}
+	return len(seen) == minSockets
+}
+
+func (s *State) hintIndexes(ids []topology.NodeID) ([]int, error) {
+	var out []int
+	for _, id := range ids {
+		i, ok := slices.BinarySearch(s.ix.nodes, id)
+		if !ok {
+			return nil, invalid("hint names numa node %d, which has no online cpu", id)
+		}
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// numaRejection explains a topology-policy refusal with the numbers a
+// person needs: how many CPUs on how many nodes, and the most on offer.
+func (s *State) numaRejection(r *Request, avail []int) error {
+	ix := s.ix
+	bestNode, bestFree := 0, -1
+	for i, a := range avail {
+		if a > bestFree {
+			bestNode, bestFree = i, a
+		}
+	}
+	minAff := fewestNodes(ix.nodeTotal, r.CPUs)
+	what := "CPUs"
+	if r.Bind == BindFullPCPUs || s.opts.fullPCPUs {
+		what = "CPUs in whole cores"
+	}
+	if r.TopologyPolicy == TopologySingleNUMANode || minAff == 1 {
+		if minAff != 1 {
+			return reject(string(r.TopologyPolicy), "%d CPUs needed on one NUMA node, but the largest node has %d CPUs; use best-effort or a smaller request",
+				r.CPUs, slices.Max(ix.nodeTotal))
+		}
+		return reject(string(r.TopologyPolicy), "%d %s needed on one NUMA node; the most free on any node is %d (node %d)",
+			r.CPUs, what, bestFree, ix.nodes[bestNode])
+	}
+	var sb strings.Builder
+	k := fewestNodes(avail, r.CPUs)
+	if k == 0 {
+		sb.WriteString("not enough free CPUs on the whole machine")
+	} else {
+		sb.WriteString("the fewest nodes that hold them now is ")
+		sb.WriteString(itoa(k))
+	}
+	return reject(string(r.TopologyPolicy), "%d %s needed on %d NUMA node(s); %s; the most free on one node is %d (node %d)",
+		r.CPUs, what, minAff, sb.String(), bestFree, ix.nodes[bestNode])
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	p := len(b)
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	for i > 0 {
+		p--
+		b[p] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		p--
+		b[p] = '-'
+	}
+	return string(b[p:])
+}
+
+// chooseNodes picks the NUMA nodes a multi-node corepin placement spans:
+// the fewest that hold n (by caps), then the closest by distance, then the
+// fewest sockets, then the fullest (MostAllocated) or emptiest
+// (LeastAllocated). Seeds grow by distance, so it is O(nodes^2 log nodes)
+// and never enumerates subsets.
+func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
+	ix := s.ix
+	k := fewestNodes(caps, n)
+	if k == 0 {
+		return nil
+	}
+	type cand struct {
+		nodes            []int
+		dist, sockets, c int
+	}
+	score := func(nodes []int) cand {
+		slices.Sort(nodes)
+		c := cand{nodes: nodes}
+		seen := uint64(0)
+		var extra map[int32]bool
+		for i, a := range nodes {
+			c.c += caps[a]
+			for _, b := range nodes[i+1:] {
+				c.dist += ix.dist[a][b]
+			}
+			sock := ix.coreSocket[ix.nodeCores[a][0]]
+			if sock < 64 {
+				seen |= 1 << uint(sock)
+			} else {
+				if extra == nil {
+					extra = map[int32]bool{}
+				}
+				extra[sock] = true
+			}
+		}
+		c.sockets = popcount(seen) + len(extra)
+		return c
+	}
+	better := func(a, b cand) bool {
+		capOrder := cmp.Compare(a.c, b.c)
+		if strategy == LeastAllocated {
+			capOrder = -capOrder
+		}
+		return cmp.Or(cmp.Compare(len(a.nodes), len(b.nodes)), cmp.Compare(a.dist, b.dist), cmp.Compare(a.sockets, b.sockets),
+			capOrder, slices.Compare(a.nodes, b.nodes)) < 0
+	}
+	// The k nodes with the most room always work.
+	order := make([]int, 0, len(caps))
+	for i, c := range caps {
+		if c > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b)) })
+	best := score(slices.Clone(order[:k]))
+	grow := make([]int, len(order))
+	for _, seed := range order {
+		copy(grow, order)
+		slices.SortFunc(grow, func(a, b int) int {
+			return cmp.Or(cmp.Compare(ix.dist[seed][a], ix.dist[seed][b]), cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b))
+		})
+		sum := 0
+		for i, nd := range grow {
+			sum += caps[nd]
+			if sum >= n {
+				if i+1 == k {
+					if c := score(slices.Clone(grow[:i+1])); better(c, best) {
+						best = c
+					}
+				}
+				break
+			}
+		}
+	}
+	return best.nodes
+}
+
+func popcount(x uint64) int {
+	n := 0
+	for x != 0 {
+		x &= x - 1
+		n++
+	}
+	return n
+}

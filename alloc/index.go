@@ -1,0 +1,237 @@
+package alloc
+
+import (
+	"math/bits"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// bitset is a mutable set of CPU ids used inside one decision; the public
+// API speaks cpuset.CPUSet.
+type bitset []uint64
+
+func newBitset(words int) bitset { return make(bitset, words) }
+
+func (b bitset) has(i int) bool { return i>>6 < len(b) && b[i>>6]&(1<<(uint(i)&63)) != 0 }
+func (b bitset) set(i int)      { b[i>>6] |= 1 << (uint(i) & 63) }
+func (b bitset) clear(i int)    { b[i>>6] &^= 1 << (uint(i) & 63) }
+
+func (b bitset) count() int {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+func (b bitset) copyFrom(o bitset) { copy(b, o) }
+
+func (b bitset) reset() {
+	for i := range b {
+		b[i] = 0
+	}
+}
+
+// each calls f for every member in ascending order.
+func (b bitset) each(f func(int)) {
+	for i, w := range b {
+		for w != 0 {
+			t := bits.TrailingZeros64(w)
+			f(i<<6 | t)
+			w &= w - 1
+		}
+	}
+}
+
+func (b bitset) toSet() cpuset.CPUSet {
+	var bl cpuset.Builder
+	b.each(bl.Add)
+	return bl.Result()
+}
+
+func (b bitset) fromSet(s cpuset.CPUSet) {
+	for c := range s.All() {
+		if c>>6 < len(b) {
+			b.set(c)
+		}
+	}
+}
+
+// Tree levels of the corepin engine.
+const (
+	lvRoot = iota
+	lvOuter
+	lvInner
+	lvL3
+	lvCore
+)
+
+// tnode is a node of the placement tree: the machine, then sockets and NUMA
+// nodes (whichever is larger first), then L3 groups, then physical cores.
+// Each child is the intersection of its parent with one unit, so the tree
+// nests even on machines whose units do not (a NUMA node holding two
+// sockets, an L3 spanning two sub-NUMA nodes).
+type tnode struct {
+	level    int
+	key      int     // socket, node index, L3 index or core of this level
+	children []int32 // tree indexes
+	cores    []int32 // every core below, ascending
+}
+
+// index is the immutable, precomputed view of a topology shared by every
+// State built on it.
+type index struct {
+	topo  *topology.Topology
+	words int
+
+	online  bitset
+	allowed bitset
+	cpus    []int // online CPUs, ascending
+
+	// per CPU id (len maxID+1); -1 for CPUs that are not online
+	cpuCore, cpuSocket, cpuNode, cpuL3 []int32
+
+	nodes      []topology.NodeID // nodes with online CPUs, ascending; cpuNode indexes this
+	coreCPUs   [][]int           // online CPUs per core, ascending
+	coreNode   []int32
+	coreSocket []int32
+	coreL3     []int32 // -1 without L3
+	nodeTotal  []int   // online CPUs per node index
+	nodeCores  [][]int32
+	numL3      int
+	l3Total    []int
+	numSockets int
+	tpc        int // most threads in one core
+
+	dist [][]int // NUMA distance between node indexes
+
+	tree     []tnode
+	coreLeaf []int32 // tree index of each core's leaf
+
+	kube kubeTopo
+}
+
+func newIndex(t *topology.Topology) *index {
+	online := t.Online()
+	maxID := online.Max()
+	ix := &index{topo: t, words: maxID/64 + 1}
+	ix.online = newBitset(ix.words)
+	ix.online.fromSet(online)
+	ix.allowed = newBitset(ix.words)
+	ix.allowed.fromSet(t.Allowed())
+	ix.cpus = online.List()
+	n := maxID + 1
+	ix.cpuCore, ix.cpuSocket, ix.cpuNode, ix.cpuL3 = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	for i := range n {
+		ix.cpuCore[i], ix.cpuSocket[i], ix.cpuNode[i], ix.cpuL3[i] = -1, -1, -1, -1
+	}
+	ix.nodes = t.NodesWithCPUs()
+	nodePos := map[topology.NodeID]int32{}
+	for i, nd := range ix.nodes {
+		nodePos[nd] = int32(i)
+	}
+	ix.coreCPUs = make([][]int, t.NumCores())
+	ix.coreNode = make([]int32, t.NumCores())
+	ix.coreSocket = make([]int32, t.NumCores())
+	ix.coreL3 = make([]int32, t.NumCores())
+	ix.nodeTotal = make([]int, len(ix.nodes))
+	ix.nodeCores = make([][]int32, len(ix.nodes))
+	ix.numL3 = t.NumL3()
+	ix.l3Total = make([]int, ix.numL3)
+	ix.numSockets = t.NumSockets()
+	for _, id := range ix.cpus {
+		c, _ := t.CPU(id)
+		core := int(c.Core)
+		ix.cpuCore[id], ix.cpuSocket[id], ix.cpuNode[id], ix.cpuL3[id] = int32(core), int32(c.Socket), nodePos[c.NUMA], int32(c.L3)
+		if len(ix.coreCPUs[core]) == 0 {
+			ix.nodeCores[nodePos[c.NUMA]] = append(ix.nodeCores[nodePos[c.NUMA]], int32(core))
+		}
+		ix.coreCPUs[core] = append(ix.coreCPUs[core], id)
+		ix.coreNode[core], ix.coreSocket[core], ix.coreL3[core] = nodePos[c.NUMA], int32(c.Socket), int32(c.L3)
+		ix.nodeTotal[nodePos[c.NUMA]]++
+		if c.L3 >= 0 {
+			ix.l3Total[c.L3]++
+		}
+	}
+	for _, cs := range ix.coreCPUs {
+		ix.tpc = max(ix.tpc, len(cs))
+	}
+	ix.dist = make([][]int, len(ix.nodes))
+	for a := range ix.nodes {
+		ix.dist[a] = make([]int, len(ix.nodes))
+		for b := range ix.nodes {
+			ix.dist[a][b] = t.Distance(ix.nodes[a], ix.nodes[b])
+		}
+	}
+	ix.buildTree()
+	ix.kube = newKubeTopo(ix)
+	return ix
+}
+
+// buildTree lays out the placement tree. Sockets come above NUMA nodes when
+// a socket holds several nodes, below them when a node holds several sockets.
+func (ix *index) buildTree() {
+	socketsOuter := ix.numSockets < len(ix.nodes)
+	outer := func(core int) int { return int(ix.coreSocket[core]) }
+	inner := func(core int) int { return int(ix.coreNode[core]) }
+	if !socketsOuter {
+		outer, inner = inner, outer
+	}
+	l3 := func(core int) int {
+		if ix.coreL3[core] < 0 {
+			return -1 - core // a core without L3 is its own group
+		}
+		return int(ix.coreL3[core])
+	}
+	ix.coreLeaf = make([]int32, len(ix.coreCPUs))
+	ix.tree = []tnode{{level: lvRoot}}
+	type path struct{ o, i, l int }
+	pos := map[path]int32{}
+	posO := map[int]int32{}
+	posI := map[[2]int]int32{}
+	cores := make([]int, len(ix.coreCPUs))
+	for i := range cores {
+		cores[i] = i
+	}
+	// Children in order of their lowest core keep the tree deterministic.
+	for _, core := range cores {
+		o, in, l := outer(core), inner(core), l3(core)
+		oi, ok := posO[o]
+		if !ok {
+			oi = int32(len(ix.tree))
+			ix.tree = append(ix.tree, tnode{level: lvOuter, key: o})
+			ix.tree[0].children = append(ix.tree[0].children, oi)
+			posO[o] = oi
+		}
+		ii, ok := posI[[2]int{o, in}]
+		if !ok {
+			ii = int32(len(ix.tree))
+			ix.tree = append(ix.tree, tnode{level: lvInner, key: in})
+			ix.tree[oi].children = append(ix.tree[oi].children, ii)
+			posI[[2]int{o, in}] = ii
+		}
+		li, ok := pos[path{o, in, l}]
+		if !ok {
+			li = int32(len(ix.tree))
+			ix.tree = append(ix.tree, tnode{level: lvL3, key: l})
+			ix.tree[ii].children = append(ix.tree[ii].children, li)
+			pos[path{o, in, l}] = li
+		}
+		ci := int32(len(ix.tree))
+		ix.tree = append(ix.tree, tnode{level: lvCore, key: core, cores: []int32{int32(core)}})
+		ix.tree[li].children = append(ix.tree[li].children, ci)
+		ix.coreLeaf[core] = ci
+		for _, t := range []int32{0, oi, ii, li} {
+			ix.tree[t].cores = append(ix.tree[t].cores, int32(core))
+		}
+	}
+}
+
+// nodeLevel is the tree level whose nodes are NUMA nodes (or parts of them).
+func (ix *index) nodeLevel() int {
+	if ix.numSockets < len(ix.nodes) {
+		return lvInner
+	}
+	return lvOuter
+}

@@ -1,0 +1,700 @@
+package alloc
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// This file re-implements the choices of the kubelet static CPU manager
+// policy (pkg/kubelet/cm/cpumanager, Kubernetes v1.36) so that
+// `policy: kubelet` places exactly where kubelet would, tie-breaks included.
+// The algorithm is kubelet's; the code is corepin's own, written against
+// bitsets and per-unit free counters.
+//
+// kubelet identifies units by ids: a core by its lowest CPU, a socket by its
+// package id, an uncore cache by its L3 id (the socket where there is none).
+// corepin's machine-wide indexes are numbered in the same order, so they
+// sort the same way.
+
+// kubeTopo is kubelet's view of a machine: its CPUTopology.
+type kubeTopo struct {
+	numCPUs, numCores, numSockets, numNodes, numUncore int
+
+	cpuUncore []int32 // uncore key per CPU id
+
+	coreCPUs   [][]int
+	socketCPUs [][]int
+	nodeCPUs   [][]int // by node index
+	uncoreCPUs [][]int // by uncore key (may hold empty keys)
+}
+
+func newKubeTopo(ix *index) kubeTopo {
+	k := kubeTopo{
+		numCPUs:    len(ix.cpus),
+		numCores:   len(ix.coreCPUs),
+		numSockets: ix.numSockets,
+		numNodes:   len(ix.nodes),
+		coreCPUs:   ix.coreCPUs,
+		socketCPUs: make([][]int, ix.numSockets),
+		nodeCPUs:   make([][]int, len(ix.nodes)),
+		uncoreCPUs: make([][]int, ix.numL3+ix.numSockets),
+		cpuUncore:  make([]int32, len(ix.cpuCore)),
+	}
+	for _, c := range ix.cpus {
+		k.socketCPUs[ix.cpuSocket[c]] = append(k.socketCPUs[ix.cpuSocket[c]], c)
+		k.nodeCPUs[ix.cpuNode[c]] = append(k.nodeCPUs[ix.cpuNode[c]], c)
+		u := ix.cpuL3[c]
+		if u < 0 {
+			u = int32(ix.numL3) + ix.cpuSocket[c] // kubelet falls back to the socket id
+		}
+		k.cpuUncore[c] = u
+		k.uncoreCPUs[u] = append(k.uncoreCPUs[u], c)
+	}
+	for _, u := range k.uncoreCPUs {
+		if len(u) > 0 {
+			k.numUncore++
+		}
+	}
+	return k
+}
+
+func perUnit(total, units int) int {
+	if units == 0 {
+		return 0
+	}
+	return total / units
+}
+
+func (k *kubeTopo) cpusPerCore() int   { return perUnit(k.numCPUs, k.numCores) }
+func (k *kubeTopo) cpusPerSocket() int { return perUnit(k.numCPUs, k.numSockets) }
+func (k *kubeTopo) cpusPerUncore() int { return perUnit(k.numCPUs, k.numUncore) }
+
+// kubeAcc is kubelet's cpuAccumulator: the free CPUs it may still claim,
+// the result so far and how many are still needed.
+type kubeAcc struct {
+	ix     *index
+	k      *kubeTopo
+	free   bitset
+	result bitset
+	needed int
+	spread bool
+
+	freeCore, freeSocket, freeNode, freeUncore []int
+	mark                                       []int // scratch for distinct keys
+}
+
+func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
+	k := &ix.kube
+	a := &kubeAcc{
+		ix: ix, k: k, free: newBitset(ix.words), result: newBitset(ix.words), needed: n, spread: spread,
+		freeCore: make([]int, k.numCores), freeSocket: make([]int, k.numSockets),
+		freeNode: make([]int, k.numNodes), freeUncore: make([]int, len(k.uncoreCPUs)),
+		mark: make([]int, max(k.numCores, k.numSockets, k.numNodes, len(k.uncoreCPUs))),
+	}
+	for _, c := range ix.cpus {
+		if avail.has(c) {
+			a.free.set(c)
+			a.freeCore[ix.cpuCore[c]]++
+			a.freeSocket[ix.cpuSocket[c]]++
+			a.freeNode[ix.cpuNode[c]]++
+			a.freeUncore[k.cpuUncore[c]]++
+		}
+	}
+	return a
+}
+
+func (a *kubeAcc) numaFirst() bool { return a.k.numSockets >= a.k.numNodes }
+
+func (a *kubeAcc) take(cpus []int) {
+	for _, c := range cpus {
+		if a.free.has(c) {
+			a.free.clear(c)
+			a.freeCore[a.ix.cpuCore[c]]--
+			a.freeSocket[a.ix.cpuSocket[c]]--
+			a.freeNode[a.ix.cpuNode[c]]--
+			a.freeUncore[a.k.cpuUncore[c]]--
+		}
+		a.result.set(c)
+	}
+	a.needed -= len(cpus)
+}
+
+func (a *kubeAcc) satisfied() bool { return a.needed < 1 }
+
+// distinct returns the keys of the free CPUs among cpus, ascending.
+func (a *kubeAcc) distinct(cpus []int, key []int32) []int {
+	var out []int
+	for _, c := range cpus {
+		if a.free.has(c) {
+			if k := int(key[c]); a.mark[k] == 0 {
+				a.mark[k] = 1
+				out = append(out, k)
+			}
+		}
+	}
+	for _, k := range out {
+		a.mark[k] = 0
+	}
+	return out
+}
+
+// byFree sorts unit ids by free CPUs ascending (the most allocated first),
+// then by id: kubelet's best-fit order.
+func byFree(ids []int, free []int) {
+	slices.SortFunc(ids, func(x, y int) int { return cmp.Or(cmp.Compare(free[x], free[y]), cmp.Compare(x, y)) })
+}
+
+func (a *kubeAcc) allWithFree(free []int) []int {
+	var out []int
+	for i, f := range free {
+		if f > 0 {
+			out = append(out, i)
+		}
+	}
+	byFree(out, free)
+	return out
+}
+
+func (a *kubeAcc) sortNodes() []int {
+	if a.numaFirst() {
+		return a.allWithFree(a.freeNode)
+	}
+	var out []int
+	for _, s := range a.sortSockets() {
+		ns := a.distinct(a.k.socketCPUs[s], a.ix.cpuNode)
+		byFree(ns, a.freeNode)
+		out = append(out, ns...)
+	}
+	return out
+}
+
+func (a *kubeAcc) sortSockets() []int {
+	if !a.numaFirst() {
+		return a.allWithFree(a.freeSocket)
+	}
+	var out []int
+	for _, n := range a.sortNodes() {
+		ss := a.distinct(a.k.nodeCPUs[n], a.ix.cpuSocket)
+		byFree(ss, a.freeSocket)
+		out = append(out, ss...)
+	}
+	return out
+}
+
+func (a *kubeAcc) sortCores() []int {
+	var out []int
+	if a.numaFirst() {
+		for _, s := range a.sortSockets() {
+			cs := a.distinct(a.k.socketCPUs[s], a.ix.cpuCore)
+			byFree(cs, a.freeCore)
+			out = append(out, cs...)
+		}
+		return out
+	}
+	for _, n := range a.sortNodes() {
+		cs := a.distinct(a.k.nodeCPUs[n], a.ix.cpuCore)
+		byFree(cs, a.freeCore)
+		out = append(out, cs...)
+	}
+	return out
+}
+
+func (a *kubeAcc) sortUncores() []int {
+	var out []int
+	for _, n := range a.sortNodes() {
+		us := a.distinct(a.k.nodeCPUs[n], a.k.cpuUncore)
+		byFree(us, a.freeUncore)
+		out = append(out, us...)
+	}
+	return out
+}
+
+// sortCPUs is the order single threads are taken in: packed walks cores
+// (siblings together), spread walks sockets in CPU id order.
+func (a *kubeAcc) sortCPUs() []int {
+	var out []int
+	if a.spread {
+		for _, s := range a.sortSockets() {
+			for _, c := range a.k.socketCPUs[s] {
+				if a.free.has(c) {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
+	}
+	for _, core := range a.sortCores() {
+		for _, c := range a.k.coreCPUs[core] {
+			if a.free.has(c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func (a *kubeAcc) takeFullNodes() {
+	var free []int
+	for _, n := range a.sortNodes() {
+		if a.freeNode[n] == len(a.k.nodeCPUs[n]) {
+			free = append(free, n)
+		}
+	}
+	for _, n := range free {
+		if a.needed >= len(a.k.nodeCPUs[n]) {
+			a.take(a.k.nodeCPUs[n])
+		}
+	}
+}
+
+func (a *kubeAcc) takeFullSockets() {
+	var free []int
+	for _, s := range a.sortSockets() {
+		if a.freeSocket[s] == a.k.cpusPerSocket() {
+			free = append(free, s)
+		}
+	}
+	for _, s := range free {
+		if a.needed >= len(a.k.socketCPUs[s]) {
+			a.take(a.k.socketCPUs[s])
+		}
+	}
+}
+
+func (a *kubeAcc) takeFullUncores() {
+	var free []int
+	for _, u := range a.sortUncores() {
+		if a.freeUncore[u] == len(a.k.uncoreCPUs[u]) {
+			free = append(free, u)
+		}
+	}
+	for _, u := range free {
+		if a.needed >= len(a.k.uncoreCPUs[u]) {
+			a.take(a.k.uncoreCPUs[u])
+		}
+	}
+}
+
+// takePartialUncore claims the lowest-numbered cores of one uncore cache
+// when they hold exactly the CPUs still needed.
+func (a *kubeAcc) takePartialUncore(u int) {
+	perCore := a.k.cpusPerCore()
+	coresNeeded := (a.needed + perCore - 1) / max(perCore, 1)
+	cores := a.distinct(a.k.uncoreCPUs[u], a.ix.cpuCore)
+	slices.Sort(cores)
+	if len(cores) > coresNeeded {
+		cores = cores[:coresNeeded]
+	}
+	var cpus []int
+	for _, core := range cores {
+		for _, c := range a.k.coreCPUs[core] {
+			if a.free.has(c) {
+				cpus = append(cpus, c)
+			}
+		}
+	}
+	slices.Sort(cpus)
+	if a.needed%2 != 0 && perCore > 1 && len(cpus) > a.needed {
+		cpus = cpus[:len(cpus)-1]
+	}
+	if a.needed == len(cpus) {
+		a.take(cpus)
+	}
+}
+
+func (a *kubeAcc) takeUncoreCache() {
+	per := a.k.cpusPerUncore()
+	for _, u := range a.sortUncores() {
+		if a.needed >= per {
+			a.takeFullUncores()
+		}
+		if a.satisfied() {
+			return
+		}
+		a.takePartialUncore(u)
+		if a.satisfied() {
+			return
+		}
+	}
+}
+
+func (a *kubeAcc) takeFullCores() {
+	var free []int
+	for _, core := range a.sortCores() {
+		if a.freeCore[core] == a.k.cpusPerCore() {
+			free = append(free, core)
+		}
+	}
+	for _, core := range free {
+		if a.needed >= len(a.k.coreCPUs[core]) {
+			a.take(a.k.coreCPUs[core])
+		}
+	}
+}
+
+func (a *kubeAcc) takeRemaining() {
+	for _, c := range a.sortCPUs() {
+		a.take([]int{c})
+		if a.satisfied() {
+			return
+		}
+	}
+}
+
+func errNotEnough(n, avail int) error {
+	return reject("capacity", "not enough cpus available to satisfy request: requested=%d, available=%d", n, avail)
+}
+
+// kubePacked is kubelet's takeByTopologyNUMAPacked.
+func (ix *index) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
+	a := newKubeAcc(ix, avail, n, spread)
+	if a.satisfied() {
+		return a.result, nil
+	}
+	if have := a.free.count(); n > have {
+		return nil, errNotEnough(n, have)
+	}
+	if a.numaFirst() {
+		a.takeFullNodes()
+		if a.satisfied() {
+			return a.result, nil
+		}
+		a.takeFullSockets()
+	} else {
+		a.takeFullSockets()
+		if a.satisfied() {
+			return a.result, nil
+		}
+		a.takeFullNodes()
+	}
+	if a.satisfied() {
+		return a.result, nil
+	}
+	if uncore {
+		a.takeUncoreCache()
+		if a.satisfied() {
+			return a.result, nil
+		}
+	}
+	if !spread {
+		a.takeFullCores()
+		if a.satisfied() {
+			return a.result, nil
+		}
+	}
+	a.takeRemaining()
+	if a.satisfied() {
+		return a.result, nil
+	}
+	return nil, reject("capacity", "failed to allocate cpus")
+}
+
+// combinations calls f with every k-subset of n in lexicographic order,
+// building the subsets the way kubelet does. kubelet keeps the slice it is
+// handed as its best so far; because appends reuse spare capacity, a kept
+// slice can change under later iterations. Building subsets the same way
+// reproduces its choice exactly.
+func combinations(n []int, k int, f func([]int) bool) {
+	if k < 1 {
+		return
+	}
+	var rec func(k, start int, acc []int) bool
+	rec = func(k, start int, acc []int) bool {
+		if k == 0 {
+			return f(acc)
+		}
+		for i := start; i <= len(n)-k; i++ {
+			if !rec(k-1, i+1, append(acc, n[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	rec(k, 0, []int{})
+}
+
+// balance is kubelet's "balance score": the population standard deviation
+// of free CPUs per node, both mean and result rounded to 3 decimals.
+func balance(xs []int) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += float64(x)
+	}
+	m := math.Round(sum/float64(len(xs))*1000) / 1000
+	var sq float64
+	for _, x := range xs {
+		sq += (float64(x) - m) * (float64(x) - m)
+	}
+	return math.Round(math.Sqrt(sq/float64(len(xs)))*1000) / 1000
+}
+
+// kubeDistributed is kubelet's takeByTopologyNUMADistributed.
+func (ix *index) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
+	if n%group != 0 {
+		return ix.kubePacked(avail, n, spread, false)
+	}
+	a := newKubeAcc(ix, avail, n, spread)
+	if a.satisfied() {
+		return a.result, nil
+	}
+	if have := a.free.count(); n > have {
+		return nil, errNotEnough(n, have)
+	}
+	numas := a.sortNodes()
+	k := a.k
+	groupsTotal := (k.numCPUs-1)/group + 1
+	groupsPerNode := (groupsTotal-1)/k.numNodes + 1
+	groupsNeeded := (a.needed-1)/group + 1
+	minNodes := (groupsNeeded-1)/groupsPerNode + 1
+	maxNodes := min(groupsNeeded, len(numas))
+	pos := make([]int, len(a.freeNode)) // node index -> position in numas
+	for i, nd := range numas {
+		pos[nd] = i
+	}
+	after := make([]int, len(numas))
+	local := make([]int, len(numas))
+	for size := minNodes; size <= maxNodes; size++ {
+		bestBalance := math.MaxFloat64
+		var bestRemainder, bestCombo []int
+		combinations(numas, size, func(combo []int) bool {
+			if bestBalance == 0 {
+				return false
+			}
+			total, groups := 0, 0
+			for _, nd := range combo {
+				total += a.freeNode[nd]
+				groups += a.freeNode[nd] / group
+			}
+			if total < n || groups*group < n {
+				return true
+			}
+			dist := (n / len(combo) / group) * group
+			for _, nd := range combo {
+				if a.freeNode[nd] < dist {
+					return true
+				}
+			}
+			for i, nd := range numas {
+				after[i] = a.freeNode[nd]
+			}
+			for _, nd := range combo {
+				after[pos[nd]] -= dist
+			}
+			remainder := n - dist*len(combo)
+			var remCombo []int
+			for _, nd := range combo {
+				if after[pos[nd]] >= group {
+					remCombo = append(remCombo, nd)
+				}
+			}
+			bestLocal := math.MaxFloat64
+			var bestLocalRemainder []int
+			if remainder == 0 {
+				bestLocal = balance(after)
+			}
+			for kk := len(remCombo); remainder > 0 && kk >= 1; kk-- {
+				combinations(remCombo, kk, func(subset []int) bool {
+					copy(local, after)
+					rem, sum := remainder, 0
+					for _, nd := range subset {
+						sum += local[pos[nd]]
+					}
+					if sum < rem {
+						return true
+					}
+					for rem > 0 {
+						progress := false
+						for _, nd := range subset {
+							if rem == 0 {
+								break
+							}
+							if local[pos[nd]] < group {
+								continue
+							}
+							local[pos[nd]] -= group
+							rem -= group
+							progress = true
+						}
+						if !progress {
+							return true // kubelet would spin here; no balance to score
+						}
+					}
+					if b := balance(local); b < bestLocal {
+						bestLocal = b
+						bestLocalRemainder = subset
+					}
+					return true
+				})
+			}
+			if bestLocal < bestBalance {
+				bestBalance, bestRemainder, bestCombo = bestLocal, bestLocalRemainder, combo
+			}
+			return true
+		})
+		if bestCombo == nil {
+			continue
+		}
+		dist := (n / len(bestCombo) / group) * group
+		for _, nd := range bestCombo {
+			got, _ := ix.kubePacked(a.freeIn(nd), dist, spread, false)
+			a.takeSet(got)
+		}
+		remainder := n - dist*len(bestCombo)
+		for remainder > 0 {
+			progress := false
+			for _, nd := range bestRemainder {
+				if remainder == 0 {
+					break
+				}
+				if a.freeNode[nd] < group {
+					continue
+				}
+				got, _ := ix.kubePacked(a.freeIn(nd), group, spread, false)
+				a.takeSet(got)
+				remainder -= group
+				progress = true
+			}
+			if !progress {
+				break
+			}
+		}
+		if a.needed != 0 {
+			return nil, reject("capacity", "accounting error, %d cpus still needed after distributing over numa nodes", a.needed)
+		}
+		return a.result, nil
+	}
+	return ix.kubePacked(avail, n, spread, false)
+}
+
+func (a *kubeAcc) freeIn(node int) bitset {
+	b := newBitset(a.ix.words)
+	for _, c := range a.k.nodeCPUs[node] {
+		if a.free.has(c) {
+			b.set(c)
+		}
+	}
+	return b
+}
+
+func (a *kubeAcc) takeSet(b bitset) {
+	if b == nil {
+		return
+	}
+	var cpus []int
+	b.each(func(c int) { cpus = append(cpus, c) })
+	a.take(cpus)
+}
+
+// kubeTake is the static policy's takeByTopology.
+func (s *State) kubeTake(avail bitset, n int) (bitset, error) {
+	o := s.opts
+	if o.distributeNUMA {
+		group := 1
+		if o.fullPCPUs {
+			group = s.ix.kube.cpusPerCore()
+		}
+		return s.ix.kubeDistributed(avail, n, group, o.distributeCores)
+	}
+	return s.ix.kubePacked(avail, n, o.distributeCores, o.uncore)
+}
+
+// kubeDefault is kubelet's default (shared) cpuset: every CPU not held
+// exclusively, without the reserved ones under strict-cpu-reservation.
+func (s *State) kubeDefault() bitset {
+	d := newBitset(s.ix.words)
+	for _, c := range s.ix.cpus {
+		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
+			d.set(c)
+		}
+	}
+	return d
+}
+
+// kubeAllocate places an exclusive request the way the static policy's
+// Allocate does: SMT alignment check, topology hint, then takeByTopology
+// from the hinted nodes first and from everything else for the rest.
+func (s *State) kubeAllocate(r *Request) (bitset, error) {
+	n := r.CPUs
+	ix := s.ix
+	if s.opts.fullPCPUs {
+		group := ix.kube.cpusPerCore()
+		if n%group != 0 {
+			return nil, reject(OptFullPCPUsOnly, "SMT Alignment Error: requested %d cpus not multiple cpus per core = %d; request a multiple of %d", n, group, group)
+		}
+		phys := 0
+		def := s.kubeDefault()
+		def.each(func(c int) {
+			if !s.reservedPhys.has(c) {
+				phys++
+			}
+		})
+		if n > phys {
+			return nil, reject(OptFullPCPUsOnly, "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d", phys, n, group)
+		}
+	}
+	allocatable := s.freeBits()
+	hint, err := s.kubeHint(r, allocatable)
+	if err != nil {
+		return nil, err
+	}
+	result := newBitset(ix.words)
+	if hint != nil {
+		aligned := newBitset(ix.words)
+		inHint := make([]bool, len(ix.nodes))
+		for _, nd := range hint {
+			inHint[nd] = true
+		}
+		if s.opts.alignBySocket {
+			inSock := make([]bool, ix.numSockets)
+			for _, c := range ix.cpus {
+				if inHint[ix.cpuNode[c]] {
+					inSock[ix.cpuSocket[c]] = true
+				}
+			}
+			allocatable.each(func(c int) {
+				if inSock[ix.cpuSocket[c]] {
+					aligned.set(c)
+				}
+			})
+		} else {
+			allocatable.each(func(c int) {
+				if inHint[ix.cpuNode[c]] {
+					aligned.set(c)
+				}
+			})
+		}
+		got, err := s.kubeTake(aligned, min(n, aligned.count()))
+		if err != nil {
+			return nil, err
+		}
+		result.copyFrom(got)
+	}
+	rest := newBitset(ix.words)
+	allocatable.each(func(c int) {
+		if !result.has(c) {
+			rest.set(c)
+		}
+	})
+	got, err := s.kubeTake(rest, n-result.count())
+	if err != nil {
+		return nil, err
+	}
+	got.each(result.set)
+	return result, nil
+}
+
+// kubeReserve picks count reserved CPUs as kubelet does without
+// --reserved-cpus: takeByTopology over every CPU.
+func (s *State) kubeReserve(count int) (bitset, error) {
+	all := newBitset(s.ix.words)
+	for _, c := range s.ix.cpus {
+		all.set(c)
+	}
+	got, err := s.kubeTake(all, count)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reserving %d cpus: %v", ErrInvalid, count, err)
+	}
+	return got, nil
+}

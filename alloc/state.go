@@ -1,0 +1,484 @@
+package alloc
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// State is a machine's topology, its configuration and the assignments
+// placed on it so far. Allocate and Release change it; everything else only
+// reads. A State is not safe for concurrent use: Clone it for another
+// goroutine. Decisions depend only on the State and the Request, so the same
+// sequence of calls gives the same placements on any machine.
+type State struct {
+	ix     *index
+	policy Policy
+	opts   options
+
+	reserved, reservedPhys bitset
+	used                   bitset // CPUs held by LSE and LSR assignments
+
+	freeCore []int // CPUs of each core free for an exclusive placement
+	freeL3   []int
+	freeNode []int
+	pcpuCore []int // CPUs per core held by PCPULevel-exclusive assignments
+	numaExcl []int // CPUs per node index held by NUMANodeLevel-exclusive assignments
+
+	asg     map[string]*Assignment
+	lsMilli int
+
+	sc scratch
+}
+
+// NewState returns an empty State for t. It fails with ErrInvalid on an
+// unknown policy or option, a pair of options kubelet refuses together, or
+// reserved CPUs that are not online.
+func NewState(t *topology.Topology, cfg Config) (*State, error) {
+	if t == nil {
+		return nil, invalid("no topology")
+	}
+	s := &State{policy: cfg.Policy, asg: map[string]*Assignment{}}
+	if s.policy == "" {
+		s.policy = PolicyCorepin
+	}
+	if s.policy != PolicyCorepin && s.policy != PolicyKubelet {
+		return nil, invalid("unknown policy %q (want corepin or kubelet)", cfg.Policy)
+	}
+	var err error
+	if s.opts, err = parseOptions(cfg.Options); err != nil {
+		return nil, err
+	}
+	s.ix = newIndex(t)
+	ix := s.ix
+	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
+		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
+	}
+	s.reserved, s.reservedPhys, s.used = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
+	s.freeCore = make([]int, len(ix.coreCPUs))
+	s.freeL3 = make([]int, ix.numL3)
+	s.freeNode = make([]int, len(ix.nodes))
+	s.pcpuCore = make([]int, len(ix.coreCPUs))
+	s.numaExcl = make([]int, len(ix.nodes))
+	s.sc.init(ix)
+	if !cfg.Reserved.IsEmpty() {
+		if !cfg.Reserved.IsSubsetOf(t.Online()) {
+			return nil, invalid("reserved cpus %s are not all online (online: %s)", cfg.Reserved, t.Online())
+		}
+		s.reserved.fromSet(cfg.Reserved)
+	}
+	s.recount()
+	if cfg.Reserved.IsEmpty() && cfg.ReservedCount > 0 {
+		var got bitset
+		if s.policy == PolicyKubelet {
+			got, err = s.kubeReserve(cfg.ReservedCount)
+		} else {
+			got, err = s.corepinAllocate(&Request{ID: "reserved", CPUs: cfg.ReservedCount, QoS: SYSTEM, Bind: BindDefault, NUMA: MostAllocated, TopologyPolicy: TopologyNone})
+			if err != nil {
+				err = invalid("reserving %d cpus: %v", cfg.ReservedCount, err)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.reserved.copyFrom(got)
+		s.recount()
+	}
+	s.reserved.each(func(c int) {
+		for _, sib := range ix.coreCPUs[ix.cpuCore[c]] {
+			s.reservedPhys.set(sib)
+		}
+	})
+	return s, nil
+}
+
+// recount rebuilds the free counters from reserved and used.
+func (s *State) recount() {
+	ix := s.ix
+	clear(s.freeCore)
+	clear(s.freeL3)
+	clear(s.freeNode)
+	for _, c := range ix.cpus {
+		if s.isFree(c) {
+			s.adjust(c, 1)
+		}
+	}
+}
+
+func (s *State) isFree(c int) bool {
+	return s.ix.allowed.has(c) && !s.reserved.has(c) && !s.used.has(c)
+}
+
+func (s *State) adjust(c, d int) {
+	ix := s.ix
+	s.freeCore[ix.cpuCore[c]] += d
+	s.freeNode[ix.cpuNode[c]] += d
+	if l := ix.cpuL3[c]; l >= 0 {
+		s.freeL3[l] += d
+	}
+}
+
+// freeBits returns the CPUs free for an exclusive placement.
+func (s *State) freeBits() bitset {
+	b := newBitset(s.ix.words)
+	for _, c := range s.ix.cpus {
+		if s.isFree(c) {
+			b.set(c)
+		}
+	}
+	return b
+}
+
+// Topology returns the topology the State was built on.
+func (s *State) Topology() *topology.Topology { return s.ix.topo }
+
+// Policy returns the engine in use.
+func (s *State) Policy() Policy { return s.policy }
+
+// Reserved returns the reserved CPUs.
+func (s *State) Reserved() cpuset.CPUSet { return s.reserved.toSet() }
+
+// Clone returns an independent copy; the topology index is shared.
+func (s *State) Clone() *State {
+	c := *s
+	c.reserved, c.reservedPhys, c.used = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used)
+	c.freeCore, c.freeL3, c.freeNode = slices.Clone(s.freeCore), slices.Clone(s.freeL3), slices.Clone(s.freeNode)
+	c.pcpuCore, c.numaExcl = slices.Clone(s.pcpuCore), slices.Clone(s.numaExcl)
+	c.asg = make(map[string]*Assignment, len(s.asg))
+	for id, a := range s.asg {
+		cp := *a
+		c.asg[id] = &cp
+	}
+	c.sc = scratch{}
+	c.sc.init(s.ix)
+	return &c
+}
+
+// Assignments returns the assignments held, sorted by id.
+func (s *State) Assignments() []Assignment {
+	out := make([]Assignment, 0, len(s.asg))
+	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
+		out = append(out, *s.asg[id])
+	}
+	return out
+}
+
+// Assign records an existing assignment, as when a plan names workloads
+// already placed or an agent restarts. Exclusive sets (LSE, LSR) must be
+// online, allowed, outside the reserved CPUs and disjoint from every other
+// exclusive set.
+func (s *State) Assign(a Assignment) error {
+	if a.ID == "" {
+		return invalid("assignment without an id")
+	}
+	if _, dup := s.asg[a.ID]; dup {
+		return invalid("assignment id %q used twice", a.ID)
+	}
+	if a.QoS == "" {
+		a.QoS = LSE
+	}
+	if a.Exclusive == "" {
+		a.Exclusive = ExclusiveNone
+	}
+	r := Request{ID: a.ID, QoS: a.QoS, Exclusive: a.Exclusive, CPUs: a.CPUs.Size(), MilliCPUs: a.MilliCPUs}
+	switch a.QoS {
+	case LSE, LSR:
+		r.MilliCPUs = 0
+	case SYSTEM:
+		r.CPUs, r.MilliCPUs = max(1, s.reserved.count()), 0
+	default:
+		r.CPUs = 0
+		if r.MilliCPUs == 0 {
+			r.MilliCPUs = 1 // an LS or BE assignment with no quota stated still counts as present
+		}
+	}
+	if err := r.normalize(); err != nil {
+		return err
+	}
+	switch a.QoS {
+	case LSE, LSR:
+		if a.CPUs.IsEmpty() {
+			return invalid("assignment %q: %s needs a cpuset", a.ID, a.QoS)
+		}
+		if a.CPUs.Max() >= len(s.ix.cpuCore) || !a.CPUs.IsSubsetOf(s.ix.topo.Online()) {
+			return invalid("assignment %q: cpus %s are not all online", a.ID, a.CPUs)
+		}
+		for c := range a.CPUs.All() {
+			if s.reserved.has(c) {
+				return invalid("assignment %q: cpu %d is reserved", a.ID, c)
+			}
+			if s.used.has(c) {
+				return invalid("assignment %q: cpu %d is already assigned to %s", a.ID, c, s.holder(c))
+			}
+		}
+		b := newBitset(s.ix.words)
+		b.fromSet(a.CPUs)
+		s.hold(b, a.Exclusive, 1)
+	default:
+		a.CPUs = cpuset.CPUSet{}
+		a.MilliCPUs = r.MilliCPUs
+		if a.QoS == LS {
+			s.lsMilli += a.MilliCPUs
+		}
+	}
+	cp := a
+	s.asg[a.ID] = &cp
+	return nil
+}
+
+// holder names the assignment holding cpu (for error messages only).
+func (s *State) holder(cpu int) string {
+	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
+		if s.asg[id].CPUs.Contains(cpu) {
+			return id
+		}
+	}
+	return "?"
+}
+
+// hold marks b as used (d=1) or frees it (d=-1).
+func (s *State) hold(b bitset, ex Exclusive, d int) {
+	ix := s.ix
+	b.each(func(c int) {
+		if d > 0 {
+			if s.isFree(c) {
+				s.adjust(c, -1)
+			}
+			s.used.set(c)
+		} else {
+			s.used.clear(c)
+			if s.isFree(c) {
+				s.adjust(c, 1)
+			}
+		}
+		switch ex {
+		case ExclusivePCPULevel:
+			s.pcpuCore[ix.cpuCore[c]] += d
+		case ExclusiveNUMANodeLevel:
+			s.numaExcl[ix.cpuNode[c]] += d
+		}
+	})
+}
+
+// Release frees what id holds. The State afterwards is the one before the
+// Allocate or Assign that created id.
+func (s *State) Release(id string) error {
+	a, ok := s.asg[id]
+	if !ok {
+		return ErrUnknownID
+	}
+	delete(s.asg, id)
+	switch a.QoS {
+	case LSE, LSR:
+		b := s.sc.tmp
+		b.reset()
+		b.fromSet(a.CPUs)
+		s.hold(b, a.Exclusive, -1)
+	case LS:
+		s.lsMilli -= a.MilliCPUs
+	}
+	return nil
+}
+
+// Allocate places r and records it. A request the State can never satisfy
+// as written fails with ErrInvalid; one the current state cannot satisfy
+// fails with a Rejection.
+func (s *State) Allocate(r Request) (Placement, error) {
+	if err := r.normalize(); err != nil {
+		return Placement{}, err
+	}
+	if r.ID == "" {
+		return Placement{}, invalid("request without an id")
+	}
+	if _, dup := s.asg[r.ID]; dup {
+		return Placement{}, invalid("request id %q is already assigned; release it first", r.ID)
+	}
+	if s.policy == PolicyKubelet {
+		if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated {
+			return Placement{}, invalid("request %q: the kubelet policy has no bind, exclusive or numa strategy (got %s, %s, %s); use policy corepin, or kubelet's options", r.ID, r.Bind, r.Exclusive, r.NUMA)
+		}
+		if r.TopologyPolicy == TopologySingleNUMANode && s.opts.alignBySocket {
+			return Placement{}, invalid("topology policy %s is incompatible with option %s", TopologySingleNUMANode, OptAlignBySocket)
+		}
+	}
+	p := Placement{ID: r.ID, QoS: r.QoS}
+	a := &Assignment{ID: r.ID, QoS: r.QoS, Exclusive: r.Exclusive}
+	switch r.QoS {
+	case SYSTEM:
+		if s.reserved.count() == 0 {
+			return Placement{}, reject("SYSTEM", "no reserved CPUs to run system work on; configure reserved cpus")
+		}
+		if r.CPUs > s.reserved.count() {
+			return Placement{}, reject("SYSTEM", "%d CPUs requested, but only %d are reserved (%s); reserve more", r.CPUs, s.reserved.count(), s.reserved.toSet())
+		}
+		p.CPUs = s.reserved.toSet()
+	case LS, BE:
+		pool := s.pool(r.QoS == BE)
+		size := pool.count()
+		if r.QoS == LS && s.lsMilli+r.MilliCPUs > size*1000 {
+			return Placement{}, reject("LS pool", "%d millicpus requested, but the shared pool has %d CPUs with %d millicpus already committed to LS work; %d remain",
+				r.MilliCPUs, size, s.lsMilli, max(0, size*1000-s.lsMilli))
+		}
+		if size == 0 {
+			return Placement{}, reject(string(r.QoS)+" pool", "the shared pool is empty: every CPU is reserved or exclusive")
+		}
+		p.CPUs, p.MilliCPUs = pool.toSet(), r.MilliCPUs
+		a.MilliCPUs = r.MilliCPUs
+		if r.QoS == LS {
+			s.lsMilli += r.MilliCPUs
+		}
+	default:
+		var got bitset
+		var err error
+		if s.policy == PolicyKubelet {
+			got, err = s.kubeAllocate(&r)
+		} else {
+			got, err = s.corepinAllocate(&r)
+		}
+		if err != nil {
+			return Placement{}, err
+		}
+		s.hold(got, r.Exclusive, 1)
+		p.CPUs = got.toSet()
+		a.CPUs = p.CPUs
+	}
+	s.asg[r.ID] = a
+	p.Quality, p.NUMANodes = s.quality(p.CPUs)
+	return p, nil
+}
+
+// pool returns the LS pool (every allowed CPU not held by LSE or LSR, and
+// not reserved under strict-cpu-reservation); with lsr, the BE pool (the
+// LS pool plus the LSR CPUs).
+func (s *State) pool(withLSR bool) bitset {
+	b := newBitset(s.ix.words)
+	for _, c := range s.ix.cpus {
+		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
+			b.set(c)
+		}
+	}
+	if withLSR {
+		for _, a := range s.asg {
+			if a.QoS == LSR {
+				for c := range a.CPUs.All() {
+					b.set(c)
+				}
+			}
+		}
+	}
+	return b
+}
+
+// Pools are the CPU sets of each QoS class.
+type Pools struct {
+	Reserved cpuset.CPUSet `json:"reserved"`
+	LSE      cpuset.CPUSet `json:"lse"`
+	LSR      cpuset.CPUSet `json:"lsr"`
+	LS       cpuset.CPUSet `json:"ls"`
+	BE       cpuset.CPUSet `json:"be"`
+}
+
+// Pools returns the current pools.
+func (s *State) Pools() Pools {
+	var lse, lsr cpuset.Builder
+	for _, a := range s.asg {
+		switch a.QoS {
+		case LSE:
+			lse.AddSet(a.CPUs)
+		case LSR:
+			lsr.AddSet(a.CPUs)
+		}
+	}
+	return Pools{Reserved: s.reserved.toSet(), LSE: lse.Result(), LSR: lsr.Result(), LS: s.pool(false).toSet(), BE: s.pool(true).toSet()}
+}
+
+// Quality measures cpus against the current state: its spans, the cores it
+// shares with other workloads, and the free whole units left.
+func (s *State) Quality(cpus cpuset.CPUSet) Quality {
+	q, _ := s.quality(cpus)
+	return q
+}
+
+func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
+	ix := s.ix
+	sc := &s.sc
+	var q Quality
+	var nodes cpuset.Builder
+	for c := range cpus.All() {
+		if c >= len(ix.cpuCore) || ix.cpuCore[c] < 0 {
+			continue
+		}
+		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
+			sc.markNode[n] = 1
+			q.NUMANodes++
+			nodes.Add(int(ix.nodes[n]))
+		}
+		if so := ix.cpuSocket[c]; sc.markSocket[so] == 0 {
+			sc.markSocket[so] = 1
+			q.Sockets++
+		}
+		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
+			sc.markL3[l] = 1
+			q.L3Groups++
+		}
+		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
+			sc.markCore[core] = 1
+			for _, sib := range ix.coreCPUs[core] {
+				if !cpus.Contains(sib) && (s.used.has(sib) || s.reserved.has(sib)) {
+					q.SharedCores++
+					break
+				}
+			}
+		}
+	}
+	clear(sc.markNode)
+	clear(sc.markSocket)
+	clear(sc.markL3)
+	clear(sc.markCore)
+	for core, cs := range ix.coreCPUs {
+		if s.freeCore[core] == len(cs) {
+			q.FreeCores++
+		}
+	}
+	for l, f := range s.freeL3 {
+		if f == ix.l3Total[l] {
+			q.FreeL3Groups++
+		}
+	}
+	for n, f := range s.freeNode {
+		if f == ix.nodeTotal[n] {
+			q.FreeNUMANodes++
+		}
+	}
+	return q, nodes.Result()
+}
+
+// Fragmentation reports the free whole units of the current state.
+func (s *State) Fragmentation() Quality {
+	q, _ := s.quality(cpuset.CPUSet{})
+	return q
+}
+
+// scratch holds buffers reused by every decision so that a decision's
+// allocations do not grow with the machine or the number of assignments.
+type scratch struct {
+	tmp, taken                            bitset
+	markNode, markSocket, markL3, markCore []int8
+	ec, clean                             []int // per core
+	takenCore                             []int
+	cap, cleanT                           []int // per tree node
+	nodeCap                               []int
+	kids                                  []int32
+	ints                                  []int
+}
+
+func (sc *scratch) init(ix *index) {
+	sc.tmp, sc.taken = newBitset(ix.words), newBitset(ix.words)
+	sc.markNode, sc.markSocket = make([]int8, len(ix.nodes)), make([]int8, ix.numSockets)
+	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))
+	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))
+	sc.cap, sc.cleanT = make([]int, len(ix.tree)), make([]int, len(ix.tree))
+	sc.nodeCap = make([]int, len(ix.nodes))
+}

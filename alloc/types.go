@@ -1,0 +1,292 @@
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// QoS is a workload's quality-of-service class (after Koordinator).
+type QoS string
+
+// QoS classes. See the package documentation for the pool each one draws from.
+const (
+	SYSTEM QoS = "SYSTEM" // the reserved CPUs
+	LSE    QoS = "LSE"    // exclusive CPUs, shared with nobody
+	LSR    QoS = "LSR"    // bound CPUs; best-effort work may borrow them when idle
+	LS     QoS = "LS"     // the shared pool, bounded by quota
+	BE     QoS = "BE"     // best effort: the LS pool plus LSR CPUs
+)
+
+// Bind says how an exclusive request maps onto physical cores.
+type Bind string
+
+// Bind policies.
+const (
+	BindDefault       Bind = "Default"       // whole cores first, then single threads
+	BindFullPCPUs     Bind = "FullPCPUs"     // whole physical cores only, siblings together
+	BindSpreadByPCPUs Bind = "SpreadByPCPUs" // one logical CPU per physical core first
+)
+
+// Exclusive keeps exclusive workloads of the same level apart.
+type Exclusive string
+
+// Exclusive policies.
+const (
+	ExclusiveNone          Exclusive = "None"
+	ExclusivePCPULevel     Exclusive = "PCPULevel"     // no other PCPULevel workload on my physical cores
+	ExclusiveNUMANodeLevel Exclusive = "NUMANodeLevel" // no other NUMANodeLevel workload on my NUMA nodes
+)
+
+// NUMAStrategy orders NUMA nodes when more than one could take a request.
+type NUMAStrategy string
+
+// NUMA strategies.
+const (
+	MostAllocated    NUMAStrategy = "MostAllocated"    // pack: the fullest node that fits
+	LeastAllocated   NUMAStrategy = "LeastAllocated"   // spread: the emptiest node
+	DistributeEvenly NUMAStrategy = "DistributeEvenly" // split evenly over the fewest nodes that can
+)
+
+// TopologyPolicy is the NUMA admission policy (after the kubelet Topology Manager).
+type TopologyPolicy string
+
+// Topology policies.
+const (
+	TopologyNone           TopologyPolicy = "none"
+	TopologyBestEffort     TopologyPolicy = "best-effort"
+	TopologyRestricted     TopologyPolicy = "restricted"
+	TopologySingleNUMANode TopologyPolicy = "single-numa-node"
+)
+
+// Policy selects the placement engine.
+type Policy string
+
+// Placement engines.
+const (
+	PolicyCorepin Policy = "corepin" // corepin's own L3-aware best fit (the default)
+	PolicyKubelet Policy = "kubelet" // the kubelet static CPU manager policy, tie-breaks included
+)
+
+// Kubelet static-policy option names, as upstream spells them.
+const (
+	OptFullPCPUsOnly            = "full-pcpus-only"
+	OptDistributeAcrossNUMA     = "distribute-cpus-across-numa"
+	OptAlignBySocket            = "align-by-socket"
+	OptDistributeAcrossCores    = "distribute-cpus-across-cores"
+	OptStrictCPUReservation     = "strict-cpu-reservation"
+	OptPreferAlignByUncoreCache = "prefer-align-cpus-by-uncorecache"
+)
+
+// ErrInvalid is wrapped by errors about a malformed configuration or request:
+// the caller's input is wrong, no state could satisfy it.
+var ErrInvalid = errors.New("invalid allocation input")
+
+// ErrRejected is what every Rejection matches with errors.Is.
+var ErrRejected = errors.New("placement rejected")
+
+// ErrUnknownID is returned by Release for an id that holds nothing.
+var ErrUnknownID = errors.New("unknown assignment id")
+
+// Rejection says why a well-formed request could not be placed in the
+// current state: Constraint names the rule that refused it (a topology
+// policy, a kubelet option, a bind or exclusive policy, "capacity"), and
+// Reason says what was needed and what would satisfy it.
+type Rejection struct {
+	Constraint string
+	Reason     string
+}
+
+func (r Rejection) Error() string { return r.Constraint + ": " + r.Reason }
+
+// Is makes errors.Is(err, ErrRejected) true for every Rejection.
+func (r Rejection) Is(target error) bool { return target == ErrRejected }
+
+func reject(constraint, format string, args ...any) error {
+	return Rejection{Constraint: constraint, Reason: fmt.Sprintf(format, args...)}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Config is what stays fixed for the life of a State.
+type Config struct {
+	// Policy selects the engine; empty means PolicyCorepin.
+	Policy Policy
+	// Options are kubelet static-policy option names. The kubelet engine
+	// honours all of them; the corepin engine honours full-pcpus-only (every
+	// exclusive request takes whole cores), strict-cpu-reservation and
+	// distribute-cpus-across-numa (as the DistributeEvenly strategy).
+	Options []string
+	// Reserved are the CPUs kept for the system (--reserved-cpus).
+	Reserved cpuset.CPUSet
+	// ReservedCount, when Reserved is empty, reserves that many CPUs chosen
+	// the way the engine places an exclusive request (kubelet's
+	// --kube-reserved cpu without --reserved-cpus).
+	ReservedCount int
+}
+
+// Request asks for CPUs for one workload.
+type Request struct {
+	ID string
+	// CPUs is the number of whole CPUs for SYSTEM, LSE and LSR requests.
+	CPUs int
+	// MilliCPUs is the quota of an LS or BE request in thousandths of a CPU;
+	// zero means CPUs*1000.
+	MilliCPUs int
+	// QoS defaults to LSE.
+	QoS       QoS
+	Bind      Bind
+	Exclusive Exclusive
+	NUMA      NUMAStrategy
+	// TopologyPolicy defaults to none.
+	TopologyPolicy TopologyPolicy
+	// Hint, when not empty, is a NUMA affinity decided elsewhere (a topology
+	// manager merging several resources): CPUs are taken from these nodes
+	// first, as kubelet's static policy does with its merged hint.
+	Hint []topology.NodeID
+}
+
+// Placement is the answer to a Request.
+type Placement struct {
+	ID  string
+	QoS QoS
+	// CPUs is the exclusive set of an LSE or LSR workload, the reserved set
+	// of a SYSTEM one, and the pool an LS or BE workload shares.
+	CPUs cpuset.CPUSet
+	// MilliCPUs is the quota of an LS or BE workload.
+	MilliCPUs int
+	// NUMANodes are the nodes CPUs spans, as a set of node ids.
+	NUMANodes cpuset.CPUSet
+	Quality   Quality
+}
+
+// Quality describes how well a set of CPUs is aligned and what a placement
+// left behind.
+type Quality struct {
+	NUMANodes int `json:"numa_nodes"`
+	Sockets   int `json:"sockets"`
+	L3Groups  int `json:"l3_groups"`
+	// SharedCores counts physical cores of the set that also hold CPUs of
+	// another workload (another exclusive set, or the reserved CPUs).
+	SharedCores int `json:"shared_cores"`
+	// Fragmentation left behind, counted after the placement: physical
+	// cores, L3 groups and NUMA nodes whose CPUs are all still free.
+	FreeCores     int `json:"free_cores"`
+	FreeL3Groups  int `json:"free_l3_groups"`
+	FreeNUMANodes int `json:"free_numa_nodes"`
+}
+
+// Assignment is a placement held in a State.
+type Assignment struct {
+	ID        string
+	QoS       QoS
+	CPUs      cpuset.CPUSet // exclusive CPUs (LSE, LSR); empty for LS and BE
+	MilliCPUs int           // quota for LS and BE
+	Exclusive Exclusive
+}
+
+// options is the parsed form of Config.Options.
+type options struct {
+	fullPCPUs, distributeNUMA, alignBySocket, distributeCores, strict, uncore bool
+}
+
+var knownOptions = []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA, OptAlignBySocket, OptDistributeAcrossCores, OptStrictCPUReservation, OptPreferAlignByUncoreCache}
+
+func parseOptions(names []string) (options, error) {
+	var o options
+	for _, n := range names {
+		switch n {
+		case OptFullPCPUsOnly:
+			o.fullPCPUs = true
+		case OptDistributeAcrossNUMA:
+			o.distributeNUMA = true
+		case OptAlignBySocket:
+			o.alignBySocket = true
+		case OptDistributeAcrossCores:
+			o.distributeCores = true
+		case OptStrictCPUReservation:
+			o.strict = true
+		case OptPreferAlignByUncoreCache:
+			o.uncore = true
+		default:
+			return o, invalid("unknown option %q (known: %v)", n, knownOptions)
+		}
+	}
+	// The pairs kubelet refuses together.
+	for _, p := range []struct {
+		a, b       bool
+		nameA, nmB string
+	}{
+		{o.fullPCPUs, o.distributeCores, OptFullPCPUsOnly, OptDistributeAcrossCores},
+		{o.distributeNUMA, o.distributeCores, OptDistributeAcrossNUMA, OptDistributeAcrossCores},
+		{o.uncore, o.distributeCores, OptPreferAlignByUncoreCache, OptDistributeAcrossCores},
+		{o.uncore, o.distributeNUMA, OptPreferAlignByUncoreCache, OptDistributeAcrossNUMA},
+	} {
+		if p.a && p.b {
+			return o, invalid("options %s and %s can not be used together", p.nameA, p.nmB)
+		}
+	}
+	return o, nil
+}
+
+// normalize fills defaults and checks a request's vocabulary.
+func (r *Request) normalize() error {
+	if r.QoS == "" {
+		r.QoS = LSE
+		if r.CPUs == 0 && r.MilliCPUs > 0 {
+			r.QoS = LS
+		}
+	}
+	if r.Bind == "" {
+		r.Bind = BindDefault
+	}
+	if r.Exclusive == "" {
+		r.Exclusive = ExclusiveNone
+	}
+	if r.NUMA == "" {
+		r.NUMA = MostAllocated
+	}
+	if r.TopologyPolicy == "" {
+		r.TopologyPolicy = TopologyNone
+	}
+	if !slices.Contains([]QoS{SYSTEM, LSE, LSR, LS, BE}, r.QoS) {
+		return invalid("unknown qos %q (want SYSTEM, LSE, LSR, LS or BE)", r.QoS)
+	}
+	if !slices.Contains([]Bind{BindDefault, BindFullPCPUs, BindSpreadByPCPUs}, r.Bind) {
+		return invalid("unknown bind policy %q (want FullPCPUs, SpreadByPCPUs or Default)", r.Bind)
+	}
+	if !slices.Contains([]Exclusive{ExclusiveNone, ExclusivePCPULevel, ExclusiveNUMANodeLevel}, r.Exclusive) {
+		return invalid("unknown exclusive policy %q (want None, PCPULevel or NUMANodeLevel)", r.Exclusive)
+	}
+	if !slices.Contains([]NUMAStrategy{MostAllocated, LeastAllocated, DistributeEvenly}, r.NUMA) {
+		return invalid("unknown numa strategy %q (want MostAllocated, LeastAllocated or DistributeEvenly)", r.NUMA)
+	}
+	if !slices.Contains([]TopologyPolicy{TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode}, r.TopologyPolicy) {
+		return invalid("unknown topology policy %q (want none, best-effort, restricted or single-numa-node)", r.TopologyPolicy)
+	}
+	if r.CPUs < 0 || r.MilliCPUs < 0 {
+		return invalid("request %q: negative cpus", r.ID)
+	}
+	switch r.QoS {
+	case LS, BE:
+		if r.MilliCPUs == 0 {
+			r.MilliCPUs = r.CPUs * 1000
+		}
+		if r.MilliCPUs == 0 && r.QoS == LS {
+			return invalid("request %q: an LS request needs a cpu quota above 0", r.ID)
+		}
+	default:
+		if r.MilliCPUs != 0 && r.MilliCPUs != r.CPUs*1000 {
+			return invalid("request %q: %s takes whole CPUs, not %d millicpus (fractional requests are LS or BE)", r.ID, r.QoS, r.MilliCPUs)
+		}
+		if r.CPUs == 0 {
+			return invalid("request %q: %s needs at least 1 cpu", r.ID, r.QoS)
+		}
+	}
+	return nil
+}
