@@ -1,0 +1,253 @@
+package store
+
+import (
+	"bytes"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// Sentinel errors of Open. Match them with errors.Is.
+var (
+	// ErrNotDB means the file is not a SQLite database at all.
+	ErrNotDB = errors.New("not a SQLite database")
+	// ErrCorrupt means the file is a SQLite database that fails PRAGMA
+	// quick_check (truncated, overwritten, torn).
+	ErrCorrupt = errors.New("database is corrupt")
+	// ErrTooNew means the file's schema version is newer than this binary
+	// knows: it was written by a later corepin.
+	ErrTooNew = errors.New("database schema is newer than this corepin knows")
+	// ErrExists means an assignment of that name is already admitted.
+	ErrExists = errors.New("already exists")
+	// ErrNotFound means no row has the given key.
+	ErrNotFound = errors.New("not found")
+)
+
+// EnvDB names the environment variable that overrides DefaultPath.
+const EnvDB = "COREPIN_DB"
+
+// sqliteMagic is the first 16 bytes of every SQLite 3 database file
+// (https://www.sqlite.org/fileformat.html#the_database_header).
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// SQLite primary result codes that mean "this file is not a usable database"
+// (https://www.sqlite.org/rescode.html).
+const (
+	sqliteCorrupt = 11
+	sqliteNotADB  = 26
+)
+
+// busyTimeout is how long a writer waits for another process's lock.
+const busyTimeout = 10 * time.Second
+
+// DB is an open corepin database. Its methods are safe for concurrent use;
+// they share one connection, so each call runs after the previous one.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+// DefaultPath returns where corepin keeps results when no --db is given:
+// $COREPIN_DB if set, else $XDG_DATA_HOME/corepin/results.db (an absolute
+// XDG_DATA_HOME only, as the XDG base directory spec says), else
+// ~/.local/share/corepin/results.db. It does not create anything.
+func DefaultPath() (string, error) {
+	if p := os.Getenv(EnvDB); p != "" {
+		return p, nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "corepin", "results.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the default database: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "corepin", "results.db"), nil
+}
+
+// Open opens the database at path, creating it (and its directory) if it
+// does not exist, and brings its schema up to date. A file that is not a
+// SQLite database (ErrNotDB), fails quick_check (ErrCorrupt) or has a newer
+// schema (ErrTooNew) is refused and left unchanged.
+func Open(path string) (*DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("opening database: empty path")
+	}
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "1")
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", "immediate")
+	// No _journal_mode here: switching to WAL writes the file header, which
+	// must wait until the file has passed its checks.
+	sdb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// One connection: SQLite serialises writers anyway, and the per-connection
+	// pragmas above then hold for every statement.
+	sdb.SetMaxOpenConns(1)
+	db := &DB{db: sdb, path: path}
+	if err := db.init(); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkFile refuses, without opening it with SQLite, a path that is a
+// directory or a non-empty file without the SQLite header. A missing path
+// gets its directory created.
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("creating the database directory: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening database: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("opening database: %w", err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("opening %s: %w: it is a directory", path, ErrNotDB)
+	}
+	if st.Size() == 0 {
+		return nil // SQLite treats an empty file as an empty database
+	}
+	head := make([]byte, len(sqliteMagic))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteMagic) {
+		return fmt.Errorf("opening %s: %w (no SQLite header); the file was left unchanged", path, ErrNotDB)
+	}
+	return nil
+}
+
+// init checks the file's integrity and schema version, then switches it to
+// WAL and migrates it. Nothing is written before both checks pass.
+func (db *DB) init() error {
+	var res []string
+	rows, err := db.db.Query("PRAGMA quick_check(5)")
+	if err == nil {
+		for rows.Next() {
+			var s string
+			if err = rows.Scan(&s); err != nil {
+				break
+			}
+			res = append(res, s)
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+	}
+	if err != nil {
+		return db.classify("checking", err)
+	}
+	if len(res) != 1 || res[0] != "ok" {
+		return fmt.Errorf("opening %s: %w: quick_check: %s; the file was left unchanged", db.path, ErrCorrupt, strings.Join(res, "; "))
+	}
+	v, err := db.userVersion()
+	if err != nil {
+		return db.classify("reading the schema version of", err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("opening %s: %w: schema version %d, this corepin knows up to %d; use a newer corepin (the file was left unchanged)", db.path, ErrTooNew, v, len(migrations))
+	}
+	var mode string
+	if err := db.db.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return db.classify("setting WAL mode on", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("setting WAL mode on %s: journal mode is still %q", db.path, mode)
+	}
+	return db.migrate()
+}
+
+// classify turns SQLite's "not a database" and "corrupt" result codes into
+// the package's sentinels, naming the file.
+func (db *DB) classify(doing string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteNotADB:
+			return fmt.Errorf("opening %s: %w (%v); the file was left unchanged", db.path, ErrNotDB, err)
+		case sqliteCorrupt:
+			return fmt.Errorf("opening %s: %w (%v); the file was left unchanged", db.path, ErrCorrupt, err)
+		}
+	}
+	return fmt.Errorf("%s %s: %w", doing, db.path, err)
+}
+
+func (db *DB) userVersion() (int, error) {
+	var v int
+	err := db.db.QueryRow("PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+// Path returns the file the database was opened from.
+func (db *DB) Path() string { return db.path }
+
+// Close closes the database. On the last connection SQLite checkpoints the
+// WAL into the main file.
+func (db *DB) Close() error {
+	if err := db.db.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// tx runs f in one BEGIN IMMEDIATE transaction, committing if f returns nil.
+func (db *DB) tx(f func(*sql.Tx) error) error {
+	tx, err := db.db.Begin()
+	if err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// Times are stored as TEXT in UTC, RFC 3339 with nanoseconds, so that they
+// sort as text and read well in the sqlite3 shell.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// timeArg converts t for binding: the zero time is NULL.
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// parseTime reads a time column; NULL is the zero time.
+func parseTime(s sql.NullString) (time.Time, error) {
+	if !s.Valid {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.String)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing time %q: %w", s.String, err)
+	}
+	return t, nil
+}
