@@ -225,7 +225,7 @@ func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {
-	out.JobResult = JobResult{Job: i, Cmd: strings.Join(argv, " "), Mode: spec.Mode, QoS: spec.QoS, CPUs: spec.CPUs, StartedAt: time.Now()}
+	out.JobResult = JobResult{Job: i, Cmd: shellJoin(argv), Mode: spec.Mode, QoS: spec.QoS, CPUs: spec.CPUs, StartedAt: time.Now()}
 	fail := func(err error) jobOutcome {
 		out.ExitCode = -1
 		out.Error = err.Error()
@@ -389,4 +389,20 @@ func workloadRates(stdout []byte) (fps, ops float64) {
 		return 0, 0
 	}
 	return v.FPS, v.OpsPerSec
+}
+
+// shellJoin renders argv as a shell would need it typed, for display.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '{' || r == '}' || r == '+' ||
+				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }
