@@ -1,37 +1,9 @@
 package topology
 
 import (
-	"strings"
 	"testing"
 	"testing/fstest"
 )
-
-// FuzzMountinfo checks ParseMountinfo never panics and keeps what it parses
-// consistent with its input.
-func FuzzMountinfo(f *testing.F) {
-	for _, s := range []string{
-		"30 25 0:26 / /sys/fs/cgroup/cpuset rw,relatime shared:9 - cgroup cgroup rw,cpuset\n",
-		"29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
-		"36 35 98:0 /mnt1 /mnt\\040two rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n",
-		"x - y\n", "", "\\", "1 2 3 4 5 6 - 7\n",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		mounts, err := ParseMountinfo(s)
-		if err != nil {
-			return
-		}
-		if len(mounts) > strings.Count(s, "\n")+1 {
-			t.Fatalf("%d mounts from %d lines", len(mounts), strings.Count(s, "\n")+1)
-		}
-		for _, m := range mounts {
-			if m.FSType == "" {
-				t.Fatalf("mount %+v without a file system type", m)
-			}
-		}
-	})
-}
 
 // FuzzDiscoverSysfsContent feeds arbitrary content to each kind of sysfs file
 // discovery reads: it must return a topology or an error, never panic, and a
