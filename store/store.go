@@ -149,7 +149,7 @@ func (db *DB) init() error {
 			if err = rows.Scan(&s); err != nil {
 				break
 			}
-			res = append(res, s)
+			res = append(res, strings.Join(strings.Fields(s), " "))
 		}
 		if err == nil {
 			err = rows.Err()
