@@ -1,0 +1,394 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/topology"
+)
+
+// KV is one coordinate of a point.
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Point is one configuration of an experiment's parameter space, its
+// coordinates in display order.
+type Point []KV
+
+// P builds a point from alternating keys and values.
+func P(kv ...any) Point {
+	var p Point
+	for i := 0; i+1 < len(kv); i += 2 {
+		p = append(p, KV{Key: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
+	}
+	return p
+}
+
+// Get returns the value of key, or "".
+func (p Point) Get(key string) string {
+	for _, kv := range p {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// Label is "k=v k=v".
+func (p Point) Label() string {
+	parts := make([]string, len(p))
+	for i, kv := range p {
+		parts[i] = kv.Key + "=" + kv.Value
+	}
+	return strings.Join(parts, " ")
+}
+
+// MarshalJSON encodes a point as an object in coordinate order.
+func (p Point) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, kv := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(kv.Key)
+		v, _ := json.Marshal(kv.Value)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+// Metrics are the values one run of a point measured, by name
+// ("wall_s", "p99_ms", "fps").
+type Metrics map[string]float64
+
+// Env is what every experiment may use. It is built once per bench run.
+type Env struct {
+	Topo   *topology.Topology
+	Driver enforce.Driver
+	// Exe is the corepin binary, for jobs that run corepin workloads.
+	Exe string
+	// Dir is a scratch directory removed after the run.
+	Dir   string
+	Quick bool
+	// Log receives progress notes (not results).
+	Log io.Writer
+}
+
+// Logf writes a progress note.
+func (e *Env) Logf(format string, args ...any) {
+	if e.Log != nil {
+		fmt.Fprintf(e.Log, format+"\n", args...)
+	}
+}
+
+// Experiment is one of the classic CPU-sharing experiments.
+type Experiment interface {
+	// Name is the experiment's command-line name ("concurrency").
+	Name() string
+	// Title is a one-line description for the report.
+	Title() string
+	// Points returns the parameter space to measure.
+	Points(env *Env) []Point
+	// Run measures point p once.
+	Run(ctx context.Context, env *Env, p Point) (Metrics, error)
+	// Analyze turns the measured points into tables, charts and a
+	// recommendation.
+	Analyze(env *Env, points []PointResult) Analysis
+}
+
+// SetupTeardown is the optional ability of an experiment to prepare once
+// before its points run (start a service, generate a clip) and to clean up.
+type SetupTeardown interface {
+	Setup(ctx context.Context, env *Env) error
+	Teardown(env *Env) error
+}
+
+// PointResult holds every repeat of one point and their summary.
+type PointResult struct {
+	Point   Point     `json:"point"`
+	Repeats []Metrics `json:"repeats"`
+	// Errors are the repeats that failed, in order of occurrence.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Values returns metric's values over the repeats that measured it.
+func (r PointResult) Values(metric string) []float64 {
+	var out []float64
+	for _, m := range r.Repeats {
+		if v, ok := m[metric]; ok && !math.IsNaN(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Median returns the median of metric over the repeats (NaN if none).
+func (r PointResult) Median(metric string) float64 { return Median(r.Values(metric)) }
+
+// Spread returns the min and max of metric over the repeats.
+func (r PointResult) Spread(metric string) (lo, hi float64) {
+	v := r.Values(metric)
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return slices.Min(v), slices.Max(v)
+}
+
+// Median of xs (NaN when empty).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Quantile returns the q-quantile (0..1) of xs by linear interpolation.
+func Quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// Table is a summary table for the terminal and the report.
+type Table struct {
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+	// Note is printed under the table (what limits a figure, say).
+	Note string `json:"note,omitempty"`
+}
+
+// Chart kinds the report draws.
+const (
+	ChartBox     = "box"     // Series[i].Values per category
+	ChartLine    = "line"    // Series[i].X, Y
+	ChartHeatmap = "heatmap" // Grid with XLabels, YLabels
+	ChartCDF     = "cdf"     // Series[i].X (latency), Y (percentile)
+	ChartBar     = "bar"     // Series[i].Y per XLabels
+)
+
+// Series is one named line, box group or bar group of a chart.
+type Series struct {
+	Name string `json:"name"`
+	// Box: one value slice per category (XLabels order).
+	Values [][]float64 `json:"values,omitempty"`
+	X      []float64   `json:"x,omitempty"`
+	Y      []float64   `json:"y,omitempty"`
+}
+
+// Chart is the data of one chart; the report renders it.
+type Chart struct {
+	Kind    string      `json:"kind"`
+	Title   string      `json:"title"`
+	XLabel  string      `json:"x_label"`
+	YLabel  string      `json:"y_label"`
+	XLabels []string    `json:"x_labels,omitempty"`
+	YLabels []string    `json:"y_labels,omitempty"`
+	Series  []Series    `json:"series,omitempty"`
+	Grid    [][]float64 `json:"grid,omitempty"` // heatmap: Grid[y][x]
+	LogX    bool        `json:"log_x,omitempty"`
+}
+
+// Analysis is what an experiment concludes.
+type Analysis struct {
+	Tables []Table `json:"tables"`
+	Charts []Chart `json:"charts"`
+	// Recommendation says which configuration to use and what it buys.
+	Recommendation string `json:"recommendation"`
+}
+
+// ExperimentReport is one experiment's results and analysis.
+type ExperimentReport struct {
+	Name     string        `json:"name"`
+	Title    string        `json:"title"`
+	Points   []PointResult `json:"points"`
+	Analysis Analysis      `json:"analysis"`
+	Elapsed  float64       `json:"elapsed_s"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// Options tunes a bench run.
+type Options struct {
+	// Repeats per point (at least 5 unless a test says otherwise).
+	Repeats int
+	// Warmup runs the first point once, unrecorded, before measuring.
+	Warmup bool
+	// Seed fixes the randomised order (0: from the clock).
+	Seed uint64
+	// OnMeasure is called after every measured run (progress, storage).
+	OnMeasure func(exp string, p Point, repeat int, m Metrics, err error)
+	// OnPlan is called once per experiment with the number of runs.
+	OnPlan func(exp string, runs int)
+}
+
+type task struct {
+	point  int
+	repeat int
+}
+
+// RunExperiment measures every point of e Repeats times in a randomised,
+// interleaved order (so slow drift of the machine spreads over all points
+// instead of biasing one), after an optional warm-up, then analyzes.
+func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (ExperimentReport, error) {
+	start := time.Now()
+	rep := ExperimentReport{Name: e.Name(), Title: e.Title()}
+	if o.Repeats < 1 {
+		o.Repeats = 5
+	}
+	if st, ok := e.(SetupTeardown); ok {
+		if err := st.Setup(ctx, env); err != nil {
+			return rep, fmt.Errorf("setting up %s: %w", e.Name(), err)
+		}
+		defer func() {
+			if err := st.Teardown(env); err != nil {
+				env.Logf("tearing down %s: %v", e.Name(), err)
+			}
+		}()
+	}
+	points := e.Points(env)
+	if len(points) == 0 {
+		return rep, fmt.Errorf("%s: no points to measure", e.Name())
+	}
+	rep.Points = make([]PointResult, len(points))
+	for i, p := range points {
+		rep.Points[i].Point = p
+	}
+	if o.Warmup {
+		if _, err := e.Run(ctx, env, points[0]); err != nil && ctx.Err() == nil {
+			env.Logf("%s: warm-up run failed: %v", e.Name(), err)
+		}
+	}
+	var tasks []task
+	for r := range o.Repeats {
+		for i := range points {
+			tasks = append(tasks, task{i, r})
+		}
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x636f726570696e))
+	// Shuffle within each round of repeats: every point is measured once
+	// per round, rounds follow each other (interleaved repeats).
+	for r := range o.Repeats {
+		round := tasks[r*len(points) : (r+1)*len(points)]
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+	}
+	if o.OnPlan != nil {
+		o.OnPlan(e.Name(), len(tasks))
+	}
+	for _, t := range tasks {
+		if err := ctx.Err(); err != nil {
+			rep.Elapsed = time.Since(start).Seconds()
+			return rep, err
+		}
+		m, err := e.Run(ctx, env, points[t.point])
+		pr := &rep.Points[t.point]
+		if err != nil {
+			pr.Errors = append(pr.Errors, err.Error())
+		} else {
+			pr.Repeats = append(pr.Repeats, m)
+		}
+		if o.OnMeasure != nil {
+			o.OnMeasure(e.Name(), points[t.point], t.repeat, m, err)
+		}
+	}
+	rep.Analysis = e.Analyze(env, rep.Points)
+	rep.Elapsed = time.Since(start).Seconds()
+	var failed []string
+	for _, pr := range rep.Points {
+		if len(pr.Repeats) == 0 {
+			failed = append(failed, fmt.Sprintf("%s: %s", pr.Point.Label(), pr.Errors[0]))
+		}
+	}
+	if len(failed) > 0 {
+		return rep, fmt.Errorf("%s: %d points failed every repeat (%s)", e.Name(), len(failed), failed[0])
+	}
+	return rep, nil
+}
+
+// Registry holds the experiments by name, in the order `corepin bench` runs
+// them.
+var registry []func() Experiment
+
+// Register adds an experiment constructor; experiment files call it from
+// init.
+func Register(f func() Experiment) { registry = append(registry, f) }
+
+// Experiments returns a fresh instance of every registered experiment,
+// ordered as listed in Order.
+func Experiments() []Experiment {
+	out := make([]Experiment, 0, len(registry))
+	for _, f := range registry {
+		out = append(out, f())
+	}
+	slices.SortStableFunc(out, func(a, b Experiment) int {
+		return cmp.Compare(orderOf(a.Name()), orderOf(b.Name()))
+	})
+	return out
+}
+
+// Order is the canonical order of the experiments.
+var Order = []string{"concurrency", "threads", "throughput", "colocation", "oversubscription"}
+
+func orderOf(name string) int {
+	if i := slices.Index(Order, name); i >= 0 {
+		return i
+	}
+	return len(Order)
+}
+
+// Select returns the experiments named (all when names is empty), or an
+// error naming the unknown one and the known ones.
+func Select(names []string) ([]Experiment, error) {
+	all := Experiments()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Experiment
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(e Experiment) bool { return e.Name() == n })
+		if i < 0 {
+			known := make([]string, len(all))
+			for j, e := range all {
+				known[j] = e.Name()
+			}
+			return nil, fmt.Errorf("%w: unknown experiment %q: choose from %s", ErrUsage, n, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// ErrUsage is wrapped by errors about bad bench input.
+var ErrUsage = errors.New("invalid bench input")

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
+)
+
+// countExp records the order it was run in and reports a metric that
+// depends on the point and the repeat.
+type countExp struct {
+	order  []string
+	failOn string
+	spec   countSpec
+}
+
+type countSpec struct {
+	Sizes []int `yaml:"sizes"`
+}
+
+func (c *countExp) Name() string  { return "count" }
+func (c *countExp) Title() string { return "counting" }
+func (c *countExp) Spec(quick bool) any {
+	c.spec = countSpec{Sizes: []int{1, 2, 3}}
+	if quick {
+		c.spec.Sizes = []int{1, 2}
+	}
+	return &c.spec
+}
+func (c *countExp) Points(*Env) []Point {
+	var ps []Point
+	for _, s := range c.spec.Sizes {
+		ps = append(ps, P("size", s))
+	}
+	return ps
+}
+func (c *countExp) Run(_ context.Context, _ *Env, p Point) (Metrics, error) {
+	c.order = append(c.order, p.Get("size"))
+	if p.Get("size") == c.failOn {
+		return nil, errors.New("boom")
+	}
+	var n float64
+	fmt.Sscan(p.Get("size"), &n)
+	return Metrics{"value": n * 10, "repeat_seen": float64(len(c.order))}, nil
+}
+func (c *countExp) Analyze(_ *Env, pts []PointResult) Analysis {
+	t := Table{Columns: []string{"size", "median"}}
+	for _, p := range pts {
+		t.Rows = append(t.Rows, []string{p.Point.Get("size"), fmt.Sprint(p.Median("value"))})
+	}
+	return Analysis{Tables: []Table{t}, Recommendation: fmt.Sprintf("%d points", len(pts))}
+}
+
+func TestRunExperimentInterleavesRepeats(t *testing.T) {
+	e := &countExp{}
+	e.Spec(false)
+	rep, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: 5, Warmup: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.order) != 1+15 {
+		t.Fatalf("%d runs, want 1 warm-up + 15", len(e.order))
+	}
+	// Every round of 3 measures each point once.
+	for r := range 5 {
+		round := e.order[1+3*r : 1+3*(r+1)]
+		seen := map[string]bool{}
+		for _, s := range round {
+			seen[s] = true
+		}
+		if len(seen) != 3 {
+			t.Errorf("round %d = %v, want each point once", r, round)
+		}
+	}
+	if strings.Join(e.order[1:4], "") == "123" && strings.Join(e.order[4:7], "") == "123" && strings.Join(e.order[7:10], "") == "123" {
+		t.Errorf("order %v is not randomised", e.order)
+	}
+	for _, p := range rep.Points {
+		if len(p.Repeats) != 5 {
+			t.Errorf("point %s: %d repeats, want 5", p.Point.Label(), len(p.Repeats))
+		}
+	}
+	if got := rep.Points[1].Median("value"); got != 20 {
+		t.Errorf("median = %v, want 20", got)
+	}
+	if rep.Analysis.Recommendation != "3 points" {
+		t.Errorf("Analyze not applied: %+v", rep.Analysis)
+	}
+}
+
+func TestRunExperimentReportsFailedPoints(t *testing.T) {
+	e := &countExp{failOn: "2"}
+	e.Spec(false)
+	rep, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: 2, Seed: 1})
+	if err == nil || !strings.Contains(err.Error(), "size=2: boom") {
+		t.Fatalf("error = %v, want the failing point named", err)
+	}
+	if len(rep.Points[1].Errors) != 2 || len(rep.Points[0].Repeats) != 2 {
+		t.Errorf("points = %+v", rep.Points)
+	}
+}
+
+func TestConfigure(t *testing.T) {
+	e := &countExp{}
+	if err := Configure([]Experiment{e}, []byte("count:\n  sizes: [4, 5]\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(e.spec.Sizes) != "[4 5]" {
+		t.Errorf("sizes = %v, want [4 5]", e.spec.Sizes)
+	}
+	for _, bad := range []string{"count:\n  size: [1]\n", "nope:\n  x: 1\n", "count: [\n"} {
+		if err := Configure([]Experiment{&countExp{}}, []byte(bad), true); !errors.Is(err, ErrUsage) {
+			t.Errorf("Configure(%q) = %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+func TestStatistics(t *testing.T) {
+	if m := Median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Errorf("Median = %v", m)
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Errorf("Median(nil) is not NaN")
+	}
+	if q := Quantile([]float64{1, 2, 3, 4, 5}, 0.25); q != 2 {
+		t.Errorf("Quantile = %v", q)
+	}
+}
+
+// A report rebuilt from the database equals the one measured.
+func TestRebuildFromStore(t *testing.T) {
+	Register(func() Experiment { return &countExp{} })
+	defer func() { registry = registry[:len(registry)-1] }()
+	e := &countExp{}
+	e.Spec(false)
+	rep, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: 3, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
+	tj, _ := json.Marshal(topo.Doc())
+	id, err := db.BeginRun(store.Run{Command: "bench", Topology: tj, Params: json.RawMessage(`{"quick":false}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Points {
+		for i, m := range p.Repeats {
+			rows, err := Measurements("count", p.Point, i, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.AddMeasurement(id, rows...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	runs, _ := db.Runs(store.RunFilter{ID: id})
+	ms, err := db.Measurements(id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Rebuild(runs[0], ms, &Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Experiments) != 1 {
+		t.Fatalf("%d experiments rebuilt", len(back.Experiments))
+	}
+	got, want := back.Experiments[0].Analysis.Tables[0].Rows, rep.Analysis.Tables[0].Rows
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rebuilt table %v, want %v", got, want)
+	}
+	if !strings.Contains(back.TopologyText, "cores: 0+2 1+3") {
+		t.Errorf("topology text = %q", back.TopologyText)
+	}
+	file, err := WriteHTML(t.TempDir(), back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(file)
+	if !strings.Contains(string(html), "3 points") || strings.Contains(string(html), "http://") || strings.Contains(string(html), "https://") {
+		t.Errorf("report lacks the recommendation or refers to the network")
+	}
+}
