@@ -345,4 +345,3 @@ func newReportCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "report-dir", "report", "where to write index.html")
 	return cmd
 }
-
