@@ -464,14 +464,14 @@ func (s *State) Fragmentation() Quality {
 // scratch holds buffers reused by every decision so that a decision's
 // allocations do not grow with the machine or the number of assignments.
 type scratch struct {
-	tmp, taken                            bitset
+	tmp, taken                             bitset
 	markNode, markSocket, markL3, markCore []int8
-	ec, clean                             []int // per core
-	takenCore                             []int
-	cap, cleanT                           []int // per tree node
-	nodeCap                               []int
-	kids                                  []int32
-	ints                                  []int
+	ec, clean                              []int // per core
+	takenCore                              []int
+	cap, cleanT                            []int // per tree node
+	nodeCap                                []int
+	kids                                   []int32
+	ints                                   []int
 }
 
 func (sc *scratch) init(ix *index) {
