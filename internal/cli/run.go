@@ -209,7 +209,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	for _, l := range driver.Limitations() {
 		fmt.Fprintf(e.stderr, "corepin: note: %s\n", l)
 	}
-	placer, err := newPlacer(topo)
+	placer, err := runner.NewAllocPlacer(topo)
 	if err != nil {
 		return err
 	}

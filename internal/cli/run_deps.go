@@ -4,57 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
-
-// allocPlacer gives pinned jobs CPUs from corepin's allocator: whole
-// physical cores, one NUMA node and one L3 where possible. alloc.State is a
-// pure value; the mutex serialises the runner's goroutines.
-type allocPlacer struct {
-	mu    sync.Mutex
-	state *alloc.State
-	tpc   int
-}
-
-func newPlacer(t *topology.Topology) (*allocPlacer, error) {
-	// CPUs outside corepin's cpuset cgroup are not ours to hand out.
-	st, err := alloc.NewState(t, alloc.Config{Reserved: t.Online().Difference(t.Allowed())})
-	if err != nil {
-		return nil, fmt.Errorf("starting the allocator: %w", err)
-	}
-	return &allocPlacer{state: st, tpc: max(1, t.ThreadsPerCore())}, nil
-}
-
-func (p *allocPlacer) Place(id string, n int) (runner.Placement, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	bind := alloc.BindDefault
-	if n%p.tpc == 0 {
-		bind = alloc.BindFullPCPUs
-	}
-	pl, err := p.state.Allocate(alloc.Request{
-		ID: id, CPUs: n, QoS: alloc.LSE, Bind: bind,
-		TopologyPolicy: alloc.TopologyBestEffort,
-	})
-	if err != nil {
-		return runner.Placement{}, err
-	}
-	return runner.Placement{CPUs: pl.CPUs, Mems: pl.NUMANodes}, nil
-}
-
-func (p *allocPlacer) Release(id string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.state.Release(id)
-}
 
 // recorder writes a batch's run and job rows to the results database as
 // jobs end, so a killed batch keeps what finished.
@@ -150,4 +107,3 @@ func kernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-var _ runner.Placer = (*allocPlacer)(nil)
