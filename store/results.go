@@ -361,7 +361,37 @@ func jsonArg(name string, raw json.RawMessage) (any, error) {
 	if !json.Valid(raw) {
 		return nil, fmt.Errorf("%s is not valid JSON", name)
 	}
+	if d := jsonDepth(raw); d > maxJSONDepth {
+		return nil, fmt.Errorf("%s nests %d deep, more than SQLite's JSON limit of %d", name, d, maxJSONDepth)
+	}
 	return string(raw), nil
+}
+
+// maxJSONDepth is SQLite's JSON nesting limit (JSON_MAX_DEPTH,
+// https://www.sqlite.org/json1.html#jmini); encoding/json allows deeper
+// documents, which the json_valid CHECKs would refuse with a less clear error.
+const maxJSONDepth = 1000
+
+// jsonDepth returns how deep the valid JSON document b nests arrays and objects.
+func jsonDepth(b []byte) int {
+	depth, maxDepth, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			maxDepth = max(maxDepth, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return maxDepth
 }
 
 func rawJSON(s sql.NullString) json.RawMessage {

@@ -44,11 +44,11 @@ func TestAddJobErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name  string
-		run   int64
-		job   Job
-		is    error
-		msg   string
+		name string
+		run  int64
+		job  Job
+		is   error
+		msg  string
 	}{
 		{name: "duplicate index", run: id, job: sampleJob(0), is: ErrExists, msg: "adding job 0 of run 1: already exists"},
 		{name: "unknown run", run: 42, job: sampleJob(1), is: ErrNotFound, msg: "adding job 1 of run 42: run not found"},

@@ -14,7 +14,7 @@ import (
 )
 
 // openT opens a database at path and closes it when the test ends.
-func openT(t *testing.T, path string) *DB {
+func openT(t testing.TB, path string) *DB {
 	t.Helper()
 	db, err := Open(path)
 	if err != nil {
