@@ -1,0 +1,130 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestSpin(t *testing.T) {
+	res, err := Spin(context.Background(), SpinOptions{Duration: 200 * time.Millisecond, Threads: 2})
+	if err != nil {
+		t.Fatalf("Spin: %v", err)
+	}
+	if res.Ops <= 0 {
+		t.Errorf("Ops = %d, want > 0", res.Ops)
+	}
+	if res.Threads != 2 || len(res.PerThread) != 2 {
+		t.Errorf("Threads = %d, PerThread = %v, want 2 threads", res.Threads, res.PerThread)
+	}
+	var sum int64
+	for i, n := range res.PerThread {
+		if n <= 0 {
+			t.Errorf("PerThread[%d] = %d, want > 0", i, n)
+		}
+		sum += n
+	}
+	if sum != res.Ops {
+		t.Errorf("sum(PerThread) = %d, Ops = %d, want equal", sum, res.Ops)
+	}
+	// No timing thresholds beyond "it ran at least as long as asked":
+	// test machines are small and shared.
+	if res.Wall < 200*time.Millisecond {
+		t.Errorf("Wall = %v, want >= 200ms", res.Wall)
+	}
+	want := float64(res.Ops) / res.Wall.Seconds()
+	if math.Abs(res.OpsPerSec-want) > 1e-9*want {
+		t.Errorf("OpsPerSec = %v, want Ops/Wall = %v", res.OpsPerSec, want)
+	}
+}
+
+func TestSpinCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := Spin(ctx, SpinOptions{Duration: time.Hour, Threads: 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Spin after cancel: err = %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("cancelled Spin took %v", took)
+	}
+	if res.Ops <= 0 || res.Threads != 1 {
+		t.Errorf("cancelled Spin = %+v, want the ops done so far", res)
+	}
+}
+
+func TestSpinInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts SpinOptions
+	}{
+		{name: "zero duration", opts: SpinOptions{Threads: 1}},
+		{name: "negative duration", opts: SpinOptions{Duration: -time.Second, Threads: 1}},
+		{name: "zero threads", opts: SpinOptions{Duration: time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Spin(context.Background(), tc.opts); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Spin(%+v) error = %v, want ErrInvalid", tc.opts, err)
+			}
+		})
+	}
+}
+
+func TestSpinOpDeterministic(t *testing.T) {
+	if a, b := spinOp(12345), spinOp(12345); a != b || a == 0 {
+		t.Errorf("spinOp(12345) = %#x then %#x, want one nonzero value", a, b)
+	}
+}
+
+func TestResolveThreads(t *testing.T) {
+	auto := AffinityCPUs()
+	for _, tc := range []struct {
+		name    string
+		spec    string
+		env     string // "-" leaves $COREPIN_THREADS unset
+		want    int
+		wantErr bool
+	}{
+		{name: "auto", spec: "auto", env: "-", want: auto},
+		{name: "empty is auto", spec: "", env: "-", want: auto},
+		{name: "auto takes env", spec: "auto", env: "3", want: 3},
+		{name: "empty env is unset", spec: "auto", env: "", want: auto},
+		{name: "number beats env", spec: "5", env: "3", want: 5},
+		{name: "more than CPUs", spec: "64", env: "-", want: 64},
+		{name: "zero", spec: "0", env: "-", wantErr: true},
+		{name: "negative", spec: "-2", env: "-", wantErr: true},
+		{name: "word", spec: "many", env: "-", wantErr: true},
+		{name: "bad env", spec: "auto", env: "two", wantErr: true},
+		{name: "zero env", spec: "auto", env: "0", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env == "-" {
+				t.Setenv(EnvThreads, "") // restores the old value after
+				if err := unsetenv(EnvThreads); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				t.Setenv(EnvThreads, tc.env)
+			}
+			got, err := ResolveThreads(tc.spec)
+			if tc.wantErr {
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("ResolveThreads(%q) = %d, %v, want ErrInvalid", tc.spec, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ResolveThreads(%q) = %d, %v, want %d", tc.spec, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAffinityCPUs(t *testing.T) {
+	if n := AffinityCPUs(); n < 1 {
+		t.Errorf("AffinityCPUs() = %d, want >= 1", n)
+	}
+}
