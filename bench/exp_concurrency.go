@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/corepin/corepin/runner"
+)
+
+func init() { Register(func() Experiment { return &concurrencyExp{} }) }
+
+// concurrencySpec is the transcode-study grid: per-job duration vs
+// concurrency x CPUs per job x mode.
+type concurrencySpec struct {
+	Job         jobSpec   `yaml:"job"`
+	Modes       []string  `yaml:"modes"`
+	Concurrency []int     `yaml:"concurrency"`
+	CPUs        []float64 `yaml:"cpus"`
+}
+
+type concurrencyExp struct {
+	spec concurrencySpec
+	job  *job
+}
+
+func (e *concurrencyExp) Name() string { return "concurrency" }
+func (e *concurrencyExp) Title() string {
+	return "per-job slowdown vs concurrency x CPUs per job x enforcement mode"
+}
+
+func (e *concurrencyExp) Spec(quick bool) any {
+	e.spec = concurrencySpec{
+		Job:         jobSpec{Workload: WorkloadAuto, JobSeconds: 2, ClipWidth: 1920, ClipHeight: 1080, ClipSeconds: 2, Preset: "medium"},
+		Modes:       []string{"pinned", "quota", "burst", "unbounded"},
+		Concurrency: []int{1, 2, 3, 4, 6, 8},
+		CPUs:        []float64{1, 2, 4},
+	}
+	if quick {
+		e.spec.Job = jobSpec{Workload: WorkloadAuto, JobSeconds: 0.4, ClipWidth: 640, ClipHeight: 360, ClipSeconds: 1, Preset: "veryfast"}
+		e.spec.Concurrency = []int{1, 2, 4}
+		e.spec.CPUs = []float64{1}
+	}
+	return &e.spec
+}
+
+func (e *concurrencyExp) Setup(ctx context.Context, env *Env) error {
+	if e.spec.Modes == nil {
+		e.Spec(env.Quick)
+	}
+	for _, m := range e.spec.Modes {
+		if _, err := runner.ParseMode(m); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+	}
+	j, err := resolveJob(ctx, env, e.spec.Job)
+	e.job = j
+	return err
+}
+
+func (e *concurrencyExp) Teardown(*Env) error { return nil }
+
+// Points skips what can't run: pinned batches whose jobs don't all fit on
+// their own CPUs, and jobs larger than the machine.
+func (e *concurrencyExp) Points(env *Env) []Point {
+	if e.spec.Modes == nil {
+		e.Spec(env.Quick)
+	}
+	n := float64(env.Topo.Allowed().Size())
+	var ps []Point
+	for _, k := range e.spec.CPUs {
+		if k > n {
+			continue
+		}
+		for _, m := range e.spec.Modes {
+			for _, c := range e.spec.Concurrency {
+				if m == string(runner.Pinned) && (float64(c)*k > n || k != math.Trunc(k)) {
+					continue
+				}
+				ps = append(ps, P("cpus", ftoa(k), "mode", m, "concurrency", c))
+			}
+		}
+	}
+	return ps
+}
+
+func (e *concurrencyExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+	k, _ := strconv.ParseFloat(p.Get("cpus"), 64)
+	c, _ := strconv.Atoi(p.Get("concurrency"))
+	b, err := runBatch(ctx, env, e.job.argv("{threads}", false), c, c, k, runner.Mode(p.Get("mode")), 0)
+	if err != nil {
+		return nil, err
+	}
+	w := b.walls()
+	m := Metrics{"job_wall_s": Median(w), "job_wall_max_s": slices.Max(w)}
+	var mig float64
+	var thr float64
+	for _, j := range b.jobs {
+		mig += float64(j.Migrations)
+		thr += j.ThrottledS
+	}
+	m["migrations_per_job"] = mig / float64(len(b.jobs))
+	m["throttled_s_per_job"] = thr / float64(len(b.jobs))
+	return m, nil
+}
+
+// Analyze computes the penalty of every point: its median per-job wall
+// over the same job alone (concurrency 1) in the same mode and CPUs.
+func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
+	type key struct{ cpus, mode string }
+	alone := map[key]float64{}
+	for _, p := range pts {
+		if p.Point.Get("concurrency") == "1" {
+			alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}] = p.Median("job_wall_s")
+		}
+	}
+	penalty := func(p PointResult) float64 {
+		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
+		if a == 0 || math.IsNaN(a) {
+			return math.NaN()
+		}
+		return p.Median("job_wall_s")/a - 1
+	}
+	t := Table{Title: "Per-job wall time and penalty vs the same job alone (medians)",
+		Columns: []string{"CPUs/job", "mode", "concurrency", "job wall", "spread", "penalty", "migrations/job", "throttled/job"}}
+	var concs []string
+	var modes []string
+	for _, p := range pts {
+		lo, hi := p.Spread("job_wall_s")
+		t.Rows = append(t.Rows, []string{p.Point.Get("cpus"), p.Point.Get("mode"), p.Point.Get("concurrency"),
+			fmt.Sprintf("%.2fs", p.Median("job_wall_s")), fmt.Sprintf("%.2f-%.2f", lo, hi), pct(penalty(p)),
+			fmt.Sprintf("%.0f", p.Median("migrations_per_job")), fmt.Sprintf("%.2fs", p.Median("throttled_s_per_job"))})
+		if c := p.Point.Get("concurrency"); !slices.Contains(concs, c) {
+			concs = append(concs, c)
+		}
+		if m := p.Point.Get("mode"); !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	a := Analysis{Tables: []Table{t}}
+	// One heatmap and one box chart per CPUs-per-job value.
+	var cpus []string
+	for _, p := range pts {
+		if c := p.Point.Get("cpus"); !slices.Contains(cpus, c) {
+			cpus = append(cpus, c)
+		}
+	}
+	for _, k := range cpus {
+		grid := make([][]float64, len(modes))
+		box := Chart{Kind: ChartBox, Title: fmt.Sprintf("Per-job wall time, %s CPU(s) per job", k),
+			XLabel: "concurrency", YLabel: "seconds", XLabels: concs}
+		for i, m := range modes {
+			grid[i] = make([]float64, len(concs))
+			s := Series{Name: m, Values: make([][]float64, len(concs))}
+			for j, c := range concs {
+				grid[i][j] = math.NaN()
+				for _, p := range pts {
+					if p.Point.Get("cpus") == k && p.Point.Get("mode") == m && p.Point.Get("concurrency") == c {
+						grid[i][j] = 100 * penalty(p)
+						s.Values[j] = p.Values("job_wall_s")
+					}
+				}
+			}
+			box.Series = append(box.Series, s)
+		}
+		a.Charts = append(a.Charts,
+			Chart{Kind: ChartHeatmap, Title: fmt.Sprintf("Penalty %% vs alone, %s CPU(s) per job", k),
+				XLabel: "concurrency", YLabel: "mode", XLabels: concs, YLabels: modes, Grid: grid},
+			box)
+	}
+	a.Recommendation = e.recommend(pts, penalty)
+	return a
+}
+
+// recommend names the mode with the lowest median penalty at the highest
+// concurrency measured in every mode.
+func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) float64) string {
+	best := map[string][]float64{}
+	maxC := 0
+	for _, p := range pts {
+		c, _ := strconv.Atoi(p.Point.Get("concurrency"))
+		if c > 1 {
+			maxC = max(maxC, c)
+		}
+	}
+	if maxC == 0 {
+		return "measure at least two concurrency levels to compare modes"
+	}
+	// Compare modes at the largest concurrency every mode ran.
+	common := maxC
+	for _, m := range e.spec.Modes {
+		mc := 0
+		for _, p := range pts {
+			c, _ := strconv.Atoi(p.Point.Get("concurrency"))
+			if p.Point.Get("mode") == m && c > 1 {
+				mc = max(mc, c)
+			}
+		}
+		if mc > 0 {
+			common = min(common, mc)
+		}
+	}
+	for _, p := range pts {
+		if c, _ := strconv.Atoi(p.Point.Get("concurrency")); c == common {
+			if v := penalty(p); !math.IsNaN(v) {
+				best[p.Point.Get("mode")] = append(best[p.Point.Get("mode")], v)
+			}
+		}
+	}
+	bestMode, bestV, worstMode, worstV := "", math.Inf(1), "", math.Inf(-1)
+	for _, m := range e.spec.Modes {
+		if v, ok := best[m]; ok {
+			mv := Median(v)
+			if mv < bestV {
+				bestMode, bestV = m, mv
+			}
+			if mv > worstV {
+				worstMode, worstV = m, mv
+			}
+		}
+	}
+	if bestMode == "" {
+		return "no mode completed at a concurrency above 1"
+	}
+	return fmt.Sprintf("at %d jobs at once, %s mode slowed each job least (%s vs alone); %s slowed it most (%s). Use %s for batches of this size on this machine.",
+		common, bestMode, pct(bestV), worstMode, pct(worstV), bestMode)
+}

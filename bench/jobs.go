@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/workload"
+)
+
+// Workload names in experiment specs.
+const (
+	WorkloadAuto      = "auto"      // transcode where ffmpeg with libx264 is installed, else spin
+	WorkloadTranscode = "transcode" // ffmpeg/libx264 on a cached clip: the seeds' job
+	WorkloadSpin      = "spin"      // corepin's pure-Go CPU kernel, fixed work
+)
+
+// jobSpec is the job a batch experiment runs, shared by concurrency,
+// threads and throughput.
+type jobSpec struct {
+	// Workload is auto, transcode or spin.
+	Workload string `yaml:"workload"`
+	// JobSeconds is the target length of one job alone on one CPU; spin
+	// work is calibrated to it at setup.
+	JobSeconds float64 `yaml:"job_seconds"`
+	// Clip is the transcode input: size and length (frames = seconds x 30).
+	ClipWidth   int    `yaml:"clip_width"`
+	ClipHeight  int    `yaml:"clip_height"`
+	ClipSeconds int    `yaml:"clip_seconds"`
+	Preset      string `yaml:"preset"`
+}
+
+// job is a resolved jobSpec: the argv template of one job.
+type job struct {
+	kind  string
+	spin  int64 // ops per job
+	clip  workload.ClipOptions
+	trans workload.TranscodeOptions
+	exe   string
+	// unit names what the job reports per second: "frames" or "ops".
+	unit string
+}
+
+// resolveJob decides the workload and prepares it once: generates and
+// caches the clip, or calibrates the spin kernel to JobSeconds.
+func resolveJob(ctx context.Context, env *Env, s jobSpec) (*job, error) {
+	j := &job{kind: s.Workload, exe: env.Exe}
+	if j.kind == "" || j.kind == WorkloadAuto {
+		j.kind = WorkloadSpin
+		if workload.FFmpegAvailable() == nil {
+			j.kind = WorkloadTranscode
+		}
+	}
+	switch j.kind {
+	case WorkloadTranscode:
+		if err := workload.FFmpegAvailable(); err != nil {
+			return nil, fmt.Errorf("workload transcode: %w", err)
+		}
+		j.unit = "frames"
+		j.clip = workload.ClipOptions{Width: s.ClipWidth, Height: s.ClipHeight, Seconds: s.ClipSeconds}
+		j.trans = workload.TranscodeOptions{Preset: s.Preset}
+		env.Logf("preparing the %dx%d %d s test clip", s.ClipWidth, s.ClipHeight, s.ClipSeconds)
+		if _, err := workload.Clip(ctx, j.clip); err != nil {
+			return nil, err
+		}
+	case WorkloadSpin:
+		j.unit = "ops"
+		rate, err := calibrateSpin(ctx, env.Exe)
+		if err != nil {
+			return nil, err
+		}
+		j.spin = max(1, int64(rate*s.JobSeconds))
+	default:
+		return nil, fmt.Errorf("%w: workload %q: use auto, transcode or spin", ErrUsage, s.Workload)
+	}
+	return j, nil
+}
+
+// calibrateSpin measures the spin kernel's ops/s on one thread.
+func calibrateSpin(ctx context.Context, exe string) (float64, error) {
+	out, err := exec.CommandContext(ctx, exe, workload.SpinArgs(300*time.Millisecond, "1")...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("calibrating the spin kernel: %w", err)
+	}
+	r, err := workload.ParseReport(out)
+	if err != nil || r.Spin == nil || r.Spin.OpsPerS <= 0 {
+		return 0, fmt.Errorf("calibrating the spin kernel: %s: %v", out, err)
+	}
+	return r.Spin.OpsPerS, nil
+}
+
+// argv returns the job's command; threads is a count, "auto" or the
+// {threads} placeholder; write sends a transcode's output to a file.
+func (j *job) argv(threads string, write bool) []string {
+	switch j.kind {
+	case WorkloadTranscode:
+		args := append([]string{j.exe}, workload.TranscodeArgs(j.clip, j.trans, threads)...)
+		if write {
+			args = append(args, "--write")
+		}
+		return args
+	default:
+		return append([]string{j.exe}, workload.SpinOpsArgs(j.spin, threads)...)
+	}
+}
+
+// work returns how much a finished job did, in j.unit, from its report.
+func (j *job) work(r runner.JobResult) float64 {
+	if j.kind == WorkloadTranscode {
+		return r.FPS * r.WallS
+	}
+	return r.OpsPerSec * r.WallS
+}
+
+// batchResult summarises one batch run by an experiment.
+type batchResult struct {
+	jobs    []runner.JobResult
+	elapsed time.Duration
+}
+
+// runBatch runs n copies of argv, c at a time, k CPUs each in mode.
+func runBatch(ctx context.Context, env *Env, argv []string, n, c int, k float64, mode runner.Mode, threads int) (batchResult, error) {
+	placer, err := runner.NewAllocPlacer(env.Topo)
+	if err != nil {
+		return batchResult{}, err
+	}
+	r := &runner.Runner{Driver: env.Driver, Placer: placer, Pool: env.Topo.Allowed()}
+	cmds := make([][]string, n)
+	for i := range cmds {
+		cmds[i] = argv
+	}
+	start := time.Now()
+	res, err := r.Run(ctx, runner.Spec{Commands: cmds, Concurrency: c, CPUs: k, Mode: mode, Threads: threads})
+	elapsed := time.Since(start)
+	if err != nil {
+		return batchResult{}, err
+	}
+	for _, j := range res {
+		if j.ExitCode != 0 || j.Error != "" {
+			return batchResult{}, fmt.Errorf("job %d (%s) failed: exit %d %s %s", j.Job, j.Cmd, j.ExitCode, j.Error, j.StderrTail)
+		}
+	}
+	return batchResult{jobs: res, elapsed: elapsed}, nil
+}
+
+// walls returns the jobs' wall times.
+func (b batchResult) walls() []float64 {
+	out := make([]float64, len(b.jobs))
+	for i, j := range b.jobs {
+		out[i] = j.WallS
+	}
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func pct(f float64) string { return fmt.Sprintf("%+.0f%%", 100*f) }
+
