@@ -160,4 +160,3 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func pct(f float64) string { return fmt.Sprintf("%+.0f%%", 100*f) }
-
