@@ -21,6 +21,8 @@ type corepinCall struct {
 	bind     Bind
 	strategy NUMAStrategy
 	allowN   []bool // node indexes the request may use; nil for all
+	// cleanOnly counts only whole free cores, so nothing is shared.
+	cleanOnly bool
 }
 
 func (s *State) corepinAllocate(r *Request) (bitset, error) {
@@ -54,6 +56,7 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 			cc.allowN[i] = true
 		}
 	}
+	hintAllow := cc.allowN
 	sc.taken.reset()
 	clear(sc.takenCore)
 	cc.computeCaps()
@@ -76,6 +79,45 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 			return nil, s.numaRejection(r, sc.nodeCap)
 		}
 	}
+	maxNodes := len(ix.nodes)
+	switch r.TopologyPolicy {
+	case TopologySingleNUMANode:
+		maxNodes = 1
+	case TopologyRestricted:
+		maxNodes = minAff
+	}
+	// First pass: every free CPU counts, whole cores preferred. Second pass
+	// (Default bind): only whole free cores count, so no core is shared. The
+	// better of the two by NUMA nodes, sockets, L3 groups, shared cores wins;
+	// on a tie the first, which leaves more whole cores free.
+	cc.place(n, k)
+	got := sc.taken.count()
+	if got == n && cc.bind == BindDefault {
+		sc.best.copyFrom(sc.taken)
+		first := cc.score(sc.taken)
+		cc.cleanOnly, cc.allowN = true, hintAllow
+		sc.taken.reset()
+		clear(sc.takenCore)
+		cc.computeCaps()
+		if sc.cap[0] >= n {
+			cc.place(n, fewestNodes(sc.nodeCap, n))
+			second := cc.score(sc.taken)
+			if sc.taken.count() != n || second.nodes > maxNodes || !second.less(first) {
+				sc.taken.copyFrom(sc.best)
+			}
+		} else {
+			sc.taken.copyFrom(sc.best)
+		}
+	}
+	if got != n {
+		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
+	}
+	return sc.taken, nil
+}
+
+// place runs one placement of n CPUs needing k nodes into sc.taken.
+func (cc *corepinCall) place(n, k int) {
+	sc := &cc.s.sc
 	switch {
 	case k > 1 && cc.strategy == DistributeEvenly:
 		if !cc.distribute(n) {
@@ -94,13 +136,49 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	case k == 1:
 		cc.placeFinest(n)
 	default:
-		cc.restrict(s.chooseNodes(sc.nodeCap, n, cc.strategy))
+		cc.restrict(cc.s.chooseNodes(sc.nodeCap, n, cc.strategy))
 		cc.fill(0, n)
 	}
-	if got := sc.taken.count(); got != n {
-		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
-	}
-	return sc.taken, nil
+}
+
+// spanScore is what two candidate placements are ranked by.
+type spanScore struct{ nodes, sockets, l3, shared int }
+
+func (a spanScore) less(b spanScore) bool {
+	return cmp.Or(cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.sockets, b.sockets), cmp.Compare(a.l3, b.l3), cmp.Compare(a.shared, b.shared)) < 0
+}
+
+func (cc *corepinCall) score(b bitset) spanScore {
+	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	var q spanScore
+	b.each(func(c int) {
+		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
+			sc.markNode[n] = 1
+			q.nodes++
+		}
+		if so := ix.cpuSocket[c]; sc.markSocket[so] == 0 {
+			sc.markSocket[so] = 1
+			q.sockets++
+		}
+		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
+			sc.markL3[l] = 1
+			q.l3++
+		}
+		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
+			sc.markCore[core] = 1
+			for _, sib := range ix.coreCPUs[core] {
+				if !b.has(sib) && (s.used.has(sib) || s.reserved.has(sib)) {
+					q.shared++
+					break
+				}
+			}
+		}
+	})
+	clear(sc.markNode)
+	clear(sc.markSocket)
+	clear(sc.markL3)
+	clear(sc.markCore)
+	return q
 }
 
 func (ix *index) uniformCores() bool {
@@ -125,7 +203,7 @@ func (cc *corepinCall) computeCaps() {
 			cc.r.Exclusive == ExclusiveNUMANodeLevel && s.numaExcl[node] > 0:
 			free, whole = 0, false
 		}
-		if cc.bind == BindFullPCPUs && !whole {
+		if (cc.bind == BindFullPCPUs || cc.cleanOnly) && !whole {
 			free = 0
 		}
 		sc.ec[core] = free
@@ -257,31 +335,55 @@ func (cc *corepinCall) fill(t int32, m int) {
 	}
 	kids := sc.kids[start:]
 	defer func() { sc.kids = sc.kids[:start] }()
-	for m > 0 && len(kids) > 0 {
-		best := int32(-1)
-		for _, ch := range kids {
-			if sc.cap[ch] >= m && (best < 0 || cc.fitKey(ch, best, m) < 0) {
-				best = ch
+	// Choose the children: the one that fits the rest most tightly, else
+	// the largest whole, until the rest fits one.
+	chosen, rem := 0, m
+	for rem > 0 && chosen < len(kids) {
+		rest := kids[chosen:]
+		best := -1
+		for i, ch := range rest {
+			if sc.cap[ch] >= rem && (best < 0 || cc.fitKey(ch, rest[best], rem) < 0) {
+				best = i
 			}
 		}
-		if best >= 0 {
-			cc.fill(best, m)
-			return
-		}
-		// Nothing holds the rest: take the largest child whole.
-		bi := 0
-		for i, ch := range kids {
-			b := kids[bi]
-			if c := cmp.Or(cmp.Compare(sc.cap[b], sc.cap[ch]), cmp.Compare(sc.cleanT[b], sc.cleanT[ch]), cmp.Compare(ch, b)); c < 0 {
-				bi = i
+		if best < 0 {
+			best = 0
+			for i, ch := range rest {
+				b := rest[best]
+				if cmp.Or(cmp.Compare(sc.cap[b], sc.cap[ch]), cmp.Compare(sc.cleanT[b], sc.cleanT[ch]), cmp.Compare(ch, b)) < 0 {
+					best = i
+				}
 			}
 		}
-		ch := kids[bi]
-		take := sc.cap[ch]
-		cc.fill(ch, take)
-		m -= take
-		kids[bi] = kids[len(kids)-1]
-		kids = kids[:len(kids)-1]
+		rest[0], rest[best] = rest[best], rest[0]
+		rem -= min(rem, sc.cap[rest[0]])
+		chosen++
+	}
+	// Share m among them, CPUs of whole free cores first, so that spanning
+	// the same children shares as few cores as possible.
+	as := len(sc.amt)
+	defer func() { sc.amt = sc.amt[:as] }()
+	left := m
+	for _, ch := range kids[:chosen] {
+		a := left
+		if cc.bind != BindSpreadByPCPUs {
+			a = min(sc.cleanT[ch], left)
+		} else {
+			a = min(sc.cap[ch], left)
+		}
+		sc.amt = append(sc.amt, a)
+		left -= a
+	}
+	amt := sc.amt[as:]
+	for i, ch := range kids[:chosen] {
+		a := min(sc.cap[ch]-amt[i], left)
+		amt[i] += a
+		left -= a
+	}
+	for i, ch := range kids[:chosen] {
+		if amt[i] > 0 {
+			cc.fill(ch, amt[i])
+		}
 	}
 }
 

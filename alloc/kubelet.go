@@ -107,6 +107,11 @@ func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
 
 func (a *kubeAcc) numaFirst() bool { return a.k.numSockets >= a.k.numNodes }
 
+// take claims the free CPUs among cpus. kubelet claims a whole unit it
+// judged free by comparing counts with the machine-wide average size, which
+// on machines with uneven sockets or cores (offline CPUs, hybrid cores) can
+// hand out a CPU another container holds; corepin claims only free CPUs, so
+// the two agree on every uniform machine and corepin never double-assigns.
 func (a *kubeAcc) take(cpus []int) {
 	for _, c := range cpus {
 		if a.free.has(c) {
@@ -115,10 +120,10 @@ func (a *kubeAcc) take(cpus []int) {
 			a.freeSocket[a.ix.cpuSocket[c]]--
 			a.freeNode[a.ix.cpuNode[c]]--
 			a.freeUncore[a.k.cpuUncore[c]]--
+			a.result.set(c)
+			a.needed--
 		}
-		a.result.set(c)
 	}
-	a.needed -= len(cpus)
 }
 
 func (a *kubeAcc) satisfied() bool { return a.needed < 1 }

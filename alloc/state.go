@@ -464,18 +464,19 @@ func (s *State) Fragmentation() Quality {
 // scratch holds buffers reused by every decision so that a decision's
 // allocations do not grow with the machine or the number of assignments.
 type scratch struct {
-	tmp, taken                             bitset
+	tmp, taken, best                       bitset
 	markNode, markSocket, markL3, markCore []int8
 	ec, clean                              []int // per core
 	takenCore                              []int
 	cap, cleanT                            []int // per tree node
 	nodeCap                                []int
 	kids                                   []int32
+	amt                                    []int
 	ints                                   []int
 }
 
 func (sc *scratch) init(ix *index) {
-	sc.tmp, sc.taken = newBitset(ix.words), newBitset(ix.words)
+	sc.tmp, sc.taken, sc.best = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
 	sc.markNode, sc.markSocket = make([]int8, len(ix.nodes)), make([]int8, ix.numSockets)
 	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))
 	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))

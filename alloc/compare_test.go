@@ -1,0 +1,102 @@
+package alloc
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/corepin/corepin/cpuset"
+)
+
+// occupy holds a random share of the CPUs of s with placeholder workloads,
+// in random whole cores and single threads, the same way for every seed.
+func occupy(rng *rand.Rand, s *State, share float64) cpuset.CPUSet {
+	var b cpuset.Builder
+	for _, cs := range s.ix.coreCPUs {
+		switch x := rng.Float64(); {
+		case x < share*0.7:
+			for _, c := range cs {
+				b.Add(c)
+			}
+		case x < share*1.2 && len(cs) > 1:
+			b.Add(cs[rng.IntN(len(cs))])
+		}
+	}
+	return b.Result().Difference(s.Reserved())
+}
+
+// TestCorepinAlignedAtLeastAsWellAsKubelet places the same request on the
+// same state with both engines (kubelet with and without
+// prefer-align-cpus-by-uncorecache) and checks that corepin's placement is
+// never worse in the order corepin ranks them: NUMA nodes, then sockets,
+// then L3 groups, then shared cores. A single metric can be worse when a
+// better one pays for it (one L3 group instead of two, at the price of a
+// shared core); those trades are logged and counted, not failed.
+func TestCorepinAlignedAtLeastAsWellAsKubelet(t *testing.T) {
+	topos := propertyTopologies(t)
+	names := make([]string, 0, len(topos))
+	for n := range topos {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	worse := map[string]int{}
+	total := 0
+	for ti, name := range names {
+		topo := topos[name]
+		rng := rand.New(rand.NewPCG(42, uint64(ti)))
+		for trial := range 60 {
+			cfg := Config{ReservedCount: rng.IntN(2)}
+			kcfg := cfg
+			kcfg.Policy = PolicyKubelet
+			if trial%2 == 1 {
+				kcfg.Options = []string{OptPreferAlignByUncoreCache}
+			}
+			ks, err := NewState(topo, kcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Reserved = ks.Reserved()
+			cs, err := NewState(topo, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy := occupy(rng, ks, rng.Float64()*0.8)
+			if !busy.IsEmpty() {
+				for _, s := range []*State{ks, cs} {
+					if err := s.Assign(Assignment{ID: "busy", CPUs: busy}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			n := 1 + rng.IntN(max(1, topo.Online().Size()/3))
+			r := Request{ID: "r", CPUs: n}
+			kp, kerr := ks.Allocate(r)
+			cp, cerr := cs.Allocate(r)
+			if kerr != nil {
+				continue
+			}
+			total++
+			if cerr != nil {
+				t.Errorf("%s trial %d: kubelet placed %d cpus (%s), corepin refused: %v", name, trial, n, kp.CPUs, cerr)
+				continue
+			}
+			k, c := kp.Quality, cp.Quality
+			kq, cq := spanScore{k.NUMANodes, k.Sockets, k.L3Groups, k.SharedCores}, spanScore{c.NUMANodes, c.Sockets, c.L3Groups, c.SharedCores}
+			if kq.less(cq) {
+				t.Errorf("%s trial %d: %d cpus on busy %s: corepin %s %+v is worse than kubelet %s %+v", name, trial, n, busy, cp.CPUs, cq, kp.CPUs, kq)
+			}
+			for _, m := range []struct {
+				what string
+				c, k int
+			}{{"numa nodes", c.NUMANodes, k.NUMANodes}, {"sockets", c.Sockets, k.Sockets}, {"l3 groups", c.L3Groups, k.L3Groups}, {"shared cores", c.SharedCores, k.SharedCores}} {
+				if m.c > m.k {
+					worse[m.what]++
+				}
+			}
+		}
+	}
+	t.Logf("%d placements compared; single metrics traded for a better one: %v", total, worse)
+	if total < 500 {
+		t.Errorf("only %d placements compared", total)
+	}
+}
