@@ -1,9 +1,11 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -264,5 +266,47 @@ func TestClipWaitsForLock(t *testing.T) {
 	cancel()
 	if _, err := Clip(ctx, copts); !errors.Is(err, context.Canceled) {
 		t.Errorf("Clip while another holds the lock, cancelled: error = %v, want context.Canceled", err)
+	}
+}
+
+// envHelperClipDir makes the test binary act as one clip-making job.
+const envHelperClipDir = "COREPIN_TEST_HELPER_CLIP_DIR"
+
+// TestHelperClip is not a test: TestClipConcurrentProcesses runs the test
+// binary with only this test selected to act as a separate job process.
+func TestHelperClip(t *testing.T) {
+	dir := os.Getenv(envHelperClipDir)
+	if dir == "" {
+		t.Skip("helper process for TestClipConcurrentProcesses")
+	}
+	replace(t, &onGenerate, func(string) { os.Stdout.WriteString("generated\n") })
+	if _, err := Clip(context.Background(), tinyClip(dir)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClipConcurrentProcesses(t *testing.T) {
+	requireFFmpeg(t)
+	dir := t.TempDir()
+	const jobs = 3
+	cmds := make([]*exec.Cmd, jobs)
+	outs := make([]bytes.Buffer, jobs)
+	for i := range cmds {
+		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestHelperClip$", "-test.count=1")
+		cmds[i].Env = append(os.Environ(), envHelperClipDir+"="+dir)
+		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generated := 0
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Errorf("job %d: %v\n%s", i, err, outs[i].String())
+		}
+		generated += strings.Count(outs[i].String(), "generated\n")
+	}
+	if generated != 1 {
+		t.Errorf("%d job processes generated the clip %d times, want once", jobs, generated)
 	}
 }
