@@ -156,15 +156,15 @@ func openLoop(ctx context.Context, l Load, client *http.Client) (*Result, error)
 		if status != 0 {
 			recordLatency(rec.hist, done.Sub(s.intended))
 		}
+		if err != nil && rec.firstErr == nil {
+			rec.firstErr = err
+		}
 		switch {
 		case isTimeout(err):
 			rec.errors++
 			rec.timeouts++
 		case err != nil:
 			rec.errors++
-			if rec.firstErr == nil {
-				rec.firstErr = err
-			}
 		case status >= 400:
 			rec.errors++
 			rec.badStatus++
@@ -230,7 +230,9 @@ loop:
 	elapsed := max(rec.lastDone.Sub(measureStart), l.Duration)
 	r.AchievedRPS = float64(r.Requests) / elapsed.Seconds()
 	r.fillLatency(rec.hist)
-	if r.Requests > 0 && r.Errors == r.Requests && rec.firstErr != nil {
+	if r.Requests > 0 && r.Errors-r.BadStatus == r.Requests {
+		// No response at all: the URL or the service is broken. The
+		// Result still says what happened.
 		return r, fmt.Errorf("every request failed: %w", rec.firstErr)
 	}
 	return r, nil

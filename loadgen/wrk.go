@@ -340,7 +340,7 @@ func (s *wrkSummary) apply(r *Result) error {
 		if !(v >= 0) || v > float64(math.MaxInt64/int64(time.Microsecond)) {
 			return 0, fmt.Errorf("%w: latency %v out of range", ErrWrkOutput, v)
 		}
-		return time.Duration(v * float64(time.Microsecond)), nil
+		return time.Duration(math.Round(v * float64(time.Microsecond))), nil
 	}
 	var errs []error
 	set := func(dst *time.Duration, v float64) {
@@ -388,10 +388,10 @@ func parseWrkTime(s string) (time.Duration, error) {
 			continue
 		}
 		v, err := strconv.ParseFloat(num, 64)
-		if err != nil || !(v >= 0) || v*float64(u.d) > float64(math.MaxInt64) {
+		if err != nil || !(v >= 0) || v*float64(u.d) >= float64(math.MaxInt64) {
 			return 0, fmt.Errorf("parsing time %q", s)
 		}
-		return time.Duration(v * float64(u.d)), nil
+		return time.Duration(math.Round(v * float64(u.d))), nil
 	}
 	return 0, fmt.Errorf("parsing time %q: unknown unit", s)
 }
