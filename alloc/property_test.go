@@ -125,7 +125,7 @@ func TestPropertyChurn(t *testing.T) {
 	}
 	slices.Sort(names)
 	steps := 150
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		steps = 40
 	}
 	for ti, name := range names {
