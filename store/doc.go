@@ -23,8 +23,10 @@
 // Open checks a file before it changes anything in it. A file that does not
 // start with the SQLite header is refused with ErrNotDB without SQLite ever
 // opening it; one that fails `PRAGMA quick_check` is refused with
-// ErrCorrupt; one whose schema version (PRAGMA user_version) is newer than
-// this binary knows is refused with ErrTooNew. In every case the main file
+// ErrCorrupt; a SQLite database of another program (tables, but not
+// corepin's PRAGMA application_id) is refused with ErrForeign; one whose
+// schema version (PRAGMA user_version) is newer than this binary knows is
+// refused with ErrTooNew. In every case the main file
 // is left byte for byte as it was: no table is created, nothing is
 // truncated, the journal mode is not switched.
 //

@@ -108,7 +108,11 @@ func (db *DB) migrate() error {
 		if v == len(migrations) {
 			return nil
 		}
-		// PRAGMA takes no bound parameters; the value is our own integer.
+		// PRAGMA takes no bound parameters; the values are our own integers.
+		// Both are header fields, written with the transaction.
+		if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+			return fmt.Errorf("setting the application id: %w", err)
+		}
 		if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
 			return fmt.Errorf("setting the schema version: %w", err)
 		}

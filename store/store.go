@@ -22,6 +22,9 @@ var (
 	// ErrCorrupt means the file is a SQLite database that fails PRAGMA
 	// quick_check (truncated, overwritten, torn).
 	ErrCorrupt = errors.New("database is corrupt")
+	// ErrForeign means the file is a SQLite database of another
+	// application: it has tables but not corepin's application_id.
+	ErrForeign = errors.New("not a corepin database")
 	// ErrTooNew means the file's schema version is newer than this binary
 	// knows: it was written by a later corepin.
 	ErrTooNew = errors.New("database schema is newer than this corepin knows")
@@ -162,6 +165,9 @@ func (db *DB) init() error {
 	if len(res) != 1 || res[0] != "ok" {
 		return fmt.Errorf("opening %s: %w: quick_check: %s; the file was left unchanged", db.path, ErrCorrupt, strings.Join(res, "; "))
 	}
+	if err := db.checkOwner(); err != nil {
+		return err
+	}
 	v, err := db.userVersion()
 	if err != nil {
 		return db.classify("reading the schema version of", err)
@@ -177,6 +183,50 @@ func (db *DB) init() error {
 		return fmt.Errorf("setting WAL mode on %s: journal mode is still %q", db.path, mode)
 	}
 	return db.migrate()
+}
+
+// applicationID marks a file as corepin's in its header (PRAGMA
+// application_id, https://www.sqlite.org/fileformat.html#application_id):
+// "core" in ASCII.
+const applicationID = 0x636f7265
+
+// checkOwner refuses a SQLite database that is neither corepin's nor empty,
+// so Open never adds its tables to another program's file.
+func (db *DB) checkOwner() error {
+	var app int64
+	if err := db.db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
+		return db.classify("reading the application id of", err)
+	}
+	if app == applicationID {
+		return nil
+	}
+	var names []string
+	rows, err := db.db.Query(`SELECT name FROM sqlite_schema ORDER BY name LIMIT 4`)
+	if err != nil {
+		return db.classify("reading the schema of", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return db.classify("reading the schema of", err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return db.classify("reading the schema of", err)
+	}
+	if app == 0 && len(names) == 0 {
+		return nil // a new database: ours to set up
+	}
+	what := "no tables"
+	if len(names) > 0 {
+		what = "schema " + strings.Join(names, ", ")
+		if len(names) == 4 {
+			what += ", ..."
+		}
+	}
+	return fmt.Errorf("opening %s: %w: a SQLite database with application_id %#x and %s; the file was left unchanged", db.path, ErrForeign, app, what)
 }
 
 // classify turns SQLite's "not a database" and "corrupt" result codes into

@@ -61,6 +61,7 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 	db := openT(t, path)
 	for _, tc := range []struct{ pragma, want string }{
 		{"user_version", "1"},
+		{"application_id", "1668248165"}, // "core"
 		{"journal_mode", "wal"},
 		{"foreign_keys", "1"},
 		{"synchronous", "2"}, // FULL
@@ -240,6 +241,60 @@ func TestOpenRefusesNotDB(t *testing.T) {
 			}
 			assertOnlyFile(t, dir, "state.db")
 		})
+	}
+}
+
+func TestOpenRefusesForeignSQLite(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stmts []string
+		msg   string
+	}{
+		{name: "other program's tables", stmts: []string{"CREATE TABLE cookies (k TEXT, v TEXT)", "CREATE INDEX ck ON cookies(k)"},
+			msg: "application_id 0x0 and schema ck, cookies"},
+		{name: "other program's application_id", stmts: []string{"PRAGMA application_id = 42"}, msg: "application_id 0x2a and no tables"},
+		{name: "tables and a user_version", stmts: []string{"CREATE TABLE runs (x)", "PRAGMA user_version = 1"}, msg: "schema runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "other.db")
+			rawExec(t, path, tc.stmts...)
+			before := readFile(t, path)
+			_, err := Open(path)
+			if !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Open = %v, want ErrForeign naming the file and saying %q", err, tc.msg)
+			}
+			if !bytes.Equal(before, readFile(t, path)) {
+				t.Error("Open changed a file it refused")
+			}
+			assertOnlyFile(t, dir, "other.db")
+		})
+	}
+}
+
+// TestOpenConcurrentlyOnNewFile: handles opening one new file at once
+// migrate it once and all succeed.
+func TestOpenConcurrentlyOnNewFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.db")
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			db, err := Open(path)
+			if err == nil {
+				_, err = db.BeginRun(Run{Command: "run"})
+				db.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	runs, err := openT(t, path).Runs(RunFilter{})
+	if err != nil || len(runs) != 4 {
+		t.Errorf("Runs = %d runs, %v; want 4", len(runs), err)
 	}
 }
 

@@ -153,7 +153,8 @@ func openResultsDB(path string) (*store.DB, error) {
 		return nil, Usagef("no results database at %s: corepin run and corepin bench write one; or give --db or set %s", path, store.EnvDB)
 	}
 	d, err := store.Open(path)
-	if errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrTooNew) {
+	if errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) ||
+		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) {
 		return nil, &UsageError{Err: err}
 	}
 	return d, err
