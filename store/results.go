@@ -119,8 +119,9 @@ func (db *DB) BeginRun(r Run) (int64, error) {
 	return id, nil
 }
 
-// FinishRun records when run id finished. It returns ErrNotFound for an
-// unknown id.
+// FinishRun records when run id finished; a zero at means now. It returns
+// ErrNotFound for an unknown id. A run never finished (killed) keeps a
+// NULL finished_at and the jobs it added.
 func (db *DB) FinishRun(id int64, at time.Time) error {
 	if at.IsZero() {
 		at = time.Now()

@@ -28,6 +28,7 @@ type Assignment struct {
 // for the new one and inserts it, so no other writer, in this process or
 // another, can admit in between: decide sees exactly what is assigned.
 // An error from decide is returned unwrapped and nothing is written.
+// decide must not call db: the transaction holds its one connection.
 // The stored assignment gets name, generation 1 and, if zero, CreatedAt now.
 func (db *DB) Admit(name string, decide func(current []Assignment) (Assignment, error)) (Assignment, error) {
 	if name == "" {
