@@ -92,9 +92,8 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	// on a tie the first, which leaves more whole cores free.
 	cc.place(n, k)
 	got := sc.taken.count()
-	if got == n && cc.bind == BindDefault {
+	if first := cc.score(sc.taken); got == n && cc.bind == BindDefault && first.shared > 0 {
 		sc.best.copyFrom(sc.taken)
-		first := cc.score(sc.taken)
 		cc.cleanOnly, cc.allowN = true, hintAllow
 		sc.taken.reset()
 		clear(sc.takenCore)
@@ -233,7 +232,11 @@ func (cc *corepinCall) computeCaps() {
 }
 
 func (cc *corepinCall) restrict(nodes []int) {
-	allow := make([]bool, len(cc.s.ix.nodes))
+	allow := cc.s.sc.allow
+	if len(allow) > 0 && len(cc.allowN) > 0 && &allow[0] == &cc.allowN[0] {
+		allow = cc.s.sc.allow2 // restricting a restriction: keep the old one readable
+	}
+	clear(allow)
 	for _, n := range nodes {
 		if n >= 0 && (cc.allowN == nil || cc.allowN[n]) {
 			allow[n] = true

@@ -470,6 +470,7 @@ type scratch struct {
 	takenCore                              []int
 	cap, cleanT                            []int // per tree node
 	nodeCap                                []int
+	allow, allow2                          []bool
 	kids                                   []int32
 	amt                                    []int
 	ints                                   []int
@@ -482,4 +483,5 @@ func (sc *scratch) init(ix *index) {
 	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))
 	sc.cap, sc.cleanT = make([]int, len(ix.tree)), make([]int, len(ix.tree))
 	sc.nodeCap = make([]int, len(ix.nodes))
+	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
 }
