@@ -5,7 +5,8 @@
 // Both are libraries first. The CLI (`corepin workload transcode|spin`) is a
 // thin layer over [Transcode] and [Spin]; `corepin run` launches that CLI as
 // child commands, and `corepin bench` uses this package to build those
-// commands ([TranscodeCommand], [SpinCommand]) and to read their results
+// commands ([SpinArgs], [TranscodeArgs], or the raw ffmpeg argv of
+// [TranscodeCommand]) and to read their results
 // ([ParseReport], [ParseProgress], [ParseStats]).
 //
 // # Threads

@@ -41,7 +41,8 @@ type SpinReport struct {
 	OpsPerS   float64 `json:"ops_per_s"`
 	Threads   int     `json:"threads"`
 	WallS     float64 `json:"wall_s"`
-	Seconds   float64 `json:"seconds"`    // asked-for duration
+	Seconds   float64 `json:"seconds"`    // asked-for duration, 0 with target_ops
+	TargetOps int64   `json:"target_ops"` // asked-for ops, 0 with seconds
 	PerThread []int64 `json:"per_thread"` // ops of each thread
 }
 
@@ -55,11 +56,11 @@ func NewTranscodeReport(res TranscodeResult, c ClipOptions, t TranscodeOptions, 
 	}
 }
 
-// NewSpinReport describes res of a spin asked to last d.
-func NewSpinReport(res SpinResult, d time.Duration) SpinReport {
+// NewSpinReport describes res of a spin run with opts.
+func NewSpinReport(res SpinResult, opts SpinOptions) SpinReport {
 	return SpinReport{
 		Workload: NameSpin, Ops: res.Ops, OpsPerS: round3(res.OpsPerSec), Threads: res.Threads,
-		WallS: secs(res.Wall), Seconds: d.Seconds(), PerThread: res.PerThread,
+		WallS: secs(res.Wall), Seconds: opts.Duration.Seconds(), TargetOps: opts.Ops, PerThread: res.PerThread,
 	}
 }
 

@@ -12,7 +12,7 @@ func TestReportRoundTrip(t *testing.T) {
 	tr := NewTranscodeReport(
 		TranscodeResult{Frames: 150, Wall: 6210 * time.Millisecond, FPS: 150 / 6.21, Threads: 2, User: 11 * time.Second},
 		ClipOptions{Dir: "/c"}, TranscodeOptions{Clip: "/c/x.mkv", Threads: 2}, "/c/x.mkv")
-	sr := NewSpinReport(SpinResult{Ops: 10, OpsPerSec: 50, Threads: 2, Wall: 200 * time.Millisecond, PerThread: []int64{4, 6}}, 200*time.Millisecond)
+	sr := NewSpinReport(SpinResult{Ops: 10, OpsPerSec: 50, Threads: 2, Wall: 200 * time.Millisecond, PerThread: []int64{4, 6}}, SpinOptions{Duration: 200 * time.Millisecond})
 	if got, want := tr.String(), "transcode: 150 frames in 6.21 s = 24.2 fps (threads 2, 1920x1080, crf 22, medium)"; got != want {
 		t.Errorf("TranscodeReport.String() = %q, want %q", got, want)
 	}
@@ -68,6 +68,10 @@ func TestArgs(t *testing.T) {
 	if diff := cmp.Diff([]string{"workload", "spin", "--seconds", "0.5", "--threads", "{threads}", "-o", "json"},
 		SpinArgs(500*time.Millisecond, "{threads}")); diff != "" {
 		t.Errorf("SpinArgs mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"workload", "spin", "--ops", "1000", "--threads", "2", "-o", "json"},
+		SpinOpsArgs(1000, "2")); diff != "" {
+		t.Errorf("SpinOpsArgs mismatch (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct {
 		name string

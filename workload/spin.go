@@ -12,8 +12,13 @@ import (
 
 // SpinOptions configures [Spin].
 type SpinOptions struct {
-	// Duration is how long every thread spins; it must be positive.
+	// Duration is how long every thread spins. Exactly one of Duration and
+	// Ops must be positive.
 	Duration time.Duration
+	// Ops, if positive, is a fixed amount of work instead: the threads take
+	// ops from one shared count until Ops are done, so Wall measures how much
+	// CPU the job got.
+	Ops int64
 	// Threads is the number of spinning threads; it must be positive.
 	Threads int
 }
@@ -49,8 +54,8 @@ func spinOp(x uint64) uint64 {
 }
 
 // Spin runs a CPU-bound integer kernel on opts.Threads goroutines, each
-// locked to its own OS thread, for opts.Duration, and counts the fixed-size
-// ops they complete. It touches no memory beyond registers, so it measures
+// locked to its own OS thread, for opts.Duration or until opts.Ops are done,
+// and counts the fixed-size ops they complete. It touches no memory beyond registers, so it measures
 // CPU time actually received, not memory bandwidth. Threads beyond
 // GOMAXPROCS wait for the Go scheduler rather than the kernel's; the CLI
 // raises GOMAXPROCS to the thread count, Spin does not change it.
@@ -58,18 +63,21 @@ func spinOp(x uint64) uint64 {
 // If ctx ends first, Spin stops early and returns what was done so far with
 // ctx's error.
 func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
-	if opts.Duration <= 0 {
-		return SpinResult{}, fmt.Errorf("%w: spin duration %v: want > 0", ErrInvalid, opts.Duration)
+	if (opts.Duration > 0) == (opts.Ops > 0) || opts.Duration < 0 || opts.Ops < 0 {
+		return SpinResult{}, fmt.Errorf("%w: spin for %v or %d ops: want exactly one of them, positive", ErrInvalid, opts.Duration, opts.Ops)
 	}
 	if opts.Threads < 1 {
 		return SpinResult{}, fmt.Errorf("%w: spin threads %d: want >= 1", ErrInvalid, opts.Threads)
 	}
 	var stop, cancelled atomic.Bool
+	var claimed atomic.Int64 // ops taken so far, with opts.Ops
 	per := make([]int64, opts.Threads)
 	var wg sync.WaitGroup
 	start := time.Now()
-	timer := time.AfterFunc(opts.Duration, func() { stop.Store(true) })
-	defer timer.Stop()
+	if opts.Duration > 0 {
+		timer := time.AfterFunc(opts.Duration, func() { stop.Store(true) })
+		defer timer.Stop()
+	}
 	done, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -89,6 +97,9 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 			x := uint64(i)*0x2545f4914f6cdd1d + 0x853c49e6748fea9b
 			var n int64
 			for !stop.Load() {
+				if opts.Ops > 0 && claimed.Add(1) > opts.Ops {
+					break
+				}
 				x = spinOp(x)
 				n++
 			}

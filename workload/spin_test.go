@@ -40,6 +40,24 @@ func TestSpin(t *testing.T) {
 	}
 }
 
+func TestSpinOps(t *testing.T) {
+	const ops = 2000
+	res, err := Spin(context.Background(), SpinOptions{Ops: ops, Threads: 3})
+	if err != nil {
+		t.Fatalf("Spin: %v", err)
+	}
+	var sum int64
+	for _, n := range res.PerThread {
+		sum += n
+	}
+	if res.Ops != ops || sum != ops || len(res.PerThread) != 3 {
+		t.Errorf("Spin(%d ops) = %d ops, per thread %v, want exactly %d", ops, res.Ops, res.PerThread, ops)
+	}
+	if want := float64(res.Ops) / res.Wall.Seconds(); math.Abs(res.OpsPerSec-want) > 1e-9*want {
+		t.Errorf("OpsPerSec = %v, want Ops/Wall = %v", res.OpsPerSec, want)
+	}
+}
+
 func TestSpinCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
@@ -64,6 +82,8 @@ func TestSpinInvalid(t *testing.T) {
 		{name: "zero duration", opts: SpinOptions{Threads: 1}},
 		{name: "negative duration", opts: SpinOptions{Duration: -time.Second, Threads: 1}},
 		{name: "zero threads", opts: SpinOptions{Duration: time.Second}},
+		{name: "both duration and ops", opts: SpinOptions{Duration: time.Second, Ops: 5, Threads: 1}},
+		{name: "negative ops", opts: SpinOptions{Ops: -5, Threads: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Spin(context.Background(), tc.opts); !errors.Is(err, ErrInvalid) {

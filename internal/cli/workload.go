@@ -51,11 +51,14 @@ Examples:
 
 const spinUsage = `Run a pure-Go CPU-bound integer kernel on N threads for S seconds and report
 operations per second. Each op is the same fixed work, so ops/s compare
-across runs of one corepin binary; it needs nothing installed.
+across runs of one corepin binary; it needs nothing installed. With --ops the
+threads share a fixed amount of work instead, and the wall time shows how
+much CPU the job got.
 
 Examples:
   corepin workload spin
-  corepin workload spin --seconds 2 --threads 2 -o json`
+  corepin workload spin --seconds 2 --threads 2 -o json
+  corepin workload spin --ops 200000 --threads {threads}   # under corepin run`
 
 func init() { register(newWorkloadCmd) }
 
@@ -205,6 +208,7 @@ func newSpinCmd(e *env) *cobra.Command {
 	var (
 		threads string
 		seconds float64
+		ops     int64
 	)
 	cmd := &cobra.Command{
 		Use:   "spin",
@@ -214,6 +218,16 @@ func newSpinCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !(seconds > 0) || math.IsInf(seconds, 0) || seconds > 1e6 {
 				return Usagef("--seconds %v: want a positive number of seconds", seconds)
+			}
+			opts := workload.SpinOptions{Duration: time.Duration(seconds * float64(time.Second))}
+			if cmd.Flags().Changed("ops") {
+				if cmd.Flags().Changed("seconds") {
+					return Usagef("--ops and --seconds: give one of them")
+				}
+				if ops < 1 {
+					return Usagef("--ops %d: want a positive count", ops)
+				}
+				opts = workload.SpinOptions{Ops: ops}
 			}
 			n, err := resolveThreads(threads)
 			if err != nil {
@@ -226,12 +240,12 @@ func newSpinCmd(e *env) *cobra.Command {
 			}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			d := time.Duration(seconds * float64(time.Second))
-			res, err := workload.Spin(ctx, workload.SpinOptions{Duration: d, Threads: n})
+			opts.Threads = n
+			res, err := workload.Spin(ctx, opts)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}
-			rep := workload.NewSpinReport(res, d)
+			rep := workload.NewSpinReport(res, opts)
 			if e.JSON() {
 				if perr := e.PrintJSON(rep); perr != nil {
 					return perr
@@ -244,5 +258,6 @@ func newSpinCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&threads, "threads", "auto", "spinning threads: auto or N (auto: $COREPIN_THREADS, else the CPUs this process may use)")
 	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to spin")
+	cmd.Flags().Int64Var(&ops, "ops", 0, "spin until this many ops are done, shared by the threads, instead of for --seconds")
 	return cmd
 }

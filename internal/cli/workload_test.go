@@ -38,6 +38,20 @@ func TestWorkloadSpin(t *testing.T) {
 	}
 }
 
+func TestWorkloadSpinOps(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "workload", "spin", "--ops", "500", "--threads", "2", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	r, err := workload.ParseReport([]byte(stdout))
+	if err != nil {
+		t.Fatalf("ParseReport(%q): %v", stdout, err)
+	}
+	if s := r.Spin; s == nil || s.Ops != 500 || s.TargetOps != 500 || s.Seconds != 0 || s.Threads != 2 {
+		t.Errorf("spin --ops 500 report = %+v, want 500 ops on 2 threads", s)
+	}
+}
+
 func TestWorkloadBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -49,6 +63,8 @@ func TestWorkloadBadInput(t *testing.T) {
 		{name: "spin zero seconds", args: []string{"workload", "spin", "--seconds", "0"}},
 		{name: "spin NaN seconds", args: []string{"workload", "spin", "--seconds", "NaN"}},
 		{name: "spin bad env", args: []string{"workload", "spin", "--seconds", "0.1"}, env: "two"},
+		{name: "spin ops and seconds", args: []string{"workload", "spin", "--ops", "5", "--seconds", "1"}},
+		{name: "spin zero ops", args: []string{"workload", "spin", "--ops", "0"}},
 		{name: "spin unknown flag", args: []string{"workload", "spin", "--bogus"}},
 		{name: "spin argument", args: []string{"workload", "spin", "extra"}},
 		{name: "no subcommand", args: []string{"workload"}},
