@@ -116,7 +116,7 @@ type recorder struct {
 	badStatus int64
 	late      int64
 	maxDelay  time.Duration
-	lastDone  time.Time
+	lastSent  time.Time
 	firstErr  error
 }
 
@@ -150,8 +150,8 @@ func openLoop(ctx context.Context, l Load, client *http.Client) (*Result, error)
 			rec.late++
 		}
 		rec.maxDelay = max(rec.maxDelay, delay)
-		if done.After(rec.lastDone) {
-			rec.lastDone = done
+		if sent.After(rec.lastSent) {
+			rec.lastSent = sent
 		}
 		if status != 0 {
 			recordLatency(rec.hist, done.Sub(s.intended))
@@ -223,12 +223,14 @@ loop:
 	defer rec.mu.Unlock()
 	r := &Result{
 		Tool: ToolOpenLoop, URL: l.URL, TargetRPS: l.Rate,
-		Duration: l.Duration, Connections: l.Connections,
+		Duration: l.Duration, Warmup: l.Warmup, Connections: l.Connections,
 		Requests: rec.requests, Errors: rec.errors, Timeouts: rec.timeouts, BadStatus: rec.badStatus,
 		LateSends: rec.late, MaxSendDelay: rec.maxDelay,
 	}
-	elapsed := max(rec.lastDone.Sub(measureStart), l.Duration)
-	r.AchievedRPS = float64(r.Requests) / elapsed.Seconds()
+	// The sends of the measured period span Duration when they left on
+	// time, and more when the generator fell behind.
+	span := max(rec.lastSent.Sub(measureStart)+time.Duration(interval), l.Duration)
+	r.AchievedRPS = float64(r.Requests) / span.Seconds()
 	r.fillLatency(rec.hist)
 	if r.Requests > 0 && r.Errors-r.BadStatus == r.Requests {
 		// No response at all: the URL or the service is broken. The

@@ -184,7 +184,7 @@ func TestLoadValidate(t *testing.T) {
 func TestResultJSONRoundTrip(t *testing.T) {
 	want := Result{
 		Tool: ToolOpenLoop, URL: "http://x/", TargetRPS: 200, AchievedRPS: 199.5,
-		Duration: 10 * time.Second, Connections: 8, Requests: 1995, Errors: 3, Timeouts: 1, BadStatus: 2,
+		Duration: 10 * time.Second, Warmup: 2 * time.Second, Connections: 8, Requests: 1995, Errors: 3, Timeouts: 1, BadStatus: 2,
 		LateSends: 4, MaxSendDelay: 2500 * time.Microsecond,
 		P50: 3100 * time.Microsecond, P90: 4 * time.Millisecond, P99: 9 * time.Millisecond,
 		P999: 12 * time.Millisecond, Max: 15 * time.Millisecond, Mean: 3300 * time.Microsecond,

@@ -33,10 +33,14 @@ type Result struct {
 	ClosedLoop bool
 	// TargetRPS is the constant rate asked for; 0 for closed-loop runs.
 	TargetRPS float64
-	// AchievedRPS is Requests divided by the measured wall time.
+	// AchievedRPS is the rate the requests were actually sent at (open
+	// loop: Requests over the span from the start of the measured period to
+	// the last send, at least Duration; below TargetRPS when the generator
+	// fell behind) or completed at (wrk: its Requests/sec).
 	AchievedRPS float64
-	// Duration is the measured period (warm-up excluded).
+	// Duration is the measured period; Warmup ran before it, not counted.
 	Duration    time.Duration
+	Warmup      time.Duration
 	Connections int
 	// Requests counts completed requests in the measured period: with a
 	// response, with an error, or timed out.
@@ -128,6 +132,7 @@ type jsonResult struct {
 	TargetRPS      float64     `json:"target_rps"`
 	AchievedRPS    float64     `json:"achieved_rps"`
 	DurationS      float64     `json:"duration_s"`
+	WarmupS        float64     `json:"warmup_s"`
 	Connections    int         `json:"connections"`
 	Requests       int64       `json:"requests"`
 	Errors         int64       `json:"errors"`
@@ -158,7 +163,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	j := jsonResult{
 		Tool: r.Tool, URL: r.URL, ClosedLoop: r.ClosedLoop,
 		TargetRPS: r.TargetRPS, AchievedRPS: r.AchievedRPS,
-		DurationS: r.Duration.Seconds(), Connections: r.Connections,
+		DurationS: r.Duration.Seconds(), WarmupS: r.Warmup.Seconds(), Connections: r.Connections,
 		Requests: r.Requests, Errors: r.Errors, Timeouts: r.Timeouts, BadStatus: r.BadStatus,
 		LateSends: r.LateSends, MaxSendDelayMs: ms(r.MaxSendDelay),
 		P50Ms: ms(r.P50), P90Ms: ms(r.P90), P99Ms: ms(r.P99), P999Ms: ms(r.P999),
@@ -180,8 +185,10 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	*r = Result{
 		Tool: j.Tool, URL: j.URL, ClosedLoop: j.ClosedLoop,
 		TargetRPS: j.TargetRPS, AchievedRPS: j.AchievedRPS,
-		Duration: time.Duration(math.Round(j.DurationS * float64(time.Second))), Connections: j.Connections,
-		Requests: j.Requests, Errors: j.Errors, Timeouts: j.Timeouts, BadStatus: j.BadStatus,
+		Duration:    time.Duration(math.Round(j.DurationS * float64(time.Second))),
+		Warmup:      time.Duration(math.Round(j.WarmupS * float64(time.Second))),
+		Connections: j.Connections,
+		Requests:    j.Requests, Errors: j.Errors, Timeouts: j.Timeouts, BadStatus: j.BadStatus,
 		LateSends: j.LateSends, MaxSendDelay: fromMs(j.MaxSendDelayMs),
 		P50: fromMs(j.P50Ms), P90: fromMs(j.P90Ms), P99: fromMs(j.P99Ms), P999: fromMs(j.P999Ms),
 		Max: fromMs(j.MaxMs), Mean: fromMs(j.MeanMs),
@@ -207,7 +214,11 @@ func (r *Result) WriteText(w io.Writer) error {
 			_, err = fmt.Fprintf(w, format, args...)
 		}
 	}
-	p("%s for %s over %d connections @ %s\n", kind, r.Duration.Round(time.Millisecond), r.Connections, r.URL)
+	warm := ""
+	if r.Warmup > 0 {
+		warm = fmt.Sprintf(" (after %s warm-up)", r.Warmup.Round(time.Millisecond))
+	}
+	p("%s for %s%s over %d connections @ %s\n", kind, r.Duration.Round(time.Millisecond), warm, r.Connections, r.URL)
 	p("  Latency    p50 %-9s p90 %-9s p99 %-9s p99.9 %-9s max %s\n",
 		fmtDur(r.P50), fmtDur(r.P90), fmtDur(r.P99), fmtDur(r.P999), fmtDur(r.Max))
 	p("  Mean       %s\n", fmtDur(r.Mean))

@@ -170,6 +170,7 @@ func Wrk(ctx context.Context, w WrkLoad) (*Result, error) {
 	if r.URL == "" {
 		r.URL = w.URL
 	}
+	r.Warmup = w.Warmup
 	return r, nil
 }
 
