@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/workload"
 )
 
 func init() { Register(func() Experiment { return &threadsExp{} }) }
@@ -96,6 +97,9 @@ func (e *threadsExp) Points(env *Env) []Point {
 
 func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
 	threads := p.Get("threads")
+	if threads == "auto" {
+		threads = workload.ThreadsNative // the encoder's own auto, not corepin's
+	}
 	b, err := runBatch(ctx, env, e.job.argv(threads, false), 1, 1, float64(e.k), runner.Pinned, 0)
 	if err != nil {
 		return nil, err

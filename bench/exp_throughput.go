@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/workload"
 )
 
 func init() { Register(func() Experiment { return &throughputExp{} }) }
@@ -91,7 +92,7 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	var err error
 	if cfg := p.Get("config"); cfg == defaultConfig {
 		// Every job at once, unpinned, the workload choosing its threads.
-		b, err = runBatch(ctx, env, e.job.argv("auto", write), jobs, jobs, float64(n), runner.Unbounded, 0)
+		b, err = runBatch(ctx, env, e.job.argv(workload.ThreadsNative, write), jobs, jobs, float64(n), runner.Unbounded, 0)
 	} else {
 		w, k, _ := strings.Cut(cfg, "x")
 		workers, _ := strconv.Atoi(w)

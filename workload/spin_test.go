@@ -114,6 +114,7 @@ func TestResolveThreads(t *testing.T) {
 		{name: "empty env is unset", spec: "auto", env: "", want: auto},
 		{name: "number beats env", spec: "5", env: "3", want: 5},
 		{name: "more than CPUs", spec: "64", env: "-", want: 64},
+		{name: "native is the program's own default", spec: "native", env: "3", want: 0},
 		{name: "zero", spec: "0", env: "-", wantErr: true},
 		{name: "negative", spec: "-2", env: "-", wantErr: true},
 		{name: "word", spec: "many", env: "-", wantErr: true},

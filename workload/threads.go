@@ -18,12 +18,23 @@ const EnvThreads = "COREPIN_THREADS"
 // ErrInvalid marks options or flags a caller got wrong.
 var ErrInvalid = errors.New("invalid workload option")
 
-// ResolveThreads turns a --threads value into a thread count. "" and "auto"
+// ThreadsNative asks for the program's own default thread count instead of
+// one corepin sizes: ffmpeg's auto (-threads 0; x264 then runs about 1.5
+// frame threads per CPU), and for spin one thread per CPU of the machine
+// (runtime.NumCPU at start-up), as programs that ignore their cpuset do.
+// The threads experiment compares it with threads = CPUs.
+const ThreadsNative = "native"
+
+// ResolveThreads turns a --threads value into a thread count. ThreadsNative
+// gives 0, the program's own default. "" and "auto"
 // mean $COREPIN_THREADS when set, else [AffinityCPUs]; anything else must be
 // a positive integer. It does not cap N at the CPU count: oversubscribing is
 // an experiment corepin runs on purpose.
 func ResolveThreads(spec string) (int, error) {
 	spec = strings.TrimSpace(spec)
+	if spec == ThreadsNative {
+		return 0, nil
+	}
 	if spec == "" || spec == "auto" {
 		if v, ok := os.LookupEnv(EnvThreads); ok && strings.TrimSpace(v) != "" {
 			n, err := parseThreads(v)

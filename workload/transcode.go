@@ -22,7 +22,7 @@ const (
 // TranscodeOptions configures one encode of a clip made by [Clip].
 type TranscodeOptions struct {
 	Clip    string // input file; required
-	Threads int    // -threads for decoder and encoder; required, >= 1
+	Threads int    // -threads for decoder and encoder; 0 leaves both at ffmpeg's auto
 	CRF     int    // x264 constant rate factor, default [DefaultCRF]; 0 is not lossless here, use a negative value for crf 0
 	Preset  string // x264 preset, default [DefaultPreset]
 	Output  string // file to write; "" discards the output (-f null -)
@@ -48,8 +48,8 @@ func (o TranscodeOptions) resolve() (TranscodeOptions, error) {
 	switch {
 	case o.Clip == "":
 		return o, fmt.Errorf("%w: transcode needs a clip", ErrInvalid)
-	case o.Threads < 1:
-		return o, fmt.Errorf("%w: transcode threads %d: want >= 1", ErrInvalid, o.Threads)
+	case o.Threads < 0:
+		return o, fmt.Errorf("%w: transcode threads %d: want >= 1, or 0 for ffmpeg's auto", ErrInvalid, o.Threads)
 	case o.CRF > 51:
 		return o, fmt.Errorf("%w: crf %d: want 0-51", ErrInvalid, o.CRF)
 	case strings.HasPrefix(o.Preset, "-"):
@@ -86,13 +86,15 @@ func TranscodeCommand(opts TranscodeOptions) []string {
 }
 
 func transcodeArgv(o TranscodeOptions) []string {
-	n := strconv.Itoa(o.Threads)
-	argv := []string{
-		o.FFmpeg, "-hide_banner", "-nostdin",
-		"-threads", n, "-i", o.Clip,
-		"-map", "0:v:0", "-an",
-		"-c:v", "libx264", "-preset", o.Preset, "-crf", strconv.Itoa(o.CRF), "-threads", n,
+	var threads []string // none: ffmpeg's auto for decoder and encoder
+	if o.Threads > 0 {
+		threads = []string{"-threads", strconv.Itoa(o.Threads)}
 	}
+	argv := []string{o.FFmpeg, "-hide_banner", "-nostdin"}
+	argv = append(argv, threads...)
+	argv = append(argv, "-i", o.Clip, "-map", "0:v:0", "-an",
+		"-c:v", "libx264", "-preset", o.Preset, "-crf", strconv.Itoa(o.CRF))
+	argv = append(argv, threads...)
 	if o.Output == "" {
 		argv = append(argv, "-f", "null", "-")
 	} else {

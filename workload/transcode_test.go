@@ -39,7 +39,10 @@ func TestTranscodeCommand(t *testing.T) {
 				"-c:v", "libx264", "-preset", "veryfast", "-crf", "0", "-threads", "1", "-y", "/tmp/o.mkv", "-progress", "pipe:1"},
 		},
 		{name: "no clip", opts: TranscodeOptions{Threads: 1}},
-		{name: "no threads", opts: TranscodeOptions{Clip: "in.mkv"}},
+		{name: "native threads leave ffmpeg at its auto", opts: TranscodeOptions{Clip: "in.mkv"}, want: []string{
+			"ffmpeg", "-hide_banner", "-nostdin", "-i", "in.mkv", "-map", "0:v:0", "-an",
+			"-c:v", "libx264", "-preset", "medium", "-crf", "22", "-f", "null", "-", "-progress", "pipe:1"}},
+		{name: "negative threads", opts: TranscodeOptions{Clip: "in.mkv", Threads: -1}},
 		{name: "crf too high", opts: TranscodeOptions{Clip: "in.mkv", Threads: 1, CRF: 52}},
 		{name: "preset like a flag", opts: TranscodeOptions{Clip: "in.mkv", Threads: 1, Preset: "-y"}},
 	} {

@@ -179,7 +179,7 @@ func newTranscodeCmd(e *env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&threads, "threads", "auto", "encoder threads: auto or N (auto: $COREPIN_THREADS, else the CPUs this process may use)")
+	f.StringVar(&threads, "threads", "auto", "encoder threads: auto, N or native (auto: $COREPIN_THREADS, else the CPUs this process may use; native: ffmpeg's own auto)")
 	f.IntVar(&seconds, "seconds", workload.DefaultClipSeconds, "clip length in seconds")
 	f.BoolVar(&quick, "quick", false, fmt.Sprintf("use a %d s clip (unless --seconds is given)", workload.QuickClipSeconds))
 	f.StringVar(&size, "size", fmt.Sprintf("%dx%d", workload.DefaultWidth, workload.DefaultHeight), "clip size WxH (even numbers)")
@@ -233,6 +233,9 @@ func newSpinCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if n == 0 {
+				n = runtime.NumCPU() // native: one per CPU of the machine
+			}
 			// Let every thread run at once, as an encoder's threads would:
 			// GOMAXPROCS may be lower than N (Go sizes it to the cgroup quota).
 			if runtime.GOMAXPROCS(0) < n {
@@ -256,7 +259,7 @@ func newSpinCmd(e *env) *cobra.Command {
 			return err // a stopped spin still reports what it did
 		},
 	}
-	cmd.Flags().StringVar(&threads, "threads", "auto", "spinning threads: auto or N (auto: $COREPIN_THREADS, else the CPUs this process may use)")
+	cmd.Flags().StringVar(&threads, "threads", "auto", "spinning threads: auto, N or native (auto: $COREPIN_THREADS, else the CPUs this process may use; native: one per CPU of the machine)")
 	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to spin")
 	cmd.Flags().Int64Var(&ops, "ops", 0, "spin until this many ops are done, shared by the threads, instead of for --seconds")
 	return cmd
