@@ -106,4 +106,3 @@ func kernelRelease() string {
 	}
 	return unix.ByteSliceToString(u.Release[:])
 }
-
