@@ -36,6 +36,15 @@ const (
 	noDataHeightPx = 120
 )
 
+// sans returns Liberation Sans (embedded in gonum/plot) at size points.
+// Text is measured in it for layout, and the report's CSS asks the browser
+// for the same face (or a metric-compatible one: Arimo, Arial), so
+// labels take the room they were given. gonum/plot's default is the serif
+// variant.
+func sans(size vg.Length) font.Font {
+	return font.Font{Typeface: "Liberation", Variant: "Sans", Size: size}
+}
+
 // seriesColors is the Tableau 10 palette: distinct in hue and lightness
 // and readable for the common forms of colour blindness.
 var seriesColors = []color.RGBA{
@@ -131,16 +140,33 @@ func renderChart(c Chart) (string, error) {
 // labels, a light grid.
 func newPlot(c Chart) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = c.Title
-	p.Title.TextStyle.Font.Size = 12
+	p.Title.Text, p.Title.TextStyle.Font = fitText(p.Title.TextStyle, c.Title, chartW-16, 12, 9)
 	p.Title.Padding = 6
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		a.Label.TextStyle.Font.Size = 10
-		a.Tick.Label.Font.Size = 9
+		a.Label.TextStyle.Font = sans(10)
+		a.Tick.Label.Font = sans(9)
 	}
 	return p
+}
+
+// fitText returns txt and the largest font from size down to minSize in
+// which it fits in width, cutting it short with an ellipsis if it fits in
+// none: gonum/plot does not wrap, and would draw past the edge.
+func fitText(sty text.Style, txt string, width, size, minSize vg.Length) (string, font.Font) {
+	for ; size >= minSize; size-- {
+		sty.Font = sans(size)
+		if sty.Width(txt) <= width {
+			return txt, sty.Font
+		}
+	}
+	sty.Font = sans(minSize)
+	r := []rune(txt)
+	for len(r) > 0 && sty.Width(string(r)+"…") > width {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "…", sty.Font
 }
 
 func addGrid(p *plot.Plot, vertical bool) {
@@ -288,6 +314,9 @@ func barPlot(c Chart) (*plot.Plot, []legendEntry, error) {
 	if p.Y.Min > 0 {
 		p.Y.Min = 0 // bars start at zero
 	}
+	if p.Y.Max > 0 {
+		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.05 // headroom under the title
+	}
 	if len(legend) < 2 {
 		legend = nil
 	}
@@ -361,8 +390,12 @@ func linePlot(c Chart) (*plot.Plot, []legendEntry, error) {
 	} else if ticks, ok := integerTicks(xs); ok && !cdf {
 		p.X.Tick.Marker = ticks
 	}
+	// Room around the data, so end points and their markers are not cut
+	// by the axes or the frame.
+	padAxis(&p.X, 0.03, c.LogX)
+	padAxis(&p.Y, 0.05, false)
 	if cdf && ymin >= 0 && ymax <= 100 {
-		p.Y.Min, p.Y.Max = 0, 100
+		p.Y.Min, p.Y.Max = -2, 102
 		p.Y.Tick.Marker = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 25, Label: "25"},
 			{Value: 50, Label: "50"}, {Value: 75, Label: "75"}, {Value: 90, Label: "90"}, {Value: 100, Label: "100"}}
 	}
@@ -375,6 +408,21 @@ func linePlot(c Chart) (*plot.Plot, []legendEntry, error) {
 		legend = nil
 	}
 	return p, legend, nil
+}
+
+// padAxis widens a's range by frac of its span on each side (by that
+// fraction of its decades on a log axis); an empty range stays as it is.
+func padAxis(a *plot.Axis, frac float64, log bool) {
+	if !(a.Max > a.Min) {
+		return
+	}
+	if log {
+		f := math.Pow(a.Max/a.Min, frac)
+		a.Min, a.Max = a.Min/f, a.Max*f
+		return
+	}
+	d := (a.Max - a.Min) * frac
+	a.Min, a.Max = a.Min-d, a.Max+d
 }
 
 func cmpFloat(a, b float64) int {
@@ -449,8 +497,9 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// grid adapts Chart.Grid (rows of Y, columns of X) to plotter.GridXYZ;
-// cells missing from a short row are NaN.
+// grid adapts Chart.Grid (rows of Y, columns of X) to plotter.GridXYZ
+// with Grid's first row at the top, as in the tables; cells missing from a
+// short row are NaN.
 type grid struct {
 	z          [][]float64
 	cols, rows int
@@ -460,7 +509,8 @@ func (g grid) Dims() (c, r int) { return g.cols, g.rows }
 func (g grid) X(c int) float64  { return float64(c) }
 func (g grid) Y(r int) float64  { return float64(r) }
 func (g grid) Z(c, r int) float64 {
-	if r < len(g.z) && c < len(g.z[r]) {
+	r = g.rows - 1 - r
+	if r >= 0 && r < len(g.z) && c < len(g.z[r]) {
 		return g.z[r][c]
 	}
 	return math.NaN()
@@ -505,16 +555,16 @@ func heatmapPlot(c Chart) (*plot.Plot, error) {
 	for r := range g.rows {
 		for col := range g.cols {
 			v := g.Z(col, r)
-			if !finite(v) {
-				continue
+			lbl, fg := "n/a", color.Color(color.Gray{0x88})
+			if finite(v) {
+				lbl, fg = formatCell(v), labelColor(pal, lo, hi, v)
 			}
-			lbl := formatCell(v)
 			sty := text.Style{
-				Font:    font.From(plot.DefaultFont, size),
+				Font:    sans(size),
 				XAlign:  draw.XCenter,
 				YAlign:  draw.YCenter,
 				Handler: plot.DefaultTextHandler,
-				Color:   labelColor(pal, lo, hi, v),
+				Color:   fg,
 			}
 			if sty.Width(lbl) > cellW*0.95 || size < 6 {
 				continue // too small a cell to label legibly
@@ -533,6 +583,7 @@ func heatmapPlot(c Chart) (*plot.Plot, error) {
 		p.Add(labels)
 	}
 	xl, yl := padLabels(c.XLabels, g.cols), padLabels(c.YLabels, g.rows)
+	slices.Reverse(yl)
 	p.NominalX(xl...)
 	p.NominalY(yl...)
 	p.X.Min, p.X.Max = -0.5, float64(g.cols)-0.5
@@ -548,20 +599,21 @@ func padLabels(l []string, n int) []string {
 	return out
 }
 
-// formatCell prints a heat map value in at most 4 significant digits.
+// formatCell prints a heat map value to 3 significant digits (whole
+// numbers from 1000 up), without trailing zeros or an exponent for the
+// values a report shows: 0.8, 14.9, 1234.
 func formatCell(v float64) string {
 	a := math.Abs(v)
 	switch {
-	case a >= 1000 || a == 0:
+	case a == 0:
+		return "0"
+	case a >= 1000:
 		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 0.01:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a < 0.001:
+		return strconv.FormatFloat(v, 'g', 2, 64)
 	}
-	return strconv.FormatFloat(v, 'g', 2, 64)
+	scale := math.Pow(10, 2-math.Floor(math.Log10(a)))
+	return strconv.FormatFloat(math.Round(v*scale)/scale, 'f', -1, 64)
 }
 
 // labelColor is white on a dark cell, black on a light one.
@@ -616,7 +668,7 @@ func (m multiThumb) Thumbnail(c *draw.Canvas) {
 // covers data, which gonum/plot's legend inside the data area can.
 func drawLegend(c draw.Canvas, entries []legendEntry) vg.Length {
 	sty := text.Style{
-		Font:    font.From(plot.DefaultFont, 9),
+		Font:    sans(9),
 		XAlign:  draw.XLeft,
 		YAlign:  draw.YCenter,
 		Handler: plot.DefaultTextHandler,

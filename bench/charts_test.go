@@ -224,3 +224,15 @@ func TestLogTicks(t *testing.T) {
 		})
 	}
 }
+
+func TestRenderChartLongTitle(t *testing.T) {
+	long := strings.Repeat("a very long chart title ", 12) + "END"
+	rc := RenderChart(Chart{Kind: ChartBar, Title: long, Series: []Series{{Y: []float64{1, 2}}}})
+	checkSVG(t, rc.SVG)
+	if !strings.Contains(rc.SVG, "…</text>") {
+		t.Errorf("a title wider than the chart is not cut short with an ellipsis")
+	}
+	if !strings.Contains(rc.SVG, `aria-label="`+long+`"`) {
+		t.Errorf("the svg's aria-label lacks the whole title")
+	}
+}

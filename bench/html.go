@@ -80,8 +80,26 @@ type htmlChart struct {
 	Title string
 	// SVG comes from RenderChart only; it is the one value the template
 	// does not escape.
-	SVG  template.HTML
-	Note string
+	SVG template.HTML
+	// Hint says how to read the chart; Note why it is a placeholder.
+	Hint, Note string
+}
+
+// chartHint says how to read a chart of kind, for its caption.
+func chartHint(c Chart) string {
+	switch c.Kind {
+	case ChartBox:
+		return "Boxes span the middle half of the repeats with a line at the median; whiskers reach the furthest repeat within 1.5 box heights, circles mark repeats beyond."
+	case ChartHeatmap:
+		return "Colour and number give each cell's value (blue low, red high); n/a: not measured."
+	case ChartCDF:
+		h := "Each line gives the percentage of requests served within a latency: further left is faster, and the top of the curve is the tail."
+		if c.LogX {
+			h += " Latency on a logarithmic scale."
+		}
+		return h
+	}
+	return c.Title
 }
 
 func newHTMLReport(r Report) htmlReport {
@@ -120,6 +138,7 @@ func newHTMLReport(r Report) htmlReport {
 				Kind:  c.Kind,
 				Title: c.Title,
 				SVG:   template.HTML(rc.SVG),
+				Hint:  chartHint(c),
 				Note:  rc.Note,
 			})
 		}
@@ -306,7 +325,7 @@ pre.cmd{background:#1f2328;color:#e6edf3}
 .error{background:#fdecec;border-left:5px solid #c01c28;padding:.7em 1em;margin:.8em 0;border-radius:0 6px 6px 0}
 .meta{color:var(--muted);font-size:.9em;margin:-.3em 0 .6em}
 .charts{display:flex;flex-wrap:wrap;gap:1em}
-figure.chart{margin:0;flex:0 1 auto;max-width:100%;border:1px solid var(--line);border-radius:6px;padding:.4em;background:#fff}
+figure.chart{margin:0;flex:0 0 auto;width:calc(640px + .8em + 2px);max-width:100%;border:1px solid var(--line);border-radius:6px;padding:.4em;background:#fff}
 figure.chart svg{display:block;max-width:100%;height:auto}
 figure.chart svg text{font-family:"Liberation Sans",Arimo,Arial,Helvetica,sans-serif !important}
 figcaption{font-size:.88em;color:var(--muted);padding:.2em .3em 0}
@@ -341,7 +360,7 @@ figcaption{font-size:.88em;color:var(--muted);padding:.2em .3em 0}
 {{if .Charts}}<div class="charts">
 {{range .Charts}}<figure class="chart" id="{{.ID}}" data-kind="{{.Kind}}">
 {{.SVG}}
-<figcaption>{{.Title}}{{with .Note}} — {{.}}{{end}}</figcaption>
+<figcaption>{{.Hint}}{{with .Note}} ({{.}}){{end}}</figcaption>
 </figure>
 {{end}}</div>{{end}}
 {{range .Analysis.Tables}}<h3>{{.Title}}</h3>
