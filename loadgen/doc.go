@@ -52,7 +52,13 @@
 // latency, the quantity under study. `corepin serve cpu` runs it as a
 // process and prints its address as the first line of stdout.
 //
-// What this package does not do: pin itself or the service to CPUs (run it
-// under corepin run or an affinity mask), send anything but GET, or speak
-// HTTP/2.
+// StartService starts such a service as a child process through any start
+// function (plain exec.Cmd.Start, or one that starts it inside a cgroup or
+// under an affinity mask), reads the announced address and stops it with
+// SIGTERM.
+//
+// What this package does not do: pin itself or the service to CPUs (a
+// bench places `corepin serve cpu` and `corepin load -o json` as child
+// processes with the enforce package, and reads the load's Result back with
+// json.Unmarshal), send anything but GET, or speak HTTP/2.
 package loadgen

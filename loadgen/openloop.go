@@ -52,8 +52,8 @@ func (l Load) Validate() error {
 		return fmt.Errorf("parsing url: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		return fmt.Errorf("url %q: want http://host[:port]/path", l.URL)
-	case !(l.Rate > 0):
-		return fmt.Errorf("rate %v: want more than 0 requests per second", l.Rate)
+	case !(l.Rate > 0) || l.Rate > maxRate:
+		return fmt.Errorf("rate %v: want more than 0 and at most %g requests per second", l.Rate, maxRate)
 	case l.Duration <= 0:
 		return fmt.Errorf("duration %s: want more than 0", l.Duration)
 	case l.Warmup < 0:
@@ -65,6 +65,10 @@ func (l Load) Validate() error {
 	}
 	return nil
 }
+
+// maxRate is far above what one generator process can send; it keeps the
+// request count of absurd inputs finite.
+const maxRate = 1e6
 
 // ErrInvalidLoad wraps the errors of Load.Validate returned by OpenLoop.
 var ErrInvalidLoad = errors.New("invalid load")

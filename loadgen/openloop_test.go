@@ -163,6 +163,7 @@ func TestLoadValidate(t *testing.T) {
 		{name: "ftp", edit: func(l *Load) { l.URL = "ftp://x/" }},
 		{name: "zero rate", edit: func(l *Load) { l.Rate = 0 }},
 		{name: "NaN rate", edit: func(l *Load) { l.Rate = math.NaN() }},
+		{name: "absurd rate", edit: func(l *Load) { l.Rate = 1e12 }},
 		{name: "zero duration", edit: func(l *Load) { l.Duration = 0 }},
 		{name: "negative warmup", edit: func(l *Load) { l.Warmup = -time.Second }},
 		{name: "negative connections", edit: func(l *Load) { l.Connections = -1 }},
