@@ -110,9 +110,9 @@ func (j *job) argv(threads string, write bool) []string {
 // work returns how much a finished job did, in j.unit, from its report.
 func (j *job) work(r runner.JobResult) float64 {
 	if j.kind == WorkloadTranscode {
-		return r.FPS * r.WallS
+		return float64(r.Frames)
 	}
-	return r.OpsPerSec * r.WallS
+	return float64(r.Ops)
 }
 
 // batchResult summarises one batch run by an experiment.

@@ -64,6 +64,9 @@ type JobResult struct {
 	// a JSON object with "fps" or "ops_per_s" (corepin workload -o json).
 	FPS       float64 `json:"fps,omitempty"`
 	OpsPerSec float64 `json:"ops_per_s,omitempty"`
+	// Frames and Ops are the work the report says was done.
+	Frames int64 `json:"frames,omitempty"`
+	Ops    int64 `json:"ops,omitempty"`
 }
 
 // Efficiency is CPU time over the CPU time the job was given (wall x K).
@@ -333,7 +336,8 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 	if ctx.Err() != nil && out.Error == "" {
 		out.Error = "killed: batch stopped"
 	}
-	out.FPS, out.OpsPerSec = workloadRates(stdout.bytes())
+	rep := workloadReport(stdout.bytes())
+	out.FPS, out.OpsPerSec, out.Frames, out.Ops = rep.FPS, rep.OpsPerSec, rep.Frames, rep.Ops
 	out.StdoutTail = stdout.tail(limit)
 	out.StderrTail = stderr.tail(limit)
 	if r.Output != nil {
@@ -373,22 +377,29 @@ func (t *tailBuffer) tail(n int) string {
 	return string(b)
 }
 
-// workloadRates reads fps and ops_per_s from the last non-empty line of a
-// job's stdout when that line is a JSON object.
-func workloadRates(stdout []byte) (fps, ops float64) {
-	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
-	last := bytes.TrimSpace(lines[len(lines)-1])
-	if len(last) == 0 || last[0] != '{' {
-		return 0, 0
+// rates is what a workload report says it did.
+type rates struct {
+	FPS       float64 `json:"fps"`
+	OpsPerSec float64 `json:"ops_per_s"`
+	Frames    int64   `json:"frames"`
+	Ops       int64   `json:"ops"`
+}
+
+// workloadReport reads the last JSON object a job printed on stdout
+// (corepin workload -o json prints one, indented), after any other output.
+func workloadReport(stdout []byte) rates {
+	var v rates
+	i := bytes.LastIndex(stdout, []byte("\n{"))
+	if i < 0 {
+		if !bytes.HasPrefix(stdout, []byte("{")) {
+			return v
+		}
+		i = -1
 	}
-	var v struct {
-		FPS       float64 `json:"fps"`
-		OpsPerSec float64 `json:"ops_per_s"`
+	if json.Unmarshal(stdout[i+1:], &v) != nil {
+		return rates{}
 	}
-	if json.Unmarshal(last, &v) != nil {
-		return 0, 0
-	}
-	return v.FPS, v.OpsPerSec
+	return v
 }
 
 // shellJoin renders argv as a shell would need it typed, for display.

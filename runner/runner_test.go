@@ -98,12 +98,15 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestWorkloadRates(t *testing.T) {
-	fps, ops := workloadRates([]byte("log line\n{\"workload\":\"transcode\",\"fps\":24.5}\n"))
-	if fps != 24.5 || ops != 0 {
-		t.Errorf("workloadRates = %v, %v", fps, ops)
+	r := workloadReport([]byte("log line\n{\"workload\":\"transcode\",\"fps\":24.5,\"frames\":30}\n"))
+	if r.FPS != 24.5 || r.Frames != 30 || r.OpsPerSec != 0 {
+		t.Errorf("workloadReport = %+v", r)
 	}
-	if fps, _ := workloadRates([]byte("not json\n")); fps != 0 {
-		t.Errorf("workloadRates(text) = %v", fps)
+	if r := workloadReport([]byte("note\n{\n  \"workload\": \"spin\",\n  \"ops_per_s\": 12.5,\n  \"ops\": 7\n}\n")); r.OpsPerSec != 12.5 || r.Ops != 7 {
+		t.Errorf("workloadReport(indented) = %+v", r)
+	}
+	if r := workloadReport([]byte("not json\n")); r != (rates{}) {
+		t.Errorf("workloadReport(text) = %+v", r)
 	}
 }
 

@@ -23,8 +23,8 @@ type Summary struct {
 	MeanEfficiency float64 `json:"mean_cpu_efficiency"`
 	Migrations     int64   `json:"migrations"`
 	ThrottledS     float64 `json:"throttled_s"`
-	// FramesPerSec sums the jobs' fps over the batch's elapsed time share:
-	// total frames encoded / elapsed (0 when jobs report no fps).
+	// FramesPerSec is the frames all jobs reported over the batch's elapsed
+	// time (0 when jobs report no frames).
 	FramesPerSec float64 `json:"frames_per_s,omitempty"`
 }
 
@@ -42,7 +42,7 @@ func Summarize(results []JobResult, elapsed time.Duration) Summary {
 		eff += r.Efficiency()
 		s.Migrations += r.Migrations
 		s.ThrottledS += r.ThrottledS
-		frames += r.FPS * r.WallS
+		frames += float64(r.Frames)
 	}
 	if len(walls) == 0 {
 		return s
