@@ -313,6 +313,11 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 			return rep, err
 		}
 		m, err := e.Run(ctx, env, points[t.point])
+		for k, v := range m {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				delete(m, k) // not measured; JSON and the database have no NaN
+			}
+		}
 		pr := &rep.Points[t.point]
 		if err != nil {
 			pr.Errors = append(pr.Errors, err.Error())

@@ -196,3 +196,23 @@ func TestRebuildFromStore(t *testing.T) {
 		t.Errorf("report lacks the recommendation or refers to the network")
 	}
 }
+
+func TestReportJSONRoundTrip(t *testing.T) {
+	r := Report{Experiments: []ExperimentReport{{Name: "x", Points: []PointResult{{Point: P("b", 1, "a", 2), Repeats: []Metrics{{"v": 1}}}},
+		Analysis: Analysis{Charts: []Chart{{Kind: ChartHeatmap, Grid: [][]float64{{1, math.NaN()}}, Series: []Series{{Name: "s", Y: []float64{math.Inf(1), 2}, Values: [][]float64{{math.NaN()}}}}}}}}}}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	c := back.Experiments[0].Analysis.Charts[0]
+	if c.Grid[0][0] != 1 || !math.IsNaN(c.Grid[0][1]) || !math.IsNaN(c.Series[0].Y[0]) || c.Series[0].Y[1] != 2 || !math.IsNaN(c.Series[0].Values[0][0]) {
+		t.Errorf("chart after round trip = %+v", c)
+	}
+	if got := back.Experiments[0].Points[0].Point.Label(); got != "b=1 a=2" {
+		t.Errorf("point = %q, want key order kept", got)
+	}
+}

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+)
+
+// JSON has no NaN or infinity; charts use NaN for "not measured". On the
+// wire such values are null.
+
+func nullable(xs []float64) []*float64 {
+	if xs == nil {
+		return nil
+	}
+	out := make([]*float64, len(xs))
+	for i, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			out[i] = &xs[i]
+		}
+	}
+	return out
+}
+
+func fromNullable(xs []*float64) []float64 {
+	if xs == nil {
+		return nil
+	}
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.NaN()
+		if x != nil {
+			out[i] = *x
+		}
+	}
+	return out
+}
+
+type seriesJSON struct {
+	Name   string       `json:"name"`
+	Values [][]*float64 `json:"values,omitempty"`
+	X      []*float64   `json:"x,omitempty"`
+	Y      []*float64   `json:"y,omitempty"`
+}
+
+// MarshalJSON writes non-finite values as null.
+func (s Series) MarshalJSON() ([]byte, error) {
+	j := seriesJSON{Name: s.Name, X: nullable(s.X), Y: nullable(s.Y)}
+	for _, v := range s.Values {
+		j.Values = append(j.Values, nullable(v))
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads nulls back as NaN.
+func (s *Series) UnmarshalJSON(b []byte) error {
+	var j seriesJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Series{Name: j.Name, X: fromNullable(j.X), Y: fromNullable(j.Y)}
+	for _, v := range j.Values {
+		s.Values = append(s.Values, fromNullable(v))
+	}
+	return nil
+}
+
+type chartAlias Chart
+
+type chartJSON struct {
+	chartAlias
+	Grid [][]*float64 `json:"grid,omitempty"`
+}
+
+// MarshalJSON writes non-finite grid cells as null.
+func (c Chart) MarshalJSON() ([]byte, error) {
+	j := chartJSON{chartAlias: chartAlias(c)}
+	j.chartAlias.Grid = nil
+	for _, row := range c.Grid {
+		j.Grid = append(j.Grid, nullable(row))
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads null grid cells back as NaN.
+func (c *Chart) UnmarshalJSON(b []byte) error {
+	var j chartJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = Chart(j.chartAlias)
+	c.Grid = nil
+	for _, row := range j.Grid {
+		c.Grid = append(c.Grid, fromNullable(row))
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a point's object keeping its key order.
+func (p *Point) UnmarshalJSON(b []byte) error {
+	q, err := ParsePoint(b)
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
