@@ -1,4 +1,112 @@
 // Package alloc decides which logical CPUs each workload gets. It is pure
-// and deterministic: no I/O, no clocks, no global state, and the same
-// State and Request always give the same Placement.
+// and deterministic: no I/O, no clocks, no global state, no dependence on
+// map iteration order. The same State and Request always give the same
+// Placement, and Release undoes an Allocate exactly.
+//
+// # Using it
+//
+// NewState takes a topology.Topology and a Config (engine, kubelet option
+// names, reserved CPUs). Assign records workloads already placed;
+// Allocate places a Request and records it; Release frees it. Quality and
+// Fragmentation measure a set of CPUs against the state; Pools returns the
+// CPU set of each QoS class. A decision reuses buffers held in the State,
+// so its cost and memory do not grow with the number of assignments (see
+// bench_test.go); a simulator can churn one State, or Clone it per branch.
+//
+// A request the state cannot satisfy fails with a Rejection naming the
+// constraint and what would satisfy it, for example
+//
+//	single-numa-node: 24 CPUs needed on one NUMA node; the most free on any node is 16 (node 1)
+//
+// A request or configuration that is wrong as written (an unknown policy
+// name, options kubelet refuses together) fails with ErrInvalid.
+//
+// # QoS classes
+//
+// SYSTEM runs on the reserved CPUs. LSE gets an exclusive set shared with
+// nobody. LSR gets an exclusive set that best-effort work may borrow while
+// it is idle. LS shares the pool of every CPU not held by LSE or LSR (and
+// not reserved, under strict-cpu-reservation); its requests may be
+// fractional and are admitted while their quotas fit the pool. BE gets the
+// LS pool plus the LSR CPUs; its size is the agent's business at run time.
+//
+// # Engines
+//
+// Policy "kubelet" reproduces the kubelet static CPU manager policy
+// (Kubernetes v1.36, pkg/kubelet/cm/cpumanager) choice for choice: whole
+// NUMA nodes or sockets first (whichever is larger first), uncore caches
+// with prefer-align-cpus-by-uncorecache, whole cores (skipped with
+// distribute-cpus-across-cores), then single threads, always from the most
+// allocated unit first and the lowest id on ties; distribute-cpus-across-numa
+// with kubelet's balance score; full-pcpus-only with its SMT alignment
+// errors; align-by-socket; strict-cpu-reservation; --reserved-cpus or a
+// reserved count chosen the way kubelet chooses it; and the option pairs
+// kubelet refuses. The topology policies give the NUMA hint kubelet's
+// Topology Manager would merge from the CPU manager alone. The 95 cases of
+// testdata/kubelet_cases.json are kubelet's own published expectations
+// (cpu_assignment_test.go and policy_static_test.go tables, with their
+// topologies); all pass. It departs from kubelet in three places:
+//
+//   - NUMA hints are computed directly, not by enumerating 2^n node masks:
+//     the narrowest mask that holds the request, lowest mask on ties, found
+//     node by node. The result is the same; the cost is O(n^2 log n), so
+//     there is no 8-node limit. With align-by-socket, a socket-aligned hint
+//     is recognised on the narrowest feasible mask only.
+//   - kubelet judges a socket or core "free" by comparing its free count with
+//     the machine-wide average size, and then claims all of its CPUs. On
+//     machines with uneven units (offline CPUs, hybrid cores) that can hand
+//     out a CPU another container holds. corepin claims only free CPUs, so
+//     it agrees with kubelet on every uniform machine and never double-books.
+//   - distribute-cpus-across-numa keeps kubelet's subset search, which is
+//     exponential in the number of NUMA nodes, as kubelet's is.
+//
+// Koordinator's bind, exclusive and NUMA strategies are not kubelet
+// concepts: the kubelet engine refuses requests that set them.
+//
+// Policy "corepin" (the default) is corepin's own placement. For an
+// exclusive request it looks for the smallest unit that holds it: one L3
+// group, else one NUMA node (or socket, whichever nests inside the other),
+// else the fewest NUMA nodes, closest by NUMA distance, fewest sockets, then
+// the fullest. Within a unit it fills children largest first until the rest
+// fits one child, gives the rest to the child that fits it most tightly
+// (best fit, so whole free units stay whole), and takes CPUs of whole free
+// cores before CPUs of cores another workload uses. It runs twice, once
+// counting every free CPU and once counting only whole free cores, and keeps
+// the better placement by (NUMA nodes, sockets, L3 groups, shared cores).
+//
+// It honours Koordinator's vocabulary: bind FullPCPUs (whole cores only;
+// also what full-pcpus-only means here) and SpreadByPCPUs (one thread per
+// core first; also what distribute-cpus-across-cores means here); exclusive
+// PCPULevel (avoid cores holding another PCPULevel workload) and
+// NUMANodeLevel (avoid nodes holding another NUMANodeLevel workload); NUMA
+// strategies MostAllocated (pack), LeastAllocated (the emptiest node) and
+// DistributeEvenly (an even split over the fewest nodes that can take
+// equal shares; also what distribute-cpus-across-numa means here). The
+// topology policies restricted and single-numa-node refuse placements that
+// span more nodes than the machine needs for the request, or more than one.
+//
+// Where it departs from kubelet, and why:
+//
+//   - L3 first. kubelet looks at uncore caches only with an option and only
+//     after whole nodes and sockets; corepin always looks for a single L3
+//     group first, because a workload inside one last-level cache is the
+//     best-placed case the field measured.
+//   - Fit, not order. kubelet walks units from the most allocated and takes
+//     what they have, so a request that fits one node can straddle two when
+//     the fuller node is too small. corepin first finds the units that can
+//     hold the whole request and picks the tightest of those.
+//   - No shared cores when avoidable. kubelet finishes an odd request with a
+//     thread of a half-used core; corepin prefers a thread of a whole free
+//     core, so an exclusive set shares no physical core with another
+//     workload unless the alternative spans more NUMA nodes, sockets or L3
+//     groups. It ranks NUMA nodes over sockets over L3 groups over shared
+//     cores; TestCorepinAlignedAtLeastAsWellAsKubelet checks on random
+//     states of every fixture and synthetic shape that corepin is never
+//     worse than kubelet in that order. A single lower-ranked metric can be
+//     worse when a higher one pays for it (one L3 group instead of two, at
+//     the price of a shared core); that test counts those trades.
+//   - Speed. Free counts per core, L3 group and node are kept as the state
+//     changes, so a decision is a few passes over the cores, with no
+//     per-decision maps: microseconds where kubelet takes milliseconds on a
+//     256-CPU machine.
 package alloc

@@ -27,7 +27,9 @@ func shapeJSON(t testing.TB, s topology.Shape) string {
 // 2 sockets x 1 node x 2 L3 x 4 cores x 2 threads: CPU c and c+16 are siblings.
 var planShape = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 2, CoresPerL3: 4, ThreadsPerCore: 2}
 
-func noLive() (*topology.Topology, error) { return nil, errors.New("live discovery not expected in this test") }
+func noLive() (*topology.Topology, error) {
+	return nil, errors.New("live discovery not expected in this test")
+}
 
 func TestPlanResults(t *testing.T) {
 	topo := shapeJSON(t, planShape)
@@ -78,7 +80,6 @@ func TestPlanResults(t *testing.T) {
 		})
 	}
 }
-
 
 func ptr(s string) *string { return &s }
 
