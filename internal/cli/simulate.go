@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/sim"
+	"github.com/corepin/corepin/topology"
+)
+
+const simulateUsage = `Replays a workload trace over N identical nodes, once per cluster policy,
+and compares them side by side: jobs admitted and rejected (and how many
+rejections were avoidable because another node could have taken the job),
+alignment of the exclusive placements (NUMA nodes, L3 groups and sockets
+spanned, cores shared: mean and p99), fragmentation over time (free whole
+cores, L3 groups and NUMA nodes) and decisions per second. Nothing on any
+machine is changed: every node decision is corepin plan's.
+
+Trace (JSON lines, in time order; t in seconds):
+  {"t": 12.5, "op": "arrive", "id": "job-17", "request": {"cpus": 4, "qos": "LSE", "bind": "FullPCPUs"}}
+  {"t": 40.0, "op": "depart", "id": "job-17"}
+  A request has the keys of a corepin plan request: cpus (fractions for LS and
+  BE), qos (LSE, LSR, LS, BE), bind, exclusive, numa, topology_policy. An
+  unknown key or op, a depart before its arrive, a second arrive of a present
+  id or a time going backwards is an error naming the line (exit 2).
+
+Scenarios (--policies, default all):
+  kubelet-packed        kubelet static policy, no options
+  kubelet-distributed   kubelet static policy, distribute-cpus-across-numa
+  koord-most            Koordinator NUMA strategy MostAllocated, bind FullPCPUs
+  koord-least           Koordinator NUMA strategy LeastAllocated, bind FullPCPUs
+  corepin               corepin's engine, requests as written
+  kubelet:OPT+OPT, corepin:OPT+OPT   an engine with kubelet option names
+  kubelet scenarios drop a request's bind, exclusive and numa (kubelet has none).
+
+Node choice (--node-choice, default both):
+  first-fit   the first node whose uncommitted CPUs cover the request, as
+              kube-scheduler's resource fit; the node may then refuse it
+              (kubelet's TopologyAffinityError) and it is not retried
+  best-fit    nodes ranked by free aligned capacity (fits one L3 group, then
+              one NUMA node, tightest first), tried in that order: a central
+              scheduler that sees each node's topology
+
+--topology-policy is the nodes' Topology Manager policy for requests that name
+none. Its default here is single-numa-node, where topology decides admission;
+kubelet's own default is none.
+
+Generators (--gen farm|mixed, or "corepin simulate gen" to write a trace):
+  farm    transcode farm: LSE jobs of 2, 4, 6 or 8 CPUs
+  mixed   LS/BE fleet: long-lived LSE and LSR services, LS with fractional
+          quotas, BE filler
+  Poisson arrivals and exponential durations; without --arrival-rate the rate
+  keeps --utilization (default 0.8) of the cluster's CPUs busy.
+
+Examples:
+  # Compare every policy on a generated transcode farm, 100 nodes of a saved machine
+  corepin simulate --gen farm --jobs 20000 --nodes 100 --sysfs-root ./dumps/128arm
+
+  # Replay your own trace with two policies, best fit only, as JSON
+  corepin simulate --trace jobs.jsonl --topology topo.json --policies corepin,kubelet-packed --node-choice best-fit -o json
+
+  # Write a trace to edit or keep
+  corepin simulate gen mixed --jobs 5000 --seed 7 --capacity 12800 > fleet.jsonl`
+
+const simulateGenUsage = `Writes a generated trace (JSON lines, see corepin simulate --help) to stdout.
+
+  farm    transcode farm: LSE jobs of 2, 4, 6 or 8 CPUs
+  mixed   LS/BE fleet: LSE services (2-8 CPUs, 15%, 10x the mean duration),
+          LSR services (2-4 CPUs, 10%, 10x), LS (0.5-4 CPUs, 35%, 1x),
+          BE filler (1-4 CPUs, 40%, 0.5x; not counted in the load)
+
+Inter-arrival times and durations are exponential, drawn from --seed. Without
+--arrival-rate, the rate keeps --utilization of --capacity CPUs busy.
+
+Examples:
+  corepin simulate gen farm --jobs 20000 --seed 1 --capacity 12800 > farm.jsonl
+  corepin simulate gen mixed --jobs 5000 --arrival-rate 10 --mean-duration 120 > fleet.jsonl`
+
+func init() { register(newSimulateCmd) }
+
+type genFlags struct {
+	jobs         int
+	seed         uint64
+	arrivalRate  float64
+	meanDuration float64
+	utilization  float64
+}
+
+func (g *genFlags) add(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&g.jobs, "jobs", 2000, "jobs to generate")
+	cmd.Flags().Uint64Var(&g.seed, "seed", 1, "random seed (the same seed gives the same trace)")
+	cmd.Flags().Float64Var(&g.arrivalRate, "arrival-rate", 0, "jobs per second (0: derived from --utilization)")
+	cmd.Flags().Float64Var(&g.meanDuration, "mean-duration", 60, "mean job duration in seconds")
+	cmd.Flags().Float64Var(&g.utilization, "utilization", 0.8, "share of the cluster's CPUs the offered load keeps busy")
+}
+
+func (g *genFlags) generate(kind string, capacity int) ([]sim.Event, error) {
+	cfg := sim.GenConfig{Jobs: g.jobs, Seed: g.seed, ArrivalRate: g.arrivalRate, MeanDuration: g.meanDuration,
+		Capacity: capacity, Utilization: g.utilization}
+	if g.jobs < 1 {
+		return nil, Usagef("--jobs %d: want 1 or more", g.jobs)
+	}
+	if g.meanDuration <= 0 || g.utilization <= 0 || g.arrivalRate < 0 {
+		return nil, Usagef("--mean-duration and --utilization must be above 0, --arrival-rate not below 0")
+	}
+	var evs []sim.Event
+	var err error
+	switch kind {
+	case "farm":
+		evs, err = sim.Farm(cfg)
+	case "mixed":
+		evs, err = sim.Mixed(cfg)
+	default:
+		return nil, Usagef("unknown generator %q: want farm or mixed", kind)
+	}
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return evs, nil
+}
+
+func newSimulateCmd(e *env) *cobra.Command {
+	var (
+		tracePath, gen, sysfsRoot, topoPath string
+		policies, nodeChoice, topoPolicy    string
+		reserved                            string
+		nodes, sampleEvery, parallel        int
+		g                                   genFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate (--trace FILE|- | --gen farm|mixed) [--nodes N] [--sysfs-root DIR | --topology FILE]",
+		Short: "Compare cluster placement policies by replaying a workload trace over N nodes",
+		Long:  simulateUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (tracePath == "") == (gen == "") {
+				return Usagef("give either --trace FILE (or - for stdin) or --gen farm|mixed")
+			}
+			if nodes < 1 {
+				return Usagef("--nodes %d: want 1 or more", nodes)
+			}
+			if tracePath != "" {
+				for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
+					if cmd.Flags().Changed(f) {
+						return Usagef("--%s applies to --gen, not --trace", f)
+					}
+				}
+			}
+			topo, err := simTopology(cmd, sysfsRoot, topoPath)
+			if err != nil {
+				return err
+			}
+			res, err := cpuset.Parse(strings.TrimSpace(reserved))
+			if err != nil {
+				return Usagef("--reserved-cpus: %v", err)
+			}
+			runs, err := simRuns(policies, nodeChoice)
+			if err != nil {
+				return err
+			}
+			tp := alloc.TopologyPolicy(topoPolicy)
+			switch tp {
+			case alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:
+			default:
+				return Usagef("--topology-policy %q: want none, best-effort, restricted or single-numa-node", topoPolicy)
+			}
+			cfg := sim.Config{Topology: topo, Nodes: nodes, Reserved: res, TopologyPolicy: tp, SampleEvery: sampleEvery, Parallel: parallel}
+			var evs []sim.Event
+			if gen != "" {
+				capacity := nodes * topo.Allowed().Difference(res).Size()
+				if evs, err = g.generate(gen, capacity); err != nil {
+					return err
+				}
+			} else if evs, err = readTraceArg(e, tracePath); err != nil {
+				return err
+			}
+			rep, err := sim.Replay(evs, cfg, runs)
+			if errors.Is(err, sim.ErrBadTrace) || errors.Is(err, sim.ErrBadConfig) || errors.Is(err, alloc.ErrInvalid) {
+				return &UsageError{Err: err}
+			}
+			if err != nil {
+				return err
+			}
+			if e.JSON() {
+				return e.PrintJSON(rep)
+			}
+			return renderSimulation(e.stdout, rep)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tracePath, "trace", "", "trace file in JSON lines, - for stdin")
+	f.StringVar(&gen, "gen", "", "generate the trace instead: farm or mixed")
+	f.IntVar(&nodes, "nodes", 100, "nodes in the cluster, each a copy of the topology")
+	f.StringVar(&sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node machine (default: this machine)")
+	f.StringVar(&topoPath, "topology", "", "node machine as corepin topo -o json output (a file, - for stdin)")
+	f.StringVar(&policies, "policies", "all", "comma-separated scenarios, or all")
+	f.StringVar(&nodeChoice, "node-choice", "both", "first-fit, best-fit or both")
+	f.StringVar(&topoPolicy, "topology-policy", string(alloc.TopologySingleNUMANode), "the nodes' Topology Manager policy for requests that name none")
+	f.StringVar(&reserved, "reserved-cpus", "", "CPUs each node keeps for the system (Linux list)")
+	f.IntVar(&sampleEvery, "sample-every", 0, "fragmentation sample every K events (0: about 200 samples)")
+	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "scenarios replayed at once (timings are per scenario)")
+	g.add(cmd)
+	cmd.AddCommand(newSimulateGenCmd(e))
+	return cmd
+}
+
+func newSimulateGenCmd(e *env) *cobra.Command {
+	var (
+		g        genFlags
+		capacity int
+	)
+	cmd := &cobra.Command{
+		Use:       "gen farm|mixed [--jobs N] [--seed S] [--arrival-rate R] [--mean-duration D] [--capacity CPUS]",
+		Short:     "Write a generated workload trace (transcode farm or LS/BE fleet) to stdout",
+		Long:      simulateGenUsage,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"farm", "mixed"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if capacity < 1 && g.arrivalRate == 0 {
+				return Usagef("--capacity %d: want the cluster's CPUs (1 or more), or give --arrival-rate", capacity)
+			}
+			evs, err := g.generate(args[0], capacity)
+			if err != nil {
+				return err
+			}
+			return sim.WriteTrace(e.stdout, evs)
+		},
+	}
+	g.add(cmd)
+	cmd.Flags().IntVar(&capacity, "capacity", 6400, "the cluster's CPUs, to derive the arrival rate (default: 100 nodes of 64)")
+	return cmd
+}
+
+// simTopology loads the node machine from a sysfs dump, a topo JSON file or
+// this machine.
+func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topology, error) {
+	if sysfsRoot != "" && topoPath != "" {
+		return nil, Usagef("give either --sysfs-root or --topology, not both")
+	}
+	if topoPath == "" {
+		if sysfsRoot == "" {
+			sysfsRoot = "/"
+		}
+		return loadTopology(sysfsRoot)
+	}
+	var data []byte
+	var err error
+	if topoPath == "-" {
+		data, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		data, err = os.ReadFile(topoPath)
+	}
+	if err != nil {
+		return nil, Usagef("--topology: %v", err)
+	}
+	var doc topology.Doc
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, Usagef("--topology %s: parsing: %v", topoPath, err)
+	}
+	t, err := topology.FromDoc(doc)
+	if err != nil {
+		return nil, Usagef("--topology %s: %v", topoPath, err)
+	}
+	return t, nil
+}
+
+func simRuns(policies, nodeChoice string) ([]sim.Run, error) {
+	choices, err := sim.ParseNodeChoice(nodeChoice)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	var scen []sim.Scenario
+	if policies == "all" || policies == "" {
+		scen = sim.Scenarios()
+	} else {
+		for _, name := range strings.Split(policies, ",") {
+			s, err := sim.ParseScenario(strings.TrimSpace(name))
+			if err != nil {
+				return nil, &UsageError{Err: err}
+			}
+			scen = append(scen, s)
+		}
+	}
+	return sim.Runs(scen, choices), nil
+}
+
+func readTraceArg(e *env, path string) ([]sim.Event, error) {
+	var r io.Reader = e.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, Usagef("--trace: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	evs, err := sim.ReadTrace(r)
+	if errors.Is(err, sim.ErrBadTrace) {
+		return nil, &UsageError{Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// renderSimulation prints one row per run, hyperfine-like: the counts, the
+// alignment of exclusive placements as mean/p99, the mean free whole units
+// per node, and the decision rate.
+func renderSimulation(w io.Writer, rep sim.Report) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d jobs (%d events, %.0f s of trace) over %d nodes of %s, %d schedulable CPUs each; topology policy %s\n\n",
+		rep.Jobs, rep.Events, rep.SpanSeconds, rep.Nodes, rep.Topology, rep.NodeCPUs, rep.TopologyPolicy)
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tNODE CHOICE\tADMITTED\tREJECTED\tAVOIDABLE\tNUMA\tL3\tSOCKETS\tSHARED CORES\tFREE CORES\tFREE L3\tFREE NUMA\tBUSY\tDECISIONS/S\t")
+	n := float64(rep.Nodes)
+	for _, r := range rep.Results {
+		m := r.Fragmentation.Mean
+		busy := 0.0
+		if rep.NodeCPUs > 0 {
+			busy = 100 * (m.ExclusiveCPUs + m.LSCPUs) / (n * float64(rep.NodeCPUs))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.2f\t%.2f\t%.0f%%\t%.0f\t\n",
+			r.Scenario, r.NodeChoice, r.Admitted, r.Rejected, r.Avoidable,
+			meanP99(r.Alignment.NUMANodes), meanP99(r.Alignment.L3Groups), meanP99(r.Alignment.Sockets), meanP99(r.Alignment.SharedCores),
+			m.FreeCores/n, m.FreeL3Groups/n, m.FreeNUMANodes/n, busy, r.Timing.DecisionsPerSecond)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sb.WriteString(`
+NUMA, L3, SOCKETS, SHARED CORES: units each exclusive placement spans (mean/p99).
+FREE CORES, FREE L3, FREE NUMA: whole free units per node, mean over the trace.
+BUSY: mean share of CPUs held exclusively or committed to LS quota.
+`)
+	for _, r := range rep.Results {
+		if r.Rejected == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range sortedKeys(r.RejectedBy) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.RejectedBy[k]))
+		}
+		fmt.Fprintf(&sb, "rejected by (%s/%s): %s\n", r.Scenario, r.NodeChoice, strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&sb, "wall time %.2f s\n", rep.WallSeconds)
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func meanP99(s sim.Stat) string { return fmt.Sprintf("%.2f/%d", s.Mean, s.P99) }
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

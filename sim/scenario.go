@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/corepin/corepin/alloc"
+)
+
+// ErrBadConfig is wrapped by errors about a scenario, node choice or
+// generator setting that can not work.
+var ErrBadConfig = errors.New("invalid simulation config")
+
+// Scenario is one node-level allocator setup: the engine every node runs,
+// its kubelet options, and what the scheduler writes into each request.
+type Scenario struct {
+	Name    string
+	Policy  alloc.Policy
+	Options []string
+	// NUMA, when set, replaces every request's NUMA strategy (Koordinator's
+	// scheduler-wide NUMAAllocateStrategy).
+	NUMA alloc.NUMAStrategy
+	// Bind, when set, is the bind policy of requests that name none
+	// (Koordinator's default cpu bind policy).
+	Bind alloc.Bind
+}
+
+// Named scenarios, in the order reports show them.
+var namedScenarios = []Scenario{
+	{Name: "kubelet-packed", Policy: alloc.PolicyKubelet},
+	{Name: "kubelet-distributed", Policy: alloc.PolicyKubelet, Options: []string{alloc.OptDistributeAcrossNUMA}},
+	{Name: "koord-most", Policy: alloc.PolicyCorepin, NUMA: alloc.MostAllocated, Bind: alloc.BindFullPCPUs},
+	{Name: "koord-least", Policy: alloc.PolicyCorepin, NUMA: alloc.LeastAllocated, Bind: alloc.BindFullPCPUs},
+	{Name: "corepin", Policy: alloc.PolicyCorepin},
+}
+
+// Scenarios returns the named scenarios: kubelet-packed (the kubelet static
+// policy, no options), kubelet-distributed (with
+// distribute-cpus-across-numa), koord-most and koord-least (Koordinator's
+// NUMA strategies MostAllocated and LeastAllocated with bind FullPCPUs, on
+// corepin's engine, which implements them) and corepin (corepin's own engine,
+// requests as written).
+func Scenarios() []Scenario {
+	out := slices.Clone(namedScenarios)
+	for i := range out {
+		out[i].Options = slices.Clone(out[i].Options)
+	}
+	return out
+}
+
+// ScenarioNames lists the names ParseScenario knows.
+func ScenarioNames() []string {
+	var out []string
+	for _, s := range namedScenarios {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ParseScenario returns a named scenario, or builds one from
+// "kubelet:OPT+OPT" or "corepin:OPT+OPT" (an engine with kubelet option
+// names, e.g. "kubelet:full-pcpus-only+align-by-socket").
+func ParseScenario(name string) (Scenario, error) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	engine, opts, ok := strings.Cut(name, ":")
+	if ok && (engine == string(alloc.PolicyKubelet) || engine == string(alloc.PolicyCorepin)) {
+		s := Scenario{Name: name, Policy: alloc.Policy(engine)}
+		if opts != "" {
+			s.Options = strings.Split(opts, "+")
+		}
+		return s, nil
+	}
+	return Scenario{}, fmt.Errorf("%w: unknown scenario %q (known: %s, or kubelet:OPTION+OPTION, corepin:OPTION+OPTION)",
+		ErrBadConfig, name, strings.Join(ScenarioNames(), ", "))
+}
+
+// apply returns r as this scenario's nodes see it. The kubelet engine knows
+// no bind, exclusive or NUMA strategy (its options say how it places), so
+// kubelet scenarios drop them; a topology policy the request does not name
+// is the nodes' one.
+func (s Scenario) apply(r alloc.Request, nodePolicy alloc.TopologyPolicy) alloc.Request {
+	if r.TopologyPolicy == "" {
+		r.TopologyPolicy = nodePolicy
+	}
+	if s.Policy == alloc.PolicyKubelet {
+		r.Bind, r.Exclusive, r.NUMA = "", "", ""
+		return r
+	}
+	if s.NUMA != "" {
+		r.NUMA = s.NUMA
+	}
+	if s.Bind != "" && (r.Bind == "" || r.Bind == alloc.BindDefault) {
+		r.Bind = s.Bind
+	}
+	return r
+}
+
+// NodeChoice is how the cluster scheduler picks a node for a request.
+type NodeChoice string
+
+// Node choices.
+const (
+	// FirstFit takes the first node, in order, whose uncommitted CPUs cover
+	// the request, as kube-scheduler's resource fit does: it counts CPUs, not
+	// where they are. The node's allocator then admits or rejects (kubelet's
+	// TopologyAffinityError), and a rejected job is not retried elsewhere.
+	FirstFit NodeChoice = "first-fit"
+	// BestFit ranks nodes by free aligned capacity: nodes whose free CPUs
+	// hold the request inside one L3 group first, then inside one NUMA node,
+	// then anywhere; within a rank the tightest fit (fewest free CPUs in the
+	// unit that holds it, then on the node). It tries nodes in that order
+	// until one admits, as a central scheduler that sees each node's topology
+	// does. BE work goes to the node with the most free CPUs.
+	BestFit NodeChoice = "best-fit"
+)
+
+// ParseNodeChoice reads "first-fit", "best-fit" or "both".
+func ParseNodeChoice(s string) ([]NodeChoice, error) {
+	switch s {
+	case string(FirstFit):
+		return []NodeChoice{FirstFit}, nil
+	case string(BestFit):
+		return []NodeChoice{BestFit}, nil
+	case "both":
+		return []NodeChoice{FirstFit, BestFit}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown node choice %q (want first-fit, best-fit or both)", ErrBadConfig, s)
+}
+
+// Run is one replay: a scenario with a node choice.
+type Run struct {
+	Scenario   Scenario
+	NodeChoice NodeChoice
+}
+
+// Runs crosses scenarios with node choices, scenario-major.
+func Runs(scenarios []Scenario, choices []NodeChoice) []Run {
+	var out []Run
+	for _, s := range scenarios {
+		for _, c := range choices {
+			out = append(out, Run{Scenario: s, NodeChoice: c})
+		}
+	}
+	return out
+}

@@ -1,0 +1,468 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// Config is the cluster a trace is replayed on.
+type Config struct {
+	// Topology is every node's machine.
+	Topology *topology.Topology
+	// Nodes is the number of nodes (at least 1).
+	Nodes int
+	// Reserved are the CPUs each node keeps for the system.
+	Reserved cpuset.CPUSet
+	// TopologyPolicy is the nodes' Topology Manager policy, given to requests
+	// that name none; empty means none.
+	TopologyPolicy alloc.TopologyPolicy
+	// SampleEvery takes a fragmentation sample after every SampleEvery
+	// events (and after the last); 0 means about 200 samples.
+	SampleEvery int
+	// Parallel is how many runs replay at once; 0 or 1 means one at a time.
+	// Runs never share state, so the results do not depend on it, only the
+	// timings do.
+	Parallel int
+}
+
+// Report is the outcome of replaying one trace under several runs.
+type Report struct {
+	Nodes          int    `json:"nodes"`
+	Topology       string `json:"topology"`
+	NodeCPUs       int    `json:"node_cpus"` // schedulable CPUs per node
+	TopologyPolicy string `json:"topology_policy"`
+	Jobs           int    `json:"jobs"`
+	Events         int    `json:"events"`
+	// SpanSeconds is the trace's own time from first to last event.
+	SpanSeconds float64  `json:"span_seconds"`
+	SampleEvery int      `json:"sample_every"`
+	Results     []Result `json:"scenarios"`
+	// WallSeconds is the wall time of all runs together.
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// Result is what one run did.
+type Result struct {
+	Scenario   string       `json:"scenario"`
+	NodeChoice NodeChoice   `json:"node_choice"`
+	Policy     alloc.Policy `json:"policy"`
+	Options    []string     `json:"options"`
+	NUMA       string       `json:"numa,omitempty"`
+	Bind       string       `json:"bind,omitempty"`
+	Admitted   int          `json:"admitted"`
+	Rejected   int          `json:"rejected"`
+	// Avoidable counts rejections some other node could have admitted at
+	// that moment (checked only under first fit; best fit tries every node
+	// that fits before it rejects, so none of its rejections is avoidable).
+	Avoidable int `json:"avoidable_rejections"`
+	// RejectedBy counts rejections by the rule that refused them: "capacity"
+	// when no node had the CPUs, else the node allocator's constraint.
+	RejectedBy    map[string]int `json:"rejected_by"`
+	Alignment     Alignment      `json:"alignment"`
+	Fragmentation Fragmentation  `json:"fragmentation"`
+	Timing        Timing         `json:"timing"`
+}
+
+// Alignment summarises the exclusive (LSE, LSR) placements: how many NUMA
+// nodes, L3 groups and sockets each spans and how many of its cores it
+// shares with another workload or the reserved CPUs.
+type Alignment struct {
+	Placements  int  `json:"placements"`
+	NUMANodes   Stat `json:"numa_nodes"`
+	L3Groups    Stat `json:"l3_groups"`
+	Sockets     Stat `json:"sockets"`
+	SharedCores Stat `json:"shared_cores"`
+}
+
+// Stat is the mean, 99th percentile (nearest rank) and maximum of a count.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	P99  int     `json:"p99"`
+	Max  int     `json:"max"`
+}
+
+// Fragmentation is the free whole units over time, summed over the nodes.
+type Fragmentation struct {
+	Mean   Sample   `json:"mean"`
+	Series []Sample `json:"series"`
+}
+
+// Sample is the cluster after an event: free whole cores, L3 groups and NUMA
+// nodes (all CPUs free for an exclusive placement), CPUs held by exclusive
+// sets, LS quota committed, and jobs running.
+type Sample struct {
+	Event         int     `json:"event"`
+	T             float64 `json:"t"`
+	FreeCores     float64 `json:"free_cores"`
+	FreeL3Groups  float64 `json:"free_l3_groups"`
+	FreeNUMANodes float64 `json:"free_numa_nodes"`
+	ExclusiveCPUs float64 `json:"exclusive_cpus"`
+	LSCPUs        float64 `json:"ls_cpus"`
+	Running       float64 `json:"running"`
+}
+
+// Timing is the wall clock of a run. DecideSeconds is the time spent
+// choosing a node and allocating on it for each arrival (not releases,
+// the avoidable-rejection probes or sampling); DecisionsPerSecond is
+// arrivals over it.
+type Timing struct {
+	WallSeconds        float64 `json:"wall_seconds"`
+	DecideSeconds      float64 `json:"decide_seconds"`
+	DecisionsPerSecond float64 `json:"decisions_per_second"`
+}
+
+// Replay replays evs on cfg's cluster once per run. The trace is checked with
+// Validate first. Results come in the order of runs and, timings aside, are
+// the same for the same input. A request no node could ever take as written
+// (alloc.ErrInvalid, e.g. a kubelet option pair it refuses) fails the replay
+// with the event's line.
+func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
+	if cfg.Topology == nil {
+		return Report{}, fmt.Errorf("%w: no topology", ErrBadConfig)
+	}
+	if cfg.Nodes < 1 {
+		return Report{}, fmt.Errorf("%w: %d nodes (want at least 1)", ErrBadConfig, cfg.Nodes)
+	}
+	if len(runs) == 0 {
+		return Report{}, fmt.Errorf("%w: no scenarios to run", ErrBadConfig)
+	}
+	if err := Validate(evs); err != nil {
+		return Report{}, err
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = max(1, (len(evs)+199)/200)
+	}
+	for _, r := range runs {
+		if r.NodeChoice != FirstFit && r.NodeChoice != BestFit {
+			return Report{}, fmt.Errorf("%w: unknown node choice %q", ErrBadConfig, r.NodeChoice)
+		}
+		if _, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: r.Scenario.Policy, Options: r.Scenario.Options, Reserved: cfg.Reserved}); err != nil {
+			return Report{}, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, r.Scenario.Name, err)
+		}
+	}
+	sh := newShape(cfg.Topology, cfg.Reserved)
+	rep := Report{Nodes: cfg.Nodes, Topology: cfg.Topology.Summary(), NodeCPUs: sh.fresh.free, TopologyPolicy: string(cfg.TopologyPolicy),
+		Events: len(evs), SampleEvery: cfg.SampleEvery, Results: make([]Result, len(runs))}
+	if rep.TopologyPolicy == "" {
+		rep.TopologyPolicy = string(alloc.TopologyNone)
+	}
+	for _, ev := range evs {
+		if ev.Op == Arrive {
+			rep.Jobs++
+		}
+	}
+	if len(evs) > 0 {
+		rep.SpanSeconds = evs[len(evs)-1].T - evs[0].T
+	}
+	start := time.Now()
+	errs := make([]error, len(runs))
+	par := max(1, cfg.Parallel)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(par, len(runs)) {
+		wg.Go(func() {
+			for i := range next {
+				c, err := newCluster(cfg, sh, runs[i])
+				if err == nil {
+					rep.Results[i], err = c.replay(evs)
+				}
+				errs[i] = err
+			}
+		})
+	}
+	for i := range runs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	rep.WallSeconds = time.Since(start).Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return Report{}, err
+	}
+	return rep, nil
+}
+
+// cluster is one run's nodes and the jobs placed on them.
+type cluster struct {
+	cfg    Config
+	sh     *shape
+	run    Run
+	states []*alloc.State
+	views  []view
+	where  map[string]placed
+	whole  bool // every exclusive request takes whole cores (full-pcpus-only)
+	scores []score
+}
+
+type placed struct {
+	node  int
+	qos   alloc.QoS
+	cpus  cpuset.CPUSet
+	milli int
+}
+
+func newCluster(cfg Config, sh *shape, run Run) (*cluster, error) {
+	c := &cluster{cfg: cfg, sh: sh, run: run, where: map[string]placed{},
+		whole: slices.Contains(run.Scenario.Options, alloc.OptFullPCPUsOnly)}
+	for range cfg.Nodes {
+		st, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
+		if err != nil {
+			return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
+		}
+		c.states = append(c.states, st)
+		c.views = append(c.views, sh.fresh.clone())
+	}
+	return c, nil
+}
+
+// replay runs the trace and measures it.
+func (c *cluster) replay(evs []Event) (Result, error) {
+	s := c.run.Scenario
+	res := Result{Scenario: s.Name, NodeChoice: c.run.NodeChoice, Policy: s.Policy, Options: slices.Clone(s.Options),
+		NUMA: string(s.NUMA), Bind: string(s.Bind), RejectedBy: map[string]int{}}
+	if res.Options == nil {
+		res.Options = []string{}
+	}
+	if res.Policy == "" {
+		res.Policy = alloc.PolicyCorepin
+	}
+	var numa, l3, sockets, shared []int
+	var decide time.Duration
+	arrivals := 0
+	start := time.Now()
+	for i, ev := range evs {
+		switch ev.Op {
+		case Arrive:
+			arrivals++
+			r := s.apply(ev.Request, c.cfg.TopologyPolicy)
+			t0 := time.Now()
+			node, p, err := c.decide(&r)
+			decide += time.Since(t0)
+			var rej alloc.Rejection
+			switch {
+			case err == nil:
+				res.Admitted++
+				c.hold(node, &r, p)
+				if r.QoS == alloc.LSE || r.QoS == alloc.LSR {
+					numa = append(numa, p.Quality.NUMANodes)
+					l3 = append(l3, p.Quality.L3Groups)
+					sockets = append(sockets, p.Quality.Sockets)
+					shared = append(shared, p.Quality.SharedCores)
+				}
+			case errors.As(err, &rej):
+				res.Rejected++
+				res.RejectedBy[rej.Constraint]++
+				if node >= 0 && c.run.NodeChoice == FirstFit {
+					ok, err := c.admittedElsewhere(&r, node)
+					if err != nil {
+						return Result{}, eventError(ev, i, err)
+					}
+					if ok {
+						res.Avoidable++
+					}
+				}
+			default:
+				return Result{}, eventError(ev, i, fmt.Errorf("scenario %s: %w", s.Name, err))
+			}
+		case Depart:
+			if err := c.release(ev.ID); err != nil {
+				return Result{}, eventError(ev, i, fmt.Errorf("scenario %s: releasing: %w", s.Name, err))
+			}
+		}
+		if (i+1)%c.cfg.SampleEvery == 0 || i == len(evs)-1 {
+			res.Fragmentation.Series = append(res.Fragmentation.Series, c.sample(i+1, ev.T))
+		}
+	}
+	wall := time.Since(start)
+	res.Alignment = Alignment{Placements: len(numa), NUMANodes: stat(numa), L3Groups: stat(l3), Sockets: stat(sockets), SharedCores: stat(shared)}
+	res.Fragmentation.Mean = meanSample(res.Fragmentation.Series)
+	if res.Fragmentation.Series == nil {
+		res.Fragmentation.Series = []Sample{}
+	}
+	res.Timing = Timing{WallSeconds: wall.Seconds(), DecideSeconds: decide.Seconds()}
+	if decide > 0 {
+		res.Timing.DecisionsPerSecond = float64(arrivals) / decide.Seconds()
+	}
+	return res, nil
+}
+
+func eventError(ev Event, i int, err error) error {
+	return fmt.Errorf("%s of %q: %w", ev.Op, ev.ID, &LineError{Line: ev.Line, Index: i, Reason: err.Error()})
+}
+
+// decide picks a node and allocates there. It returns the node tried (-1 if
+// none fit) and the allocation's result; a rejection is an alloc.Rejection.
+func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
+	if c.run.NodeChoice == FirstFit {
+		for n := range c.views {
+			if c.views[n].fits(r) {
+				p, err := c.states[n].Allocate(*r)
+				return n, p, err
+			}
+		}
+		return -1, alloc.Placement{}, c.noCapacity(r)
+	}
+	whole := c.whole || r.Bind == alloc.BindFullPCPUs
+	c.scores = c.scores[:0]
+	best := -1
+	for n := range c.views {
+		if !c.views[n].fits(r) {
+			continue
+		}
+		sc := c.views[n].score(r, whole, n)
+		c.scores = append(c.scores, sc)
+		if best < 0 || sc.compare(c.scores[best]) < 0 {
+			best = len(c.scores) - 1
+		}
+	}
+	if best < 0 {
+		return -1, alloc.Placement{}, c.noCapacity(r)
+	}
+	first := c.scores[best]
+	p, err := c.states[first.node].Allocate(*r)
+	if !errors.Is(err, alloc.ErrRejected) {
+		return first.node, p, err
+	}
+	// The best node refused: try the others in rank order.
+	slices.SortFunc(c.scores, score.compare)
+	firstErr := err
+	for _, sc := range c.scores[1:] {
+		p, err := c.states[sc.node].Allocate(*r)
+		if !errors.Is(err, alloc.ErrRejected) {
+			return sc.node, p, err
+		}
+	}
+	return first.node, alloc.Placement{}, firstErr
+}
+
+func (c *cluster) noCapacity(r *alloc.Request) error {
+	need := float64(r.CPUs)
+	if r.QoS == alloc.LS || r.QoS == alloc.BE {
+		need = float64(r.MilliCPUs) / 1000
+	}
+	return alloc.Rejection{Constraint: "capacity", Reason: fmt.Sprintf("no node has %v uncommitted CPUs", need)}
+}
+
+// admittedElsewhere reports whether a node other than skip would have
+// admitted r: it allocates and at once releases, which leaves each State as
+// it was.
+func (c *cluster) admittedElsewhere(r *alloc.Request, skip int) (bool, error) {
+	for n := range c.views {
+		if n == skip || !c.views[n].fits(r) {
+			continue
+		}
+		_, err := c.states[n].Allocate(*r)
+		if errors.Is(err, alloc.ErrRejected) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return true, c.states[n].Release(r.ID)
+	}
+	return false, nil
+}
+
+func (c *cluster) hold(node int, r *alloc.Request, p alloc.Placement) {
+	pl := placed{node: node, qos: r.QoS}
+	switch r.QoS {
+	case alloc.LSE, alloc.LSR:
+		pl.cpus = p.CPUs
+		c.views[node].change(c.sh, p.CPUs, -1)
+	case alloc.LS:
+		pl.milli = p.MilliCPUs
+		c.views[node].lsMilli += p.MilliCPUs
+	}
+	c.where[r.ID] = pl
+}
+
+// release frees a departing job; a job that was rejected holds nothing.
+func (c *cluster) release(id string) error {
+	pl, ok := c.where[id]
+	if !ok {
+		return nil
+	}
+	delete(c.where, id)
+	if err := c.states[pl.node].Release(id); err != nil {
+		return err
+	}
+	switch pl.qos {
+	case alloc.LSE, alloc.LSR:
+		c.views[pl.node].change(c.sh, pl.cpus, +1)
+	case alloc.LS:
+		c.views[pl.node].lsMilli -= pl.milli
+	}
+	return nil
+}
+
+func (c *cluster) sample(event int, t float64) Sample {
+	s := Sample{Event: event, T: t, Running: float64(len(c.where))}
+	for n, st := range c.states {
+		f := st.Fragmentation()
+		s.FreeCores += float64(f.FreeCores)
+		s.FreeL3Groups += float64(f.FreeL3Groups)
+		s.FreeNUMANodes += float64(f.FreeNUMANodes)
+		s.ExclusiveCPUs += float64(c.sh.fresh.free - c.views[n].free)
+		s.LSCPUs += float64(c.views[n].lsMilli) / 1000
+	}
+	return s
+}
+
+func meanSample(xs []Sample) Sample {
+	var m Sample
+	if len(xs) == 0 {
+		return m
+	}
+	for _, x := range xs {
+		m.FreeCores += x.FreeCores
+		m.FreeL3Groups += x.FreeL3Groups
+		m.FreeNUMANodes += x.FreeNUMANodes
+		m.ExclusiveCPUs += x.ExclusiveCPUs
+		m.LSCPUs += x.LSCPUs
+		m.Running += x.Running
+	}
+	k := float64(len(xs))
+	m.FreeCores = round3(m.FreeCores / k)
+	m.FreeL3Groups = round3(m.FreeL3Groups / k)
+	m.FreeNUMANodes = round3(m.FreeNUMANodes / k)
+	m.ExclusiveCPUs = round3(m.ExclusiveCPUs / k)
+	m.LSCPUs = round3(m.LSCPUs / k)
+	m.Running = round3(m.Running / k)
+	return m
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// stat summarises counts: mean, nearest-rank 99th percentile, maximum.
+func stat(xs []int) Stat {
+	if len(xs) == 0 {
+		return Stat{}
+	}
+	// Counts are small: a histogram sorts them in O(n).
+	hist := map[int]int{}
+	sum := 0
+	for _, x := range xs {
+		hist[x]++
+		sum += x
+	}
+	keys := slices.Sorted(maps.Keys(hist))
+	rank := int(math.Ceil(0.99 * float64(len(xs))))
+	p99, seen := keys[len(keys)-1], 0
+	for _, k := range keys {
+		seen += hist[k]
+		if seen >= rank {
+			p99 = k
+			break
+		}
+	}
+	return Stat{Mean: round3(float64(sum) / float64(len(xs))), P99: p99, Max: keys[len(keys)-1]}
+}
