@@ -646,20 +646,15 @@ func l3IndexOr(l3 map[int]int, infos map[int]*cpuInfo, cpu int) int {
 // rawGroups groups the online CPUs for which key returns ok by the raw id it
 // returns.
 func rawGroups(online cpuset.CPUSet, infos map[int]*cpuInfo, key func(*cpuInfo) (int, bool)) map[int]cpuset.CPUSet {
-	bs := map[int]*cpuset.Builder{}
+	ids := map[int]int{}
+	var keyed cpuset.Builder
 	for cpu := range online.All() {
 		if id, ok := key(infos[cpu]); ok {
-			if bs[id] == nil {
-				bs[id] = &cpuset.Builder{}
-			}
-			bs[id].Add(cpu)
+			ids[cpu] = id
+			keyed.Add(cpu)
 		}
 	}
-	out := make(map[int]cpuset.CPUSet, len(bs))
-	for id, b := range bs {
-		out[id] = b.Result()
-	}
-	return out
+	return groupSets(keyed.Result(), ids)
 }
 
 // groupSets inverts a cpu -> group index map into group -> CPUs.
