@@ -189,3 +189,42 @@ func corepinGroups(t *testing.T) []string {
 	}
 	return out
 }
+
+// A real ffmpeg batch of 4 transcodes completes with per-job rows, frames
+// included, in the results database.
+func TestRunTranscodeBatchRecorded(t *testing.T) {
+	requireCgroupRoot(t)
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed (Debian package ffmpeg)")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	_, errOut, code := run(t, "run", "--db", db, "--jobs", "4", "--concurrency", "2", "--cpus", "1", "--", binary,
+		"workload", "transcode", "--cache-dir", dir, "--size", "320x180", "--seconds", "1", "--preset", "veryfast", "--threads", "{threads}", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	out, errOut, code := run(t, "results", "--db", db, "-o", "json")
+	if code != 0 {
+		t.Fatalf("corepin results: exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Jobs []struct {
+			Job        int      `json:"job"`
+			ExitCode   int      `json:"exit_code"`
+			Cpuset     string   `json:"cpuset"`
+			FramesPerS *float64 `json:"frames_per_s"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("decoding %s: %v", out, err)
+	}
+	if len(res.Jobs) != 4 {
+		t.Fatalf("%d job rows, want 4: %s", len(res.Jobs), out)
+	}
+	for _, j := range res.Jobs {
+		if j.ExitCode != 0 || j.FramesPerS == nil || *j.FramesPerS <= 0 || cpuset.MustParse(j.Cpuset).Size() != 1 {
+			t.Errorf("job row %+v: want exit 0, frames/s > 0, one pinned cpu", j)
+		}
+	}
+}
