@@ -36,8 +36,17 @@ func TestOpenLoopAgainstCPUService(t *testing.T) {
 	if r.P50 < cost {
 		t.Errorf("P50 = %s, want at least the cost %s", r.P50, cost)
 	}
-	if math.Abs(r.AchievedRPS-rate)/rate > 0.10 {
-		t.Errorf("AchievedRPS = %.1f, want within 10%% of %.0f", r.AchievedRPS, rate)
+	// The rate is only as good as the CPU the generator gets; on a
+	// saturated machine it falls behind, and says so in MaxSendDelay.
+	if r.MaxSendDelay < dur/20 {
+		if math.Abs(r.AchievedRPS-rate)/rate > 0.10 {
+			t.Errorf("AchievedRPS = %.1f, want within 10%% of %.0f", r.AchievedRPS, rate)
+		}
+	} else {
+		t.Logf("machine too busy: the generator fell %s behind, so the achieved rate %.1f is not checked", r.MaxSendDelay, r.AchievedRPS)
+		if r.LateSends == 0 {
+			t.Errorf("MaxSendDelay = %s but LateSends = 0", r.MaxSendDelay)
+		}
 	}
 	if !(r.P50 <= r.P90 && r.P90 <= r.P99 && r.P99 <= r.P999 && r.P999 <= r.Max) {
 		t.Errorf("percentiles not ordered: p50 %s p90 %s p99 %s p99.9 %s max %s", r.P50, r.P90, r.P99, r.P999, r.Max)
