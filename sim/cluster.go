@@ -129,11 +129,12 @@ func (v *view) change(sh *shape, cpus cpuset.CPUSet, d int) {
 func (v *view) uncommitted() int { return v.free*1000 - v.lsMilli }
 
 // fits is the scheduler's resource fit: the node has the CPUs, wherever they
-// are. BE work asks the scheduler for nothing.
+// are. BE work reserves nothing; it needs a node with a CPU not held
+// exclusively.
 func (v *view) fits(r *alloc.Request) bool {
 	switch r.QoS {
 	case alloc.BE:
-		return true
+		return v.free > 0
 	case alloc.LS:
 		return v.uncommitted() >= r.MilliCPUs
 	}

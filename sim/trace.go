@@ -199,7 +199,7 @@ func toRequest(id string, rj requestJSON) (alloc.Request, error) {
 func checkVocabulary(r alloc.Request) error {
 	for _, c := range []struct {
 		what, got string
-		known    []string
+		known     []string
 	}{
 		{"qos", string(r.QoS), []string{"", "LSE", "LSR", "LS", "BE"}},
 		{"bind", string(r.Bind), []string{"", "Default", "FullPCPUs", "SpreadByPCPUs"}},
