@@ -148,6 +148,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if (tracePath == "") == (gen == "") {
 				return Usagef("give either --trace FILE (or - for stdin) or --gen farm|mixed")
 			}
+			if tracePath == "-" && topoPath == "-" {
+				return Usagef("--trace - and --topology - can not both read stdin")
+			}
 			if nodes < 1 {
 				return Usagef("--nodes %d: want 1 or more", nodes)
 			}
