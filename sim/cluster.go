@@ -178,6 +178,20 @@ func (v *view) score(r *alloc.Request, whole bool, node int) score {
 	return score{level: 3, block: v.free, free: v.free, node: node}
 }
 
+// perfect reports whether no node can rank better than sc for r: the
+// request fills one L3 unit exactly on a node with nothing else free (or an
+// LS quota fills a node's uncommitted capacity exactly). Best fit stops
+// scanning there.
+func (sc score) perfect(r *alloc.Request) bool {
+	switch r.QoS {
+	case alloc.BE:
+		return false
+	case alloc.LS:
+		return sc.block == r.MilliCPUs
+	}
+	return sc.level == 0 && sc.block == r.CPUs && sc.free == r.CPUs
+}
+
 // tightest returns the smallest capacity in caps that is at least n.
 func tightest(caps []int, n int) (int, bool) {
 	best, ok := 0, false

@@ -323,6 +323,9 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 		if best < 0 || sc.compare(c.scores[best]) < 0 {
 			best = len(c.scores) - 1
 		}
+		if sc.perfect(r) {
+			break // no later node can rank higher; the rest are scored if this one refuses
+		}
 	}
 	if best < 0 {
 		return -1, alloc.Placement{}, c.noCapacity(r)
@@ -333,6 +336,11 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 		return first.node, p, err
 	}
 	// The best node refused: try the others in rank order.
+	for n := c.scores[len(c.scores)-1].node + 1; n < len(c.views); n++ {
+		if c.views[n].fits(r) {
+			c.scores = append(c.scores, c.views[n].score(r, whole, n))
+		}
+	}
 	slices.SortFunc(c.scores, score.compare)
 	firstErr := err
 	for _, sc := range c.scores[1:] {

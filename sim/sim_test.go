@@ -312,3 +312,25 @@ func TestMustShowReduced(t *testing.T) {
 		}
 	}
 }
+
+// TestBestFitFallsBack: the best-ranked node refuses (both its NUMA nodes
+// already hold a NUMANodeLevel-exclusive workload), so best fit tries the
+// next node, while first fit's single try is an avoidable rejection.
+func TestBestFitFallsBack(t *testing.T) {
+	topo := topology.MustSynthetic(twoNUMA)
+	evs := mustTrace(t, `{"t": 0, "op": "arrive", "id": "x", "request": {"cpus": 1, "exclusive": "NUMANodeLevel"}}
+{"t": 1, "op": "arrive", "id": "y", "request": {"cpus": 1, "exclusive": "NUMANodeLevel"}}
+{"t": 2, "op": "arrive", "id": "z", "request": {"cpus": 1, "exclusive": "NUMANodeLevel"}}
+`)
+	rep, err := Replay(evs, Config{Topology: topo, Nodes: 2}, Runs([]Scenario{{Name: "corepin"}}, []NodeChoice{FirstFit, BestFit}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff, bf := rep.Results[0], rep.Results[1]
+	if ff.Admitted != 2 || ff.Rejected != 1 || ff.Avoidable != 1 {
+		t.Errorf("first fit: admitted %d rejected %d avoidable %d by %v, want 2 1 1", ff.Admitted, ff.Rejected, ff.Avoidable, ff.RejectedBy)
+	}
+	if bf.Admitted != 3 || bf.Rejected != 0 {
+		t.Errorf("best fit: admitted %d rejected %d by %v, want 3 0", bf.Admitted, bf.Rejected, bf.RejectedBy)
+	}
+}
