@@ -265,7 +265,7 @@ func stop(ps ...*proc) {
 	}
 	for _, p := range ps {
 		if p != nil && p.owned && p.group != nil {
-			_ = p.group.Remove()
+			_ = enforce.RemoveWhenEmpty(p.group, 5*time.Second)
 		}
 	}
 }
@@ -540,7 +540,7 @@ func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url st
 		return nil, err
 	}
 	werr := cmd.Wait()
-	g.Remove()
+	_ = enforce.RemoveWhenEmpty(g, 5*time.Second)
 	if werr != nil {
 		return nil, fmt.Errorf("load generator: %v: %s", werr, strings.TrimSpace(out.String()))
 	}

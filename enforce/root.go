@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"syscall"
+	"time"
 )
 
 // RootPrioritizer is the optional ability to give corepin's root group
@@ -59,4 +61,19 @@ func (d *cgDriver) RemoveRoot() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveWhenEmpty removes g, waiting up to timeout for tasks that are
+// exiting to leave it: kill(2) returns before its target has exited, and
+// until then the kernel refuses to remove a group that holds it (EBUSY).
+// Any other error, or EBUSY past the timeout, is returned at once.
+func RemoveWhenEmpty(g Group, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := g.Remove()
+		if err == nil || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+	}
 }

@@ -264,7 +264,7 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 		return fail(fmt.Errorf("creating group for job %d: %w", i, err))
 	}
 	defer func() {
-		if err := g.Remove(); err != nil && out.Error == "" {
+		if err := enforce.RemoveWhenEmpty(g, 5*time.Second); err != nil && out.Error == "" {
 			out.Error = fmt.Sprintf("removing group: %v", err)
 		}
 	}()
