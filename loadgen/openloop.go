@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
 )
 
 // Load describes an open-loop run. It is plain data so that a bench can
@@ -78,8 +80,8 @@ var ErrInvalidLoad = errors.New("invalid load")
 // it, and measures each latency from that intended time to the end of the
 // response body (see the package documentation on coordinated omission).
 //
-// A timer-driven scheduler sleeps until the next request is due and hands
-// it to an idle worker, or to a fresh goroutine when all workers are busy,
+// A timer-driven scheduler sleeps until the next request is due (see
+// sleeper) and hands it to an idle worker, or to a fresh goroutine when all workers are busy,
 // so the generator does not spin a CPU itself. When it falls behind
 // (sends leave more than LateThreshold after their intended time),
 // Result.LateSends says so.
@@ -195,20 +197,14 @@ func openLoop(ctx context.Context, l Load, client *http.Client) (*Result, error)
 	}
 	t0 := time.Now()
 	measureStart := t0.Add(l.Warmup)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	sl := newSleeper()
+	defer sl.stop()
 loop:
 	for i := int64(0); i < n; i++ {
 		offset := time.Duration(float64(i) * interval)
 		intended := t0.Add(offset)
-		if wait := time.Until(intended); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break loop
-			}
+		if !sl.until(ctx, intended) {
+			break loop
 		}
 		s := shot{intended: intended, measured: offset >= l.Warmup}
 		select {
@@ -253,4 +249,70 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// sleeper waits until a point in time without spinning a CPU and without
+// the up to 1 ms overshoot of Go's timers on Linux, whose idle wait is an
+// epoll_wait with a timeout in whole milliseconds (runtime/netpoll_epoll.go).
+// It sleeps on a Go timer until about a millisecond before the deadline,
+// then finishes in clock_nanosleep(2) on CLOCK_MONOTONIC (the clock Go's
+// monotonic readings come from), which the kernel ends with a
+// high-resolution timer.
+type sleeper struct{ t *time.Timer }
+
+// preciseWindow is how much of a wait clock_nanosleep covers.
+const preciseWindow = 1500 * time.Microsecond
+
+func newSleeper() *sleeper {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sleeper{t: t}
+}
+
+func (s *sleeper) stop() { s.t.Stop() }
+
+// until returns true at target, or false as soon as ctx is done.
+func (s *sleeper) until(ctx context.Context, target time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d := time.Until(target)
+	if d <= 0 {
+		return true
+	}
+	if d > preciseWindow {
+		s.t.Reset(d - preciseWindow + 500*time.Microsecond)
+		select {
+		case <-s.t.C:
+		case <-ctx.Done():
+			return false
+		}
+		if d = time.Until(target); d <= 0 {
+			return true
+		}
+	}
+	// Let the request just handed to a worker run before this goroutine
+	// blocks its thread in the kernel.
+	runtime.Gosched()
+	if d = time.Until(target); d > 0 {
+		nanosleep(d)
+	}
+	return ctx.Err() == nil
+}
+
+// nanosleep blocks the calling thread for d (at most preciseWindow plus a
+// little) on CLOCK_MONOTONIC, resuming after signals.
+func nanosleep(d time.Duration) {
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		time.Sleep(d)
+		return
+	}
+	abs := unix.NsecToTimespec(now.Nano() + int64(d))
+	for {
+		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &abs, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }
