@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/corepin/corepin/netbench"
+)
+
+// oversubChildEnv makes the test binary act as `corepin pingpong ...`, so
+// the experiment's ranks are real processes without building corepin.
+const oversubChildEnv = "COREPIN_BENCH_TEST_PINGPONG"
+
+func init() {
+	if os.Getenv(oversubChildEnv) != "1" {
+		return
+	}
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "pingpong" {
+		args = args[1:]
+	}
+	if err := netbench.RunCommand(context.Background(), args, os.Stdin, os.Stdout); err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func TestOversubProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		kind      string
+		k, cpus   int
+		wantProcs int
+	}{
+		{name: "compute 2 per CPU", kind: OversubCompute, k: 2, cpus: 2, wantProcs: 4},
+		{name: "pairs 1 per CPU", kind: OversubLoopback, k: 1, cpus: 2, wantProcs: 2},
+		{name: "pairs round down", kind: OversubVeth, k: 3, cpus: 3, wantProcs: 8},
+		{name: "at least one pair", kind: OversubLoopback, k: 1, cpus: 1, wantProcs: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := oversubProcs(tc.kind, tc.k, tc.cpus); got != tc.wantProcs {
+				t.Errorf("oversubProcs(%s, %d, %d) = %d, want %d", tc.kind, tc.k, tc.cpus, got, tc.wantProcs)
+			}
+		})
+	}
+}
+
+func TestOversubSpec(t *testing.T) {
+	e := newOversubExp()
+	if err := Configure([]Experiment{e}, []byte("oversubscription:\n  procs_per_cpu: [1, 3]\n  kinds: [compute]\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.spec.ProcsPerCPU, []int{1, 3}) || !slices.Equal(e.spec.Kinds, []string{"compute"}) {
+		t.Errorf("spec = %+v, want procs_per_cpu [1 3], kinds [compute]", e.spec)
+	}
+	if got := e.Spec(true).(*oversubSpec); !slices.Equal(got.ProcsPerCPU, []int{1, 2, 4}) || len(got.Kinds) != 3 {
+		t.Errorf("quick spec = %+v, want 3 kinds at 1, 2, 4 per CPU", got)
+	}
+	for _, bad := range []string{"kinds: [gpu]", "procs_per_cpu: [0]", "procs_per_cpu: []", "size: 0"} {
+		e := newOversubExp()
+		if err := Configure([]Experiment{e}, []byte("oversubscription:\n  "+bad+"\n"), true); err != nil {
+			t.Fatalf("Configure(%s) = %v", bad, err)
+		}
+		if err := e.Setup(context.Background(), &Env{Exe: "/bin/true"}); !errors.Is(err, ErrUsage) {
+			t.Errorf("Setup with %s = %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+// oversubPoint is a synthetic point with per-repeat metric values.
+func oversubPoint(kind string, k int, metrics map[string][]float64) PointResult {
+	pr := PointResult{Point: P("kind", kind, "procs_per_cpu", k, "procs", 2*k)}
+	n := 0
+	for _, v := range metrics {
+		n = max(n, len(v))
+	}
+	for i := range n {
+		m := Metrics{}
+		for name, v := range metrics {
+			m[name] = v[i]
+		}
+		pr.Repeats = append(pr.Repeats, m)
+	}
+	return pr
+}
+
+func TestOversubAnalyzeSynthetic(t *testing.T) {
+	pts := []PointResult{
+		oversubPoint(OversubLoopback, 1, map[string][]float64{
+			"ops_per_s": {1000, 1000, 1000}, "per_proc_ops_per_s": {1000, 1000, 1000},
+			"wall_s": {1, 1, 1}, "rtt_p99_us": {100, 100, 100}}),
+		oversubPoint(OversubLoopback, 2, map[string][]float64{
+			"ops_per_s": {500, 600, 700}, "per_proc_ops_per_s": {250, 300, 350},
+			"wall_s": {2, 1.7, 1.4}, "rtt_p99_us": {300, 300, 300}}),
+		oversubPoint(OversubCompute, 1, map[string][]float64{
+			"ops_per_s": {200, 200, 200}, "per_proc_ops_per_s": {100, 100, 100}, "wall_s": {1, 1, 1}}),
+		oversubPoint(OversubCompute, 2, map[string][]float64{
+			"ops_per_s": {190, 190, 190}, "per_proc_ops_per_s": {47.5, 47.5, 47.5}, "wall_s": {1.05, 1.05, 1.05}}),
+	}
+	e := newOversubExp()
+	a := e.Analyze(&Env{}, pts)
+	if len(a.Tables) != 3 {
+		t.Fatalf("%d tables, want per-process, aggregate and points (no veth table without veth points)", len(a.Tables))
+	}
+	per, agg := a.Tables[0], a.Tables[1]
+	if want := []string{"kind", "1/CPU", "2/CPU"}; !slices.Equal(per.Columns, want) {
+		t.Errorf("columns = %v, want %v", per.Columns, want)
+	}
+	wantPer := [][]string{
+		{OversubLoopback, "1.00 (1.00-1.00)", "0.30 (0.25-0.35)"},
+		{OversubCompute, "1.00 (1.00-1.00)", "0.47 (0.47-0.47)"},
+		{"fair share", "1.00", "0.50"},
+	}
+	if !slices.EqualFunc(per.Rows, wantPer, slices.Equal) {
+		t.Errorf("per-process rows = %v, want %v", per.Rows, wantPer)
+	}
+	wantAgg := [][]string{
+		{OversubLoopback, "1.00 (1.00-1.00)", "0.60 (0.50-0.70)"},
+		{OversubCompute, "1.00 (1.00-1.00)", "0.95 (0.95-0.95)"},
+	}
+	if !slices.EqualFunc(agg.Rows, wantAgg, slices.Equal) {
+		t.Errorf("aggregate rows = %v, want %v", agg.Rows, wantAgg)
+	}
+	if !strings.Contains(per.Note, OversubVeth+" not measured") {
+		t.Errorf("note = %q, want it to say veth was not measured", per.Note)
+	}
+	for _, want := range []string{"At 2 processes per CPU", "(pingpong-loopback) lose 40%", "p99 x3.0", "compute-only processes lose 5%", "Don't oversubscribe communication-heavy ranks"} {
+		if !strings.Contains(a.Recommendation, want) {
+			t.Errorf("recommendation %q lacks %q", a.Recommendation, want)
+		}
+	}
+	if len(a.Charts) != 3 || a.Charts[0].Kind != ChartLine || a.Charts[2].Kind != ChartBox {
+		t.Fatalf("charts = %+v, want two lines and a box", a.Charts)
+	}
+	line := a.Charts[0]
+	if len(line.Series) != 3 || line.Series[0].Name != OversubLoopback || line.Series[2].Name != "fair share (1/k)" {
+		t.Errorf("line series = %+v", line.Series)
+	}
+	if y := line.Series[0].Y; len(y) != 2 || math.Abs(y[1]-0.3) > 1e-9 {
+		t.Errorf("loopback relative per-process throughput = %v, want [1 0.3]", y)
+	}
+	box := a.Charts[2]
+	if !slices.Equal(box.XLabels, []string{"1", "2"}) || !slices.Equal(box.Series[0].Values[1], []float64{2, 1.7, 1.4}) {
+		t.Errorf("box = %+v", box)
+	}
+
+	// With a veth kind that only gains throughput but loses tail latency.
+	pts = append(pts,
+		oversubPoint(OversubVeth, 1, map[string][]float64{"ops_per_s": {800, 800}, "per_proc_ops_per_s": {800, 800}, "wall_s": {1, 1}, "rtt_p99_us": {120, 120}}),
+		oversubPoint(OversubVeth, 2, map[string][]float64{"ops_per_s": {960, 960}, "per_proc_ops_per_s": {480, 480}, "wall_s": {1, 1}, "rtt_p99_us": {480, 480}}))
+	a = e.Analyze(&Env{}, pts)
+	for _, want := range []string{"(pingpong-veth) gain 20%", "p99 x4.0", "tail latency does not", "gives 80% of loopback's round trips"} {
+		if !strings.Contains(a.Recommendation, want) {
+			t.Errorf("recommendation %q lacks %q", a.Recommendation, want)
+		}
+	}
+	if len(a.Tables) != 4 || !strings.HasPrefix(a.Tables[2].Title, "veth") {
+		t.Fatalf("tables = %d, want the veth table third", len(a.Tables))
+	}
+	if got := a.Tables[2].Rows[0]; !slices.Equal(got, []string{"1", "0.80 (0.80-0.80)", "-", "1.20 (1.20-1.20)"}) {
+		t.Errorf("veth row = %v", got)
+	}
+}
+
+func TestOversubAnalyzeNothing(t *testing.T) {
+	a := newOversubExp().Analyze(&Env{}, nil)
+	if a.Recommendation == "" || len(a.Tables) != 0 {
+		t.Errorf("Analyze(nil) = %+v", a)
+	}
+	one := []PointResult{oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": {1}, "per_proc_ops_per_s": {1}, "wall_s": {1}})}
+	if a := newOversubExp().Analyze(&Env{}, one); !strings.Contains(a.Recommendation, "Only one oversubscription level") {
+		t.Errorf("recommendation = %q", a.Recommendation)
+	}
+}
+
+// A quick run with tiny work through RunExperiment, ranks as real
+// processes (this test binary); the veth half runs as root with ip.
+func TestOversubQuickRun(t *testing.T) {
+	t.Setenv(oversubChildEnv, "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newOversubExp()
+	e.Spec(true)
+	e.spec.ProcsPerCPU = []int{1, 2}
+	e.spec.Messages, e.spec.Ops, e.spec.PointSeconds = 200, 2000, 1
+	env := &Env{Exe: exe, Dir: t.TempDir(), Quick: true, Log: testLog{t}}
+	rep, err := RunExperiment(context.Background(), env, e, Options{Repeats: 2, Warmup: true, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vethOK := netbench.ProbeVeth() == nil
+	wantKinds := []string{OversubLoopback, OversubCompute}
+	if vethOK {
+		wantKinds = []string{OversubLoopback, OversubVeth, OversubCompute}
+	}
+	if len(rep.Points) != 2*len(wantKinds) {
+		t.Fatalf("%d points, want %d", len(rep.Points), 2*len(wantKinds))
+	}
+	for _, pr := range rep.Points {
+		if len(pr.Repeats) != 2 {
+			t.Errorf("%s: %d repeats, want 2 (errors %v)", pr.Point.Label(), len(pr.Repeats), pr.Errors)
+		}
+		for _, m := range []string{"wall_s", "ops_per_s", "per_proc_ops_per_s"} {
+			if v := pr.Median(m); !(v > 0) {
+				t.Errorf("%s: %s = %v, want > 0", pr.Point.Label(), m, v)
+			}
+		}
+		if pr.Point.Get("kind") != OversubCompute && !(pr.Median("rtt_p99_us") > 0) {
+			t.Errorf("%s: no rtt_p99_us", pr.Point.Label())
+		}
+	}
+	a := rep.Analysis
+	if len(a.Tables) < 3 || len(a.Charts) != 3 || a.Recommendation == "" {
+		t.Fatalf("analysis = %+v", a)
+	}
+	var rows []string
+	for _, r := range a.Tables[0].Rows {
+		rows = append(rows, r[0])
+	}
+	if want := append(slices.Clone(wantKinds), "fair share"); !slices.Equal(rows, want) {
+		t.Errorf("per-process table rows %v, want %v", rows, want)
+	}
+	if !vethOK && !strings.Contains(a.Tables[0].Note, "needs root") && !strings.Contains(a.Tables[0].Note, "ip command") {
+		t.Errorf("note = %q, want why veth was skipped", a.Tables[0].Note)
+	}
+	if vethOK {
+		out, err := exec.Command("ip", "netns", "list").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prefix := "corepin-" + strconv.Itoa(os.Getpid()) + "-ov-"; strings.Contains(string(out), prefix) {
+			t.Errorf("namespaces %s* left after the run: %s", prefix, out)
+		}
+	}
+}
