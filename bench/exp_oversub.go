@@ -439,6 +439,7 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 	// The point's wall time runs from releasing the barrier to the last
 	// result: it includes the time a released process waits for a CPU,
 	// which the processes' own timers (started once they run) miss.
+	busy0, busyErr := cpuBusy(env)
 	t0 := time.Now()
 	for _, u := range units {
 		_, _ = io.WriteString(u.stdin, "go\n")
@@ -462,11 +463,14 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 		p99s = append(p99s, r.RTTP99US)
 	}
 	wall := time.Since(t0).Seconds()
+	var ours float64
 	for _, p := range all {
 		if err := p.wait(); err != nil {
 			return nil, fmt.Errorf("%s: %w: %s", strings.Join(p.cmd.Args, " "), err, p.stderr.String())
 		}
+		ours += (p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()).Seconds()
 	}
+	busy1, busyErr1 := cpuBusy(env)
 	m = Metrics{
 		"wall_s":    wall,
 		"ops_per_s": total / wall,
@@ -474,6 +478,12 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 		// point, so it is the aggregate's share, never more than a
 		// unit got.
 		"per_proc_ops_per_s": total / wall / float64(len(units)),
+	}
+	// Busy time of the allowed CPUs that was not ours (other work on a
+	// shared machine): it biases every ratio, so it is recorded. The
+	// window is a little longer than wall (it includes the exits).
+	if busyErr == nil && busyErr1 == nil {
+		m["other_cpu_frac"] = max(0, busy1-busy0-ours) / (wall * float64(allowedCPUs(env)))
 	}
 	if kind != OversubCompute {
 		m["rtt_p50_us"] = Median(p50s)
@@ -483,6 +493,46 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 }
 
 func noWrap(a []string) []string { return a }
+
+// clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux
+// architecture corepin supports (proc(5)).
+const clockTicks = 100
+
+// cpuBusy returns the busy seconds (user, nice, system, irq, softirq,
+// steal) of corepin's allowed CPUs since boot, from /proc/stat (proc(5)).
+func cpuBusy(env *Env) (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	var ticks uint64
+	found := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := strconv.Atoi(f[0][3:])
+		if err != nil {
+			continue
+		}
+		if env.Topo != nil && !env.Topo.Allowed().IsEmpty() && !env.Topo.Allowed().Contains(cpu) {
+			continue
+		}
+		for _, i := range []int{1, 2, 3, 6, 7, 8} {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing /proc/stat %s: %w", f[0], err)
+			}
+			ticks += v
+		}
+		found = true
+	}
+	if !found {
+		return 0, errors.New("no per-CPU lines in /proc/stat")
+	}
+	return float64(ticks) / clockTicks, nil
+}
 
 // ratio is a within-run ratio of a point to its baseline: of the medians,
 // with the min and max of the ratios of repeats paired by round.
@@ -652,13 +702,24 @@ func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {
 		}
 	}
 	detail.Note = "ping-pong ops are round trips and a process is a pair; rtt p99 is the worst pair's"
+	var other []float64
+	busyWarn := ""
+	for _, pr := range pts {
+		other = append(other, pr.Values("other_cpu_frac")...)
+	}
+	if med := Median(other); med > 0.05 {
+		warn := fmt.Sprintf("other work used %.0f%% of the CPUs during the points (median; max %.0f%%): more processes win a bigger share of a busy machine, so ratios here overstate what oversubscription gives; rerun on an idle machine",
+			100*med, 100*slices.Max(other))
+		per.Note = strings.TrimPrefix(per.Note+"; "+warn, "; ")
+		busyWarn = " Caution: " + warn + "."
+	}
 	a.Tables = []Table{per, agg}
 	if t, ok := d.vethTable(); ok {
 		a.Tables = append(a.Tables, t)
 	}
 	a.Tables = append(a.Tables, detail)
 	a.Charts = []Chart{lineChart, aggChart, box}
-	a.Recommendation = d.recommend()
+	a.Recommendation = d.recommend() + busyWarn
 	return a
 }
 

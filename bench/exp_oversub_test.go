@@ -177,6 +177,39 @@ func TestOversubAnalyzeSynthetic(t *testing.T) {
 	}
 }
 
+func TestOversubAnalyzeWarnsOfOtherWork(t *testing.T) {
+	pts := []PointResult{
+		oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": {100}, "per_proc_ops_per_s": {50}, "wall_s": {1}, "other_cpu_frac": {0.4}}),
+		oversubPoint(OversubCompute, 2, map[string][]float64{"ops_per_s": {130}, "per_proc_ops_per_s": {32.5}, "wall_s": {1}, "other_cpu_frac": {0.2}}),
+	}
+	a := newOversubExp().Analyze(&Env{}, pts)
+	if !strings.Contains(a.Tables[0].Note, "other work used 30% of the CPUs") || !strings.Contains(a.Recommendation, "Caution: other work used 30%") {
+		t.Errorf("note %q, recommendation %q: want a warning about 30%% other work", a.Tables[0].Note, a.Recommendation)
+	}
+	pts[0].Repeats[0]["other_cpu_frac"], pts[1].Repeats[0]["other_cpu_frac"] = 0.01, 0.01
+	if a := newOversubExp().Analyze(&Env{}, pts); strings.Contains(a.Recommendation, "Caution") {
+		t.Errorf("recommendation %q warns on an idle machine", a.Recommendation)
+	}
+}
+
+func TestCPUBusy(t *testing.T) {
+	a, err := cpuBusy(&Env{})
+	if err != nil {
+		t.Skipf("skipping: no /proc/stat: %v", err)
+	}
+	x := uint64(1)
+	for range 50_000_000 {
+		x = x*6364136223846793005 + 1
+	}
+	b, err := cpuBusy(&Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < a || a <= 0 {
+		t.Errorf("cpuBusy = %v then %v (sink %d), want positive and non-decreasing", a, b, x&1)
+	}
+}
+
 func TestOversubAnalyzeNothing(t *testing.T) {
 	a := newOversubExp().Analyze(&Env{}, nil)
 	if a.Recommendation == "" || len(a.Tables) != 0 {
@@ -216,6 +249,9 @@ func TestOversubQuickRun(t *testing.T) {
 	for _, pr := range rep.Points {
 		if len(pr.Repeats) != 2 {
 			t.Errorf("%s: %d repeats, want 2 (errors %v)", pr.Point.Label(), len(pr.Repeats), pr.Errors)
+		}
+		if v := pr.Median("other_cpu_frac"); !(v >= 0) {
+			t.Errorf("%s: other_cpu_frac = %v, want >= 0", pr.Point.Label(), v)
 		}
 		for _, m := range []string{"wall_s", "ops_per_s", "per_proc_ops_per_s"} {
 			if v := pr.Median(m); !(v > 0) {
