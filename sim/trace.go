@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 )
 
 // Op is what happens to a job at an event.
@@ -63,18 +61,7 @@ type eventJSON struct {
 	T       *float64     `json:"t"`
 	Op      Op           `json:"op"`
 	ID      string       `json:"id"`
-	Request *requestJSON `json:"request,omitempty"`
-}
-
-// requestJSON has the keys of a `corepin plan` request object.
-type requestJSON struct {
-	ID             string   `json:"id,omitempty"`
-	CPUs           *float64 `json:"cpus"`
-	QoS            string   `json:"qos,omitempty"`
-	Bind           string   `json:"bind,omitempty"`
-	Exclusive      string   `json:"exclusive,omitempty"`
-	NUMA           string   `json:"numa,omitempty"`
-	TopologyPolicy string   `json:"topology_policy,omitempty"`
+	Request *alloc.RequestSpec `json:"request,omitempty"`
 }
 
 // ReadTrace reads a trace in JSON lines (see the package documentation) and
@@ -153,65 +140,20 @@ func parseEvent(b []byte) (Event, error) {
 }
 
 // toRequest turns a request object into an alloc.Request the way
-// `corepin plan` does: LS and BE take a quota in CPUs (fractions allowed),
-// the exclusive classes whole CPUs, and a fraction without a class is LS.
-func toRequest(id string, rj requestJSON) (alloc.Request, error) {
-	if rj.CPUs == nil {
-		return alloc.Request{}, fmt.Errorf("request of %q has no cpus", id)
+// `corepin plan` does (alloc.RequestSpec). SYSTEM is not schedulable: it
+// names the reserved CPUs.
+func toRequest(id string, rj alloc.RequestSpec) (alloc.Request, error) {
+	if rj.QoS == string(alloc.SYSTEM) {
+		return alloc.Request{}, fmt.Errorf("request of %q: qos SYSTEM names the reserved CPUs and is not scheduled", id)
 	}
-	cpus := *rj.CPUs
-	if cpus < 0 || cpus > cpuset.MaxCPU+1 || math.IsNaN(cpus) {
-		return alloc.Request{}, fmt.Errorf("request of %q: cpus %v is outside [0, %d]", id, cpus, cpuset.MaxCPU+1)
+	r, err := rj.Request(id)
+	if err != nil {
+		return alloc.Request{}, err
 	}
-	m := int(math.Round(cpus * 1000))
-	r := alloc.Request{ID: id, QoS: alloc.QoS(rj.QoS), Bind: alloc.Bind(rj.Bind), Exclusive: alloc.Exclusive(rj.Exclusive),
-		NUMA: alloc.NUMAStrategy(rj.NUMA), TopologyPolicy: alloc.TopologyPolicy(rj.TopologyPolicy)}
-	if err := checkVocabulary(r); err != nil {
-		return alloc.Request{}, fmt.Errorf("request of %q: %v", id, err)
-	}
-	switch r.QoS {
-	case alloc.LS, alloc.BE:
-		r.MilliCPUs = m
-		if m == 0 && r.QoS == alloc.LS {
-			return alloc.Request{}, fmt.Errorf("request of %q: an LS request needs cpus above 0", id)
-		}
-	case "":
-		if m%1000 != 0 {
-			r.QoS, r.MilliCPUs = alloc.LS, m
-			break
-		}
-		r.QoS, r.CPUs = alloc.LSE, m/1000
-	default:
-		if m%1000 != 0 {
-			return alloc.Request{}, fmt.Errorf("request of %q: %s takes whole CPUs, not %v (fractional requests are LS or BE)", id, r.QoS, cpus)
-		}
-		r.CPUs = m / 1000
-	}
-	if (r.QoS == alloc.LSE || r.QoS == alloc.LSR) && r.CPUs == 0 {
-		return alloc.Request{}, fmt.Errorf("request of %q: %s needs at least 1 cpu", id, r.QoS)
+	if r.QoS == "" {
+		r.QoS = alloc.LSE
 	}
 	return r, nil
-}
-
-// checkVocabulary refuses names alloc does not know, so a typo fails at its
-// line instead of in the middle of a replay. SYSTEM is not schedulable: it
-// names the reserved CPUs.
-func checkVocabulary(r alloc.Request) error {
-	for _, c := range []struct {
-		what, got string
-		known     []string
-	}{
-		{"qos", string(r.QoS), []string{"", "LSE", "LSR", "LS", "BE"}},
-		{"bind", string(r.Bind), []string{"", "Default", "FullPCPUs", "SpreadByPCPUs"}},
-		{"exclusive", string(r.Exclusive), []string{"", "None", "PCPULevel", "NUMANodeLevel"}},
-		{"numa", string(r.NUMA), []string{"", "MostAllocated", "LeastAllocated", "DistributeEvenly"}},
-		{"topology_policy", string(r.TopologyPolicy), []string{"", "none", "best-effort", "restricted", "single-numa-node"}},
-	} {
-		if !slices.Contains(c.known, c.got) {
-			return fmt.Errorf("unknown %s %q (want one of %v)", c.what, c.got, c.known[1:])
-		}
-	}
-	return nil
 }
 
 // Validate checks the order of a trace: times are finite, not negative and

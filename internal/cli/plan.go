@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -89,15 +88,8 @@ type planAssigned struct {
 	CPUs      *float64 `json:"cpus"` // quota of an LS or BE workload
 }
 
-type planRequest struct {
-	ID             string   `json:"id"`
-	CPUs           *float64 `json:"cpus"`
-	QoS            string   `json:"qos"`
-	Bind           string   `json:"bind"`
-	Exclusive      string   `json:"exclusive"`
-	NUMA           string   `json:"numa"`
-	TopologyPolicy string   `json:"topology_policy"`
-}
+// planRequest is a request object of the plan contract.
+type planRequest = alloc.RequestSpec
 
 type planInput struct {
 	Topology  *planTopology  `json:"topology"`
@@ -186,8 +178,8 @@ func runPlan(data []byte, live func() (*topology.Topology, error)) (planOutput, 
 		}
 		as := alloc.Assignment{ID: a.ID, CPUs: set, QoS: alloc.QoS(a.QoS), Exclusive: alloc.Exclusive(a.Exclusive)}
 		if a.CPUs != nil {
-			if as.MilliCPUs, err = milli(a.ID, *a.CPUs); err != nil {
-				return planOutput{}, nil, err
+			if as.MilliCPUs, err = alloc.MilliCPUs(a.ID, *a.CPUs); err != nil {
+				return planOutput{}, nil, &UsageError{Err: err}
 			}
 		}
 		if err := st.Assign(as); err != nil {
@@ -278,40 +270,13 @@ func parseSet(what, s string) (cpuset.CPUSet, error) {
 	return set, nil
 }
 
-func milli(id string, cpus float64) (int, error) {
-	if cpus < 0 || cpus > cpuset.MaxCPU+1 || math.IsNaN(cpus) {
-		return 0, Usagef("request %q: cpus %v is outside [0, %d]", id, cpus, cpuset.MaxCPU+1)
-	}
-	return int(math.Round(cpus * 1000)), nil
-}
-
 func toRequest(i int, pr planRequest) (alloc.Request, error) {
 	if pr.ID == "" {
 		return alloc.Request{}, Usagef("request %d has no id", i)
 	}
-	if pr.CPUs == nil {
-		return alloc.Request{}, Usagef("request %q has no cpus", pr.ID)
-	}
-	m, err := milli(pr.ID, *pr.CPUs)
+	r, err := pr.Request(pr.ID)
 	if err != nil {
-		return alloc.Request{}, err
-	}
-	r := alloc.Request{ID: pr.ID, QoS: alloc.QoS(pr.QoS), Bind: alloc.Bind(pr.Bind), Exclusive: alloc.Exclusive(pr.Exclusive),
-		NUMA: alloc.NUMAStrategy(pr.NUMA), TopologyPolicy: alloc.TopologyPolicy(pr.TopologyPolicy)}
-	switch r.QoS {
-	case alloc.LS, alloc.BE:
-		r.MilliCPUs = m
-	case "":
-		if m%1000 != 0 {
-			r.QoS, r.MilliCPUs = alloc.LS, m
-			break
-		}
-		r.CPUs = m / 1000
-	default:
-		if m%1000 != 0 {
-			return alloc.Request{}, Usagef("request %q: %s takes whole CPUs, not %v (fractional requests are LS or BE)", pr.ID, pr.QoS, *pr.CPUs)
-		}
-		r.CPUs = m / 1000
+		return alloc.Request{}, &UsageError{Err: err}
 	}
 	return r, nil
 }
