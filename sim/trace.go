@@ -58,9 +58,9 @@ func (e *LineError) Is(target error) bool { return target == ErrBadTrace }
 const maxLine = 64 << 10
 
 type eventJSON struct {
-	T       *float64     `json:"t"`
-	Op      Op           `json:"op"`
-	ID      string       `json:"id"`
+	T       *float64           `json:"t"`
+	Op      Op                 `json:"op"`
+	ID      string             `json:"id"`
 	Request *alloc.RequestSpec `json:"request,omitempty"`
 }
 
