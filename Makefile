@@ -13,9 +13,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corepin
 
-# The main job on embedded defaults: this machine's topology.
+# The main job on embedded defaults: this machine's topology, then every
+# experiment in its quick variant (minutes), ending with where the report is.
 demo: build
 	./$(BIN) topo
+	./$(BIN) bench --quick
 
 test:
 	$(GO) vet ./...

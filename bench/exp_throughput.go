@@ -46,6 +46,7 @@ func (e *throughputExp) Spec(quick bool) any {
 	if quick {
 		e.spec.Job = jobSpec{Workload: WorkloadAuto, JobSeconds: 0.4, ClipWidth: 640, ClipHeight: 360, ClipSeconds: 1, Preset: "veryfast"}
 		e.spec.JobsPerCPU = 2
+		e.spec.Write = false
 	}
 	return &e.spec
 }
