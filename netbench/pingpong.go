@@ -165,6 +165,13 @@ func Serve(ctx context.Context, ln net.Listener, conns int) error {
 		}
 		accepted++
 		mu.Lock()
+		if ctx.Err() != nil {
+			// Cancelled between Accept and here: closeAll has already run
+			// (or will find nothing), so close this one ourselves.
+			mu.Unlock()
+			c.Close()
+			continue
+		}
 		open[c] = true
 		mu.Unlock()
 		wg.Go(func() {
