@@ -111,7 +111,78 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	if got != n {
 		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
 	}
-	return sc.taken, nil
+	return s.kubeletGuard(r, &cc, sc.taken), nil
+}
+
+// unbeatable reports whether a placement of n CPUs scoring q is as good as
+// any placement could be on every metric: no more NUMA nodes, L3 groups,
+// sockets and shared cores than the fewest whose free CPUs could hold n.
+func (s *State) unbeatable(q spanScore, n int) bool {
+	if q.nodes > fewestNodes(s.freeNode, n) {
+		return false
+	}
+	if q.shared > 0 {
+		// Whole free cores share nothing; past them, every partly held
+		// core used shares one.
+		whole := 0
+		partial := s.sc.partialFree[:0]
+		for core, free := range s.freeCore {
+			switch {
+			case free == len(s.ix.coreCPUs[core]):
+				whole += free
+			case free > 0:
+				partial = append(partial, free)
+			}
+		}
+		s.sc.partialFree = partial
+		if n <= whole || q.shared > fewestNodes(partial, n-whole) {
+			return false
+		}
+	}
+	if q.l3 > 0 && q.l3 > fewestNodes(s.freeL3, n) {
+		return false
+	}
+	if q.sockets <= 1 {
+		return true
+	}
+	ix := s.ix
+	perSocket := s.sc.socketFree[:0]
+	for range ix.numSockets {
+		perSocket = append(perSocket, 0)
+	}
+	for core, free := range s.freeCore {
+		perSocket[ix.coreSocket[core]] += free
+	}
+	s.sc.socketFree = perSocket
+	return q.sockets <= fewestNodes(perSocket, n)
+}
+
+// kubeletGuard keeps corepin's promise to be at least as well aligned as
+// kubelet's static policy on every metric, not only in corepin's ranking:
+// where corepin's placement is not already the best possible, the one
+// kubelet would make on the same state with the same options is computed,
+// and kept instead when corepin's does not match or beat it on each of
+// NUMA nodes, sockets, L3 groups and shared cores. (corepin sometimes buys a
+// NUMA node or an L3 group with a shared core; kubelet never gets there,
+// and a user comparing the two must never see corepin lose a metric.) Only
+// requests kubelet can express are guarded.
+func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
+	if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated || len(r.Hint) > 0 {
+		return ours
+	}
+	q := cc.score(ours)
+	if s.unbeatable(q, ours.count()) {
+		return ours
+	}
+	theirs, err := s.kubeAllocate(r)
+	if err != nil || theirs.count() != ours.count() {
+		return ours
+	}
+	k := cc.score(theirs)
+	if q.nodes <= k.nodes && q.sockets <= k.sockets && q.l3 <= k.l3 && q.shared <= k.shared {
+		return ours
+	}
+	return theirs
 }
 
 // place runs one placement of n CPUs needing k nodes into sc.taken.

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"math/bits"
+	"sync"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
@@ -110,6 +111,8 @@ type index struct {
 	coreLeaf []int32 // tree index of each core's leaf
 
 	kube kubeTopo
+	// kubeAccs pools the kubelet engine's accumulators (see newKubeAcc).
+	kubeAccs sync.Pool
 }
 
 func newIndex(t *topology.Topology) *index {

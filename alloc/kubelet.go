@@ -83,16 +83,34 @@ type kubeAcc struct {
 
 	freeCore, freeSocket, freeNode, freeUncore []int
 	mark                                       []int // scratch for distinct keys
+
+	// Buffers the sort and take steps reuse, one per step, so that a
+	// decision allocates next to nothing: each holds the result of its
+	// step only until the same step runs again.
+	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2 []int
 }
 
+// newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
+// ix's pool (release it with done); its result is a fresh bitset the caller
+// keeps.
 func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
 	k := &ix.kube
-	a := &kubeAcc{
-		ix: ix, k: k, free: newBitset(ix.words), result: newBitset(ix.words), needed: n, spread: spread,
-		freeCore: make([]int, k.numCores), freeSocket: make([]int, k.numSockets),
-		freeNode: make([]int, k.numNodes), freeUncore: make([]int, len(k.uncoreCPUs)),
-		mark: make([]int, max(k.numCores, k.numSockets, k.numNodes, len(k.uncoreCPUs))),
+	a, _ := ix.kubeAccs.Get().(*kubeAcc)
+	if a == nil {
+		a = &kubeAcc{
+			ix: ix, k: k, free: newBitset(ix.words),
+			freeCore: make([]int, k.numCores), freeSocket: make([]int, k.numSockets),
+			freeNode: make([]int, k.numNodes), freeUncore: make([]int, len(k.uncoreCPUs)),
+			mark: make([]int, max(k.numCores, k.numSockets, k.numNodes, len(k.uncoreCPUs))),
+		}
+	} else {
+		a.free.reset()
+		clear(a.freeCore)
+		clear(a.freeSocket)
+		clear(a.freeNode)
+		clear(a.freeUncore)
 	}
+	a.result, a.needed, a.spread = newBitset(ix.words), n, spread
 	for _, c := range ix.cpus {
 		if avail.has(c) {
 			a.free.set(c)
@@ -103,6 +121,12 @@ func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
 		}
 	}
 	return a
+}
+
+// done returns a to its index's pool; a must not be used afterwards.
+func (a *kubeAcc) done() {
+	a.result = nil
+	a.ix.kubeAccs.Put(a)
 }
 
 func (a *kubeAcc) numaFirst() bool { return a.k.numSockets >= a.k.numNodes }
@@ -126,11 +150,25 @@ func (a *kubeAcc) take(cpus []int) {
 	}
 }
 
+// takeOne claims c if it is free.
+func (a *kubeAcc) takeOne(c int) {
+	if a.free.has(c) {
+		a.free.clear(c)
+		a.freeCore[a.ix.cpuCore[c]]--
+		a.freeSocket[a.ix.cpuSocket[c]]--
+		a.freeNode[a.ix.cpuNode[c]]--
+		a.freeUncore[a.k.cpuUncore[c]]--
+		a.result.set(c)
+		a.needed--
+	}
+}
+
 func (a *kubeAcc) satisfied() bool { return a.needed < 1 }
 
-// distinct returns the keys of the free CPUs among cpus, ascending.
-func (a *kubeAcc) distinct(cpus []int, key []int32) []int {
-	var out []int
+// distinct appends to out the keys of the free CPUs among cpus, in order of
+// first appearance, and returns the extended slice.
+func (a *kubeAcc) distinct(out, cpus []int, key []int32) []int {
+	start := len(out)
 	for _, c := range cpus {
 		if a.free.has(c) {
 			if k := int(key[c]); a.mark[k] == 0 {
@@ -139,7 +177,7 @@ func (a *kubeAcc) distinct(cpus []int, key []int32) []int {
 			}
 		}
 	}
-	for _, k := range out {
+	for _, k := range out[start:] {
 		a.mark[k] = 0
 	}
 	return out
@@ -151,8 +189,7 @@ func byFree(ids []int, free []int) {
 	slices.SortFunc(ids, func(x, y int) int { return cmp.Or(cmp.Compare(free[x], free[y]), cmp.Compare(x, y)) })
 }
 
-func (a *kubeAcc) allWithFree(free []int) []int {
-	var out []int
+func (a *kubeAcc) allWithFree(out, free []int) []int {
 	for i, f := range free {
 		if f > 0 {
 			out = append(out, i)
@@ -162,64 +199,54 @@ func (a *kubeAcc) allWithFree(free []int) []int {
 	return out
 }
 
-func (a *kubeAcc) sortNodes() []int {
-	if a.numaFirst() {
-		return a.allWithFree(a.freeNode)
-	}
-	var out []int
-	for _, s := range a.sortSockets() {
-		ns := a.distinct(a.k.socketCPUs[s], a.ix.cpuNode)
-		byFree(ns, a.freeNode)
-		out = append(out, ns...)
+// sortedWithin appends, for each outer unit in order, the distinct inner
+// units of its free CPUs sorted by byFree, to out.
+func (a *kubeAcc) sortedWithin(out []int, outer []int, cpusOf [][]int, key []int32, free []int) []int {
+	for _, u := range outer {
+		start := len(out)
+		out = a.distinct(out, cpusOf[u], key)
+		byFree(out[start:], free)
 	}
 	return out
+}
+
+func (a *kubeAcc) sortNodes() []int {
+	if a.numaFirst() {
+		a.bufNodes = a.allWithFree(a.bufNodes[:0], a.freeNode)
+	} else {
+		a.bufNodes = a.sortedWithin(a.bufNodes[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuNode, a.freeNode)
+	}
+	return a.bufNodes
 }
 
 func (a *kubeAcc) sortSockets() []int {
 	if !a.numaFirst() {
-		return a.allWithFree(a.freeSocket)
+		a.bufSockets = a.allWithFree(a.bufSockets[:0], a.freeSocket)
+	} else {
+		a.bufSockets = a.sortedWithin(a.bufSockets[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuSocket, a.freeSocket)
 	}
-	var out []int
-	for _, n := range a.sortNodes() {
-		ss := a.distinct(a.k.nodeCPUs[n], a.ix.cpuSocket)
-		byFree(ss, a.freeSocket)
-		out = append(out, ss...)
-	}
-	return out
+	return a.bufSockets
 }
 
 func (a *kubeAcc) sortCores() []int {
-	var out []int
 	if a.numaFirst() {
-		for _, s := range a.sortSockets() {
-			cs := a.distinct(a.k.socketCPUs[s], a.ix.cpuCore)
-			byFree(cs, a.freeCore)
-			out = append(out, cs...)
-		}
-		return out
+		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuCore, a.freeCore)
+	} else {
+		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuCore, a.freeCore)
 	}
-	for _, n := range a.sortNodes() {
-		cs := a.distinct(a.k.nodeCPUs[n], a.ix.cpuCore)
-		byFree(cs, a.freeCore)
-		out = append(out, cs...)
-	}
-	return out
+	return a.bufCores
 }
 
 func (a *kubeAcc) sortUncores() []int {
-	var out []int
-	for _, n := range a.sortNodes() {
-		us := a.distinct(a.k.nodeCPUs[n], a.k.cpuUncore)
-		byFree(us, a.freeUncore)
-		out = append(out, us...)
-	}
-	return out
+	a.bufUncores = a.sortedWithin(a.bufUncores[:0], a.sortNodes(), a.k.nodeCPUs, a.k.cpuUncore, a.freeUncore)
+	return a.bufUncores
 }
 
 // sortCPUs is the order single threads are taken in: packed walks cores
 // (siblings together), spread walks sockets in CPU id order.
 func (a *kubeAcc) sortCPUs() []int {
-	var out []int
+	out := a.bufCPUs[:0]
+	defer func() { a.bufCPUs = out }()
 	if a.spread {
 		for _, s := range a.sortSockets() {
 			for _, c := range a.k.socketCPUs[s] {
@@ -241,7 +268,8 @@ func (a *kubeAcc) sortCPUs() []int {
 }
 
 func (a *kubeAcc) takeFullNodes() {
-	var free []int
+	free := a.bufFree[:0]
+	defer func() { a.bufFree = free }()
 	for _, n := range a.sortNodes() {
 		if a.freeNode[n] == len(a.k.nodeCPUs[n]) {
 			free = append(free, n)
@@ -255,7 +283,8 @@ func (a *kubeAcc) takeFullNodes() {
 }
 
 func (a *kubeAcc) takeFullSockets() {
-	var free []int
+	free := a.bufFree[:0]
+	defer func() { a.bufFree = free }()
 	for _, s := range a.sortSockets() {
 		if a.freeSocket[s] == a.k.cpusPerSocket() {
 			free = append(free, s)
@@ -269,7 +298,8 @@ func (a *kubeAcc) takeFullSockets() {
 }
 
 func (a *kubeAcc) takeFullUncores() {
-	var free []int
+	free := a.bufFree[:0]
+	defer func() { a.bufFree = free }()
 	for _, u := range a.sortUncores() {
 		if a.freeUncore[u] == len(a.k.uncoreCPUs[u]) {
 			free = append(free, u)
@@ -287,12 +317,14 @@ func (a *kubeAcc) takeFullUncores() {
 func (a *kubeAcc) takePartialUncore(u int) {
 	perCore := a.k.cpusPerCore()
 	coresNeeded := (a.needed + perCore - 1) / max(perCore, 1)
-	cores := a.distinct(a.k.uncoreCPUs[u], a.ix.cpuCore)
+	cores := a.distinct(a.bufTmp[:0], a.k.uncoreCPUs[u], a.ix.cpuCore)
+	a.bufTmp = cores
 	slices.Sort(cores)
 	if len(cores) > coresNeeded {
 		cores = cores[:coresNeeded]
 	}
-	var cpus []int
+	cpus := a.bufTmp2[:0]
+	defer func() { a.bufTmp2 = cpus }()
 	for _, core := range cores {
 		for _, c := range a.k.coreCPUs[core] {
 			if a.free.has(c) {
@@ -326,7 +358,8 @@ func (a *kubeAcc) takeUncoreCache() {
 }
 
 func (a *kubeAcc) takeFullCores() {
-	var free []int
+	free := a.bufFree[:0]
+	defer func() { a.bufFree = free }()
 	for _, core := range a.sortCores() {
 		if a.freeCore[core] == a.k.cpusPerCore() {
 			free = append(free, core)
@@ -341,7 +374,7 @@ func (a *kubeAcc) takeFullCores() {
 
 func (a *kubeAcc) takeRemaining() {
 	for _, c := range a.sortCPUs() {
-		a.take([]int{c})
+		a.takeOne(c)
 		if a.satisfied() {
 			return
 		}
@@ -355,6 +388,7 @@ func errNotEnough(n, avail int) error {
 // kubePacked is kubelet's takeByTopologyNUMAPacked.
 func (ix *index) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
 	a := newKubeAcc(ix, avail, n, spread)
+	defer a.done()
 	if a.satisfied() {
 		return a.result, nil
 	}
@@ -441,6 +475,7 @@ func (ix *index) kubeDistributed(avail bitset, n, group int, spread bool) (bitse
 		return ix.kubePacked(avail, n, spread, false)
 	}
 	a := newKubeAcc(ix, avail, n, spread)
+	defer a.done()
 	if a.satisfied() {
 		return a.result, nil
 	}

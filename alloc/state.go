@@ -470,6 +470,7 @@ type scratch struct {
 	takenCore                              []int
 	cap, cleanT                            []int // per tree node
 	nodeCap                                []int
+	socketFree, partialFree                []int // for unbeatable
 	allow, allow2                          []bool
 	kids                                   []int32
 	amt                                    []int
