@@ -601,7 +601,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		name = svc
 	}
 	t := Table{Title: "Colocation: " + name + " (medians of repeats)",
-		Columns: []string{"policy", "p50", "p99", "p99 / alone", "p99.9", "max", "req/s", "errors", "batch CPUs", "batch / idle CPU"}}
+		Columns: []string{"policy", "p50", "p90", "p99", "p99 / alone", "p99.9", "max", "req/s", "errors", "batch CPUs", "batch / idle CPU"}}
 	bars := Chart{Kind: ChartBar, Title: name + ": p99 latency relative to the service alone", XLabel: "policy", YLabel: "p99 / p99 alone"}
 	barS := Series{Name: "p99 ratio"}
 	cpuS := Series{Name: "batch share of idle CPU"}
@@ -616,7 +616,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		idle := p.Median("machine_cpus") - p.Median("service_cpus")
 		share := p.Median("batch_cpus") / idle
 		if pol == polBatchAlone {
-			t.Rows = append(t.Rows, []string{pol, "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%.2f", p.Median("batch_cpus")), "-"})
+			t.Rows = append(t.Rows, []string{pol, "-", "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%.2f", p.Median("batch_cpus")), "-"})
 			continue
 		}
 		ratio := p.Median("p99_ms") / aloneP99
@@ -625,7 +625,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 			shareS = fmt.Sprintf("%.0f%%", 100*share)
 			scores = append(scores, scored{pol, ratio, share})
 		}
-		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p99_ms")),
+		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p90_ms")), fmtMs(p.Median("p99_ms")),
 			fmt.Sprintf("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
 			fmt.Sprintf("%.0f", p.Median("rps")), fmt.Sprintf("%.0f", p.Median("errors")),
 			fmt.Sprintf("%.2f", p.Median("batch_cpus")), shareS})
