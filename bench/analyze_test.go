@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func pr(p Point, metric string, values ...float64) PointResult {
+	r := PointResult{Point: p}
+	for _, v := range values {
+		r.Repeats = append(r.Repeats, Metrics{metric: v})
+	}
+	return r
+}
+
+func TestConcurrencyAnalyzePenalty(t *testing.T) {
+	e := &concurrencyExp{}
+	e.Spec(true)
+	e.spec.Modes = []string{"pinned", "quota"}
+	pts := []PointResult{
+		pr(P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
+		pr(P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
+		pr(P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
+		pr(P("cpus", "1", "mode", "quota", "concurrency", 2), "job_wall_s", 3, 3, 3),
+	}
+	a := e.Analyze(&Env{}, pts)
+	rows := a.Tables[0].Rows
+	if rows[1][5] != "+20%" || rows[3][5] != "+50%" {
+		t.Errorf("penalties = %s, %s; want +20%% (pinned) and +50%% (quota)", rows[1][5], rows[3][5])
+	}
+	if !strings.Contains(a.Recommendation, "pinned mode slowed each job least (+20%") {
+		t.Errorf("recommendation = %q", a.Recommendation)
+	}
+	if len(a.Charts) != 2 || a.Charts[0].Kind != ChartHeatmap || a.Charts[0].Grid[1][1] != 50 {
+		t.Errorf("charts = %+v, want a heatmap with quota x 2 = 50%%", a.Charts)
+	}
+}
+
+func TestColocationAnalyzeBar(t *testing.T) {
+	e := &colocationExp{}
+	e.Spec(true)
+	m := func(p99, batch, svc float64) Metrics {
+		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
+	}
+	pt := func(pol string, ms ...Metrics) PointResult {
+		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	}
+	pts := []PointResult{
+		pt(polAlone, m(10, 0, 0.5), m(10, 0, 0.5), m(12, 0, 0.5)),
+		pt(polBatchAlone, Metrics{"batch_cpus": 2}),
+		pt(polNone, m(30, 1.45, 0.5), m(31, 1.45, 0.5), m(29, 1.45, 0.5)),
+		pt(polCorepin, m(10.5, 1.4, 0.5), m(10.8, 1.4, 0.5), m(10.2, 1.4, 0.5)),
+		pt(polNice, m(20, 1.0, 0.5), m(20, 1.0, 0.5), m(20, 1.0, 0.5)),
+	}
+	a := e.Analyze(&Env{}, pts)
+	rec := a.Recommendation
+	for _, want := range []string{"cpu: use corepin (p99 1.05x alone", "corepin's default meets the bar", "Without a policy p99 is 3.00x alone"} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("recommendation %q lacks %q", rec, want)
+		}
+	}
+	// nice keeps only 67% of the idle CPU for the batch: not eligible.
+	if strings.Contains(rec, "use nice") {
+		t.Errorf("recommended a policy that starves the batch: %q", rec)
+	}
+	pts[3] = pt(polCorepin, m(13, 1.4, 0.5))
+	if rec := e.Analyze(&Env{}, pts).Recommendation; !strings.Contains(rec, "corepin's default misses the bar") {
+		t.Errorf("a 1.3x p99 must miss the bar: %q", rec)
+	}
+}
+
+func TestThreadsAndThroughputAnalyze(t *testing.T) {
+	th := &threadsExp{}
+	th.Spec(true)
+	a := th.Analyze(&Env{}, []PointResult{
+		pr(P("cpus", 2, "threads", "1"), "rate", 50),
+		pr(P("cpus", 2, "threads", "2"), "rate", 120),
+		pr(P("cpus", 2, "threads", "auto"), "rate", 100),
+	})
+	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") {
+		t.Errorf("threads recommendation = %q", a.Recommendation)
+	}
+	tp := &throughputExp{}
+	tp.Spec(true)
+	a = tp.Analyze(&Env{}, []PointResult{
+		pr(P("config", defaultConfig, "write", "no"), "rate", 100),
+		pr(P("config", "2x1", "write", "no"), "rate", 130),
+		pr(P("config", "1x2", "write", "no"), "rate", 90),
+	})
+	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") {
+		t.Errorf("throughput recommendation = %q", a.Recommendation)
+	}
+}
