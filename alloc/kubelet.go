@@ -87,7 +87,7 @@ type kubeAcc struct {
 	// Buffers the sort and take steps reuse, one per step, so that a
 	// decision allocates next to nothing: each holds the result of its
 	// step only until the same step runs again.
-	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2 []int
+	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2, bufOrder []int
 }
 
 // newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
@@ -267,49 +267,33 @@ func (a *kubeAcc) sortCPUs() []int {
 	return out
 }
 
-func (a *kubeAcc) takeFullNodes() {
+// takeWhole claims, in order, every unit whose CPUs are all free
+// (whole(u)) while the request still needs at least all of them.
+func (a *kubeAcc) takeWhole(order []int, whole func(u int) bool, cpusOf [][]int) {
 	free := a.bufFree[:0]
 	defer func() { a.bufFree = free }()
-	for _, n := range a.sortNodes() {
-		if a.freeNode[n] == len(a.k.nodeCPUs[n]) {
-			free = append(free, n)
-		}
-	}
-	for _, n := range free {
-		if a.needed >= len(a.k.nodeCPUs[n]) {
-			a.take(a.k.nodeCPUs[n])
-		}
-	}
-}
-
-func (a *kubeAcc) takeFullSockets() {
-	free := a.bufFree[:0]
-	defer func() { a.bufFree = free }()
-	for _, s := range a.sortSockets() {
-		if a.freeSocket[s] == a.k.cpusPerSocket() {
-			free = append(free, s)
-		}
-	}
-	for _, s := range free {
-		if a.needed >= len(a.k.socketCPUs[s]) {
-			a.take(a.k.socketCPUs[s])
-		}
-	}
-}
-
-func (a *kubeAcc) takeFullUncores() {
-	free := a.bufFree[:0]
-	defer func() { a.bufFree = free }()
-	for _, u := range a.sortUncores() {
-		if a.freeUncore[u] == len(a.k.uncoreCPUs[u]) {
+	for _, u := range order {
+		if whole(u) {
 			free = append(free, u)
 		}
 	}
 	for _, u := range free {
-		if a.needed >= len(a.k.uncoreCPUs[u]) {
-			a.take(a.k.uncoreCPUs[u])
+		if a.needed >= len(cpusOf[u]) {
+			a.take(cpusOf[u])
 		}
 	}
+}
+
+func (a *kubeAcc) takeFullNodes() {
+	a.takeWhole(a.sortNodes(), func(n int) bool { return a.freeNode[n] == len(a.k.nodeCPUs[n]) }, a.k.nodeCPUs)
+}
+
+func (a *kubeAcc) takeFullSockets() {
+	a.takeWhole(a.sortSockets(), func(s int) bool { return a.freeSocket[s] == a.k.cpusPerSocket() }, a.k.socketCPUs)
+}
+
+func (a *kubeAcc) takeFullUncores() {
+	a.takeWhole(a.sortUncores(), func(u int) bool { return a.freeUncore[u] == len(a.k.uncoreCPUs[u]) }, a.k.uncoreCPUs)
 }
 
 // takePartialUncore claims the lowest-numbered cores of one uncore cache
@@ -343,7 +327,9 @@ func (a *kubeAcc) takePartialUncore(u int) {
 
 func (a *kubeAcc) takeUncoreCache() {
 	per := a.k.cpusPerUncore()
-	for _, u := range a.sortUncores() {
+	// takeFullUncores sorts again into bufUncores: walk a copy.
+	a.bufOrder = append(a.bufOrder[:0], a.sortUncores()...)
+	for _, u := range a.bufOrder {
 		if a.needed >= per {
 			a.takeFullUncores()
 		}
@@ -358,18 +344,7 @@ func (a *kubeAcc) takeUncoreCache() {
 }
 
 func (a *kubeAcc) takeFullCores() {
-	free := a.bufFree[:0]
-	defer func() { a.bufFree = free }()
-	for _, core := range a.sortCores() {
-		if a.freeCore[core] == a.k.cpusPerCore() {
-			free = append(free, core)
-		}
-	}
-	for _, core := range free {
-		if a.needed >= len(a.k.coreCPUs[core]) {
-			a.take(a.k.coreCPUs[core])
-		}
-	}
+	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == a.k.cpusPerCore() }, a.k.coreCPUs)
 }
 
 func (a *kubeAcc) takeRemaining() {
