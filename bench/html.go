@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/corepin/corepin/runner"
 	"html/template"
 	"io"
 	"os"
@@ -224,12 +225,12 @@ func experimentCommand(cmds []string, name string, names []string, quick bool) s
 			}
 			out = append(out, a)
 		}
-		return shellJoin(append(out, name))
+		return runner.ShellJoin(append(out, name))
 	}
 	if quick {
-		return shellJoin([]string{"corepin", "bench", "--quick", name})
+		return runner.ShellJoin([]string{"corepin", "bench", "--quick", name})
 	}
-	return shellJoin([]string{"corepin", "bench", name})
+	return runner.ShellJoin([]string{"corepin", "bench", name})
 }
 
 // shellSplit splits a command line as a POSIX shell would for the quoting
@@ -282,19 +283,6 @@ func shellSplit(s string) (argv []string, ok bool) {
 		argv = append(argv, cur.String())
 	}
 	return argv, true
-}
-
-// shellJoin quotes argv for a person to paste into a shell.
-func shellJoin(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }
 
 var reportTemplate = template.Must(template.New("report").Parse(`<!doctype html>

@@ -228,7 +228,7 @@ func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {
-	out.JobResult = JobResult{Job: i, Cmd: shellJoin(argv), Mode: spec.Mode, QoS: spec.QoS, CPUs: spec.CPUs, StartedAt: time.Now()}
+	out.JobResult = JobResult{Job: i, Cmd: ShellJoin(argv), Mode: spec.Mode, QoS: spec.QoS, CPUs: spec.CPUs, StartedAt: time.Now()}
 	fail := func(err error) jobOutcome {
 		out.ExitCode = -1
 		out.Error = err.Error()
@@ -402,8 +402,10 @@ func workloadReport(stdout []byte) rates {
 	return v
 }
 
-// shellJoin renders argv as a shell would need it typed, for display.
-func shellJoin(argv []string) string {
+// ShellJoin renders argv as a person would type it into a shell: words of
+// plain characters as they are, anything else in single quotes. The
+// placeholders {job}, {cpus}, {cpuset}, {threads} stay unquoted.
+func ShellJoin(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		if a != "" && strings.IndexFunc(a, func(r rune) bool {

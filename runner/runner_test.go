@@ -360,9 +360,9 @@ func repeat(argv []string, n int) [][]string {
 var _ = exec.Command
 
 func TestShellJoin(t *testing.T) {
-	got := shellJoin([]string{"sh", "-c", "echo it's {job}", "-threads", "{threads}", ""})
+	got := ShellJoin([]string{"sh", "-c", "echo it's {job}", "-threads", "{threads}", ""})
 	want := `sh -c 'echo it'\''s {job}' -threads {threads} ''`
 	if got != want {
-		t.Errorf("shellJoin = %s, want %s", got, want)
+		t.Errorf("ShellJoin = %s, want %s", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -113,7 +114,7 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	report := bench.Report{
 		GeneratedAt: time.Now(), CorepinVersion: Version, Kernel: kernelRelease(), Hostname: host,
 		Quick: f.quick, Driver: driver.Name(), Topology: topo.Doc(), TopologySummary: topo.Summary(),
-		TopologyText: topoText.String(), Commands: []string{shellQuote(append([]string{"corepin"}, argv[1:]...))},
+		TopologyText: topoText.String(), Commands: []string{runner.ShellJoin(append([]string{"corepin"}, argv[1:]...))},
 	}
 	db, runID, err := openBenchDB(f, report)
 	if err != nil {
@@ -259,19 +260,6 @@ func (p *benchProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-}
-
-// shellQuote renders argv for a person to paste into a shell.
-func shellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }
 
 const reportUsage = `Regenerate report/index.html from the results database, for the newest
