@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"github.com/corepin/corepin/runner"
 	"html/template"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/topology"
 )
 
