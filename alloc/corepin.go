@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"cmp"
+	"github.com/corepin/corepin/cpuset"
 	"slices"
 )
 
@@ -219,12 +220,25 @@ func (a spanScore) less(b spanScore) bool {
 }
 
 func (cc *corepinCall) score(b bitset) spanScore {
-	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	return cc.s.span(b, nil)
+}
+
+// span counts the NUMA nodes, sockets, L3 groups and shared cores (cores
+// whose other CPUs another workload or the reserved set holds) of the CPUs
+// of b, adding the node ids spanned to nodes when it is not nil.
+func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
+	ix, sc := s.ix, &s.sc
 	var q spanScore
 	b.each(func(c int) {
+		if c >= len(ix.cpuCore) || ix.cpuCore[c] < 0 {
+			return
+		}
 		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
 			sc.markNode[n] = 1
 			q.nodes++
+			if nodes != nil {
+				nodes.Add(int(ix.nodes[n]))
+			}
 		}
 		if so := ix.cpuSocket[c]; sc.markSocket[so] == 0 {
 			sc.markSocket[so] = 1

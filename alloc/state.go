@@ -403,40 +403,11 @@ func (s *State) Quality(cpus cpuset.CPUSet) Quality {
 
 func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
 	ix := s.ix
-	sc := &s.sc
-	var q Quality
 	var nodes cpuset.Builder
-	for c := range cpus.All() {
-		if c >= len(ix.cpuCore) || ix.cpuCore[c] < 0 {
-			continue
-		}
-		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
-			sc.markNode[n] = 1
-			q.NUMANodes++
-			nodes.Add(int(ix.nodes[n]))
-		}
-		if so := ix.cpuSocket[c]; sc.markSocket[so] == 0 {
-			sc.markSocket[so] = 1
-			q.Sockets++
-		}
-		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
-			sc.markL3[l] = 1
-			q.L3Groups++
-		}
-		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
-			sc.markCore[core] = 1
-			for _, sib := range ix.coreCPUs[core] {
-				if !cpus.Contains(sib) && (s.used.has(sib) || s.reserved.has(sib)) {
-					q.SharedCores++
-					break
-				}
-			}
-		}
-	}
-	clear(sc.markNode)
-	clear(sc.markSocket)
-	clear(sc.markL3)
-	clear(sc.markCore)
+	b := newBitset(ix.words)
+	b.fromSet(cpus)
+	sp := s.span(b, &nodes)
+	q := Quality{NUMANodes: sp.nodes, Sockets: sp.sockets, L3Groups: sp.l3, SharedCores: sp.shared}
 	for core, cs := range ix.coreCPUs {
 		if s.freeCore[core] == len(cs) {
 			q.FreeCores++
