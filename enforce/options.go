@@ -1,5 +1,10 @@
 package enforce
 
+import (
+	"fmt"
+	"path"
+)
+
 // DefaultRoot is the name of corepin's root group in each hierarchy.
 const DefaultRoot = "corepin"
 
@@ -26,6 +31,24 @@ func newConfig(opts []Option) config {
 		c.alive = func(o owner) bool { return o.alive(proc) }
 	}
 	return c
+}
+
+// rootAndOwner checks the configured parent and root name and returns
+// corepin's root group path (relative to a mount point) and the owner that
+// names this process's groups.
+func (c config) rootAndOwner() (string, owner, error) {
+	parent, err := cleanParent(c.parent)
+	if err != nil {
+		return "", owner{}, err
+	}
+	if err := ValidateName(c.root); err != nil {
+		return "", owner{}, fmt.Errorf("checking root name: %w", err)
+	}
+	self, err := c.owner()
+	if err != nil {
+		return "", owner{}, err
+	}
+	return path.Join(parent, c.root), self, nil
 }
 
 func (c config) owner() (owner, error) {

@@ -64,20 +64,14 @@ type v1Hierarchies struct {
 }
 
 func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
-	parent, err := cleanParent(c.parent)
+	base, self, err := c.rootAndOwner()
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateName(c.root); err != nil {
-		return nil, fmt.Errorf("checking root name: %w", err)
-	}
-	self, err := c.owner()
-	if err != nil {
-		return nil, err
-	}
+	parent := path.Dir(base)
 	d := &cgDriver{
 		name:   NameV1,
-		base:   path.Join(parent, c.root),
+		base:   base,
 		writes: v1Writes,
 		self:   self,
 		alive:  c.alive,

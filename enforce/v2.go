@@ -46,22 +46,16 @@ func NewV2(mount string, opts ...Option) (Driver, error) {
 // newV2 makes the driver with the controllers in want; tests pass fewer to
 // use a cgroup2 mount that has none (the hybrid layout of this fleet).
 func newV2(h cgfs, c config, want []string) (*cgDriver, error) {
-	parent, err := cleanParent(c.parent)
+	base, self, err := c.rootAndOwner()
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateName(c.root); err != nil {
-		return nil, fmt.Errorf("checking root name: %w", err)
-	}
-	self, err := c.owner()
-	if err != nil {
-		return nil, err
-	}
+	parent := path.Dir(base)
 	d := &cgDriver{
 		name:   NameV2,
 		hs:     []cgfs{h},
 		pick:   func(string) cgfs { return h },
-		base:   path.Join(parent, c.root),
+		base:   base,
 		writes: v2Writes,
 		self:   self,
 		alive:  c.alive,
