@@ -56,7 +56,21 @@ type oversubSpec struct {
 	Ops int64 `yaml:"ops"`
 	// Size is the ping-pong message size in bytes.
 	Size int `yaml:"size"`
+	// Placements are where each ping-pong pair's two ranks run: "os" (the
+	// scheduler decides), "together" (both pinned to one CPU) or "apart"
+	// (pinned to two CPUs half the machine apart). Compute processes are
+	// always left to the scheduler.
+	Placements []string `yaml:"placements"`
 }
+
+// Ping-pong pair placements.
+const (
+	PlaceOS       = "os"
+	PlaceTogether = "together"
+	PlaceApart    = "apart"
+)
+
+var oversubPlacements = []string{PlaceOS, PlaceTogether, PlaceApart}
 
 // oversubExp runs communication-heavy process pairs and compute-only
 // processes at 1 to 4 processes per CPU: the HPC containers studies'
@@ -95,6 +109,7 @@ func (e *oversubExp) Spec(quick bool) any {
 		Kinds:        slices.Clone(oversubKinds),
 		PointSeconds: 3,
 		Size:         netbench.DefaultSize,
+		Placements:   slices.Clone(oversubPlacements),
 	}
 	if quick {
 		e.spec.ProcsPerCPU = []int{1, 2, 4}
@@ -118,6 +133,11 @@ func (e *oversubExp) validate() error {
 	for _, k := range e.spec.Kinds {
 		if !slices.Contains(oversubKinds, k) {
 			return bad("unknown kind %q: choose from %s", k, strings.Join(oversubKinds, ", "))
+		}
+	}
+	for _, p := range e.spec.Placements {
+		if !slices.Contains(oversubPlacements, p) {
+			return bad("unknown placement %q: choose from %s", p, strings.Join(oversubPlacements, ", "))
 		}
 	}
 	if e.spec.PointSeconds <= 0 || e.spec.Messages < 0 || e.spec.Ops < 0 || e.spec.Size < 1 {
@@ -220,10 +240,29 @@ func (e *oversubExp) Points(env *Env) []Point {
 	var ps []Point
 	for _, kind := range e.kinds() {
 		for _, k := range e.spec.ProcsPerCPU {
-			ps = append(ps, P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus)))
+			for _, pl := range e.placements(env, kind, cpus) {
+				ps = append(ps, P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus), "placement", pl))
+			}
 		}
 	}
 	return ps
+}
+
+// placements are the pair placements measured for kind: compute and
+// machines where pinning can't be done (one CPU, no topology, no taskset)
+// get "os" only.
+func (e *oversubExp) placements(env *Env, kind string, cpus int) []string {
+	if kind == OversubCompute || cpus < 2 || env.Topo == nil {
+		return []string{PlaceOS}
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return []string{PlaceOS}
+	}
+	out := slices.Clone(e.spec.Placements)
+	if len(out) == 0 {
+		out = []string{PlaceOS}
+	}
+	return out
 }
 
 // Run launches the point's processes all at once (after a start barrier)
@@ -243,7 +282,7 @@ func (e *oversubExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error
 		return nil, fmt.Errorf("point %s: kind not set up", p.Label())
 	}
 	timeout := 30*time.Second + time.Duration(30*e.spec.PointSeconds*float64(time.Second))
-	return e.runGroup(ctx, env, kind, procs, max(1, w/int64(k)), timeout)
+	return e.runGroup(ctx, env, kind, p.Get("placement"), procs, max(1, w/int64(k)), timeout)
 }
 
 // calibrate returns the work per unit that makes the 1-process-per-CPU
@@ -256,12 +295,12 @@ func (e *oversubExp) calibrate(ctx context.Context, env *Env, kind string) (int6
 	procs := oversubProcs(kind, 1, e.cpus)
 	// Even a fixed work is run once: it checks the kind works here.
 	if fixed > 0 {
-		_, err := e.runGroup(ctx, env, kind, procs, min(fixed, w), time.Minute)
+		_, err := e.runGroup(ctx, env, kind, PlaceOS, procs, min(fixed, w), time.Minute)
 		return fixed, err
 	}
 	target := min(0.3, e.spec.PointSeconds/2)
 	for range 6 {
-		m, err := e.runGroup(ctx, env, kind, procs, w, time.Minute)
+		m, err := e.runGroup(ctx, env, kind, PlaceOS, procs, w, time.Minute)
 		if err != nil {
 			return 0, err
 		}
@@ -368,7 +407,7 @@ func (p *ovProc) stop() {
 
 // runGroup runs procs processes of kind, each unit doing work, and returns
 // the point's metrics.
-func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs int, work int64, timeout time.Duration) (m Metrics, err error) {
+func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement string, procs int, work int64, timeout time.Duration) (m Metrics, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var all, units []*ovProc
@@ -406,8 +445,13 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 			srvWrap = func(a []string) []string { return netbench.Exec(nsa, a...) }
 			cliWrap = func(a []string) []string { return netbench.Exec(nsb, a...) }
 		}
-		for range procs / 2 {
-			srv, err := launch(srvWrap([]string{exe, "pingpong", "server", "--listen", listen, "--conns", "1", "-o", "json"}))
+		var cpuList []int // pinning targets; none for the os placement
+		if placement != PlaceOS && placement != "" && env.Topo != nil {
+			cpuList = env.Topo.Allowed().List()
+		}
+		for i := range procs / 2 {
+			srvCPU, cliCPU := pairCPUs(cpuList, i, placement)
+			srv, err := launch(srvWrap(pinned(srvCPU, []string{exe, "pingpong", "server", "--listen", listen, "--conns", "1", "-o", "json"})))
 			if err != nil {
 				return nil, err
 			}
@@ -417,8 +461,8 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 			if err := srv.line(&ready); err != nil {
 				return nil, fmt.Errorf("starting echo server: %w", err)
 			}
-			cli, err := launch(cliWrap([]string{exe, "pingpong", "client", "--connect", ready.Listen,
-				"--messages", strconv.FormatInt(work, 10), "--size", strconv.Itoa(e.spec.Size), "--wait-stdin", "-o", "json"}))
+			cli, err := launch(cliWrap(pinned(cliCPU, []string{exe, "pingpong", "client", "--connect", ready.Listen,
+				"--messages", strconv.FormatInt(work, 10), "--size", strconv.Itoa(e.spec.Size), "--wait-stdin", "-o", "json"})))
 			if err != nil {
 				return nil, err
 			}
@@ -493,6 +537,30 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind string, procs 
 }
 
 func noWrap(a []string) []string { return a }
+
+// pairCPUs returns the CPUs pair i's server and client are pinned to (-1:
+// not pinned): together on one CPU, or apart, half the CPU list away (on a
+// usual machine another core, L3 or socket).
+func pairCPUs(cpus []int, i int, placement string) (int, int) {
+	n := len(cpus)
+	switch {
+	case n == 0 || placement == PlaceOS || placement == "":
+		return -1, -1
+	case placement == PlaceTogether:
+		return cpus[i%n], cpus[i%n]
+	default:
+		return cpus[i%n], cpus[(i%n+n/2)%n]
+	}
+}
+
+// pinned prefixes argv with taskset to run it on cpu (util-linux), or
+// returns it unchanged for cpu < 0.
+func pinned(cpu int, argv []string) []string {
+	if cpu < 0 {
+		return argv
+	}
+	return append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
+}
 
 // clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux
 // architecture corepin supports (proc(5)).
@@ -578,6 +646,9 @@ func indexOversub(order []string, pts []PointResult) oversubData {
 	for _, pr := range pts {
 		if len(pr.Repeats) == 0 {
 			continue
+		}
+		if pl := pr.Point.Get("placement"); pl != "" && pl != PlaceOS {
+			continue // placement comparisons have their own table
 		}
 		k, err := strconv.Atoi(pr.Point.Get("procs_per_cpu"))
 		if err != nil {
@@ -720,7 +791,84 @@ func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {
 	a.Tables = append(a.Tables, detail)
 	a.Charts = []Chart{lineChart, aggChart, box}
 	a.Recommendation = d.recommend() + busyWarn
+	if t, c, rec, ok := placementAnalysis(pts); ok {
+		a.Tables = append(a.Tables, t)
+		a.Charts = append(a.Charts, c)
+		a.Recommendation += " " + rec
+	}
 	return a
+}
+
+// placementAnalysis compares, for each ping-pong kind and level, pairs
+// pinned together on one CPU and apart on two with the scheduler's own
+// placement, in the same run.
+func placementAnalysis(pts []PointResult) (Table, Chart, string, bool) {
+	type key struct {
+		kind  string
+		k     int
+		place string
+	}
+	at := map[key]PointResult{}
+	var rows []key
+	for _, pr := range pts {
+		pl := pr.Point.Get("placement")
+		k, err := strconv.Atoi(pr.Point.Get("procs_per_cpu"))
+		if err != nil || pl == "" || len(pr.Repeats) == 0 {
+			continue
+		}
+		kk := key{pr.Point.Get("kind"), k, pl}
+		at[kk] = pr
+		if pl == PlaceOS && kk.kind != OversubCompute {
+			rows = append(rows, kk)
+		}
+	}
+	slices.SortFunc(rows, func(a, b key) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.k, b.k)) })
+	t := Table{Title: "Ping-pong pair placement: round trips per second relative to the scheduler's placement (os), median (min-max); rtt p99 in µs",
+		Columns: []string{"kind", "procs/CPU", "together (1 CPU)", "apart (2 CPUs)", "p99 os", "p99 together", "p99 apart"}}
+	chart := Chart{Kind: ChartBar, Title: "Ping-pong pairs pinned together or apart, relative to the scheduler's placement",
+		XLabel: "kind, processes per CPU", YLabel: "round trips/s vs os"}
+	together, apart := Series{Name: PlaceTogether}, Series{Name: PlaceApart}
+	var rec string
+	for _, r := range rows {
+		os := at[r]
+		tg, okT := at[key{r.kind, r.k, PlaceTogether}]
+		ap, okA := at[key{r.kind, r.k, PlaceApart}]
+		if !okT && !okA {
+			continue
+		}
+		rt, ra := ratio{}, ratio{}
+		if okT {
+			rt = ratioOf(tg, os, "ops_per_s")
+		}
+		if okA {
+			ra = ratioOf(ap, os, "ops_per_s")
+		}
+		p99 := func(pr PointResult, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", pr.Median("rtt_p99_us"))
+		}
+		t.Rows = append(t.Rows, []string{r.kind, strconv.Itoa(r.k), rt.String(), ra.String(), p99(os, true), p99(tg, okT), p99(ap, okA)})
+		chart.XLabels = append(chart.XLabels, fmt.Sprintf("%s %d/CPU", strings.TrimPrefix(r.kind, "pingpong-"), r.k))
+		together.Y, apart.Y = append(together.Y, nanIfNot(rt)), append(apart.Y, nanIfNot(ra))
+		if rec == "" && okT && okA && rt.ok && ra.ok {
+			rec = fmt.Sprintf("Placement matters: at %d per CPU, %s pairs pinned to one CPU ran %.2fx the round trips of pairs pinned apart (%.2fx and %.2fx the scheduler's own placement).",
+				r.k, r.kind, rt.med/ra.med, rt.med, ra.med)
+		}
+	}
+	if len(t.Rows) == 0 {
+		return Table{}, Chart{}, "", false
+	}
+	chart.Series = []Series{together, apart}
+	return t, chart, rec, true
+}
+
+func nanIfNot(r ratio) float64 {
+	if !r.ok {
+		return math.NaN()
+	}
+	return r.med
 }
 
 // vethTable compares veth to loopback ping-pong at every level, repeats

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/corepin/corepin/netbench"
+	"github.com/corepin/corepin/topology"
 )
 
 // oversubChildEnv makes the test binary act as `corepin pingpong ...`, so
@@ -244,7 +245,7 @@ func TestOversubQuickRun(t *testing.T) {
 		wantKinds = []string{OversubLoopback, OversubVeth, OversubCompute}
 	}
 	if len(rep.Points) != 2*len(wantKinds) {
-		t.Fatalf("%d points, want %d", len(rep.Points), 2*len(wantKinds))
+		t.Fatalf("%d points, want %d (no topology: no pinned placements)", len(rep.Points), 2*len(wantKinds))
 	}
 	for _, pr := range rep.Points {
 		if len(pr.Repeats) != 2 {
@@ -284,5 +285,68 @@ func TestOversubQuickRun(t *testing.T) {
 		if prefix := "corepin-" + strconv.Itoa(os.Getpid()) + "-ov-"; strings.Contains(string(out), prefix) {
 			t.Errorf("namespaces %s* left after the run: %s", prefix, out)
 		}
+	}
+}
+
+// Pairs pinned together and apart, on the live topology, give the
+// placement table.
+func TestOversubPlacements(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset (util-linux) not installed")
+	}
+	topo, err := topology.Discover(os.DirFS("/"))
+	if err != nil || topo.Allowed().Size() < 2 {
+		t.Skip("needs a readable topology with 2 or more allowed CPUs")
+	}
+	t.Setenv(oversubChildEnv, "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newOversubExp()
+	e.Spec(true)
+	e.spec.ProcsPerCPU, e.spec.Kinds = []int{1}, []string{OversubLoopback}
+	e.spec.Messages, e.spec.PointSeconds = 200, 1
+	env := &Env{Exe: exe, Dir: t.TempDir(), Quick: true, Topo: topo, Log: testLog{t}}
+	rep, err := RunExperiment(context.Background(), env, e, Options{Repeats: 2, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var places []string
+	for _, pr := range rep.Points {
+		places = append(places, pr.Point.Get("placement"))
+	}
+	if strings.Join(places, ",") != "os,together,apart" {
+		t.Errorf("placements = %v, want os, together, apart", places)
+	}
+	var found bool
+	for _, tb := range rep.Analysis.Tables {
+		if strings.HasPrefix(tb.Title, "Ping-pong pair placement") && len(tb.Rows) == 1 {
+			found = true
+		}
+	}
+	if !found || !strings.Contains(rep.Analysis.Recommendation, "Placement matters") {
+		t.Errorf("no placement table or sentence: %+v", rep.Analysis)
+	}
+}
+
+func TestPairCPUs(t *testing.T) {
+	cpus := []int{0, 1, 2, 3}
+	for _, tc := range []struct {
+		place    string
+		i        int
+		srv, cli int
+	}{
+		{PlaceOS, 0, -1, -1},
+		{PlaceTogether, 1, 1, 1},
+		{PlaceApart, 0, 0, 2},
+		{PlaceApart, 3, 3, 1},
+	} {
+		if s, c := pairCPUs(cpus, tc.i, tc.place); s != tc.srv || c != tc.cli {
+			t.Errorf("pairCPUs(%s, %d) = %d, %d, want %d, %d", tc.place, tc.i, s, c, tc.srv, tc.cli)
+		}
+	}
+	if got := pinned(2, []string{"x"}); strings.Join(got, " ") != "taskset -c 2 x" {
+		t.Errorf("pinned = %q", got)
 	}
 }
