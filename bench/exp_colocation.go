@@ -482,9 +482,14 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 			return nil, ctx.Err()
 		}
 	} else {
-		res, err := e.load(ctx, env, pl, url, e.rate(env, svc, pl.svcCPUs.Union(pl.batchCPUs)))
+		res, genCPU, err := e.load(ctx, env, pl, url, e.rate(env, svc, pl.svcCPUs.Union(pl.batchCPUs)))
 		if err != nil {
 			return nil, err
+		}
+		if pl.genCPUs.Intersects(pl.svcCPUs.Union(pl.batchCPUs)) {
+			// The generator shares the CPUs under test (machines with
+			// fewer than 4): what it uses is not idle for the batch.
+			m["generator_cpus"] = genCPU.Seconds() / (time.Since(start).Seconds())
 		}
 		m["p50_ms"] = msOf(res.P50)
 		m["p90_ms"] = msOf(res.P90)
@@ -521,10 +526,11 @@ func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 
 // load drives the service with the configured tool, from its own group on
 // the generator's CPUs.
-func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url string, rate float64) (*loadgen.Result, error) {
+// It also returns the CPU time the generator used (its rusage).
+func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url string, rate float64) (*loadgen.Result, time.Duration, error) {
 	g, err := env.Driver.Create("colo-load", enforce.Resources{CPUs: pl.genCPUs})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	argv := []string{env.Exe, "load", "--url", url, "--duration", e.spec.Duration.String(),
 		"--warmup", e.spec.Warmup.String(), "--connections", strconv.Itoa(e.spec.Connections), "-o", "json"}
@@ -537,18 +543,18 @@ func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url st
 	cmd, err := startIn(g, argv, &out)
 	if err != nil {
 		g.Remove()
-		return nil, err
+		return nil, 0, err
 	}
 	werr := cmd.Wait()
 	_ = enforce.RemoveWhenEmpty(g, 5*time.Second)
 	if werr != nil {
-		return nil, fmt.Errorf("load generator: %v: %s", werr, strings.TrimSpace(out.String()))
+		return nil, 0, fmt.Errorf("load generator: %v: %s", werr, strings.TrimSpace(out.String()))
 	}
 	var res loadgen.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("reading the load generator's result %q: %w", out.String(), err)
+		return nil, 0, fmt.Errorf("reading the load generator's result %q: %w", out.String(), err)
 	}
-	return &res, nil
+	return &res, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // Analyze compares every policy's p99 with the service alone and the
@@ -613,7 +619,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 	var scores []scored
 	for _, p := range pts {
 		pol := p.Point.Get("policy")
-		idle := p.Median("machine_cpus") - p.Median("service_cpus")
+		idle := p.Median("machine_cpus") - p.Median("service_cpus") - nanTo(p.Median("generator_cpus"), 0)
 		share := p.Median("batch_cpus") / idle
 		if pol == polBatchAlone {
 			t.Rows = append(t.Rows, []string{pol, "-", "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%.2f", p.Median("batch_cpus")), "-"})
@@ -640,7 +646,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		}
 		cdf.Series = append(cdf.Series, Series{Name: pol, X: xs, Y: ys})
 	}
-	t.Note = fmt.Sprintf("batch / idle CPU: the batch's CPU over the CPU the service left idle (machine minus service); batch alone used %.2f CPUs", batchAlone)
+	t.Note = fmt.Sprintf("batch / idle CPU: the batch's CPU over the CPU the service left idle (machine minus service, minus the load generator where it shares the CPUs); batch alone used %.2f CPUs", batchAlone)
 	if e.spec.Tool == toolWrk {
 		t.Note += "; wrk is closed-loop, so its tail understates what users at a fixed rate see"
 	}
