@@ -180,10 +180,72 @@ func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
 		return ours
 	}
 	k := cc.score(theirs)
+	if q == k {
+		// Aligned alike: keep the one that leaves more whole NUMA nodes,
+		// L3 groups and cores free for the next request.
+		if s.leftWhole(theirs).more(s.leftWhole(ours)) {
+			return theirs
+		}
+		return ours
+	}
 	if q.nodes <= k.nodes && q.sockets <= k.sockets && q.l3 <= k.l3 && q.shared <= k.shared {
 		return ours
 	}
 	return theirs
+}
+
+// wholeLeft counts the NUMA nodes, L3 groups and cores a placement would
+// leave entirely free.
+type wholeLeft struct{ nodes, l3, cores int }
+
+func (a wholeLeft) more(b wholeLeft) bool {
+	return cmp.Or(cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.l3, b.l3), cmp.Compare(a.cores, b.cores)) > 0
+}
+
+// leftWhole returns what taking b would leave entirely free: the units
+// entirely free now that b does not touch.
+func (s *State) leftWhole(b bitset) wholeLeft {
+	ix, sc := s.ix, &s.sc
+	var w wholeLeft
+	for n, f := range s.freeNode {
+		if f == ix.nodeTotal[n] {
+			w.nodes++
+		}
+	}
+	for l, f := range s.freeL3 {
+		if f == ix.l3Total[l] {
+			w.l3++
+		}
+	}
+	for c, f := range s.freeCore {
+		if f == len(ix.coreCPUs[c]) {
+			w.cores++
+		}
+	}
+	b.each(func(c int) {
+		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
+			sc.markNode[n] = 1
+			if s.freeNode[n] == ix.nodeTotal[n] {
+				w.nodes--
+			}
+		}
+		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
+			sc.markL3[l] = 1
+			if s.freeL3[l] == ix.l3Total[l] {
+				w.l3--
+			}
+		}
+		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
+			sc.markCore[core] = 1
+			if s.freeCore[core] == len(ix.coreCPUs[core]) {
+				w.cores--
+			}
+		}
+	})
+	clear(sc.markNode)
+	clear(sc.markL3)
+	clear(sc.markCore)
+	return w
 }
 
 // place runs one placement of n CPUs needing k nodes into sc.taken.
