@@ -324,14 +324,17 @@ func renderPlan(w io.Writer, v *planView, out planOutput) error {
 				l3s = append(l3s, c.L3)
 			}
 		}
-		sock := t.CPUs()[0].Socket
+		var socks cpuset.Builder // a node can span sockets (and a socket nodes)
 		for _, c := range cpus {
 			if c.Online && c.NUMA == node {
-				sock = c.Socket
-				break
+				socks.Add(int(c.Socket))
 			}
 		}
-		fmt.Fprintf(&sb, "\nnuma %d (socket %d)\n", node, sock)
+		label := "socket"
+		if s := socks.Result(); s.Size() > 1 {
+			label = "sockets"
+		}
+		fmt.Fprintf(&sb, "\nnuma %d (%s %s)\n", node, label, socks.Result())
 		for _, l3 := range l3s {
 			name := fmt.Sprintf("l3 %d", l3)
 			if l3 == topology.None {

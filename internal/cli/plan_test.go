@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -170,4 +171,18 @@ func FuzzPlan(f *testing.F) {
 			t.Fatalf("second run differs: %v", err)
 		}
 	})
+}
+
+// A NUMA node spanning several sockets is labelled with all of them
+// (16em64t: one node, four packages).
+func TestPlanTextNodeSpanningSockets(t *testing.T) {
+	root := testutil.ExtractTarBz2(t, "16em64t-4s2c2t")
+	in := `{"topology": {"sysfs_root": "` + root + `"}, "requests": [{"id": "a", "cpus": 2}]}`
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"plan"}, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "numa 0 (sockets 0-3)") {
+		t.Errorf("plan text lacks the node's sockets:\n%s", stdout.String())
+	}
 }
