@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/measure"
 )
 
 // features are the optional kernel files a driver found under corepin's
@@ -210,22 +211,11 @@ func readSet(h cgfs, file string) (cpuset.CPUSet, error) {
 	return set, nil
 }
 
-// parseFlatKeyed parses "key value" lines (cpu.stat in both versions).
-func parseFlatKeyed(s string) (map[string]uint64, error) {
-	m := make(map[string]uint64)
-	for line := range strings.Lines(s) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok {
-			if strings.TrimSpace(line) == "" {
-				continue
-			}
-			return nil, fmt.Errorf("parsing %q: no value", line)
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		m[k] = n
+// statsOf takes the bandwidth counters of a parsed cpu.stat (both
+// versions; measure owns the format).
+func statsOf(st measure.CPUStat) Stats {
+	return Stats{
+		NrPeriods: uint64(st.Periods), NrThrottled: uint64(st.ThrottledPeriods), ThrottledTime: st.ThrottledTime,
+		NrBursts: uint64(st.Bursts), BurstTime: st.BurstTime,
 	}
-	return m, nil
 }

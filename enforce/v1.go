@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corepin/corepin/measure"
 )
 
 // Control files of cgroup v1, from
@@ -241,14 +243,11 @@ func v1Stats(hs v1Hierarchies, dir string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	m, err := parseFlatKeyed(v)
+	st, err := measure.ParseCPUStat([]byte(v))
 	if err != nil {
 		return Stats{}, fmt.Errorf("parsing %s: %w", v1Stat, err)
 	}
-	s.NrPeriods = m["nr_periods"]
-	s.NrThrottled = m["nr_throttled"]
-	s.ThrottledTime = time.Duration(m["throttled_time"])
-	s.NrBursts = m["nr_bursts"]
-	s.BurstTime = time.Duration(m["burst_time"])
+	t := statsOf(st)
+	s.NrPeriods, s.NrThrottled, s.ThrottledTime, s.NrBursts, s.BurstTime = t.NrPeriods, t.NrThrottled, t.ThrottledTime, t.NrBursts, t.BurstTime
 	return s, nil
 }

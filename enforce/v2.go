@@ -5,7 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/corepin/corepin/measure"
 )
 
 // Control files of cgroup v2, from
@@ -213,19 +214,11 @@ func v2Stats(h cgfs, dir string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	m, err := parseFlatKeyed(v)
+	st, err := measure.ParseCPUStat([]byte(v))
 	if err != nil {
 		return Stats{}, fmt.Errorf("parsing %s: %w", v2Stat, err)
 	}
-	us := func(k string) time.Duration { return time.Duration(m[k]) * time.Microsecond }
-	return Stats{
-		Usage:         us("usage_usec"),
-		User:          us("user_usec"),
-		System:        us("system_usec"),
-		NrPeriods:     m["nr_periods"],
-		NrThrottled:   m["nr_throttled"],
-		ThrottledTime: us("throttled_usec"),
-		NrBursts:      m["nr_bursts"],
-		BurstTime:     us("burst_usec"),
-	}, nil
+	s := statsOf(st)
+	s.Usage, s.User, s.System = st.Usage, st.User, st.System
+	return s, nil
 }
