@@ -121,8 +121,11 @@ func needProc(t testing.TB) {
 
 func TestWatchRealChild(t *testing.T) {
 	needProc(t)
+	// Wall counts from before the child starts: the child's 500 ms begin
+	// before it says ready, so counting from Watch could fall short.
+	begin := time.Now()
 	cmd := startChild(t, "2:5ms:1ms:500ms")
-	j, err := Watch(cmd, WithInterval(20*time.Millisecond))
+	j, err := Watch(cmd, WithInterval(20*time.Millisecond), WithStart(begin))
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
