@@ -3,6 +3,11 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/topology"
 )
 
 func pr(p Point, metric string, values ...float64) PointResult {
@@ -89,5 +94,72 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	})
 	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") {
 		t.Errorf("throughput recommendation = %q", a.Recommendation)
+	}
+}
+
+// Every colocation policy puts the service and the batch where its name
+// says, on a 4-CPU machine where the load generator gets a core.
+func TestColocationPlacements(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 1})
+	e := &colocationExp{}
+	e.Spec(false)
+	env := &Env{Topo: topo}
+	// Two distinct drivers tell the BE root from corepin's own (no groups
+	// are created).
+	var err error
+	if env.Driver, err = enforce.NewAffinity(); err != nil {
+		t.Fatal(err)
+	}
+	if e.be, err = enforce.NewAffinity(enforce.WithRoot("corepin-be")); err != nil {
+		t.Fatal(err)
+	}
+	work := cpuset.MustParse("0-2") // CPU 3 is the generator's
+	half := 1500 * time.Millisecond / 10
+	for _, tc := range []struct {
+		policy           string
+		svcCPUs, batchCP string
+		svcQuota, bQuota time.Duration
+		batchIdle, same  bool
+		nice, beRoot     bool
+		batchWeight      uint64
+	}{
+		{policy: polNone, svcCPUs: "0-2", batchCP: "0-2", same: true},
+		{policy: polNice, svcCPUs: "0-2", batchCP: "0-2", nice: true},
+		{policy: polNiceBatchLim, svcCPUs: "0-2", batchCP: "0-2", nice: true, bQuota: half},
+		{policy: polNiceSvcLim, svcCPUs: "0-2", batchCP: "0-2", nice: true, svcQuota: half},
+		{policy: polNiceBothLim, svcCPUs: "0-2", batchCP: "0-2", nice: true, svcQuota: half, bQuota: half},
+		{policy: polWeight, svcCPUs: "0-2", batchCP: "0-2", batchWeight: 1},
+		{policy: polIdle, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true},
+		{policy: polLSE, svcCPUs: "0-1", batchCP: "2"},
+		{policy: polLSR, svcCPUs: "0-1", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polCorepin, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			pl, err := e.place(env, tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pl.genCPUs.String() != "3" {
+				t.Errorf("generator on %q, want 3", pl.genCPUs)
+			}
+			if pl.svcRes.CPUs.String() != tc.svcCPUs || pl.batchRes.CPUs.String() != tc.batchCP || !pl.batchCPUs.IsSubsetOf(work) {
+				t.Errorf("service on %q, batch on %q; want %s and %s", pl.svcRes.CPUs, pl.batchRes.CPUs, tc.svcCPUs, tc.batchCP)
+			}
+			if pl.svcRes.Quota != tc.svcQuota || pl.batchRes.Quota != tc.bQuota {
+				t.Errorf("quotas service %v batch %v, want %v %v", pl.svcRes.Quota, pl.batchRes.Quota, tc.svcQuota, tc.bQuota)
+			}
+			if pl.batchRes.Idle != tc.batchIdle || pl.sameGroup != tc.same || pl.nice != tc.nice || pl.batchRes.Weight != tc.batchWeight {
+				t.Errorf("batch idle %v same %v nice %v weight %d", pl.batchRes.Idle, pl.sameGroup, pl.nice, pl.batchRes.Weight)
+			}
+			if (pl.batchDriver == e.be) != tc.beRoot {
+				t.Errorf("batch under the BE root = %v, want %v", pl.batchDriver == e.be, tc.beRoot)
+			}
+			if err := pl.svcRes.Validate(); err != nil {
+				t.Errorf("service resources invalid: %v", err)
+			}
+			if err := pl.batchRes.Validate(); err != nil {
+				t.Errorf("batch resources invalid: %v", err)
+			}
+		})
 	}
 }
