@@ -202,10 +202,9 @@ func (a wholeLeft) more(b wholeLeft) bool {
 	return cmp.Or(cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.l3, b.l3), cmp.Compare(a.cores, b.cores)) > 0
 }
 
-// leftWhole returns what taking b would leave entirely free: the units
-// entirely free now that b does not touch.
-func (s *State) leftWhole(b bitset) wholeLeft {
-	ix, sc := s.ix, &s.sc
+// wholeFree counts the NUMA nodes, L3 groups and cores entirely free now.
+func (s *State) wholeFree() wholeLeft {
+	ix := s.ix
 	var w wholeLeft
 	for n, f := range s.freeNode {
 		if f == ix.nodeTotal[n] {
@@ -222,6 +221,14 @@ func (s *State) leftWhole(b bitset) wholeLeft {
 			w.cores++
 		}
 	}
+	return w
+}
+
+// leftWhole returns what taking b would leave entirely free: the units
+// entirely free now that b does not touch.
+func (s *State) leftWhole(b bitset) wholeLeft {
+	ix, sc := s.ix, &s.sc
+	w := s.wholeFree()
 	b.each(func(c int) {
 		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
 			sc.markNode[n] = 1

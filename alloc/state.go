@@ -407,22 +407,9 @@ func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
 	b := newBitset(ix.words)
 	b.fromSet(cpus)
 	sp := s.span(b, &nodes)
-	q := Quality{NUMANodes: sp.nodes, Sockets: sp.sockets, L3Groups: sp.l3, SharedCores: sp.shared}
-	for core, cs := range ix.coreCPUs {
-		if s.freeCore[core] == len(cs) {
-			q.FreeCores++
-		}
-	}
-	for l, f := range s.freeL3 {
-		if f == ix.l3Total[l] {
-			q.FreeL3Groups++
-		}
-	}
-	for n, f := range s.freeNode {
-		if f == ix.nodeTotal[n] {
-			q.FreeNUMANodes++
-		}
-	}
+	w := s.wholeFree()
+	q := Quality{NUMANodes: sp.nodes, Sockets: sp.sockets, L3Groups: sp.l3, SharedCores: sp.shared,
+		FreeCores: w.cores, FreeL3Groups: w.l3, FreeNUMANodes: w.nodes}
 	return q, nodes.Result()
 }
 
