@@ -138,15 +138,7 @@ func (a *kubeAcc) numaFirst() bool { return a.k.numSockets >= a.k.numNodes }
 // the two agree on every uniform machine and corepin never double-assigns.
 func (a *kubeAcc) take(cpus []int) {
 	for _, c := range cpus {
-		if a.free.has(c) {
-			a.free.clear(c)
-			a.freeCore[a.ix.cpuCore[c]]--
-			a.freeSocket[a.ix.cpuSocket[c]]--
-			a.freeNode[a.ix.cpuNode[c]]--
-			a.freeUncore[a.k.cpuUncore[c]]--
-			a.result.set(c)
-			a.needed--
-		}
+		a.takeOne(c)
 	}
 }
 
