@@ -455,3 +455,29 @@ func BenchmarkDiscoverLargestFixture(b *testing.B) {
 		}
 	}
 }
+
+func TestCPUJSONDefaults(t *testing.T) {
+	var cpus []CPU
+	in := `[{"cpu": 0, "socket": 0, "core": 0, "numa": 0, "l3": 0},
+	        {"cpu": 1, "online": false, "allowed": false, "socket": -1, "core": -1, "numa": -1, "l3": -1},
+	        {"cpu": 2, "allowed": false, "socket": 0, "core": 1, "numa": 0, "l3": 0}]`
+	if err := json.Unmarshal([]byte(in), &cpus); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ online, allowed bool }{{true, true}, {false, false}, {true, false}}
+	for i, w := range want {
+		if cpus[i].Online != w.online || cpus[i].Allowed != w.allowed {
+			t.Errorf("cpu %d: online %v allowed %v, want %v %v", i, cpus[i].Online, cpus[i].Allowed, w.online, w.allowed)
+		}
+	}
+	if cpus[2].Core != 1 || cpus[1].Socket != None {
+		t.Errorf("fields lost: %+v", cpus)
+	}
+	topo, err := New(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.Online().String() != "0,2" || topo.Allowed().String() != "0" {
+		t.Errorf("online %q allowed %q", topo.Online(), topo.Allowed())
+	}
+}

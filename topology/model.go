@@ -2,6 +2,7 @@ package topology
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -312,4 +313,24 @@ func (t *Topology) ThreadsPerCore() int {
 		n = max(n, c.Size())
 	}
 	return n
+}
+
+// UnmarshalJSON reads a CPU of the topo JSON contract. A CPU written by
+// hand (a plan input, a test topology) may leave out "online" and
+// "allowed": both then default to true, as on a machine whose every CPU
+// is up and ours. Every other field keeps Go's zero default.
+func (c *CPU) UnmarshalJSON(b []byte) error {
+	type plain CPU // no methods: no recursion
+	v := struct {
+		plain
+		Online  *bool `json:"online"`
+		Allowed *bool `json:"allowed"`
+	}{}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = CPU(v.plain)
+	c.Online = v.Online == nil || *v.Online
+	c.Allowed = v.Allowed == nil || *v.Allowed
+	return nil
 }
