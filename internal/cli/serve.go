@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,7 +74,7 @@ func newServeCPUCmd(e *env) *cobra.Command {
 			if err != nil {
 				return &UsageError{Err: err}
 			}
-			ctx, stop := signal.NotifyContext(contextOf(cmd), syscall.SIGTERM, syscall.SIGINT)
+			ctx, stop := signalContext(cmd)
 			defer stop()
 			ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
 			if err != nil {

@@ -79,11 +79,7 @@ func newWorkloadCmd(e *env) *cobra.Command {
 // signalContext ends on SIGINT or SIGTERM, so ffmpeg is stopped and
 // temporary files are removed when corepin run or a person stops the job.
 func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 }
 
 // resolveThreads turns --threads into a count; a bad value, in the flag or
