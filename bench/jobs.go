@@ -155,8 +155,6 @@ func (b batchResult) walls() []float64 {
 	return out
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func pct(f float64) string { return fmt.Sprintf("%+.0f%%", 100*f) }
