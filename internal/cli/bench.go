@@ -187,12 +187,9 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 }
 
 func openBenchDB(f benchFlags, r bench.Report) (*store.DB, int64, error) {
-	path := f.db
-	if path == "" {
-		var err error
-		if path, err = store.DefaultPath(); err != nil {
-			return nil, 0, err
-		}
+	path, err := resultsPath(f.db)
+	if err != nil {
+		return nil, 0, err
 	}
 	db, err := store.Open(path)
 	if err != nil {
@@ -280,21 +277,12 @@ func newReportCmd(e *env) *cobra.Command {
 		Long:  reportUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := db
-			if path == "" {
-				var err error
-				if path, err = store.DefaultPath(); err != nil {
-					return err
-				}
-			}
-			if _, err := os.Stat(path); err != nil {
-				return Usagef("no results database at %s: run corepin bench first, or give --db", path)
-			}
-			d, err := store.Open(path)
+			d, err := openResultsDB(db)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
+			path := d.Path()
 			runs, err := d.Runs(store.RunFilter{ID: runID, Command: "bench"})
 			if err != nil {
 				return err

@@ -143,11 +143,9 @@ func newResultsCmd(e *env) *cobra.Command {
 // store.DefaultPath() when path is empty. A missing file, or one that is
 // not a corepin database this binary can read, is bad input (exit 2).
 func openResultsDB(path string) (*store.DB, error) {
-	if path == "" {
-		var err error
-		if path, err = store.DefaultPath(); err != nil {
-			return nil, err
-		}
+	path, err := resultsPath(path)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, Usagef("no results database at %s: corepin run and corepin bench write one; or give --db or set %s", path, store.EnvDB)
@@ -158,6 +156,15 @@ func openResultsDB(path string) (*store.DB, error) {
 		return nil, &UsageError{Err: err}
 	}
 	return d, err
+}
+
+// resultsPath is the results database a --db flag names: path, or
+// store.DefaultPath() when it is empty.
+func resultsPath(path string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	return store.DefaultPath()
 }
 
 // tableTime formats a time for a table: UTC to the second.

@@ -24,12 +24,9 @@ func openRecorder(f runFlags, t *topology.Topology, spec runner.Spec, driver str
 	if f.noDB {
 		return &recorder{}, nil
 	}
-	path := f.db
-	if path == "" {
-		var err error
-		if path, err = store.DefaultPath(); err != nil {
-			return nil, err
-		}
+	path, err := resultsPath(f.db)
+	if err != nil {
+		return nil, err
 	}
 	db, err := store.Open(path)
 	if err != nil {
