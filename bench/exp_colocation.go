@@ -21,6 +21,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/loadgen"
+	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/workload"
 )
 
@@ -273,21 +274,17 @@ func stop(ps ...*proc) {
 }
 
 // procCPU returns the CPU time used so far by pid and its threads
-// (utime + stime of /proc/PID/stat, in clock ticks of 1/100 s).
+// (utime + stime of /proc/PID/stat, in clock ticks).
 func procCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	st, err := measure.ParseTaskStat(b)
+	if err != nil {
+		return 0, err
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * 10 * time.Millisecond, nil
+	return time.Duration(st.UTime+st.STime) * time.Second / clockTicks, nil
 }
 
 func sumCPU(cmds []*exec.Cmd) time.Duration {
