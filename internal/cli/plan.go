@@ -237,11 +237,7 @@ func planTopo(pt *planTopology, live func() (*topology.Topology, error)) (*topol
 	case pt.SysfsRoot != "" && pt.CPUs != nil:
 		return nil, Usagef("topology: give either sysfs_root or cpus, not both")
 	case pt.SysfsRoot != "":
-		var opts []topology.Option
-		if pt.SysfsRoot != "/" {
-			opts = append(opts, topology.WithoutCgroup()) // a dump of another machine
-		}
-		t, err := topology.Discover(os.DirFS(pt.SysfsRoot), opts...)
+		t, err := discoverAt(pt.SysfsRoot)
 		if err != nil {
 			return nil, Usagef("topology from sysfs_root %q: %v", pt.SysfsRoot, err)
 		}

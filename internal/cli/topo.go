@@ -54,11 +54,7 @@ func loadTopology(root string) (*topology.Topology, error) {
 	if _, err := os.Stat(root + "/sys/devices/system/cpu"); err != nil {
 		return nil, Usagef("--sysfs-root %s has no sys/devices/system/cpu: give the directory that holds the dump's sys/", root)
 	}
-	var opts []topology.Option
-	if root != "/" {
-		opts = append(opts, topology.WithoutCgroup())
-	}
-	t, err := topology.Discover(os.DirFS(root), opts...)
+	t, err := discoverAt(root)
 	if err != nil {
 		if root != "/" {
 			return nil, &UsageError{Err: err}
@@ -66,4 +62,15 @@ func loadTopology(root string) (*topology.Topology, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// discoverAt reads the topology of the machine whose "/" is root. Only the
+// live machine ("/") has corepin's own cpuset cgroup to read; a dump of
+// another machine counts every online CPU as allowed.
+func discoverAt(root string) (*topology.Topology, error) {
+	var opts []topology.Option
+	if root != "/" {
+		opts = append(opts, topology.WithoutCgroup())
+	}
+	return topology.Discover(os.DirFS(root), opts...)
 }
