@@ -10,13 +10,13 @@
 #   be     - the same batch started with corepin run --qos BE
 # and prints the median p50/p99 of each and the ratios to alone.
 #
-# Usage: scripts/be-vs-plain.sh [REPEATS] [SECONDS]   (root, wrk installed)
+# Usage: scripts/be-vs-plain.sh [REPEATS] [SECONDS]   (root; wrk, stress-ng)
+#        BATCH="make -j4" scripts/be-vs-plain.sh   (any other batch)
 set -euo pipefail
 repeats=${1:-5}
 secs=${2:-8}
 corepin=${COREPIN:-$(dirname "$0")/../bin/corepin}
 conns=${CONNS:-2}
-ncpu=$(nproc)
 command -v wrk >/dev/null || { echo "wrk not installed (apt-get install wrk)" >&2; exit 1; }
 [ -x "$corepin" ] || { echo "no corepin binary at $corepin: run make build" >&2; exit 1; }
 
@@ -36,19 +36,19 @@ svc_pid=$!
 for _ in $(seq 50); do [ -s "$work/addr" ] && break; sleep 0.1; done
 url="http://$(head -1 "$work/addr")/"
 
-# A batch: one spin process per CPU, each with a thread per CPU, running
-# longer than the measurement.
+# The batch is the issue's own command line, BATCH (default: stress-ng with
+# 4 CPU hogs, more than this machine has CPUs), started plainly or as
+# `corepin run --qos BE -- $BATCH`, exactly as a user types it.
+read -r -a batch <<<"${BATCH:-stress-ng --cpu 4}"
+command -v "${batch[0]}" >/dev/null || { echo "${batch[0]} not installed (apt-get install stress-ng)" >&2; exit 1; }
 start_batch() {
   batch_pids=()
   case $1 in
     plain)
-      for _ in $(seq "$ncpu"); do
-        "$corepin" workload spin --seconds $((secs + 4)) --threads "$ncpu" >/dev/null &
-        batch_pids+=($!)
-      done ;;
+      "${batch[@]}" >/dev/null 2>&1 &
+      batch_pids+=($!) ;;
     be)
-      "$corepin" run --no-db --qos BE --mode unbounded --cpus "$ncpu" --jobs "$ncpu" --concurrency "$ncpu" -- \
-        "$corepin" workload spin --seconds $((secs + 4)) --threads "$ncpu" >/dev/null 2>&1 &
+      "$corepin" run --qos BE -- "${batch[@]}" >/dev/null 2>&1 &
       batch_pids+=($!) ;;
   esac
   [ "$1" = alone ] || sleep 1
