@@ -131,8 +131,8 @@ type Process struct {
 	exit    Exit
 	err     error
 	stopped chan struct{} // closed by Stop or ctx cancel
-	stopMu  sync.Mutex // guards reaped and the closing of stopped
-	reaped  bool       // the leader is reaped: its pid may be reused
+	stopMu  sync.Mutex    // guards reaped and the closing of stopped
+	reaped  bool          // the leader is reaped: its pid may be reused
 	stopCtx func() bool
 }
 
