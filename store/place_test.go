@@ -77,7 +77,7 @@ func TestOpenReadOnly(t *testing.T) {
 	}
 	id, err := db.BeginRun(Run{Command: "run"})
 	if err == nil {
-		err = db.AddJob(id, Job{Index: 0, Cmd: "true", Mode: "pinned", QoS: "LSE", CPUs: 1})
+		err = db.AddJob(id, Job{Job: 0, Cmd: "true", Mode: "pinned", QoS: "LSE", CPUs: 1})
 	}
 	if err == nil {
 		err = db.Close()

@@ -198,7 +198,7 @@ func printJobs(w io.Writer, jobs []store.Job) error {
 		if j.Signal != "" {
 			exit = j.Signal
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%d\t%.2f\t%s\t%s\n", j.Index, dash(j.Mode), dash(j.QoS),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%d\t%.2f\t%s\t%s\n", j.Job, dash(j.Mode), dash(j.QoS),
 			dash(j.Cpuset), j.WallS, j.UserS, j.SysS, dash(j.CPUsUsed), j.Migrations, j.ThrottledS, exit, oneLine(j.Cmd))
 	}
 	return tw.Flush()

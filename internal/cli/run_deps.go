@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,26 +61,7 @@ func (r *recorder) add(j runner.JobResult) error {
 	if r.db == nil {
 		return nil
 	}
-	row := store.Job{
-		Index: j.Job, Cmd: j.Cmd, Mode: string(j.Mode), QoS: string(j.QoS), CPUs: j.CPUs,
-		Threads: j.Threads, Cpuset: j.Cpuset, WallS: j.WallS, UserS: j.UserS, SysS: j.SysS,
-		MaxRSSKB: j.MaxRSSKB, CPUsUsed: j.CPUsUsed, Migrations: j.Migrations,
-		CtxSwitches: j.CtxSwitches, RunDelayS: j.RunDelayS,
-		ThrottledPeriods: int64(j.ThrottledPeriods), ThrottledS: j.ThrottledS,
-		NrPeriods: int64(j.NrPeriods), ExitCode: j.ExitCode, Signal: j.Signal,
-		StderrTail: j.StderrTail, StartedAt: j.StartedAt,
-		FinishedAt: j.StartedAt.Add(time.Duration(j.WallS * float64(time.Second))),
-	}
-	if j.FPS > 0 {
-		row.FramesPerS = &j.FPS
-	}
-	if j.OpsPerSec > 0 {
-		row.OpsPerS = &j.OpsPerSec
-	}
-	if extra := jobExtra(j); len(extra) > 0 {
-		row.Extra, _ = json.Marshal(extra)
-	}
-	return r.db.AddJob(r.runID, row)
+	return r.db.AddJob(r.runID, j.Row())
 }
 
 func (r *recorder) finish() {
@@ -102,25 +82,6 @@ func (r *recorder) Close() error {
 		return nil
 	}
 	return r.db.Close()
-}
-
-// jobExtra is what a job row keeps beyond its columns: the error, the CPU
-// pressure during the job, and what it left running.
-func jobExtra(j runner.JobResult) map[string]any {
-	extra := map[string]any{}
-	if j.Error != "" {
-		extra["error"] = j.Error
-	}
-	if j.PSISomeS != nil {
-		extra["psi_some_s"], extra["psi_scope"] = *j.PSISomeS, j.PSIScope
-		if j.PSIFullS != nil {
-			extra["psi_full_s"] = *j.PSIFullS
-		}
-	}
-	if len(j.Leftovers) > 0 {
-		extra["leftovers"] = j.Leftovers
-	}
-	return extra
 }
 
 // kernelRelease returns uname -r (bench.go's report header).
