@@ -143,6 +143,12 @@ func readJobsFile(name string) ([][]string, error) {
 	if len(data) > maxJobsFile {
 		return nil, Usagef("--jobs-file %s is over %d bytes: split the batch", name, maxJobsFile)
 	}
+	return parseJobsFile(name, data)
+}
+
+// parseJobsFile turns the text of a jobs file into one /bin/sh -c argv per
+// command line; errors are usage errors naming the file and line.
+func parseJobsFile(name string, data []byte) ([][]string, error) {
 	var cmds [][]string
 	for n, line := range strings.Split(string(data), "\n") {
 		if i := strings.IndexByte(line, 0); i >= 0 || !utf8.ValidString(line) {

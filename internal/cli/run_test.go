@@ -3,12 +3,15 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/runner"
 )
 
 // TestMain lets the test binary serve as enforce.Start's shim, as
@@ -117,4 +120,30 @@ func TestRunQoSPicksMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseJobsFile: any jobs file parses into at most runner.MaxJobs
+// text commands or is a usage error, never a panic.
+func FuzzParseJobsFile(f *testing.F) {
+	f.Add([]byte("echo a\n# comment\n\n  sleep 1  \n"))
+	f.Add([]byte("a\x00b\n"))
+	f.Add([]byte("\xff\xfe\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmds, err := parseJobsFile("f", data)
+		if err != nil {
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("error %v is not a usage error", err)
+			}
+			return
+		}
+		if len(cmds) == 0 || len(cmds) > runner.MaxJobs {
+			t.Fatalf("%d commands", len(cmds))
+		}
+		for _, c := range cmds {
+			if len(c) != 3 || c[2] == "" || strings.ContainsRune(c[2], 0) || !utf8.ValidString(c[2]) || strings.HasPrefix(c[2], "#") {
+				t.Fatalf("command %q", c)
+			}
+		}
+	})
 }
