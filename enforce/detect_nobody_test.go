@@ -2,11 +2,10 @@ package enforce
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // Issue 8 §3: as non-root, Detect chose the cgroup driver because
@@ -33,31 +32,5 @@ func TestDetectAsNobodyFallsBack(t *testing.T) {
 	if d.Name() == NameAffinity {
 		t.Skipf("skipping: no writable cgroup even as root: %q", d.Limitations())
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "corepin-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	b, err := os.ReadFile(exe)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "enforce.test"), b, 0o755)
-	}
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(dir, "enforce.test"), "-test.run=^TestDetectAsNobodyFallsBack$", "-test.v")
-	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "COREPIN_TEST_DETECT_ROOT="+root)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestDetectAsNobodyFallsBack") {
-		t.Errorf("Detect as nobody: %v\n%s", err, out)
-	}
+	testutil.RunAsNobody(t, "TestDetectAsNobodyFallsBack", "COREPIN_TEST_DETECT_ROOT="+root)
 }
