@@ -382,8 +382,8 @@ func (p *Process) reap() (*os.ProcessState, error) {
 	p.exit.Leftovers = left[:min(len(left), maxLeftovers)]
 	_ = syscall.Kill(-leader, syscall.SIGKILL)
 	var kerr error
-	if k, ok := p.group.(enforce.Killer); ok && len(left) > 0 {
-		kerr = k.Kill()
+	if k, ok := p.group.(enforce.Killer); ok {
+		kerr = k.Kill() // also what forked after the listing
 	}
 	p.stopMu.Lock()
 	p.reaped = true

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
 )
 
 // TestMain lets the test binary serve as enforce.Start's shim, as
@@ -146,4 +148,26 @@ func FuzzParseJobsFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Exit codes are decided in one place: the core's bad-input sentinels are
+// exit 2 even when a command passes them up unwrapped.
+func TestIsUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "usage error", err: Usagef("bad flag"), want: true},
+		{name: "wrapped batch error", err: fmt.Errorf("running: %w", runner.ErrSpec), want: true},
+		{name: "database place", err: fmt.Errorf("opening: %w", store.ErrPlace), want: true},
+		{name: "system failure", err: errors.New("creating cgroup: permission denied"), want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isUsage(tc.err); got != tc.want {
+				t.Errorf("isUsage(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
 }
