@@ -230,6 +230,7 @@ func TestReplayErrors(t *testing.T) {
 	}{
 		{name: "no nodes", evs: evs, cfg: Config{Topology: topo}, runs: ok, want: ErrBadConfig},
 		{name: "no topology", evs: evs, cfg: Config{Nodes: 1}, runs: ok, want: ErrBadConfig},
+		{name: "nodes past the cap", evs: evs, cfg: Config{Topology: topo, Nodes: MaxNodes + 1}, runs: ok, want: ErrBadConfig},
 		{name: "no runs", evs: evs, cfg: Config{Topology: topo, Nodes: 1}, want: ErrBadConfig},
 		{name: "unknown node choice", evs: evs, cfg: Config{Topology: topo, Nodes: 1}, runs: []Run{{Scenario: Scenarios()[0], NodeChoice: "random"}}, want: ErrBadConfig},
 		{name: "options kubelet refuses together", evs: evs, cfg: Config{Topology: topo, Nodes: 1},
