@@ -20,6 +20,7 @@ type State struct {
 
 	reserved, reservedPhys bitset
 	used                   bitset // CPUs held by LSE and LSR assignments
+	lsr                    bitset // CPUs held by LSR assignments (BE may borrow them)
 
 	freeCore []int // CPUs of each core free for an exclusive placement
 	freeL3   []int
@@ -56,7 +57,7 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
 		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
 	}
-	s.reserved, s.reservedPhys, s.used = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
+	s.reserved, s.reservedPhys, s.used, s.lsr = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
 	s.freeCore = make([]int, len(ix.coreCPUs))
 	s.freeL3 = make([]int, ix.numL3)
 	s.freeNode = make([]int, len(ix.nodes))
@@ -143,7 +144,7 @@ func (s *State) Reserved() cpuset.CPUSet { return s.reserved.toSet() }
 // Clone returns an independent copy; the topology index is shared.
 func (s *State) Clone() *State {
 	c := *s
-	c.reserved, c.reservedPhys, c.used = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used)
+	c.reserved, c.reservedPhys, c.used, c.lsr = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used), slices.Clone(s.lsr)
 	c.freeCore, c.freeL3, c.freeNode = slices.Clone(s.freeCore), slices.Clone(s.freeL3), slices.Clone(s.freeNode)
 	c.pcpuCore, c.numaExcl = slices.Clone(s.pcpuCore), slices.Clone(s.numaExcl)
 	c.asg = make(map[string]*Assignment, len(s.asg))
@@ -215,7 +216,7 @@ func (s *State) Assign(a Assignment) error {
 		}
 		b := newBitset(s.ix.words)
 		b.fromSet(a.CPUs)
-		s.hold(b, a.Exclusive, 1)
+		s.hold(b, a.QoS, a.Exclusive, 1)
 	default:
 		a.CPUs = cpuset.CPUSet{}
 		a.MilliCPUs = r.MilliCPUs
@@ -238,8 +239,8 @@ func (s *State) holder(cpu int) string {
 	return "?"
 }
 
-// hold marks b as used (d=1) or frees it (d=-1).
-func (s *State) hold(b bitset, ex Exclusive, d int) {
+// hold marks b as used by a workload of class q (d=1) or frees it (d=-1).
+func (s *State) hold(b bitset, q QoS, ex Exclusive, d int) {
 	ix := s.ix
 	b.each(func(c int) {
 		if d > 0 {
@@ -247,8 +248,12 @@ func (s *State) hold(b bitset, ex Exclusive, d int) {
 				s.adjust(c, -1)
 			}
 			s.used.set(c)
+			if q == LSR {
+				s.lsr.set(c)
+			}
 		} else {
 			s.used.clear(c)
+			s.lsr.clear(c)
 			if s.isFree(c) {
 				s.adjust(c, 1)
 			}
@@ -275,7 +280,7 @@ func (s *State) Release(id string) error {
 		b := s.sc.tmp
 		b.reset()
 		b.fromSet(a.CPUs)
-		s.hold(b, a.Exclusive, -1)
+		s.hold(b, a.QoS, a.Exclusive, -1)
 	case LS:
 		s.lsMilli -= a.MilliCPUs
 	}
@@ -340,7 +345,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		if err != nil {
 			return Placement{}, err
 		}
-		s.hold(got, r.Exclusive, 1)
+		s.hold(got, r.QoS, r.Exclusive, 1)
 		p.CPUs = got.toSet()
 		a.CPUs = p.CPUs
 	}
@@ -360,12 +365,10 @@ func (s *State) pool(withLSR bool) bitset {
 		}
 	}
 	if withLSR {
-		for _, a := range s.asg {
-			if a.QoS == LSR {
-				for c := range a.CPUs.All() {
-					b.set(c)
-				}
-			}
+		// Kept as a bitset, not found by walking the assignments: a plan of
+		// many BE requests would otherwise be quadratic.
+		for i, w := range s.lsr {
+			b[i] |= w
 		}
 	}
 	return b
