@@ -206,6 +206,7 @@ func (a wholeLeft) more(b wholeLeft) bool {
 func (s *State) wholeFree() wholeLeft {
 	ix := s.ix
 	var w wholeLeft
+	s.work += int64(len(s.freeNode) + len(s.freeL3) + len(s.freeCore))
 	for n, f := range s.freeNode {
 		if f == ix.nodeTotal[n] {
 			w.nodes++

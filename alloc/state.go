@@ -31,12 +31,16 @@ type State struct {
 	asg     map[string]*Assignment
 	lsMilli int
 
+	// work counts the units (CPUs, bitset words, counters) the pool and
+	// quality scans of every call so far visited; see Work.
+	work int64
+
 	sc scratch
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
-// unknown policy or option, a pair of options kubelet refuses together, or
-// reserved CPUs that are not online.
+// unknown policy or option, a pair of options kubelet refuses together,
+// reserved CPUs that are not online, or a NUMA node id above cpuset.MaxCPU.
 func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if t == nil {
 		return nil, invalid("no topology")
@@ -51,6 +55,13 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	var err error
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
+	}
+	// A Placement reports its NUMA nodes as a cpuset, which holds ids up
+	// to cpuset.MaxCPU; a hand-written topology can name more.
+	for _, nd := range t.NodesWithCPUs() {
+		if nd < 0 || int(nd) > cpuset.MaxCPU {
+			return nil, invalid("numa node id %d is outside [0, %d], the node ids a placement can report", nd, cpuset.MaxCPU)
+		}
 	}
 	s.ix = newIndex(t)
 	ix := s.ix
@@ -359,6 +370,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 // LS pool plus the LSR CPUs).
 func (s *State) pool(withLSR bool) bitset {
 	b := newBitset(s.ix.words)
+	s.work += int64(len(s.ix.cpus))
 	for _, c := range s.ix.cpus {
 		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
 			b.set(c)
@@ -367,12 +379,19 @@ func (s *State) pool(withLSR bool) bitset {
 	if withLSR {
 		// Kept as a bitset, not found by walking the assignments: a plan of
 		// many BE requests would otherwise be quadratic.
+		s.work += int64(len(s.lsr))
 		for i, w := range s.lsr {
 			b[i] |= w
 		}
 	}
 	return b
 }
+
+// Work returns how many units (CPUs, bitset words, per-unit counters) the
+// shared-pool and quality scans of the State's calls have visited so far.
+// It does not depend on the clock, so tests use it to show that a
+// decision's cost does not grow with the number of assignments held.
+func (s *State) Work() int64 { return s.work }
 
 // Pools are the CPU sets of each QoS class.
 type Pools struct {
