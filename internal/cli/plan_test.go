@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
