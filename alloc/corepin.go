@@ -70,22 +70,30 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	if minAff == 0 {
 		minAff = len(ix.nodes)
 	}
+	maxNodes := len(ix.nodes)
 	switch r.TopologyPolicy {
 	case TopologySingleNUMANode:
 		if k != 1 {
 			return nil, s.numaRejection(r, sc.nodeCap)
 		}
-	case TopologyRestricted:
-		if k > minAff {
-			return nil, s.numaRejection(r, sc.nodeCap)
-		}
-	}
-	maxNodes := len(ix.nodes)
-	switch r.TopologyPolicy {
-	case TopologySingleNUMANode:
 		maxNodes = 1
 	case TopologyRestricted:
 		maxNodes = minAff
+		if k > minAff {
+			// With align-by-socket, kubelet's Topology Manager also admits
+			// the narrowest mask that stays within the fewest sockets:
+			// admit it too, and place inside it.
+			var aligned []int
+			if s.opts.alignBySocket {
+				aligned = s.socketAlignedMask(sc.nodeCap, n, minAff)
+			}
+			if aligned == nil {
+				return nil, s.numaRejection(r, sc.nodeCap)
+			}
+			cc.restrict(aligned)
+			hintAllow = cc.allowN
+			k, maxNodes = fewestNodes(sc.nodeCap, n), len(aligned)
+		}
 	}
 	// First pass: every free CPU counts, whole cores preferred. Second pass
 	// (Default bind): only whole free cores count, so no core is shared. The
