@@ -107,8 +107,10 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 		sc.taken.reset()
 		clear(sc.takenCore)
 		cc.computeCaps()
-		if sc.cap[0] >= n {
-			cc.place(n, fewestNodes(sc.nodeCap, n))
+		// A whole-cores-only placement spans at least k2 nodes; where that
+		// is more than the first pass spanned it cannot win, so skip it.
+		if k2 := fewestNodes(sc.nodeCap, n); sc.cap[0] >= n && k2 <= first.nodes && k2 <= maxNodes {
+			cc.place(n, k2)
 			second := cc.score(sc.taken)
 			if sc.taken.count() != n || second.nodes > maxNodes || !second.less(first) {
 				sc.taken.copyFrom(sc.best)
@@ -352,45 +354,45 @@ func (ix *index) uniformCores() bool {
 	return true
 }
 
-// computeCaps fills per-core eligible counts and the tree aggregates.
+// computeCaps fills per-core eligible counts and the tree aggregates. Each
+// core adds its counts to its own path up the tree (coreAnc), so one pass
+// over the cores does it.
 func (cc *corepinCall) computeCaps() {
 	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
+	spread := cc.bind == BindSpreadByPCPUs
+	pcpu := cc.r.Exclusive == ExclusivePCPULevel
+	numaEx := cc.r.Exclusive == ExclusiveNUMANodeLevel
+	allow := cc.allowN
+	clear(sc.cap)
+	clear(sc.cleanT)
+	clear(sc.nodeCap)
 	for core, cs := range ix.coreCPUs {
-		free := s.freeCore[core] - sc.takenCore[core]
-		whole := s.freeCore[core] == len(cs) && sc.takenCore[core] == 0
+		fc, tk := s.freeCore[core], sc.takenCore[core]
+		free, whole := fc-tk, fc == len(cs) && tk == 0
 		node := ix.coreNode[core]
-		switch {
-		case cc.allowN != nil && !cc.allowN[node],
-			cc.r.Exclusive == ExclusivePCPULevel && s.pcpuCore[core] > 0,
-			cc.r.Exclusive == ExclusiveNUMANodeLevel && s.numaExcl[node] > 0:
+		if (allow != nil && !allow[node]) || (pcpu && s.pcpuCore[core] > 0) || (numaEx && s.numaExcl[node] > 0) {
 			free, whole = 0, false
 		}
-		if (cc.bind == BindFullPCPUs || cc.cleanOnly) && !whole {
+		if wholeOnly && !whole {
 			free = 0
 		}
-		sc.ec[core] = free
-		sc.clean[core] = 0
+		clean := 0
 		if whole {
-			sc.clean[core] = free
-			if cc.bind == BindSpreadByPCPUs {
-				sc.clean[core] = 1
+			clean = free
+			if spread {
+				clean = 1
 			}
 		}
-	}
-	clear(sc.nodeCap)
-	for t := len(ix.tree) - 1; t >= 0; t-- {
-		tn := &ix.tree[t]
-		if tn.level == lvCore {
-			sc.cap[t], sc.cleanT[t] = sc.ec[tn.key], sc.clean[tn.key]
-			sc.nodeCap[ix.coreNode[tn.key]] += sc.ec[tn.key]
+		sc.ec[core], sc.clean[core] = free, clean
+		if free == 0 {
 			continue
 		}
-		c, cl := 0, 0
-		for _, ch := range tn.children {
-			c += sc.cap[ch]
-			cl += sc.cleanT[ch]
+		for _, t := range ix.coreAnc[core] {
+			sc.cap[t] += free
+			sc.cleanT[t] += clean
 		}
-		sc.cap[t], sc.cleanT[t] = c, cl
+		sc.nodeCap[node] += free
 	}
 }
 

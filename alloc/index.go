@@ -108,7 +108,8 @@ type index struct {
 	dist [][]int // NUMA distance between node indexes
 
 	tree     []tnode
-	coreLeaf []int32 // tree index of each core's leaf
+	coreLeaf []int32    // tree index of each core's leaf
+	coreAnc  [][5]int32 // tree indexes from the root down to each core's leaf
 
 	kube kubeTopo
 	// kubeAccs pools the kubelet engine's accumulators (see newKubeAcc).
@@ -188,6 +189,7 @@ func (ix *index) buildTree() {
 		return int(ix.coreL3[core])
 	}
 	ix.coreLeaf = make([]int32, len(ix.coreCPUs))
+	ix.coreAnc = make([][5]int32, len(ix.coreCPUs))
 	ix.tree = []tnode{{level: lvRoot}}
 	type path struct{ o, i, l int }
 	pos := map[path]int32{}
@@ -225,6 +227,7 @@ func (ix *index) buildTree() {
 		ix.tree = append(ix.tree, tnode{level: lvCore, key: core, cores: []int32{int32(core)}})
 		ix.tree[li].children = append(ix.tree[li].children, ci)
 		ix.coreLeaf[core] = ci
+		ix.coreAnc[core] = [5]int32{0, oi, ii, li, ci}
 		for _, t := range []int32{0, oi, ii, li} {
 			ix.tree[t].cores = append(ix.tree[t].cores, int32(core))
 		}

@@ -662,15 +662,7 @@ func (s *State) kubeTake(avail bitset, n int) (bitset, error) {
 
 // kubeDefault is kubelet's default (shared) cpuset: every CPU not held
 // exclusively, without the reserved ones under strict-cpu-reservation.
-func (s *State) kubeDefault() bitset {
-	d := newBitset(s.ix.words)
-	for _, c := range s.ix.cpus {
-		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
-			d.set(c)
-		}
-	}
-	return d
-}
+func (s *State) kubeDefault() bitset { return s.pool(false) }
 
 // kubeAllocate places an exclusive request the way the static policy's
 // Allocate does: SMT alignment check, topology hint, then takeByTopology

@@ -135,10 +135,8 @@ func (s *State) adjust(c, d int) {
 // freeBits returns the CPUs free for an exclusive placement.
 func (s *State) freeBits() bitset {
 	b := newBitset(s.ix.words)
-	for _, c := range s.ix.cpus {
-		if s.isFree(c) {
-			b.set(c)
-		}
+	for i := range b {
+		b[i] = s.ix.online[i] & s.ix.allowed[i] &^ s.reserved[i] &^ s.used[i]
 	}
 	return b
 }
@@ -370,10 +368,11 @@ func (s *State) Allocate(r Request) (Placement, error) {
 // LS pool plus the LSR CPUs).
 func (s *State) pool(withLSR bool) bitset {
 	b := newBitset(s.ix.words)
-	s.work += int64(len(s.ix.cpus))
-	for _, c := range s.ix.cpus {
-		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
-			b.set(c)
+	s.work += int64(len(b))
+	for i := range b {
+		b[i] = s.ix.online[i] & s.ix.allowed[i] &^ s.used[i]
+		if s.opts.strict {
+			b[i] &^= s.reserved[i]
 		}
 	}
 	if withLSR {
