@@ -117,7 +117,10 @@ func BenchmarkDecisionAssignments(b *testing.B) {
 // occupancy, kubelet guard included. It reports p50 and p99 of the
 // decision's wall time and of its thread CPU time (clock_gettime(2),
 // CLOCK_THREAD_CPUTIME_ID), which a loaded machine's preemptions do not
-// inflate. The target is a p99 under 50 us for every size up to 64 CPUs.
+// inflate, and p99-state: each state's fastest decision (states repeat
+// every 64 iterations), at the 99th percentile over states, the decision's
+// own cost on the worst states without the noise of other work on the
+// machine. The target is a p99 under 50 us for every size up to 64 CPUs.
 func BenchmarkDecisionSize(b *testing.B) {
 	topo := topology.MustSynthetic(benchShape)
 	for _, policy := range []Policy{PolicyCorepin, PolicyKubelet} {
@@ -140,6 +143,7 @@ func BenchmarkDecisionSize(b *testing.B) {
 				defer runtime.UnlockOSThread()
 				wall := make([]time.Duration, 0, b.N)
 				cpu := make([]time.Duration, 0, b.N)
+				fastest := make([]time.Duration, len(states))
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := range b.N {
@@ -147,6 +151,9 @@ func BenchmarkDecisionSize(b *testing.B) {
 					c0, t0 := threadCPU(b), time.Now()
 					_, err := s.Allocate(Request{ID: "bench", CPUs: n})
 					wall, cpu = append(wall, time.Since(t0)), append(cpu, threadCPU(b)-c0)
+					if d := cpu[len(cpu)-1]; fastest[i%len(states)] == 0 || d < fastest[i%len(states)] {
+						fastest[i%len(states)] = d
+					}
 					if err != nil {
 						b.Fatalf("Allocate(%d): %v", n, err)
 					}
@@ -158,7 +165,7 @@ func BenchmarkDecisionSize(b *testing.B) {
 				for _, m := range []struct {
 					name string
 					xs   []time.Duration
-				}{{"wall", wall}, {"cpu", cpu}} {
+				}{{"wall", wall}, {"cpu", cpu}, {"state", fastest}} {
 					slices.Sort(m.xs)
 					b.ReportMetric(float64(m.xs[len(m.xs)/2].Nanoseconds()), "p50-"+m.name+"-ns")
 					b.ReportMetric(float64(m.xs[len(m.xs)*99/100].Nanoseconds()), "p99-"+m.name+"-ns")

@@ -365,12 +365,26 @@ func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b)) })
 	best := score(slices.Clone(order[:k]))
-	grow := make([]int, len(order))
+	grow := make([]int, 0, len(order))
 	for _, seed := range order {
-		copy(grow, order)
-		slices.SortFunc(grow, func(a, b int) int {
-			return cmp.Or(cmp.Compare(ix.dist[seed][a], ix.dist[seed][b]), cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b))
-		})
+		// The nodes with room by distance from seed, then the most room,
+		// then index: the precomputed distance order, with each run of
+		// equal distances put in order of room by insertion.
+		d := ix.dist[seed]
+		grow = grow[:0]
+		for _, nd := range ix.distOrder[seed] {
+			if caps[nd] <= 0 {
+				continue
+			}
+			grow = append(grow, nd)
+			for j := len(grow) - 1; j > 0; j-- {
+				a, b := grow[j-1], grow[j]
+				if d[a] != d[b] || caps[a] > caps[b] || (caps[a] == caps[b] && a < b) {
+					break
+				}
+				grow[j-1], grow[j] = b, a
+			}
+		}
 		sum := 0
 		for i, nd := range grow {
 			sum += caps[nd]

@@ -1,7 +1,9 @@
 package alloc
 
 import (
+	"cmp"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/corepin/corepin/cpuset"
@@ -105,7 +107,8 @@ type index struct {
 	numSockets int
 	tpc        int // most threads in one core
 
-	dist [][]int // NUMA distance between node indexes
+	dist      [][]int // NUMA distance between node indexes
+	distOrder [][]int // node indexes by distance from each node, then index
 
 	tree     []tnode
 	coreLeaf []int32    // tree index of each core's leaf
@@ -167,6 +170,14 @@ func newIndex(t *topology.Topology) *index {
 		for b := range ix.nodes {
 			ix.dist[a][b] = t.Distance(ix.nodes[a], ix.nodes[b])
 		}
+	}
+	ix.distOrder = make([][]int, len(ix.nodes))
+	for a := range ix.nodes {
+		ix.distOrder[a] = make([]int, len(ix.nodes))
+		for b := range ix.nodes {
+			ix.distOrder[a][b] = b
+		}
+		slices.SortStableFunc(ix.distOrder[a], func(x, y int) int { return cmp.Compare(ix.dist[a][x], ix.dist[a][y]) })
 	}
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)

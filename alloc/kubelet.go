@@ -30,8 +30,8 @@ type kubeTopo struct {
 	// each outer unit, so the sorts need not walk CPUs. nil where a unit
 	// straddles two.
 	socketCores, nodeCores, socketNodes, nodeSockets, nodeUncores [][]int
-	nodeCPUs   [][]int // by node index
-	uncoreCPUs [][]int // by uncore key (may hold empty keys)
+	nodeCPUs                                                      [][]int // by node index
+	uncoreCPUs                                                    [][]int // by uncore key (may hold empty keys)
 }
 
 func newKubeTopo(ix *index) kubeTopo {
@@ -389,7 +389,8 @@ func (a *kubeAcc) takeUncoreCache() {
 }
 
 func (a *kubeAcc) takeFullCores() {
-	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == a.k.cpusPerCore() }, a.k.coreCPUs)
+	per := a.k.cpusPerCore()
+	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == per }, a.k.coreCPUs)
 }
 
 func (a *kubeAcc) takeRemaining() {
@@ -724,11 +725,9 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 		result.copyFrom(got)
 	}
 	rest := newBitset(ix.words)
-	allocatable.each(func(c int) {
-		if !result.has(c) {
-			rest.set(c)
-		}
-	})
+	for i := range rest {
+		rest[i] = allocatable[i] &^ result[i]
+	}
 	got, err := s.kubeTake(rest, n-result.count())
 	if err != nil {
 		return nil, err
