@@ -34,9 +34,20 @@ func invalidf(format string, args ...any) error { return invalid(fmt.Errorf(form
 // Topology names the machine: a sysfs dump (SysfsRoot) or the CPUs of
 // `corepin topo -o json`; neither means the machine the caller runs on.
 type Topology struct {
-	SysfsRoot     string           `json:"sysfs_root"`
-	CPUs          []topology.CPU   `json:"cpus"`
-	NUMADistances map[string][]int `json:"numa_distances"`
+	SysfsRoot     string           `json:"sysfs_root,omitempty"`
+	CPUs          []topology.CPU   `json:"cpus,omitempty"`
+	NUMADistances map[string][]int `json:"numa_distances,omitempty"`
+}
+
+// TopologyOf returns t in the document's "cpus" form (that of corepin topo
+// -o json), so a caller can send another machine's topology with its
+// requests.
+func TopologyOf(t *topology.Topology) *Topology {
+	dist := make(map[string][]int)
+	for n, d := range t.Distances() {
+		dist[strconv.Itoa(int(n))] = d
+	}
+	return &Topology{CPUs: t.CPUs(), NUMADistances: dist}
 }
 
 // Assigned is a workload already placed.

@@ -14,11 +14,10 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-// shapeJSON renders a synthetic machine in the topology form a document takes.
+// shapeJSON renders a synthetic machine in the topology form plan accepts.
 func shapeJSON(t testing.TB, s topology.Shape) string {
 	t.Helper()
-	topo := topology.MustSynthetic(s)
-	b, err := json.Marshal(map[string]any{"cpus": topo.CPUs(), "numa_distances": topo.Distances()})
+	b, err := json.Marshal(TopologyOf(topology.MustSynthetic(s)))
 	if err != nil {
 		t.Fatal(err)
 	}

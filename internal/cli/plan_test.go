@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/corepin/corepin/internal/testutil"
+	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
 // shapeJSON renders a synthetic machine in the topology form plan accepts.
 func shapeJSON(t testing.TB, s topology.Shape) string {
 	t.Helper()
-	topo := topology.MustSynthetic(s)
-	b, err := json.Marshal(map[string]any{"cpus": topo.CPUs(), "numa_distances": topo.Distances()})
+	b, err := json.Marshal(plan.TopologyOf(topology.MustSynthetic(s)))
 	if err != nil {
 		t.Fatal(err)
 	}
