@@ -167,7 +167,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 			}
 			res, err := cpuset.Parse(strings.TrimSpace(reserved))
 			if err != nil {
-				return Usagef("--reserved-cpus: %v", err)
+				return Usagef("--reserved-cpus: %w", err)
 			}
 			runs, err := simRuns(policies, nodeChoice)
 			if err != nil {
@@ -266,17 +266,17 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 		data, err = os.ReadFile(topoPath)
 	}
 	if err != nil {
-		return nil, Usagef("--topology: %v", err)
+		return nil, Usagef("--topology: %w", err)
 	}
 	var doc topology.Doc
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, Usagef("--topology %s: parsing: %v", topoPath, err)
+		return nil, Usagef("--topology %s: parsing: %w", topoPath, err)
 	}
 	t, err := topology.FromDoc(doc)
 	if err != nil {
-		return nil, Usagef("--topology %s: %v", topoPath, err)
+		return nil, Usagef("--topology %s: %w", topoPath, err)
 	}
 	return t, nil
 }
@@ -306,7 +306,7 @@ func readTraceArg(e *env, path string) ([]sim.Event, error) {
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, Usagef("--trace: %v", err)
+			return nil, Usagef("--trace: %w", err)
 		}
 		defer f.Close()
 		r = f
