@@ -435,13 +435,23 @@ func (cc *corepinCall) childrenNeeded(t int32, m int) int {
 	return len(sc.ints) + 1
 }
 
-// fitKey orders units that can hold m: those that need no shared core, then
-// those spanning the fewest children, then the tightest fit.
-func (cc *corepinCall) fitKey(a, b int32, m int) int {
+// fit is the key fitKey orders units that can hold m by: those that need
+// no shared core, then those spanning the fewest children, then the
+// tightest fit, then the fullest NUMA node, then the lowest tree index.
+type fit struct {
+	t                    int32
+	unclean              bool
+	needed, cap, nodeCap int
+}
+
+func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := &cc.s.sc
-	ua, ub := sc.cleanT[a] < m, sc.cleanT[b] < m
-	return cmp.Or(cmpBool(ua, ub), cmp.Compare(cc.childrenNeeded(a, m), cc.childrenNeeded(b, m)),
-		cmp.Compare(sc.cap[a], sc.cap[b]), cmp.Compare(cc.nodeCapOf(a), cc.nodeCapOf(b)), cmp.Compare(a, b))
+	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t)}
+}
+
+func (a fit) compare(b fit) int {
+	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
+		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.t, b.t))
 }
 
 func cmpBool(a, b bool) int {
@@ -466,17 +476,18 @@ func (cc *corepinCall) nodeCapOf(t int32) int {
 func (cc *corepinCall) placeFinest(m int) {
 	ix, sc := cc.s.ix, &cc.s.sc
 	for _, level := range []int{lvL3, lvInner, lvOuter} {
-		best := int32(-1)
+		var best fit
+		found := false
 		for t := range ix.tree {
 			if ix.tree[t].level != level || sc.cap[t] < m {
 				continue
 			}
-			if best < 0 || cc.fitKey(int32(t), best, m) < 0 {
-				best = int32(t)
+			if f := cc.fitOf(int32(t), m); !found || f.compare(best) < 0 {
+				best, found = f, true
 			}
 		}
-		if best >= 0 {
-			cc.fill(best, m)
+		if found {
+			cc.fill(best.t, m)
 			return
 		}
 	}
@@ -509,9 +520,13 @@ func (cc *corepinCall) fill(t int32, m int) {
 	for rem > 0 && chosen < len(kids) {
 		rest := kids[chosen:]
 		best := -1
+		var bestFit fit
 		for i, ch := range rest {
-			if sc.cap[ch] >= rem && (best < 0 || cc.fitKey(ch, rest[best], rem) < 0) {
-				best = i
+			if sc.cap[ch] < rem {
+				continue
+			}
+			if f := cc.fitOf(ch, rem); best < 0 || f.compare(bestFit) < 0 {
+				best, bestFit = i, f
 			}
 		}
 		if best < 0 {
