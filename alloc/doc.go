@@ -133,5 +133,10 @@
 //   - Speed. Free counts per core, L3 group and node are kept as the state
 //     changes, so a decision is a few passes over the cores, with no
 //     per-decision maps: microseconds where kubelet takes milliseconds on a
-//     256-CPU machine.
+//     256-CPU machine. BenchmarkDecisionSize measures decisions of 4, 16
+//     and 64 CPUs, guard included, on 2 sockets x 64 cores x 2 threads (8
+//     NUMA nodes, 16 L3 groups) at 50% random occupancy; the whole-cores
+//     pass is skipped where it cannot span fewer nodes than the first, and
+//     the kubelet engine sorts packed integer keys over precomputed unit
+//     lists, so its cost stays a few passes over the cores.
 package alloc
