@@ -3,6 +3,7 @@ package alloc
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -143,9 +144,11 @@ func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
 		clear(a.freeUncore)
 	}
 	a.result, a.needed, a.spread = newBitset(ix.words), n, spread
-	for _, c := range ix.cpus {
-		if avail.has(c) {
-			a.free.set(c)
+	for i, w := range avail {
+		w &= ix.online[i]
+		a.free[i] = w
+		for ; w != 0; w &= w - 1 {
+			c := i<<6 | bits.TrailingZeros64(w)
 			a.freeCore[ix.cpuCore[c]]++
 			a.freeSocket[ix.cpuSocket[c]]++
 			a.freeNode[ix.cpuNode[c]]++
