@@ -99,30 +99,37 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	// (Default bind): only whole free cores count, so no core is shared. The
 	// better of the two by NUMA nodes, sockets, L3 groups, shared cores wins;
 	// on a tie the first, which leaves more whole cores free.
+	// What the whole free cores of each node hold, before place restricts.
+	sc.wholeNode = append(sc.wholeNode[:0], sc.nodeClean...)
 	cc.place(n, k)
 	got := sc.taken.count()
-	if first := cc.score(sc.taken); got == n && cc.bind == BindDefault && first.shared > 0 {
-		sc.best.copyFrom(sc.taken)
-		cc.cleanOnly, cc.allowN = true, hintAllow
-		sc.taken.reset()
-		clear(sc.takenCore)
-		cc.computeCaps()
+	score := cc.score(sc.taken)
+	if first := score; got == n && cc.bind == BindDefault && first.shared > 0 {
 		// A whole-cores-only placement spans at least k2 nodes; where that
 		// is more than the first pass spanned it cannot win, so skip it.
-		if k2 := fewestNodes(sc.nodeCap, n); sc.cap[0] >= n && k2 <= first.nodes && k2 <= maxNodes {
+		whole := 0
+		for _, w := range sc.wholeNode {
+			whole += w
+		}
+		if k2 := fewestNodes(sc.wholeNode, n); whole >= n && k2 <= first.nodes && k2 <= maxNodes {
+			sc.best.copyFrom(sc.taken)
+			cc.cleanOnly, cc.allowN = true, hintAllow
+			sc.taken.reset()
+			clear(sc.takenCore)
+			cc.computeCaps()
 			cc.place(n, k2)
 			second := cc.score(sc.taken)
 			if sc.taken.count() != n || second.nodes > maxNodes || !second.less(first) {
 				sc.taken.copyFrom(sc.best)
+			} else {
+				score = second
 			}
-		} else {
-			sc.taken.copyFrom(sc.best)
 		}
 	}
 	if got != n {
 		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
 	}
-	return s.kubeletGuard(r, &cc, sc.taken), nil
+	return s.kubeletGuard(r, sc.taken, score), nil
 }
 
 // unbeatable reports whether a placement of n CPUs scoring q is as good as
@@ -177,11 +184,10 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 // NUMA node or an L3 group with a shared core; kubelet never gets there,
 // and a user comparing the two must never see corepin lose a metric.) Only
 // requests kubelet can express are guarded.
-func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
+func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore) bitset {
 	if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated || len(r.Hint) > 0 {
 		return ours
 	}
-	q := cc.score(ours)
 	if s.unbeatable(q, ours.count()) {
 		return ours
 	}
@@ -189,7 +195,7 @@ func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
 	if err != nil || theirs.count() != ours.count() {
 		return ours
 	}
-	k := cc.score(theirs)
+	k := s.span(theirs, nil)
 	if q == k {
 		// Aligned alike: keep the one that leaves more whole NUMA nodes,
 		// L3 groups and cores free for the next request.
@@ -367,6 +373,7 @@ func (cc *corepinCall) computeCaps() {
 	clear(sc.cap)
 	clear(sc.cleanT)
 	clear(sc.nodeCap)
+	clear(sc.nodeClean)
 	for core, cs := range ix.coreCPUs {
 		fc, tk := s.freeCore[core], sc.takenCore[core]
 		free, whole := fc-tk, fc == len(cs) && tk == 0
@@ -393,6 +400,9 @@ func (cc *corepinCall) computeCaps() {
 			sc.cleanT[t] += clean
 		}
 		sc.nodeCap[node] += free
+		if whole {
+			sc.nodeClean[node] += free
+		}
 	}
 }
 

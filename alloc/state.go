@@ -448,7 +448,7 @@ type scratch struct {
 	ec, clean                              []int // per core
 	takenCore                              []int
 	cap, cleanT                            []int // per tree node
-	nodeCap                                []int
+	nodeCap, nodeClean, wholeNode          []int // per node: eligible, in whole free cores, saved
 	socketFree, partialFree                []int // for unbeatable
 	allow, allow2                          []bool
 	kids                                   []int32
@@ -462,6 +462,6 @@ func (sc *scratch) init(ix *index) {
 	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))
 	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))
 	sc.cap, sc.cleanT = make([]int, len(ix.tree)), make([]int, len(ix.tree))
-	sc.nodeCap = make([]int, len(ix.nodes))
+	sc.nodeCap, sc.nodeClean = make([]int, len(ix.nodes)), make([]int, len(ix.nodes))
 	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
 }
