@@ -364,45 +364,64 @@ func (ix *index) uniformCores() bool {
 // core adds its counts to its own path up the tree (coreAnc), so one pass
 // over the cores does it.
 func (cc *corepinCall) computeCaps() {
-	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	ix, sc := cc.s.ix, &cc.s.sc
 	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
 	spread := cc.bind == BindSpreadByPCPUs
 	pcpu := cc.r.Exclusive == ExclusivePCPULevel
 	numaEx := cc.r.Exclusive == ExclusiveNUMANodeLevel
-	allow := cc.allowN
 	clear(sc.cap)
 	clear(sc.cleanT)
 	clear(sc.nodeCap)
 	clear(sc.nodeClean)
-	for core, cs := range ix.coreCPUs {
-		fc, tk := s.freeCore[core], sc.takenCore[core]
-		free, whole := fc-tk, fc == len(cs) && tk == 0
-		node := ix.coreNode[core]
-		if (allow != nil && !allow[node]) || (pcpu && s.pcpuCore[core] > 0) || (numaEx && s.numaExcl[node] > 0) {
-			free, whole = 0, false
-		}
-		if wholeOnly && !whole {
-			free = 0
-		}
-		clean := 0
-		if whole {
-			clean = free
-			if spread {
-				clean = 1
+	if allow := cc.allowN; allow != nil {
+		// Only the allowed nodes' cores can hold anything.
+		clear(sc.ec)
+		clear(sc.clean)
+		for node, ok := range allow {
+			if ok {
+				for _, core := range ix.nodeCores[node] {
+					cc.capCore(int(core), wholeOnly, spread, pcpu, numaEx)
+				}
 			}
 		}
-		sc.ec[core], sc.clean[core] = free, clean
-		if free == 0 {
-			continue
+		return
+	}
+	for core := range ix.coreCPUs {
+		cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+	}
+}
+
+// capCore sets one core's eligible and whole-free counts and adds them up
+// its path in the tree (see computeCaps).
+func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
+	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	fc, tk := s.freeCore[core], sc.takenCore[core]
+	free, whole := fc-tk, fc == len(ix.coreCPUs[core]) && tk == 0
+	node := ix.coreNode[core]
+	if (cc.allowN != nil && !cc.allowN[node]) || (pcpu && s.pcpuCore[core] > 0) || (numaEx && s.numaExcl[node] > 0) {
+		free, whole = 0, false
+	}
+	if wholeOnly && !whole {
+		free = 0
+	}
+	clean := 0
+	if whole {
+		clean = free
+		if spread {
+			clean = 1
 		}
-		for _, t := range ix.coreAnc[core] {
-			sc.cap[t] += free
-			sc.cleanT[t] += clean
-		}
-		sc.nodeCap[node] += free
-		if whole {
-			sc.nodeClean[node] += free
-		}
+	}
+	sc.ec[core], sc.clean[core] = free, clean
+	if free == 0 {
+		return
+	}
+	for _, t := range ix.coreAnc[core] {
+		sc.cap[t] += free
+		sc.cleanT[t] += clean
+	}
+	sc.nodeCap[node] += free
+	if whole {
+		sc.nodeClean[node] += free
 	}
 }
 

@@ -152,10 +152,13 @@ func newIndex(t *topology.Topology) *index {
 		core := int(c.Core)
 		ix.cpuCore[id], ix.cpuSocket[id], ix.cpuNode[id], ix.cpuL3[id] = int32(core), int32(c.Socket), nodePos[c.NUMA], int32(c.L3)
 		if len(ix.coreCPUs[core]) == 0 {
+			// A core belongs where its lowest CPU is, in nodeCores and
+			// coreNode alike (they differ only on a core split across
+			// nodes, which no real machine has).
 			ix.nodeCores[nodePos[c.NUMA]] = append(ix.nodeCores[nodePos[c.NUMA]], int32(core))
+			ix.coreNode[core], ix.coreSocket[core], ix.coreL3[core] = nodePos[c.NUMA], int32(c.Socket), int32(c.L3)
 		}
 		ix.coreCPUs[core] = append(ix.coreCPUs[core], id)
-		ix.coreNode[core], ix.coreSocket[core], ix.coreL3[core] = nodePos[c.NUMA], int32(c.Socket), int32(c.L3)
 		ix.nodeTotal[nodePos[c.NUMA]]++
 		if c.L3 >= 0 {
 			ix.l3Total[c.L3]++
