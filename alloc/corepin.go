@@ -136,8 +136,26 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 // any placement could be on every metric: no more NUMA nodes, L3 groups,
 // sockets and shared cores than the fewest whose free CPUs could hold n.
 func (s *State) unbeatable(q spanScore, n int) bool {
+	// Cheapest bounds first: each one that fails settles it.
 	if q.nodes > fewestNodes(s.freeNode, n) {
 		return false
+	}
+	if q.l3 > 0 && q.l3 > fewestNodes(s.freeL3, n) {
+		return false
+	}
+	ix := s.ix
+	if q.sockets > 1 {
+		perSocket := s.sc.socketFree[:0]
+		for range ix.numSockets {
+			perSocket = append(perSocket, 0)
+		}
+		for core, free := range s.freeCore {
+			perSocket[ix.coreSocket[core]] += free
+		}
+		s.sc.socketFree = perSocket
+		if q.sockets > fewestNodes(perSocket, n) {
+			return false
+		}
 	}
 	if q.shared > 0 {
 		// Whole free cores share nothing; past them, every partly held
@@ -146,7 +164,7 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 		partial := s.sc.partialFree[:0]
 		for core, free := range s.freeCore {
 			switch {
-			case free == len(s.ix.coreCPUs[core]):
+			case free == len(ix.coreCPUs[core]):
 				whole += free
 			case free > 0:
 				partial = append(partial, free)
@@ -157,22 +175,7 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 			return false
 		}
 	}
-	if q.l3 > 0 && q.l3 > fewestNodes(s.freeL3, n) {
-		return false
-	}
-	if q.sockets <= 1 {
-		return true
-	}
-	ix := s.ix
-	perSocket := s.sc.socketFree[:0]
-	for range ix.numSockets {
-		perSocket = append(perSocket, 0)
-	}
-	for core, free := range s.freeCore {
-		perSocket[ix.coreSocket[core]] += free
-	}
-	s.sc.socketFree = perSocket
-	return q.sockets <= fewestNodes(perSocket, n)
+	return true
 }
 
 // kubeletGuard keeps corepin's promise to be at least as well aligned as

@@ -30,11 +30,12 @@ func topSum(xs []int, r int, buf []int) int {
 
 // fewestNodes returns the smallest k such that some k nodes hold n, or 0.
 func fewestNodes(caps []int, n int) int {
-	sorted := slices.Clone(caps)
-	slices.SortFunc(sorted, func(a, b int) int { return cmp.Compare(b, a) })
+	var buf [64]int // no allocation for the usual few units
+	sorted := append(buf[:0], caps...)
+	slices.Sort(sorted)
 	sum := 0
-	for i, c := range sorted {
-		sum += c
+	for i := range sorted {
+		sum += sorted[len(sorted)-1-i]
 		if sum >= n {
 			return i + 1
 		}
