@@ -45,7 +45,7 @@
 // Topology Manager would merge from the CPU manager alone. The 95 cases of
 // testdata/kubelet_cases.json are kubelet's own published expectations
 // (cpu_assignment_test.go and policy_static_test.go tables, with their
-// topologies); all pass. It departs from kubelet in three places:
+// topologies); all pass. It departs from kubelet in four places:
 //
 //   - NUMA hints are computed directly, not by enumerating 2^n node masks:
 //     the narrowest mask that holds the request, lowest mask on ties, found
@@ -88,7 +88,7 @@
 // request is admitted only on whole free cores, so where kubelet admits a
 // full-pcpus-only request by counting free CPUs and then fills it with
 // threads of half-used cores, corepin refuses and says how many CPUs whole
-// cores hold) and SpreadByPCPUs (one thread per
+// cores hold; TestKubeletRegressions) and SpreadByPCPUs (one thread per
 // core first; also what distribute-cpus-across-cores means here); exclusive
 // PCPULevel (avoid cores holding another PCPULevel workload) and
 // NUMANodeLevel (avoid nodes holding another NUMANodeLevel workload); NUMA
