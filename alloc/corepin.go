@@ -70,57 +70,92 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	if minAff == 0 {
 		minAff = len(ix.nodes)
 	}
+	maxNodes := len(ix.nodes)
 	switch r.TopologyPolicy {
 	case TopologySingleNUMANode:
 		if k != 1 {
 			return nil, s.numaRejection(r, sc.nodeCap)
 		}
-	case TopologyRestricted:
-		if k > minAff {
-			return nil, s.numaRejection(r, sc.nodeCap)
-		}
-	}
-	maxNodes := len(ix.nodes)
-	switch r.TopologyPolicy {
-	case TopologySingleNUMANode:
 		maxNodes = 1
 	case TopologyRestricted:
 		maxNodes = minAff
+		if k > minAff {
+			// With align-by-socket, kubelet's Topology Manager also admits
+			// the narrowest mask that stays within the fewest sockets:
+			// admit it too, and place inside it.
+			var aligned []int
+			if s.opts.alignBySocket {
+				aligned = s.socketAlignedMask(sc.nodeCap, n, minAff)
+			}
+			if aligned == nil {
+				return nil, s.numaRejection(r, sc.nodeCap)
+			}
+			cc.restrict(aligned)
+			hintAllow = cc.allowN
+			k, maxNodes = fewestNodes(sc.nodeCap, n), len(aligned)
+		}
 	}
 	// First pass: every free CPU counts, whole cores preferred. Second pass
 	// (Default bind): only whole free cores count, so no core is shared. The
 	// better of the two by NUMA nodes, sockets, L3 groups, shared cores wins;
 	// on a tie the first, which leaves more whole cores free.
+	// What the whole free cores of each node hold, before place restricts.
+	sc.wholeNode = append(sc.wholeNode[:0], sc.nodeClean...)
 	cc.place(n, k)
 	got := sc.taken.count()
-	if first := cc.score(sc.taken); got == n && cc.bind == BindDefault && first.shared > 0 {
-		sc.best.copyFrom(sc.taken)
-		cc.cleanOnly, cc.allowN = true, hintAllow
-		sc.taken.reset()
-		clear(sc.takenCore)
-		cc.computeCaps()
-		if sc.cap[0] >= n {
-			cc.place(n, fewestNodes(sc.nodeCap, n))
+	score := cc.score(sc.taken)
+	if first := score; got == n && cc.bind == BindDefault && first.shared > 0 {
+		// A whole-cores-only placement spans at least k2 nodes; where that
+		// is more than the first pass spanned it cannot win, so skip it.
+		whole := 0
+		for _, w := range sc.wholeNode {
+			whole += w
+		}
+		if k2 := fewestNodes(sc.wholeNode, n); whole >= n && k2 <= first.nodes && k2 <= maxNodes {
+			sc.best.copyFrom(sc.taken)
+			cc.cleanOnly, cc.allowN = true, hintAllow
+			sc.taken.reset()
+			clear(sc.takenCore)
+			cc.computeCaps()
+			cc.place(n, k2)
 			second := cc.score(sc.taken)
 			if sc.taken.count() != n || second.nodes > maxNodes || !second.less(first) {
 				sc.taken.copyFrom(sc.best)
+			} else {
+				score = second
 			}
-		} else {
-			sc.taken.copyFrom(sc.best)
 		}
 	}
 	if got != n {
 		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
 	}
-	return s.kubeletGuard(r, &cc, sc.taken), nil
+	return s.kubeletGuard(r, sc.taken, score), nil
 }
 
 // unbeatable reports whether a placement of n CPUs scoring q is as good as
 // any placement could be on every metric: no more NUMA nodes, L3 groups,
 // sockets and shared cores than the fewest whose free CPUs could hold n.
 func (s *State) unbeatable(q spanScore, n int) bool {
+	// Cheapest bounds first: each one that fails settles it.
 	if q.nodes > fewestNodes(s.freeNode, n) {
 		return false
+	}
+	if q.l3 > 0 && q.l3 > fewestNodes(s.freeL3, n) {
+		return false
+	}
+	ix := s.ix
+	if q.sockets > 1 {
+		perSocket := s.sc.socketFree[:0]
+		for range ix.numSockets {
+			perSocket = append(perSocket, 0)
+		}
+		for core, free := range s.freeCore {
+			perSocket[ix.coreSocket[core]] += free
+		}
+		s.sc.socketFree = perSocket
+		if q.sockets > fewestNodes(perSocket, n) {
+			return false
+		}
 	}
 	if q.shared > 0 {
 		// Whole free cores share nothing; past them, every partly held
@@ -129,7 +164,7 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 		partial := s.sc.partialFree[:0]
 		for core, free := range s.freeCore {
 			switch {
-			case free == len(s.ix.coreCPUs[core]):
+			case free == len(ix.coreCPUs[core]):
 				whole += free
 			case free > 0:
 				partial = append(partial, free)
@@ -140,22 +175,7 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 			return false
 		}
 	}
-	if q.l3 > 0 && q.l3 > fewestNodes(s.freeL3, n) {
-		return false
-	}
-	if q.sockets <= 1 {
-		return true
-	}
-	ix := s.ix
-	perSocket := s.sc.socketFree[:0]
-	for range ix.numSockets {
-		perSocket = append(perSocket, 0)
-	}
-	for core, free := range s.freeCore {
-		perSocket[ix.coreSocket[core]] += free
-	}
-	s.sc.socketFree = perSocket
-	return q.sockets <= fewestNodes(perSocket, n)
+	return true
 }
 
 // kubeletGuard keeps corepin's promise to be at least as well aligned as
@@ -167,11 +187,10 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 // NUMA node or an L3 group with a shared core; kubelet never gets there,
 // and a user comparing the two must never see corepin lose a metric.) Only
 // requests kubelet can express are guarded.
-func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
+func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore) bitset {
 	if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated || len(r.Hint) > 0 {
 		return ours
 	}
-	q := cc.score(ours)
 	if s.unbeatable(q, ours.count()) {
 		return ours
 	}
@@ -179,7 +198,7 @@ func (s *State) kubeletGuard(r *Request, cc *corepinCall, ours bitset) bitset {
 	if err != nil || theirs.count() != ours.count() {
 		return ours
 	}
-	k := cc.score(theirs)
+	k := s.span(theirs, nil)
 	if q == k {
 		// Aligned alike: keep the one that leaves more whole NUMA nodes,
 		// L3 groups and cores free for the next request.
@@ -206,6 +225,7 @@ func (a wholeLeft) more(b wholeLeft) bool {
 func (s *State) wholeFree() wholeLeft {
 	ix := s.ix
 	var w wholeLeft
+	s.work += int64(len(s.freeNode) + len(s.freeL3) + len(s.freeCore))
 	for n, f := range s.freeNode {
 		if f == ix.nodeTotal[n] {
 			w.nodes++
@@ -343,45 +363,68 @@ func (ix *index) uniformCores() bool {
 	return true
 }
 
-// computeCaps fills per-core eligible counts and the tree aggregates.
+// computeCaps fills per-core eligible counts and the tree aggregates. Each
+// core adds its counts to its own path up the tree (coreAnc), so one pass
+// over the cores does it.
 func (cc *corepinCall) computeCaps() {
-	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
-	for core, cs := range ix.coreCPUs {
-		free := s.freeCore[core] - sc.takenCore[core]
-		whole := s.freeCore[core] == len(cs) && sc.takenCore[core] == 0
-		node := ix.coreNode[core]
-		switch {
-		case cc.allowN != nil && !cc.allowN[node],
-			cc.r.Exclusive == ExclusivePCPULevel && s.pcpuCore[core] > 0,
-			cc.r.Exclusive == ExclusiveNUMANodeLevel && s.numaExcl[node] > 0:
-			free, whole = 0, false
-		}
-		if (cc.bind == BindFullPCPUs || cc.cleanOnly) && !whole {
-			free = 0
-		}
-		sc.ec[core] = free
-		sc.clean[core] = 0
-		if whole {
-			sc.clean[core] = free
-			if cc.bind == BindSpreadByPCPUs {
-				sc.clean[core] = 1
+	ix, sc := cc.s.ix, &cc.s.sc
+	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
+	spread := cc.bind == BindSpreadByPCPUs
+	pcpu := cc.r.Exclusive == ExclusivePCPULevel
+	numaEx := cc.r.Exclusive == ExclusiveNUMANodeLevel
+	clear(sc.cap)
+	clear(sc.cleanT)
+	clear(sc.nodeCap)
+	clear(sc.nodeClean)
+	if allow := cc.allowN; allow != nil {
+		// Only the allowed nodes' cores can hold anything.
+		clear(sc.ec)
+		clear(sc.clean)
+		for node, ok := range allow {
+			if ok {
+				for _, core := range ix.nodeCores[node] {
+					cc.capCore(int(core), wholeOnly, spread, pcpu, numaEx)
+				}
 			}
 		}
+		return
 	}
-	clear(sc.nodeCap)
-	for t := len(ix.tree) - 1; t >= 0; t-- {
-		tn := &ix.tree[t]
-		if tn.level == lvCore {
-			sc.cap[t], sc.cleanT[t] = sc.ec[tn.key], sc.clean[tn.key]
-			sc.nodeCap[ix.coreNode[tn.key]] += sc.ec[tn.key]
-			continue
+	for core := range ix.coreCPUs {
+		cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+	}
+}
+
+// capCore sets one core's eligible and whole-free counts and adds them up
+// its path in the tree (see computeCaps).
+func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
+	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	fc, tk := s.freeCore[core], sc.takenCore[core]
+	free, whole := fc-tk, fc == len(ix.coreCPUs[core]) && tk == 0
+	node := ix.coreNode[core]
+	if (cc.allowN != nil && !cc.allowN[node]) || (pcpu && s.pcpuCore[core] > 0) || (numaEx && s.numaExcl[node] > 0) {
+		free, whole = 0, false
+	}
+	if wholeOnly && !whole {
+		free = 0
+	}
+	clean := 0
+	if whole {
+		clean = free
+		if spread {
+			clean = 1
 		}
-		c, cl := 0, 0
-		for _, ch := range tn.children {
-			c += sc.cap[ch]
-			cl += sc.cleanT[ch]
-		}
-		sc.cap[t], sc.cleanT[t] = c, cl
+	}
+	sc.ec[core], sc.clean[core] = free, clean
+	if free == 0 {
+		return
+	}
+	for _, t := range ix.coreAnc[core] {
+		sc.cap[t] += free
+		sc.cleanT[t] += clean
+	}
+	sc.nodeCap[node] += free
+	if whole {
+		sc.nodeClean[node] += free
 	}
 }
 
@@ -424,13 +467,23 @@ func (cc *corepinCall) childrenNeeded(t int32, m int) int {
 	return len(sc.ints) + 1
 }
 
-// fitKey orders units that can hold m: those that need no shared core, then
-// those spanning the fewest children, then the tightest fit.
-func (cc *corepinCall) fitKey(a, b int32, m int) int {
+// fit is the key fitKey orders units that can hold m by: those that need
+// no shared core, then those spanning the fewest children, then the
+// tightest fit, then the fullest NUMA node, then the lowest tree index.
+type fit struct {
+	t                    int32
+	unclean              bool
+	needed, cap, nodeCap int
+}
+
+func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := &cc.s.sc
-	ua, ub := sc.cleanT[a] < m, sc.cleanT[b] < m
-	return cmp.Or(cmpBool(ua, ub), cmp.Compare(cc.childrenNeeded(a, m), cc.childrenNeeded(b, m)),
-		cmp.Compare(sc.cap[a], sc.cap[b]), cmp.Compare(cc.nodeCapOf(a), cc.nodeCapOf(b)), cmp.Compare(a, b))
+	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t)}
+}
+
+func (a fit) compare(b fit) int {
+	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
+		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.t, b.t))
 }
 
 func cmpBool(a, b bool) int {
@@ -455,17 +508,18 @@ func (cc *corepinCall) nodeCapOf(t int32) int {
 func (cc *corepinCall) placeFinest(m int) {
 	ix, sc := cc.s.ix, &cc.s.sc
 	for _, level := range []int{lvL3, lvInner, lvOuter} {
-		best := int32(-1)
+		var best fit
+		found := false
 		for t := range ix.tree {
 			if ix.tree[t].level != level || sc.cap[t] < m {
 				continue
 			}
-			if best < 0 || cc.fitKey(int32(t), best, m) < 0 {
-				best = int32(t)
+			if f := cc.fitOf(int32(t), m); !found || f.compare(best) < 0 {
+				best, found = f, true
 			}
 		}
-		if best >= 0 {
-			cc.fill(best, m)
+		if found {
+			cc.fill(best.t, m)
 			return
 		}
 	}
@@ -498,9 +552,13 @@ func (cc *corepinCall) fill(t int32, m int) {
 	for rem > 0 && chosen < len(kids) {
 		rest := kids[chosen:]
 		best := -1
+		var bestFit fit
 		for i, ch := range rest {
-			if sc.cap[ch] >= rem && (best < 0 || cc.fitKey(ch, rest[best], rem) < 0) {
-				best = i
+			if sc.cap[ch] < rem {
+				continue
+			}
+			if f := cc.fitOf(ch, rem); best < 0 || f.compare(bestFit) < 0 {
+				best, bestFit = i, f
 			}
 		}
 		if best < 0 {

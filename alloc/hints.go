@@ -30,11 +30,12 @@ func topSum(xs []int, r int, buf []int) int {
 
 // fewestNodes returns the smallest k such that some k nodes hold n, or 0.
 func fewestNodes(caps []int, n int) int {
-	sorted := slices.Clone(caps)
-	slices.SortFunc(sorted, func(a, b int) int { return cmp.Compare(b, a) })
+	var buf [64]int // no allocation for the usual few units
+	sorted := append(buf[:0], caps...)
+	slices.Sort(sorted)
 	sum := 0
-	for i, c := range sorted {
-		sum += c
+	for i := range sorted {
+		sum += sorted[len(sorted)-1-i]
 		if sum >= n {
 			return i + 1
 		}
@@ -91,9 +92,14 @@ func (s *State) kubeHint(r *Request, allocatable bitset) ([]int, error) {
 	if topSum(avail, minAff, nil) >= n {
 		best, preferred = lowestMask(avail, minAff, n), true
 	} else if k := fewestNodes(avail, n); k > 0 {
+		// kubelet also prefers every socket-aligned mask, whatever its
+		// width, and the merge takes the narrowest preferred one; only
+		// without one does it fall back to the narrowest mask of all.
 		best = lowestMask(avail, k, n)
-		if s.opts.alignBySocket && s.socketAligned(best, minAff) {
-			preferred = true
+		if s.opts.alignBySocket {
+			if m := s.socketAlignedMask(avail, n, minAff); m != nil {
+				best, preferred = m, true
+			}
 		}
 	}
 	switch r.TopologyPolicy {
@@ -123,21 +129,116 @@ func (s *State) kubeHint(r *Request, allocatable bitset) ([]int, error) {
 	return best, nil
 }
 
-// socketAligned is kubelet's isHintSocketAligned.
-func (s *State) socketAligned(nodes []int, minAff int) bool {
+// minSockets is the socket count kubelet's isHintSocketAligned wants a
+// hint to span, or 0 when no hint can be socket-aligned.
+func (s *State) minSockets(minAff int) int {
 	ix := s.ix
 	perSocket := len(ix.nodes) / max(ix.numSockets, 1)
 	if perSocket == 0 {
-		return false
+		return 0
 	}
-	minSockets := (minAff + perSocket - 1) / perSocket
-	seen := map[int32]bool{}
-	for _, nd := range nodes {
-		for _, core := range ix.nodeCores[nd] {
-			seen[ix.coreSocket[core]] = true
+	return (minAff + perSocket - 1) / perSocket
+}
+
+// socketAlignedMask returns the hint kubelet's Topology Manager merges to
+// when align-by-socket marks socket-aligned masks preferred and no mask of
+// minAff nodes can hold n: the narrowest mask (fewest nodes, then the
+// numerically lowest) whose avail sum to at least n and whose nodes span
+// exactly minSockets sockets (isHintSocketAligned). nil if there is none.
+//
+// kubelet enumerates all 2^nodes masks. This walks the masks of each width
+// in increasing numeric order, pruning a branch as soon as its nodes could
+// not reach n or already span more sockets than allowed, so the first mask
+// it completes is the answer.
+func (s *State) socketAlignedMask(avail []int, n, minAff int) []int {
+	ix := s.ix
+	want := s.minSockets(minAff)
+	k0 := fewestNodes(avail, n)
+	if want == 0 || k0 == 0 {
+		return nil
+	}
+	cnt := make([]int, ix.numSockets) // nodes of the partial mask per socket
+	spanned := 0
+	nodeSockets := s.nodeSockets()
+	// below[c][so]: whether a node index below c has a CPU on socket so,
+	// to prune branches that can no longer span enough sockets.
+	below := make([][]bool, len(avail)+1)
+	below[0] = make([]bool, ix.numSockets)
+	for c := range avail {
+		below[c+1] = slices.Clone(below[c])
+		for _, so := range nodeSockets[c] {
+			below[c+1][so] = true
 		}
 	}
-	return len(seen) == minSockets
+	reachable := func(r, c int) bool { // can r more nodes below c span want?
+		more := 0
+		for so, ok := range below[c] {
+			if ok && cnt[so] == 0 {
+				more++
+			}
+		}
+		return spanned+min(more, r*ix.numSockets) >= want
+	}
+	var buf []int
+	out := make([]int, 0, len(avail))
+	steps := 0
+	var dfs func(r, bound, sum int) bool
+	dfs = func(r, bound, sum int) bool {
+		if r == 0 {
+			return sum >= n && spanned == want
+		}
+		for c := r - 1; c < bound; c++ {
+			if steps++; steps > maxMaskSteps {
+				return false
+			}
+			if sum+avail[c]+topSum(avail[:c], r-1, buf) < n {
+				continue
+			}
+			for _, so := range nodeSockets[c] {
+				if cnt[so]++; cnt[so] == 1 {
+					spanned++
+				}
+			}
+			out = append(out, c)
+			if spanned <= want && reachable(r-1, c) && dfs(r-1, c, sum+avail[c]) {
+				return true
+			}
+			out = out[:len(out)-1]
+			for _, so := range nodeSockets[c] {
+				if cnt[so]--; cnt[so] == 0 {
+					spanned--
+				}
+			}
+		}
+		return false
+	}
+	for k := k0; k <= len(avail) && steps <= maxMaskSteps; k++ {
+		if dfs(k, len(avail), 0) {
+			slices.Sort(out)
+			return out
+		}
+	}
+	return nil
+}
+
+// maxMaskSteps bounds the socket-aligned mask search. Machines kubelet's
+// Topology Manager accepts (8 NUMA nodes unless max-allowable-numa-nodes
+// says more) take a few hundred steps; past the bound, on machines of many
+// nodes with adversarial free counts, no mask counts as socket-aligned.
+const maxMaskSteps = 1 << 20
+
+// nodeSockets lists the sockets of each node index's CPUs.
+func (s *State) nodeSockets() [][]int32 {
+	ix := s.ix
+	out := make([][]int32, len(ix.nodes))
+	for nd, cores := range ix.nodeCores {
+		for _, core := range cores {
+			if so := ix.coreSocket[core]; !slices.Contains(out[nd], so) {
+				out[nd] = append(out[nd], so)
+			}
+		}
+	}
+	return out
 }
 
 func (s *State) hintIndexes(ids []topology.NodeID) ([]int, error) {
@@ -265,12 +366,26 @@ func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b)) })
 	best := score(slices.Clone(order[:k]))
-	grow := make([]int, len(order))
+	grow := make([]int, 0, len(order))
 	for _, seed := range order {
-		copy(grow, order)
-		slices.SortFunc(grow, func(a, b int) int {
-			return cmp.Or(cmp.Compare(ix.dist[seed][a], ix.dist[seed][b]), cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b))
-		})
+		// The nodes with room by distance from seed, then the most room,
+		// then index: the precomputed distance order, with each run of
+		// equal distances put in order of room by insertion.
+		d := ix.dist[seed]
+		grow = grow[:0]
+		for _, nd := range ix.distOrder[seed] {
+			if caps[nd] <= 0 {
+				continue
+			}
+			grow = append(grow, nd)
+			for j := len(grow) - 1; j > 0; j-- {
+				a, b := grow[j-1], grow[j]
+				if d[a] != d[b] || caps[a] > caps[b] || (caps[a] == caps[b] && a < b) {
+					break
+				}
+				grow[j-1], grow[j] = b, a
+			}
+		}
 		sum := 0
 		for i, nd := range grow {
 			sum += caps[nd]

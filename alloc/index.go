@@ -1,7 +1,9 @@
 package alloc
 
 import (
+	"cmp"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/corepin/corepin/cpuset"
@@ -105,10 +107,12 @@ type index struct {
 	numSockets int
 	tpc        int // most threads in one core
 
-	dist [][]int // NUMA distance between node indexes
+	dist      [][]int // NUMA distance between node indexes
+	distOrder [][]int // node indexes by distance from each node, then index
 
 	tree     []tnode
-	coreLeaf []int32 // tree index of each core's leaf
+	coreLeaf []int32    // tree index of each core's leaf
+	coreAnc  [][5]int32 // tree indexes from the root down to each core's leaf
 
 	kube kubeTopo
 	// kubeAccs pools the kubelet engine's accumulators (see newKubeAcc).
@@ -148,10 +152,13 @@ func newIndex(t *topology.Topology) *index {
 		core := int(c.Core)
 		ix.cpuCore[id], ix.cpuSocket[id], ix.cpuNode[id], ix.cpuL3[id] = int32(core), int32(c.Socket), nodePos[c.NUMA], int32(c.L3)
 		if len(ix.coreCPUs[core]) == 0 {
+			// A core belongs where its lowest CPU is, in nodeCores and
+			// coreNode alike (they differ only on a core split across
+			// nodes, which no real machine has).
 			ix.nodeCores[nodePos[c.NUMA]] = append(ix.nodeCores[nodePos[c.NUMA]], int32(core))
+			ix.coreNode[core], ix.coreSocket[core], ix.coreL3[core] = nodePos[c.NUMA], int32(c.Socket), int32(c.L3)
 		}
 		ix.coreCPUs[core] = append(ix.coreCPUs[core], id)
-		ix.coreNode[core], ix.coreSocket[core], ix.coreL3[core] = nodePos[c.NUMA], int32(c.Socket), int32(c.L3)
 		ix.nodeTotal[nodePos[c.NUMA]]++
 		if c.L3 >= 0 {
 			ix.l3Total[c.L3]++
@@ -166,6 +173,14 @@ func newIndex(t *topology.Topology) *index {
 		for b := range ix.nodes {
 			ix.dist[a][b] = t.Distance(ix.nodes[a], ix.nodes[b])
 		}
+	}
+	ix.distOrder = make([][]int, len(ix.nodes))
+	for a := range ix.nodes {
+		ix.distOrder[a] = make([]int, len(ix.nodes))
+		for b := range ix.nodes {
+			ix.distOrder[a][b] = b
+		}
+		slices.SortStableFunc(ix.distOrder[a], func(x, y int) int { return cmp.Compare(ix.dist[a][x], ix.dist[a][y]) })
 	}
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
@@ -188,6 +203,7 @@ func (ix *index) buildTree() {
 		return int(ix.coreL3[core])
 	}
 	ix.coreLeaf = make([]int32, len(ix.coreCPUs))
+	ix.coreAnc = make([][5]int32, len(ix.coreCPUs))
 	ix.tree = []tnode{{level: lvRoot}}
 	type path struct{ o, i, l int }
 	pos := map[path]int32{}
@@ -225,6 +241,7 @@ func (ix *index) buildTree() {
 		ix.tree = append(ix.tree, tnode{level: lvCore, key: core, cores: []int32{int32(core)}})
 		ix.tree[li].children = append(ix.tree[li].children, ci)
 		ix.coreLeaf[core] = ci
+		ix.coreAnc[core] = [5]int32{0, oi, ii, li, ci}
 		for _, t := range []int32{0, oi, ii, li} {
 			ix.tree[t].cores = append(ix.tree[t].cores, int32(core))
 		}

@@ -1,9 +1,9 @@
 package alloc
 
 import (
-	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -26,8 +26,13 @@ type kubeTopo struct {
 
 	coreCPUs   [][]int
 	socketCPUs [][]int
-	nodeCPUs   [][]int // by node index
-	uncoreCPUs [][]int // by uncore key (may hold empty keys)
+	// Where every unit of one kind lies inside one unit of another (a
+	// core in one socket, a node in one socket...), the inner units of
+	// each outer unit, so the sorts need not walk CPUs. nil where a unit
+	// straddles two.
+	socketCores, nodeCores, socketNodes, nodeSockets, nodeUncores [][]int
+	nodeCPUs                                                      [][]int // by node index
+	uncoreCPUs                                                    [][]int // by uncore key (may hold empty keys)
 }
 
 func newKubeTopo(ix *index) kubeTopo {
@@ -57,7 +62,35 @@ func newKubeTopo(ix *index) kubeTopo {
 			k.numUncore++
 		}
 	}
+	k.socketCores = nest(ix, ix.numSockets, ix.cpuSocket, len(ix.coreCPUs), ix.cpuCore)
+	k.nodeCores = nest(ix, len(ix.nodes), ix.cpuNode, len(ix.coreCPUs), ix.cpuCore)
+	k.socketNodes = nest(ix, ix.numSockets, ix.cpuSocket, len(ix.nodes), ix.cpuNode)
+	k.nodeSockets = nest(ix, len(ix.nodes), ix.cpuNode, ix.numSockets, ix.cpuSocket)
+	k.nodeUncores = nest(ix, len(ix.nodes), ix.cpuNode, len(k.uncoreCPUs), k.cpuUncore)
 	return k
+}
+
+// nest lists, for each outer unit, the inner units whose CPUs lie in it,
+// ascending; nil if some inner unit has CPUs in two outer units.
+func nest(ix *index, nOuter int, outerOf []int32, nInner int, innerOf []int32) [][]int {
+	parent := make([]int32, nInner)
+	for i := range parent {
+		parent[i] = -1
+	}
+	for _, c := range ix.cpus {
+		in, out := innerOf[c], outerOf[c]
+		if parent[in] >= 0 && parent[in] != out {
+			return nil
+		}
+		parent[in] = out
+	}
+	lists := make([][]int, nOuter)
+	for in, out := range parent {
+		if out >= 0 {
+			lists[out] = append(lists[out], in)
+		}
+	}
+	return lists
 }
 
 func perUnit(total, units int) int {
@@ -111,9 +144,11 @@ func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
 		clear(a.freeUncore)
 	}
 	a.result, a.needed, a.spread = newBitset(ix.words), n, spread
-	for _, c := range ix.cpus {
-		if avail.has(c) {
-			a.free.set(c)
+	for i, w := range avail {
+		w &= ix.online[i]
+		a.free[i] = w
+		for ; w != 0; w &= w - 1 {
+			c := i<<6 | bits.TrailingZeros64(w)
 			a.freeCore[ix.cpuCore[c]]++
 			a.freeSocket[ix.cpuSocket[c]]++
 			a.freeNode[ix.cpuNode[c]]++
@@ -176,9 +211,16 @@ func (a *kubeAcc) distinct(out, cpus []int, key []int32) []int {
 }
 
 // byFree sorts unit ids by free CPUs ascending (the most allocated first),
-// then by id: kubelet's best-fit order.
+// then by id: kubelet's best-fit order. Each id is packed with its free
+// count into one integer key, so the sort compares plain integers.
 func byFree(ids []int, free []int) {
-	slices.SortFunc(ids, func(x, y int) int { return cmp.Or(cmp.Compare(free[x], free[y]), cmp.Compare(x, y)) })
+	for i, x := range ids {
+		ids[i] = free[x]<<32 | x
+	}
+	slices.Sort(ids)
+	for i, k := range ids {
+		ids[i] = k & (1<<32 - 1)
+	}
 }
 
 func (a *kubeAcc) allWithFree(out, free []int) []int {
@@ -192,8 +234,22 @@ func (a *kubeAcc) allWithFree(out, free []int) []int {
 }
 
 // sortedWithin appends, for each outer unit in order, the distinct inner
-// units of its free CPUs sorted by byFree, to out.
-func (a *kubeAcc) sortedWithin(out []int, outer []int, cpusOf [][]int, key []int32, free []int) []int {
+// units of its free CPUs sorted by byFree, to out. With inner, the inner
+// units of each outer unit when they nest, it reads free counts instead of
+// walking the CPUs.
+func (a *kubeAcc) sortedWithin(out []int, outer []int, cpusOf [][]int, key []int32, free []int, inner [][]int) []int {
+	if inner != nil {
+		for _, u := range outer {
+			start := len(out)
+			for _, in := range inner[u] {
+				if free[in] > 0 {
+					out = append(out, in)
+				}
+			}
+			byFree(out[start:], free)
+		}
+		return out
+	}
 	for _, u := range outer {
 		start := len(out)
 		out = a.distinct(out, cpusOf[u], key)
@@ -206,7 +262,7 @@ func (a *kubeAcc) sortNodes() []int {
 	if a.numaFirst() {
 		a.bufNodes = a.allWithFree(a.bufNodes[:0], a.freeNode)
 	} else {
-		a.bufNodes = a.sortedWithin(a.bufNodes[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuNode, a.freeNode)
+		a.bufNodes = a.sortedWithin(a.bufNodes[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuNode, a.freeNode, a.k.socketNodes)
 	}
 	return a.bufNodes
 }
@@ -215,22 +271,22 @@ func (a *kubeAcc) sortSockets() []int {
 	if !a.numaFirst() {
 		a.bufSockets = a.allWithFree(a.bufSockets[:0], a.freeSocket)
 	} else {
-		a.bufSockets = a.sortedWithin(a.bufSockets[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuSocket, a.freeSocket)
+		a.bufSockets = a.sortedWithin(a.bufSockets[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuSocket, a.freeSocket, a.k.nodeSockets)
 	}
 	return a.bufSockets
 }
 
 func (a *kubeAcc) sortCores() []int {
 	if a.numaFirst() {
-		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuCore, a.freeCore)
+		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortSockets(), a.k.socketCPUs, a.ix.cpuCore, a.freeCore, a.k.socketCores)
 	} else {
-		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuCore, a.freeCore)
+		a.bufCores = a.sortedWithin(a.bufCores[:0], a.sortNodes(), a.k.nodeCPUs, a.ix.cpuCore, a.freeCore, a.k.nodeCores)
 	}
 	return a.bufCores
 }
 
 func (a *kubeAcc) sortUncores() []int {
-	a.bufUncores = a.sortedWithin(a.bufUncores[:0], a.sortNodes(), a.k.nodeCPUs, a.k.cpuUncore, a.freeUncore)
+	a.bufUncores = a.sortedWithin(a.bufUncores[:0], a.sortNodes(), a.k.nodeCPUs, a.k.cpuUncore, a.freeUncore, a.k.nodeUncores)
 	return a.bufUncores
 }
 
@@ -336,7 +392,8 @@ func (a *kubeAcc) takeUncoreCache() {
 }
 
 func (a *kubeAcc) takeFullCores() {
-	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == a.k.cpusPerCore() }, a.k.coreCPUs)
+	per := a.k.cpusPerCore()
+	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == per }, a.k.coreCPUs)
 }
 
 func (a *kubeAcc) takeRemaining() {
@@ -609,15 +666,7 @@ func (s *State) kubeTake(avail bitset, n int) (bitset, error) {
 
 // kubeDefault is kubelet's default (shared) cpuset: every CPU not held
 // exclusively, without the reserved ones under strict-cpu-reservation.
-func (s *State) kubeDefault() bitset {
-	d := newBitset(s.ix.words)
-	for _, c := range s.ix.cpus {
-		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
-			d.set(c)
-		}
-	}
-	return d
-}
+func (s *State) kubeDefault() bitset { return s.pool(false) }
 
 // kubeAllocate places an exclusive request the way the static policy's
 // Allocate does: SMT alignment check, topology hint, then takeByTopology
@@ -679,11 +728,9 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 		result.copyFrom(got)
 	}
 	rest := newBitset(ix.words)
-	allocatable.each(func(c int) {
-		if !result.has(c) {
-			rest.set(c)
-		}
-	})
+	for i := range rest {
+		rest[i] = allocatable[i] &^ result[i]
+	}
 	got, err := s.kubeTake(rest, n-result.count())
 	if err != nil {
 		return nil, err

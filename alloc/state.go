@@ -20,6 +20,7 @@ type State struct {
 
 	reserved, reservedPhys bitset
 	used                   bitset // CPUs held by LSE and LSR assignments
+	lsr                    bitset // CPUs held by LSR assignments (BE may borrow them)
 
 	freeCore []int // CPUs of each core free for an exclusive placement
 	freeL3   []int
@@ -30,12 +31,16 @@ type State struct {
 	asg     map[string]*Assignment
 	lsMilli int
 
+	// work counts the units (CPUs, bitset words, counters) the pool and
+	// quality scans of every call so far visited; see Work.
+	work int64
+
 	sc scratch
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
-// unknown policy or option, a pair of options kubelet refuses together, or
-// reserved CPUs that are not online.
+// unknown policy or option, a pair of options kubelet refuses together,
+// reserved CPUs that are not online, or a NUMA node id above cpuset.MaxCPU.
 func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if t == nil {
 		return nil, invalid("no topology")
@@ -51,12 +56,19 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
+	// A Placement reports its NUMA nodes as a cpuset, which holds ids up
+	// to cpuset.MaxCPU; a hand-written topology can name more.
+	for _, nd := range t.NodesWithCPUs() {
+		if nd < 0 || int(nd) > cpuset.MaxCPU {
+			return nil, invalid("numa node id %d is outside [0, %d], the node ids a placement can report", nd, cpuset.MaxCPU)
+		}
+	}
 	s.ix = newIndex(t)
 	ix := s.ix
 	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
 		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
 	}
-	s.reserved, s.reservedPhys, s.used = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
+	s.reserved, s.reservedPhys, s.used, s.lsr = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
 	s.freeCore = make([]int, len(ix.coreCPUs))
 	s.freeL3 = make([]int, ix.numL3)
 	s.freeNode = make([]int, len(ix.nodes))
@@ -123,10 +135,8 @@ func (s *State) adjust(c, d int) {
 // freeBits returns the CPUs free for an exclusive placement.
 func (s *State) freeBits() bitset {
 	b := newBitset(s.ix.words)
-	for _, c := range s.ix.cpus {
-		if s.isFree(c) {
-			b.set(c)
-		}
+	for i := range b {
+		b[i] = s.ix.online[i] & s.ix.allowed[i] &^ s.reserved[i] &^ s.used[i]
 	}
 	return b
 }
@@ -143,7 +153,7 @@ func (s *State) Reserved() cpuset.CPUSet { return s.reserved.toSet() }
 // Clone returns an independent copy; the topology index is shared.
 func (s *State) Clone() *State {
 	c := *s
-	c.reserved, c.reservedPhys, c.used = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used)
+	c.reserved, c.reservedPhys, c.used, c.lsr = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used), slices.Clone(s.lsr)
 	c.freeCore, c.freeL3, c.freeNode = slices.Clone(s.freeCore), slices.Clone(s.freeL3), slices.Clone(s.freeNode)
 	c.pcpuCore, c.numaExcl = slices.Clone(s.pcpuCore), slices.Clone(s.numaExcl)
 	c.asg = make(map[string]*Assignment, len(s.asg))
@@ -215,7 +225,7 @@ func (s *State) Assign(a Assignment) error {
 		}
 		b := newBitset(s.ix.words)
 		b.fromSet(a.CPUs)
-		s.hold(b, a.Exclusive, 1)
+		s.hold(b, a.QoS, a.Exclusive, 1)
 	default:
 		a.CPUs = cpuset.CPUSet{}
 		a.MilliCPUs = r.MilliCPUs
@@ -238,8 +248,8 @@ func (s *State) holder(cpu int) string {
 	return "?"
 }
 
-// hold marks b as used (d=1) or frees it (d=-1).
-func (s *State) hold(b bitset, ex Exclusive, d int) {
+// hold marks b as used by a workload of class q (d=1) or frees it (d=-1).
+func (s *State) hold(b bitset, q QoS, ex Exclusive, d int) {
 	ix := s.ix
 	b.each(func(c int) {
 		if d > 0 {
@@ -247,8 +257,12 @@ func (s *State) hold(b bitset, ex Exclusive, d int) {
 				s.adjust(c, -1)
 			}
 			s.used.set(c)
+			if q == LSR {
+				s.lsr.set(c)
+			}
 		} else {
 			s.used.clear(c)
+			s.lsr.clear(c)
 			if s.isFree(c) {
 				s.adjust(c, 1)
 			}
@@ -275,7 +289,7 @@ func (s *State) Release(id string) error {
 		b := s.sc.tmp
 		b.reset()
 		b.fromSet(a.CPUs)
-		s.hold(b, a.Exclusive, -1)
+		s.hold(b, a.QoS, a.Exclusive, -1)
 	case LS:
 		s.lsMilli -= a.MilliCPUs
 	}
@@ -340,7 +354,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		if err != nil {
 			return Placement{}, err
 		}
-		s.hold(got, r.Exclusive, 1)
+		s.hold(got, r.QoS, r.Exclusive, 1)
 		p.CPUs = got.toSet()
 		a.CPUs = p.CPUs
 	}
@@ -354,22 +368,29 @@ func (s *State) Allocate(r Request) (Placement, error) {
 // LS pool plus the LSR CPUs).
 func (s *State) pool(withLSR bool) bitset {
 	b := newBitset(s.ix.words)
-	for _, c := range s.ix.cpus {
-		if s.ix.allowed.has(c) && !s.used.has(c) && !(s.opts.strict && s.reserved.has(c)) {
-			b.set(c)
+	s.work += int64(len(b))
+	for i := range b {
+		b[i] = s.ix.online[i] & s.ix.allowed[i] &^ s.used[i]
+		if s.opts.strict {
+			b[i] &^= s.reserved[i]
 		}
 	}
 	if withLSR {
-		for _, a := range s.asg {
-			if a.QoS == LSR {
-				for c := range a.CPUs.All() {
-					b.set(c)
-				}
-			}
+		// Kept as a bitset, not found by walking the assignments: a plan of
+		// many BE requests would otherwise be quadratic.
+		s.work += int64(len(s.lsr))
+		for i, w := range s.lsr {
+			b[i] |= w
 		}
 	}
 	return b
 }
+
+// Work returns how many units (CPUs, bitset words, per-unit counters) the
+// shared-pool and quality scans of the State's calls have visited so far.
+// It does not depend on the clock, so tests use it to show that a
+// decision's cost does not grow with the number of assignments held.
+func (s *State) Work() int64 { return s.work }
 
 // Pools are the CPU sets of each QoS class.
 type Pools struct {
@@ -427,7 +448,7 @@ type scratch struct {
 	ec, clean                              []int // per core
 	takenCore                              []int
 	cap, cleanT                            []int // per tree node
-	nodeCap                                []int
+	nodeCap, nodeClean, wholeNode          []int // per node: eligible, in whole free cores, saved
 	socketFree, partialFree                []int // for unbeatable
 	allow, allow2                          []bool
 	kids                                   []int32
@@ -441,6 +462,6 @@ func (sc *scratch) init(ix *index) {
 	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))
 	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))
 	sc.cap, sc.cleanT = make([]int, len(ix.tree)), make([]int, len(ix.tree))
-	sc.nodeCap = make([]int, len(ix.nodes))
+	sc.nodeCap, sc.nodeClean = make([]int, len(ix.nodes)), make([]int, len(ix.nodes))
 	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
 }

@@ -72,8 +72,8 @@ func Mixed(cfg GenConfig) ([]Event, error) {
 }
 
 func generate(cfg GenConfig, what string, kinds []jobKind) ([]Event, error) {
-	if cfg.Jobs < 0 {
-		return nil, fmt.Errorf("%w: %s: %d jobs", ErrBadConfig, what, cfg.Jobs)
+	if cfg.Jobs < 0 || cfg.Jobs > MaxJobs {
+		return nil, fmt.Errorf("%w: %s: %d jobs (want 0 to %d)", ErrBadConfig, what, cfg.Jobs, MaxJobs)
 	}
 	if cfg.MeanDuration == 0 {
 		cfg.MeanDuration = 60

@@ -119,6 +119,7 @@ func TestGeneratorErrors(t *testing.T) {
 	for _, cfg := range []GenConfig{
 		{Jobs: 10},                                 // no rate, no capacity
 		{Jobs: -1, ArrivalRate: 1},                 // negative jobs
+		{Jobs: MaxJobs + 1, ArrivalRate: 1},        // past the cap (issue 8: 1e9 jobs exhausted memory)
 		{Jobs: 10, ArrivalRate: math.Inf(1)},       // infinite rate
 		{Jobs: 10, Capacity: 10, MeanDuration: -1}, // negative duration
 		{Jobs: 10, Capacity: 10, Utilization: math.NaN()},

@@ -14,6 +14,20 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
+// Bounds on what one replay may ask for, so that a typo (--nodes 1e9)
+// fails at once with the cap in the message instead of exhausting memory.
+// A node costs a few kilobytes per run (its allocator state and view), an
+// event about a hundred bytes.
+const (
+	// MaxNodes is the most nodes a cluster may have.
+	MaxNodes = 10_000
+	// MaxJobs is the most jobs a generated trace may have.
+	MaxJobs = 1_000_000
+	// MaxEvents is the most events a trace may have (an arrive and a
+	// depart per job).
+	MaxEvents = 2 * MaxJobs
+)
+
 // Config is the cluster a trace is replayed on.
 type Config struct {
 	// Topology is every node's machine.
@@ -129,8 +143,11 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	if cfg.Topology == nil {
 		return Report{}, fmt.Errorf("%w: no topology", ErrBadConfig)
 	}
-	if cfg.Nodes < 1 {
-		return Report{}, fmt.Errorf("%w: %d nodes (want at least 1)", ErrBadConfig, cfg.Nodes)
+	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
+		return Report{}, fmt.Errorf("%w: %d nodes (want 1 to %d)", ErrBadConfig, cfg.Nodes, MaxNodes)
+	}
+	if len(evs) > MaxEvents {
+		return Report{}, fmt.Errorf("%w: %d events (want at most %d)", ErrBadConfig, len(evs), MaxEvents)
 	}
 	if len(runs) == 0 {
 		return Report{}, fmt.Errorf("%w: no scenarios to run", ErrBadConfig)
@@ -213,10 +230,14 @@ type placed struct {
 func newCluster(cfg Config, sh *shape, run Run) (*cluster, error) {
 	c := &cluster{cfg: cfg, sh: sh, run: run, where: map[string]placed{},
 		whole: slices.Contains(run.Scenario.Options, alloc.OptFullPCPUsOnly)}
-	for range cfg.Nodes {
-		st, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
-		if err != nil {
-			return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
+	// One State built, the rest cloned: clones share its topology index.
+	st, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
+	if err != nil {
+		return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
+	}
+	for i := range cfg.Nodes {
+		if i > 0 {
+			st = st.Clone()
 		}
 		c.states = append(c.states, st)
 		c.views = append(c.views, sh.fresh.clone())

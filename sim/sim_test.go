@@ -230,6 +230,7 @@ func TestReplayErrors(t *testing.T) {
 	}{
 		{name: "no nodes", evs: evs, cfg: Config{Topology: topo}, runs: ok, want: ErrBadConfig},
 		{name: "no topology", evs: evs, cfg: Config{Nodes: 1}, runs: ok, want: ErrBadConfig},
+		{name: "nodes past the cap", evs: evs, cfg: Config{Topology: topo, Nodes: MaxNodes + 1}, runs: ok, want: ErrBadConfig},
 		{name: "no runs", evs: evs, cfg: Config{Topology: topo, Nodes: 1}, want: ErrBadConfig},
 		{name: "unknown node choice", evs: evs, cfg: Config{Topology: topo, Nodes: 1}, runs: []Run{{Scenario: Scenarios()[0], NodeChoice: "random"}}, want: ErrBadConfig},
 		{name: "options kubelet refuses together", evs: evs, cfg: Config{Topology: topo, Nodes: 1},
@@ -237,6 +238,18 @@ func TestReplayErrors(t *testing.T) {
 		{name: "unordered events", evs: []Event{{T: 1, Op: Arrive, ID: "a", Request: alloc.Request{ID: "a", CPUs: 1}}, {T: 0, Op: Depart, ID: "a"}},
 			cfg: Config{Topology: topo, Nodes: 1}, runs: ok, want: ErrBadTrace},
 	}
+	// Issue 8 §3: a node id past 65535 panicked simulate.
+	bigNode, err := topology.New([]topology.CPU{{ID: 0, Online: true, Allowed: true, NUMA: 70000, L3: -1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests = append(tests, struct {
+		name string
+		evs  []Event
+		cfg  Config
+		runs []Run
+		want error
+	}{name: "numa node id 70000", evs: evs, cfg: Config{Topology: bigNode, Nodes: 1}, runs: ok, want: alloc.ErrInvalid})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Replay(tc.evs, tc.cfg, tc.runs); !errors.Is(err, tc.want) {

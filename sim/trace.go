@@ -83,6 +83,9 @@ func ReadTrace(r io.Reader) ([]Event, error) {
 			return nil, &LineError{Line: line, Index: len(evs), Reason: err.Error()}
 		}
 		ev.Line = line
+		if len(evs) == MaxEvents {
+			return nil, &LineError{Line: line, Index: len(evs), Reason: fmt.Sprintf("more than %d events in one trace", MaxEvents)}
+		}
 		evs = append(evs, ev)
 	}
 	if err := sc.Err(); err != nil {

@@ -1,20 +1,17 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -58,231 +55,48 @@ func newPlanCmd(e *env) *cobra.Command {
 		Example: planExamples,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := io.ReadAll(e.stdin)
-			if err != nil {
-				return fmt.Errorf("reading stdin: %w", err)
-			}
-			out, view, err := runPlan(in, discoverLive)
+			p, err := runPlan(e.stdin, loadPlanTopology)
 			if err != nil {
 				return err
 			}
 			if e.JSON() {
-				return e.PrintJSON(out)
+				return e.PrintJSON(p.Output)
 			}
-			return renderPlan(e.stdout, view, out)
+			return renderPlan(e.stdout, p)
 		},
 	}
 }
 
-type planTopology struct {
-	SysfsRoot     string           `json:"sysfs_root"`
-	CPUs          []topology.CPU   `json:"cpus"`
-	NUMADistances map[string][]int `json:"numa_distances"`
+// loadPlanTopology reads this machine ("") or a sysfs dump.
+func loadPlanTopology(root string) (*topology.Topology, error) {
+	if root == "" {
+		return topology.Discover(os.DirFS("/"))
+	}
+	return discoverAt(root)
 }
 
-type planAssigned struct {
-	ID        string   `json:"id"`
-	CPUSet    string   `json:"cpuset"`
-	QoS       string   `json:"qos"`
-	Exclusive string   `json:"exclusive"`
-	CPUs      *float64 `json:"cpus"` // quota of an LS or BE workload
-}
-
-// planRequest is a request object of the plan contract.
-type planRequest = alloc.RequestSpec
-
-type planInput struct {
-	Topology  *planTopology  `json:"topology"`
-	Reserved  string         `json:"reserved"`
-	Available *string        `json:"available"`
-	Assigned  []planAssigned `json:"assigned"`
-	Policy    string         `json:"policy"`
-	Options   []string       `json:"options"`
-	Requests  []planRequest  `json:"requests"`
-}
-
-type planResult struct {
-	ID        string         `json:"id"`
-	CPUSet    *string        `json:"cpuset,omitempty"`
-	NUMANodes *string        `json:"numa_nodes,omitempty"`
-	Quality   *alloc.Quality `json:"quality,omitempty"`
-	Error     string         `json:"error,omitempty"`
-}
-
-type planOutput struct {
-	Results []planResult `json:"results"`
-}
-
-// planView is what the text renderer needs besides the output.
-type planView struct {
-	state  *alloc.State
-	before map[int]string // cpu -> mark for what was held before the plan
-	marks  map[int]rune   // cpu -> letter of the new placement
-	legend []string
-}
-
-// discoverLive reads this machine's topology.
-func discoverLive() (*topology.Topology, error) { return topology.Discover(os.DirFS("/")) }
-
-// runPlan decodes a plan document and places its requests. Bad input is a
-// UsageError; a request the machine cannot take is a per-request error.
-func runPlan(data []byte, live func() (*topology.Topology, error)) (planOutput, *planView, error) {
-	var in planInput
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return planOutput{}, nil, Usagef("parsing plan input: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return planOutput{}, nil, Usagef("parsing plan input: more than one JSON document on stdin")
-	}
-	topo, err := planTopo(in.Topology, live)
-	if err != nil {
-		return planOutput{}, nil, err
-	}
-	reserved, err := parseSet("reserved", in.Reserved)
-	if err != nil {
-		return planOutput{}, nil, err
-	}
-	cfg := alloc.Config{Policy: alloc.Policy(in.Policy), Options: in.Options, Reserved: reserved}
-	st, err := alloc.NewState(topo, cfg)
-	if err != nil {
-		return planOutput{}, nil, Usagef("%v", err)
-	}
-	view := &planView{state: st, before: map[int]string{}, marks: map[int]rune{}}
-	if in.Available != nil && in.Assigned != nil {
-		return planOutput{}, nil, Usagef("give either \"available\" or \"assigned\", not both")
-	}
-	if in.Available != nil {
-		avail, err := parseSet("available", *in.Available)
-		if err != nil {
-			return planOutput{}, nil, err
-		}
-		if !avail.IsSubsetOf(topo.Online()) {
-			return planOutput{}, nil, Usagef("available cpus %s are not all online (online: %s)", avail.Difference(topo.Online()), topo.Online())
-		}
-		busy := topo.Allowed().Difference(avail).Difference(st.Reserved())
-		if !busy.IsEmpty() {
-			if err := st.Assign(alloc.Assignment{ID: "(unavailable)", QoS: alloc.LSE, CPUs: busy}); err != nil {
-				return planOutput{}, nil, Usagef("%v", err)
-			}
-			for c := range busy.All() {
-				view.before[c] = "#"
-			}
+// runPlan decodes and places a plan document. A document that is wrong as
+// written is a UsageError (exit 2), with its error chain kept.
+func runPlan(r io.Reader, load plan.Loader) (*plan.Plan, error) {
+	d, err := plan.Decode(r)
+	if err == nil {
+		var p *plan.Plan
+		if p, err = d.Place(load); err == nil {
+			return p, nil
 		}
 	}
-	for _, a := range in.Assigned {
-		set, err := parseSet("assigned cpuset of "+strconv.Quote(a.ID), a.CPUSet)
-		if err != nil {
-			return planOutput{}, nil, err
-		}
-		as := alloc.Assignment{ID: a.ID, CPUs: set, QoS: alloc.QoS(a.QoS), Exclusive: alloc.Exclusive(a.Exclusive)}
-		if a.CPUs != nil {
-			if as.MilliCPUs, err = alloc.MilliCPUs(a.ID, *a.CPUs); err != nil {
-				return planOutput{}, nil, &UsageError{Err: err}
-			}
-		}
-		if err := st.Assign(as); err != nil {
-			return planOutput{}, nil, Usagef("%v", err)
-		}
-		if as.QoS == "" || as.QoS == alloc.LSE || as.QoS == alloc.LSR {
-			for c := range set.All() {
-				view.before[c] = "#"
-			}
-		}
+	if errors.Is(err, plan.ErrInvalid) {
+		return nil, &UsageError{Err: err}
 	}
-	out := planOutput{Results: []planResult{}}
-	seen := map[string]bool{}
-	for i, pr := range in.Requests {
-		req, err := toRequest(i, pr)
-		if err != nil {
-			return planOutput{}, nil, err
-		}
-		if seen[req.ID] {
-			return planOutput{}, nil, Usagef("request id %q appears twice", req.ID)
-		}
-		seen[req.ID] = true
-		p, err := st.Allocate(req)
-		if errors.Is(err, alloc.ErrRejected) {
-			out.Results = append(out.Results, planResult{ID: req.ID, Error: err.Error()})
-			continue
-		}
-		if err != nil {
-			return planOutput{}, nil, Usagef("%v", err)
-		}
-		set, nodes, q := p.CPUs.String(), p.NUMANodes.String(), p.Quality
-		out.Results = append(out.Results, planResult{ID: req.ID, CPUSet: &set, NUMANodes: &nodes, Quality: &q})
-		if req.QoS == alloc.LSE || req.QoS == alloc.LSR || req.QoS == "" {
-			letter := rune('A' + len(view.legend)%26)
-			for c := range p.CPUs.All() {
-				view.marks[c] = letter
-			}
-			view.legend = append(view.legend, fmt.Sprintf("%c %s", letter, req.ID))
-		}
-	}
-	return out, view, nil
-}
-
-func planTopo(pt *planTopology, live func() (*topology.Topology, error)) (*topology.Topology, error) {
-	switch {
-	case pt == nil || (pt.SysfsRoot == "" && pt.CPUs == nil):
-		if pt != nil && pt.NUMADistances != nil {
-			return nil, Usagef("topology has numa_distances but no cpus")
-		}
-		t, err := live()
-		if err != nil {
-			return nil, fmt.Errorf("reading this machine's topology: %w", err)
-		}
-		return t, nil
-	case pt.SysfsRoot != "" && pt.CPUs != nil:
-		return nil, Usagef("topology: give either sysfs_root or cpus, not both")
-	case pt.SysfsRoot != "":
-		t, err := discoverAt(pt.SysfsRoot)
-		if err != nil {
-			return nil, Usagef("topology from sysfs_root %q: %v", pt.SysfsRoot, err)
-		}
-		return t, nil
-	}
-	dist := map[topology.NodeID][]int{}
-	for k, v := range pt.NUMADistances {
-		n, err := strconv.Atoi(k)
-		if err != nil || n < 0 {
-			return nil, Usagef("topology: numa_distances key %q is not a node id", k)
-		}
-		dist[topology.NodeID(n)] = v
-	}
-	t, err := topology.New(pt.CPUs, dist)
-	if err != nil {
-		return nil, Usagef("topology: %v", err)
-	}
-	return t, nil
-}
-
-func parseSet(what, s string) (cpuset.CPUSet, error) {
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.CPUSet{}, Usagef("%s: %v", what, err)
-	}
-	return set, nil
-}
-
-func toRequest(i int, pr planRequest) (alloc.Request, error) {
-	if pr.ID == "" {
-		return alloc.Request{}, Usagef("request %d has no id", i)
-	}
-	r, err := pr.Request(pr.ID)
-	if err != nil {
-		return alloc.Request{}, &UsageError{Err: err}
-	}
-	return r, nil
+	return nil, err
 }
 
 // renderPlan draws each NUMA node's L3 groups and cores, marking the CPUs
 // of each new placement with its letter: "." free, "r" reserved, "#" held
 // before the plan, "-" offline or not allowed.
-func renderPlan(w io.Writer, v *planView, out planOutput) error {
+func renderPlan(w io.Writer, p *plan.Plan) error {
 	var sb strings.Builder
-	for _, r := range out.Results {
+	for _, r := range p.Output.Results {
 		if r.Error != "" {
 			fmt.Fprintf(&sb, "%-12s error: %s\n", r.ID, r.Error)
 			continue
@@ -291,25 +105,34 @@ func renderPlan(w io.Writer, v *planView, out planOutput) error {
 		fmt.Fprintf(&sb, "%-12s cpus %-14s numa %-6s (nodes %d, sockets %d, l3 %d, shared cores %d)\n",
 			r.ID, *r.CPUSet, *r.NUMANodes, q.NUMANodes, q.Sockets, q.L3Groups, q.SharedCores)
 	}
-	t := v.state.Topology()
-	reserved := v.state.Reserved()
-	frag := v.state.Fragmentation()
+	marks := map[int]rune{}
+	var legend []string
+	for i, pl := range p.Exclusive {
+		letter := rune('A' + i%26)
+		for c := range pl.CPUs.All() {
+			marks[c] = letter
+		}
+		legend = append(legend, fmt.Sprintf("%c %s", letter, pl.ID))
+	}
+	t := p.State.Topology()
+	reserved := p.State.Reserved()
+	frag := p.State.Fragmentation()
 	fmt.Fprintf(&sb, "\nleft free: %d whole cores, %d whole L3 groups, %d whole NUMA nodes\n",
 		frag.FreeCores, frag.FreeL3Groups, frag.FreeNUMANodes)
-	if len(v.legend) > 0 {
-		fmt.Fprintf(&sb, "legend: %s; . free, r reserved, # held before, - offline or not allowed\n", strings.Join(v.legend, ", "))
+	if len(legend) > 0 {
+		fmt.Fprintf(&sb, "legend: %s; . free, r reserved, # held before, - offline or not allowed\n", strings.Join(legend, ", "))
 	}
 	cpus := t.CPUs()
 	mark := func(c topology.CPU) string {
 		switch {
-		case v.marks[c.ID] != 0:
-			return string(v.marks[c.ID])
+		case marks[c.ID] != 0:
+			return string(marks[c.ID])
 		case !c.Online || !c.Allowed:
 			return "-"
 		case reserved.Contains(c.ID):
 			return "r"
-		case v.before[c.ID] != "":
-			return v.before[c.ID]
+		case p.Held.Contains(c.ID):
+			return "#"
 		}
 		return "."
 	}

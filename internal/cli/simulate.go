@@ -99,7 +99,7 @@ type genFlags struct {
 }
 
 func (g *genFlags) add(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&g.jobs, "jobs", 2000, "jobs to generate")
+	cmd.Flags().IntVar(&g.jobs, "jobs", 2000, fmt.Sprintf("jobs to generate (at most %d)", sim.MaxJobs))
 	cmd.Flags().Uint64Var(&g.seed, "seed", 1, "random seed (the same seed gives the same trace)")
 	cmd.Flags().Float64Var(&g.arrivalRate, "arrival-rate", 0, "jobs per second (0: derived from --utilization)")
 	cmd.Flags().Float64Var(&g.meanDuration, "mean-duration", 60, "mean job duration in seconds")
@@ -109,8 +109,8 @@ func (g *genFlags) add(cmd *cobra.Command) {
 func (g *genFlags) generate(kind string, capacity int) ([]sim.Event, error) {
 	cfg := sim.GenConfig{Jobs: g.jobs, Seed: g.seed, ArrivalRate: g.arrivalRate, MeanDuration: g.meanDuration,
 		Capacity: capacity, Utilization: g.utilization}
-	if g.jobs < 1 {
-		return nil, Usagef("--jobs %d: want 1 or more", g.jobs)
+	if g.jobs < 1 || g.jobs > sim.MaxJobs {
+		return nil, Usagef("--jobs %d: want 1 to %d", g.jobs, sim.MaxJobs)
 	}
 	if g.meanDuration <= 0 || g.utilization <= 0 || g.arrivalRate < 0 {
 		return nil, Usagef("--mean-duration and --utilization must be above 0, --arrival-rate not below 0")
@@ -151,8 +151,8 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if tracePath == "-" && topoPath == "-" {
 				return Usagef("--trace - and --topology - can not both read stdin")
 			}
-			if nodes < 1 {
-				return Usagef("--nodes %d: want 1 or more", nodes)
+			if nodes < 1 || nodes > sim.MaxNodes {
+				return Usagef("--nodes %d: want 1 to %d", nodes, sim.MaxNodes)
 			}
 			if tracePath != "" {
 				for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
@@ -167,7 +167,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 			}
 			res, err := cpuset.Parse(strings.TrimSpace(reserved))
 			if err != nil {
-				return Usagef("--reserved-cpus: %v", err)
+				return Usagef("--reserved-cpus: %w", err)
 			}
 			runs, err := simRuns(policies, nodeChoice)
 			if err != nil {
@@ -205,7 +205,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&tracePath, "trace", "", "trace file in JSON lines, - for stdin")
 	f.StringVar(&gen, "gen", "", "generate the trace instead: farm or mixed")
-	f.IntVar(&nodes, "nodes", 100, "nodes in the cluster, each a copy of the topology")
+	f.IntVar(&nodes, "nodes", 100, fmt.Sprintf("nodes in the cluster, each a copy of the topology (at most %d)", sim.MaxNodes))
 	f.StringVar(&sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node machine (default: this machine)")
 	f.StringVar(&topoPath, "topology", "", "node machine as corepin topo -o json output (a file, - for stdin)")
 	f.StringVar(&policies, "policies", "all", "comma-separated scenarios, or all")
@@ -266,17 +266,17 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 		data, err = os.ReadFile(topoPath)
 	}
 	if err != nil {
-		return nil, Usagef("--topology: %v", err)
+		return nil, Usagef("--topology: %w", err)
 	}
 	var doc topology.Doc
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, Usagef("--topology %s: parsing: %v", topoPath, err)
+		return nil, Usagef("--topology %s: parsing: %w", topoPath, err)
 	}
 	t, err := topology.FromDoc(doc)
 	if err != nil {
-		return nil, Usagef("--topology %s: %v", topoPath, err)
+		return nil, Usagef("--topology %s: %w", topoPath, err)
 	}
 	return t, nil
 }
@@ -306,7 +306,7 @@ func readTraceArg(e *env, path string) ([]sim.Event, error) {
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, Usagef("--trace: %v", err)
+			return nil, Usagef("--trace: %w", err)
 		}
 		defer f.Close()
 		r = f

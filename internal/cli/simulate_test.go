@@ -125,6 +125,9 @@ func TestSimulateBadInput(t *testing.T) {
 		{name: "bad topology policy", args: []string{"--gen", "farm", "--topology", topo, "--topology-policy", "strict"}, wantErr: "--topology-policy"},
 		{name: "two stdins", args: []string{"--trace", "-", "--topology", "-"}, wantErr: "both read stdin"},
 		{name: "zero nodes", args: []string{"--gen", "farm", "--topology", topo, "--nodes", "0"}, wantErr: "--nodes 0"},
+		// Issue 8 §3: these ran out of memory instead of failing.
+		{name: "nodes 1e9", args: []string{"--gen", "farm", "--topology", topo, "--nodes", "1000000000"}, wantErr: "--nodes 1000000000: want 1 to 10000"},
+		{name: "jobs 1e9", args: []string{"--gen", "farm", "--topology", topo, "--jobs", "1000000000"}, wantErr: "--jobs 1000000000: want 1 to 1000000"},
 		{name: "both topologies", args: []string{"--gen", "farm", "--topology", topo, "--sysfs-root", dir}, wantErr: "not both"},
 		{name: "no sysfs", args: []string{"--gen", "farm", "--sysfs-root", dir}, wantErr: "no sys/devices/system/cpu"},
 		{name: "gen flag with trace", args: []string{"--trace", bad, "--topology", topo, "--jobs", "5"}, wantErr: "--jobs applies to --gen"},
@@ -142,7 +145,11 @@ func TestSimulateBadInput(t *testing.T) {
 			}
 		})
 	}
-	code, _, errs := runMain(t, "", "simulate", "gen", "farm", "--capacity", "0")
+	code, _, errs := runMain(t, "", "simulate", "gen", "farm", "--jobs", "1000000000")
+	if code != 2 || !strings.Contains(errs, "want 1 to 1000000") {
+		t.Errorf("gen --jobs 1e9: exit %d stderr %q, want 2 with the cap", code, errs)
+	}
+	code, _, errs = runMain(t, "", "simulate", "gen", "farm", "--capacity", "0")
 	if code != 2 || !strings.Contains(errs, "--capacity") {
 		t.Errorf("gen --capacity 0: exit %d stderr %q, want 2 naming --capacity", code, errs)
 	}

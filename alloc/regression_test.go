@@ -1,0 +1,161 @@
+package alloc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// Regressions found by replaying random states against the real kubelet
+// v1.36.3 static policy and Topology Manager (issue 8 §2). Each want is what
+// real kubelet did on that state.
+var kubeletRegressions = []struct {
+	name     string
+	shape    topology.Shape
+	options  []string
+	policy   TopologyPolicy
+	reserved string
+	busy     string
+	cpus     int
+	// want is kubelet's cpuset; policy kubelet must give exactly it.
+	want string
+	// corepinAdmits says policy corepin must admit the request too, no
+	// worse aligned than kubelet on NUMA nodes, sockets, L3 groups and
+	// shared cores; wantCorepinErr is a rejection it must give instead.
+	corepinAdmits  bool
+	wantCorepinErr string
+}{
+	{
+		// kubelet prefers every socket-aligned NUMA mask and merges to the
+		// narrowest; corepin took the lowest 2-node mask ({0,2}, two
+		// sockets), expanded it to both sockets and packed elsewhere.
+		name:     "alignBySocketNarrowestAlignedHint/best-effort",
+		shape:    topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1},
+		options:  []string{OptAlignBySocket, OptStrictCPUReservation},
+		policy:   TopologyBestEffort,
+		reserved: "0,5", busy: "1,4,6,9,11,14-15,20-23,25,28,30", cpus: 8,
+		want: "16-19,24,26-27,29",
+	},
+	{
+		// Under restricted the same mistake refused what kubelet admits: 5
+		// CPUs over 2 NUMA nodes of one socket.
+		name:     "alignBySocketNarrowestAlignedHint/restricted",
+		shape:    topology.Shape{Sockets: 2, NodesPerSocket: 3, L3PerNode: 1, CoresPerL3: 3, ThreadsPerCore: 2},
+		options:  []string{OptAlignBySocket},
+		policy:   TopologyRestricted,
+		reserved: "0,6", busy: "1-4,7-10,12,15-16,19-21,23,25-30,32,35", cpus: 5,
+		want: "11,13-14,31,33", corepinAdmits: true,
+	},
+	{
+		name:     "alignBySocketNarrowestAlignedHint/restricted-2x2x1x8x1",
+		shape:    topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1},
+		options:  []string{OptAlignBySocket, OptStrictCPUReservation},
+		policy:   TopologyRestricted,
+		reserved: "0,13", busy: "2,4-7,11-12,14,18,20,22,24-26,30-31", cpus: 7,
+		want: "16-17,19,21,27-29", corepinAdmits: true,
+	},
+	{
+		// kubelet admits a full-pcpus-only request under restricted by
+		// counting free CPUs, then fills it with threads of half-used cores
+		// (14, 24, 28 and 31 each share a core). policy kubelet does the
+		// same; policy corepin keeps full-pcpus-only's promise of whole free
+		// cores and refuses, naming why.
+		name:     "fullPCPUsOnlyRestrictedHalfUsedCores",
+		shape:    topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 2, ThreadsPerCore: 2},
+		options:  []string{OptAlignBySocket, OptFullPCPUsOnly},
+		policy:   TopologyRestricted,
+		reserved: "0", busy: "1-2,5-13,15-21,23,25-27,29-30", cpus: 4,
+		want:           "14,24,28,31",
+		wantCorepinErr: "full-pcpus-only: 4 CPUs requested, 0 free in whole cores",
+	},
+}
+
+func TestKubeletRegressions(t *testing.T) {
+	for _, tc := range kubeletRegressions {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := topology.MustSynthetic(tc.shape)
+			for _, policy := range []Policy{PolicyKubelet, PolicyCorepin} {
+				wantErr := ""
+				if policy == PolicyCorepin {
+					wantErr = tc.wantCorepinErr
+					if !tc.corepinAdmits && wantErr == "" {
+						continue
+					}
+				}
+				s, err := NewState(topo, Config{Policy: policy, Options: tc.options, Reserved: cpuset.MustParse(tc.reserved)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Assign(Assignment{ID: "busy", CPUs: cpuset.MustParse(tc.busy)}); err != nil {
+					t.Fatal(err)
+				}
+				p, err := s.Allocate(Request{ID: "pod", CPUs: tc.cpus, TopologyPolicy: tc.policy})
+				if wantErr != "" {
+					if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), wantErr) {
+						t.Errorf("%s: Allocate = %s, %v; want a rejection containing %q", policy, p.CPUs, err, wantErr)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: Allocate: %v, want %s", policy, err, tc.want)
+				}
+				if policy == PolicyKubelet {
+					if got := p.CPUs.String(); got != tc.want {
+						t.Errorf("kubelet: Allocate = %s, want %s", got, tc.want)
+					}
+					continue
+				}
+				if err := s.Release("pod"); err != nil {
+					t.Fatal(err)
+				}
+				c, k := s.Quality(p.CPUs), s.Quality(cpuset.MustParse(tc.want))
+				if c.NUMANodes > k.NUMANodes || c.Sockets > k.Sockets || c.L3Groups > k.L3Groups || c.SharedCores > k.SharedCores {
+					t.Errorf("corepin: Allocate = %s %+v, less aligned than kubelet's %s %+v", p.CPUs, c, tc.want, k)
+				}
+			}
+		})
+	}
+}
+
+// TestDistributeAcrossNUMAFullPCPUsHang is the state on which real kubelet
+// v1.36.3 never returns (issue 8 §2; the harness killed it after 20 s at
+// 100% CPU): full-pcpus-only + distribute-cpus-across-numa, 14 CPUs over
+// four nodes with 5, 5, 4 and 2 free. After 2 CPUs per node, nodes 0 and 1
+// have 3 left each; kubelet scores handing the 6 remainder CPUs to that
+// pair in whole cores, sums 3+3 >= 6 and loops forever taking 2 from
+// nodes that hold 1. corepin must return, with whole cores.
+func TestDistributeAcrossNUMAFullPCPUsHang(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 4, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
+	s, err := NewState(topo, Config{Policy: PolicyKubelet, Options: []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Assign(Assignment{ID: "busy", CPUs: cpuset.MustParse("0-2,4-6,8-15,28-29")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var p Placement
+	go func() {
+		var err error
+		p, err = s.Allocate(Request{ID: "pod", CPUs: 14})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Allocate: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Allocate did not return in 10 s")
+	}
+	// kubelet's own answer for 12 CPUs on this state (3,7,16-17,19-21,
+	// 23-27) plus node 3's free core: the split kubelet hangs on is not
+	// scored, the next best is taken.
+	if want := cpuset.MustParse("3,7,16-17,19-21,23-27,30-31"); !p.CPUs.Equals(want) {
+		t.Errorf("Allocate = %s, want %s", p.CPUs, want)
+	}
+}
