@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/quote"
 )
 
 // Paths inside the sysfs root, relative (fs.FS paths have no leading slash).
@@ -111,12 +112,12 @@ func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
 // readOptional returns the trimmed content of name, ok=false when the file
 // does not exist.
 func (d *discoverer) readOptional(name string) (string, bool, error) {
-	b, err := fs.ReadFile(d.fsys, name)
+	b, err := readFile(d.fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading %s: %w", name, err)
+		return "", false, err // a *fs.PathError, naming the file
 	}
 	return string(bytes.Trim(b, " \t\r\n\x00")), true, nil
 }
@@ -145,7 +146,7 @@ func (d *discoverer) readInt(name string) (int, bool, error) {
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, true, fmt.Errorf("%w: parsing %s: %q is not an integer", ErrBadSysfs, name, s)
+		return 0, true, fmt.Errorf("%w: parsing %s: %s is not an integer", ErrBadSysfs, name, quote.Short(s))
 	}
 	return v, true, nil
 }
@@ -444,12 +445,12 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 		for _, f := range fields {
 			v, err := strconv.Atoi(f)
 			if err != nil || v < 0 {
-				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %q is not a distance", ErrBadSysfs, dir, row)
+				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %s is not a distance", ErrBadSysfs, dir, quote.Short(row))
 			}
 			dist = append(dist, v)
 		}
 		if len(dist) != len(nodes) {
-			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries for %d numa nodes: %q", ErrBadSysfs, dir, len(dist), len(nodes), row)
+			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries for %d numa nodes: %s", ErrBadSysfs, dir, len(dist), len(nodes), quote.Short(row))
 		}
 		distances[n] = dist
 	}

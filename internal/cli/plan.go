@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +121,7 @@ type planView struct {
 }
 
 // discoverLive reads this machine's topology.
-func discoverLive() (*topology.Topology, error) { return topology.Discover(os.DirFS("/")) }
+func discoverLive() (*topology.Topology, error) { return openTopology("", "/") }
 
 // runPlan decodes a plan document and places its requests. Bad input is a
 // UsageError; a request the machine cannot take is a per-request error.
@@ -229,19 +228,11 @@ func planTopo(pt *planTopology, live func() (*topology.Topology, error)) (*topol
 		if pt != nil && pt.NUMADistances != nil {
 			return nil, Usagef("topology has numa_distances but no cpus")
 		}
-		t, err := live()
-		if err != nil {
-			return nil, fmt.Errorf("reading this machine's topology: %w", err)
-		}
-		return t, nil
+		return live()
 	case pt.SysfsRoot != "" && pt.CPUs != nil:
 		return nil, Usagef("topology: give either sysfs_root or cpus, not both")
 	case pt.SysfsRoot != "":
-		t, err := discoverAt(pt.SysfsRoot)
-		if err != nil {
-			return nil, Usagef("topology from sysfs_root %q: %v", pt.SysfsRoot, err)
-		}
-		return t, nil
+		return openTopology("topology.sysfs_root", pt.SysfsRoot)
 	}
 	dist := map[topology.NodeID][]int{}
 	for k, v := range pt.NUMADistances {

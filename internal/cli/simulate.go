@@ -253,10 +253,12 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 		return nil, Usagef("give either --sysfs-root or --topology, not both")
 	}
 	if topoPath == "" {
-		if sysfsRoot == "" {
-			sysfsRoot = "/"
+		t, err := openTopology("--sysfs-root", sysfsRoot)
+		if err != nil {
+			return nil, err
 		}
-		return loadTopology(sysfsRoot)
+		printWarnings(cmd.ErrOrStderr(), t)
+		return t, nil
 	}
 	var data []byte
 	var err error
