@@ -49,8 +49,14 @@ func WithoutCgroup() Option { return func(o *discoverOptions) { o.skipAllowed = 
 // It works with old kernels that expose only mask files (thread_siblings,
 // core_siblings, shared_cpu_map, node cpumap), with offline CPUs (which have
 // no topology directory), sparse NUMA node ids, machines without NUMA (every
-// CPU in node 0) and without L3 (l3 = None). Files that old kernels lack are
-// not errors; content that can't be parsed is, naming the file.
+// CPU in node 0) and without L3 (l3 = None). It reads the machines hwloc
+// reads (issue 8): an empty online file counts as unknown; distance rows
+// written per possible node id are read by id; an all-zero or stale cache
+// map takes the core's CPUs; CPUs without package information form one
+// package, so an unknown level never splits the levels below it. Each such
+// guess is one entry of Topology.Warnings, naming all the CPUs it concerns.
+// Files that old kernels lack are not errors; content that can't be parsed
+// is, naming the file and quoting at most a short prefix of it.
 func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
 	var o discoverOptions
 	for _, f := range opts {
@@ -66,14 +72,40 @@ func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
 
 type discoverer struct {
 	fsys     fs.FS
-	mu       sync.Mutex // guards warnings
+	mu       sync.Mutex // guards warnings and guesses
 	warnings []string
+	guesses  map[string]*cpuset.Builder // warning format with one %s -> cpus
 }
 
 func (d *discoverer) warnf(format string, args ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+// guess records that discovery had to guess for cpu. Each kind of guess
+// becomes one warning naming all its CPUs (format holds one %s for them),
+// so a machine of 8192 CPUs warns once, not 8192 times.
+func (d *discoverer) guess(format string, cpu int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.guesses == nil {
+		d.guesses = map[string]*cpuset.Builder{}
+	}
+	if d.guesses[format] == nil {
+		d.guesses[format] = &cpuset.Builder{}
+	}
+	d.guesses[format].Add(cpu)
+}
+
+// finishWarnings turns the guesses into warnings and sorts them all, so
+// the result does not depend on the order CPUs were read in.
+func (d *discoverer) finishWarnings() []string {
+	for format, b := range d.guesses {
+		d.warnings = append(d.warnings, fmt.Sprintf(format, b.Result()))
+	}
+	slices.Sort(d.warnings)
+	return d.warnings
 }
 
 // readCPUs reads every online CPU's files, several CPUs at a time: on large
@@ -105,7 +137,6 @@ func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
 		}
 		out[cpu] = infos[i]
 	}
-	slices.Sort(d.warnings)
 	return out, nil
 }
 
@@ -144,17 +175,24 @@ func (d *discoverer) readInt(name string) (int, bool, error) {
 	if err != nil || !ok {
 		return 0, ok, err
 	}
+	v, err := parseInt(name, s)
+	return v, true, err
+}
+
+// parseInt parses the trimmed content s of the file name as a decimal int.
+func parseInt(name, s string) (int, error) {
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, true, fmt.Errorf("%w: parsing %s: %s is not an integer", ErrBadSysfs, name, quote.Short(s))
+		return 0, fmt.Errorf("%w: parsing %s: %s is not an integer", ErrBadSysfs, name, quote.Short(s))
 	}
-	return v, true, nil
+	return v, nil
 }
 
 // siblings reads the first usable of the given files (lists before masks)
 // for cpu. A file that exists but does not contain cpu itself is stale (real
-// kernels have shipped stale *_list files beside a correct mask) and is
-// skipped with a warning. found=false when no file exists or none is usable.
+// kernels have shipped stale *_list files beside a correct mask) or empty
+// (old ia64 kernels write an all-zero shared_cpu_map) and is skipped with a
+// warning. found=false when no file exists or none is usable.
 func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUSet, bool, error) {
 	for _, n := range names {
 		p := path.Join(dir, n)
@@ -165,8 +203,12 @@ func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUS
 		if !ok {
 			continue
 		}
+		if set.IsEmpty() {
+			d.guess("cpus %s have an empty "+path.Base(dir)+"/"+n+"; ignoring it", cpu)
+			continue
+		}
 		if !set.Contains(cpu) {
-			d.warnf("%s = %q does not contain cpu %d; ignoring it as stale", p, set.String(), cpu)
+			d.guess("cpus %s have a "+path.Base(dir)+"/"+n+" that does not contain the cpu itself; ignoring it as stale", cpu)
 			continue
 		}
 		return set, true, nil
@@ -219,7 +261,7 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Warnings = d.warnings
+	t.Warnings = d.finishWarnings()
 	return t, nil
 }
 
@@ -253,6 +295,12 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 	if err != nil {
 		return present, online, err
 	}
+	if hasOnline && on.IsEmpty() {
+		// The CPU reading the file is online, so an empty list is a
+		// broken file, not a machine without CPUs: ask each CPU instead.
+		d.warnf("%s/online is empty; reading each cpu's own online file", cpuDir)
+		hasOnline = false
+	}
 	if hasOnline {
 		online = on.Intersection(present.Union(on))
 		present = present.Union(on)
@@ -260,11 +308,21 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 		var b cpuset.Builder
 		for cpu := range fromDirs.All() {
 			dir := fmt.Sprintf("%s/cpu%d", cpuDir, cpu)
-			v, ok, err := d.readInt(dir + "/online")
+			s, ok, err := d.readOptional(dir + "/online")
 			if err != nil {
 				return present, online, err
 			}
+			if ok && s == "" {
+				// hwloc counts such a CPU online when the kernel gives it
+				// a topology directory; so does corepin.
+				d.guess("cpus %s have an empty online file; counting each online where it has a topology directory", cpu)
+				ok = false
+			}
 			if ok {
+				v, err := parseInt(dir+"/online", s)
+				if err != nil {
+					return present, online, err
+				}
 				if v == 1 {
 					b.Add(cpu)
 				}
@@ -317,29 +375,40 @@ func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 	} else if !ok {
 		ci.cluster = ci.threads
 	}
-	if !ci.threadsFound && !ci.pkgFound {
-		d.warnf("online cpu %d has no sibling files in %s; using raw ids", cpu, dir)
-	}
 	// Raw ids matter only where the sibling files are missing.
 	if !ci.pkgFound {
 		if ci.pkgID, ci.hasPkgID, err = d.readInt(path.Join(dir, "physical_package_id")); err != nil {
 			return nil, err
+		}
+		if !ci.pkgKnown() {
+			// PS3, some POWER: threads but no package. An unknown level
+			// must not split the ones below it: such CPUs form one package.
+			d.guess("cpus %s have no package information (package_cpus, core_siblings, physical_package_id); taking them as one package", cpu)
 		}
 	}
 	if !ci.threadsFound {
 		if ci.coreID, ci.hasCoreID, err = d.readInt(path.Join(dir, "core_id")); err != nil {
 			return nil, err
 		}
+		if !ci.hasCoreID {
+			d.guess("cpus %s have no core information (core_cpus, thread_siblings, core_id); taking each as a core of its own", cpu)
+		}
 	}
-	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu); err != nil {
+	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu, ci.threads); err != nil {
 		return nil, err
 	}
 	return ci, nil
 }
 
+// pkgKnown reports whether ci's package is known, from sibling files or a
+// raw physical_package_id (-1 means unknown on s390 and POWER).
+func (ci *cpuInfo) pkgKnown() bool { return ci.pkgFound || (ci.hasPkgID && ci.pkgID >= 0) }
+
 // lastLevelCache returns the CPUs sharing cpu's level-3 cache, found by the
 // "level" file of each cache/indexN (index numbers differ between machines).
-func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
+// Where the cache's CPU files are missing, empty (old ia64 kernels) or
+// stale, the cache is taken to be the core's, threads, as hwloc does.
+func (d *discoverer) lastLevelCache(cpu int, threads cpuset.CPUSet) (cpuset.CPUSet, bool, error) {
 	dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, cpu)
 	entries, err := fs.ReadDir(d.fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -374,7 +443,7 @@ func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
 			return cpuset.CPUSet{}, false, err
 		}
 		if !ok {
-			set = cpuset.New(cpu)
+			set = threads
 		}
 		return set, true, nil
 	}
@@ -449,15 +518,9 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 			}
 			dist = append(dist, v)
 		}
-		if len(dist) != len(nodes) {
-			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries for %d numa nodes: %s", ErrBadSysfs, dir, len(dist), len(nodes), quote.Short(row))
-		}
 		distances[n] = dist
 	}
-	if len(distances) != 0 && len(distances) != len(nodes) {
-		d.warnf("only %d of %d numa nodes publish a distance row; ignoring the table", len(distances), len(nodes))
-		distances = nil
-	}
+	distances = d.matchDistances(nodes, distances)
 	for cpu := range online.All() {
 		if _, ok := cpuNode[cpu]; ok {
 			continue
@@ -474,6 +537,45 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 		cpuNode[cpu] = n
 	}
 	return cpuNode, distances, nil
+}
+
+// matchDistances orders each node's distance row by nodes (sorted). The
+// kernel writes one column per online node, in id order; some machines
+// write one per possible node id instead, so a machine whose node0 is
+// absent has only node1 with "21 10". A row longer than the node count that
+// covers every node id is therefore read by id (ignoring the columns of
+// absent nodes), provided the node's distance to itself is the row's
+// smallest. A row that fits neither is a warning and drops the whole table
+// (Distance then falls back to 10 and 20): a wrong table is worse than none.
+func (d *discoverer) matchDistances(nodes []NodeID, rows map[NodeID][]int) map[NodeID][]int {
+	if len(rows) == 0 {
+		return nil
+	}
+	if len(rows) != len(nodes) {
+		d.warnf("only %d of %d numa nodes publish a distance row; ignoring the table", len(rows), len(nodes))
+		return nil
+	}
+	out := make(map[NodeID][]int, len(rows))
+	for _, n := range nodes {
+		row := rows[n]
+		if len(row) == len(nodes) {
+			out[n] = row
+			continue
+		}
+		if len(row) > int(nodes[len(nodes)-1]) {
+			byID := make([]int, len(nodes))
+			for j, m := range nodes {
+				byID[j] = row[m]
+			}
+			if slices.Min(byID) == row[n] {
+				out[n] = byID
+				continue
+			}
+		}
+		d.warnf("%s/node%d/distance has %d entries, matching neither the %d numa nodes nor their ids %v; ignoring the distance table", nodeDir, n, len(row), len(nodes), nodes)
+		return nil
+	}
+	return out
 }
 
 func (d *discoverer) linkedCPUs(dir string) (cpuset.CPUSet, error) {
@@ -569,13 +671,23 @@ func partition(online cpuset.CPUSet, infos map[int]*cpuInfo, sel func(*cpuInfo) 
 // raw ids are used within their parent.
 func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo, cpuNode map[int]NodeID) []CPU {
 	// CPUs whose sibling files are missing are grouped by their raw ids.
-	pkgFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.pkgID, !ci.pkgFound && ci.hasPkgID })
+	pkgFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.pkgID, !ci.pkgFound && ci.pkgKnown() })
+	var unknown cpuset.Builder // CPUs without package information: one package
+	for cpu := range online.All() {
+		if !infos[cpu].pkgKnown() {
+			unknown.Add(cpu)
+		}
+	}
+	unknownPkg := unknown.Result()
 	none := func(int) int { return 0 }
 	socket := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
-		if !ci.pkgFound && ci.hasPkgID {
+		switch {
+		case ci.pkgFound:
+			return ci.pkg
+		case ci.pkgKnown():
 			return pkgFallback[ci.pkgID]
 		}
-		return ci.pkg
+		return unknownPkg
 	}, none)
 	socketSets := groupSets(online, socket)
 	die := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
@@ -584,16 +696,9 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return ci.die
 	}, func(cpu int) int { return socket[cpu] })
-	var withL3 cpuset.Builder
-	for cpu, ci := range infos {
-		if ci.hasL3 {
-			withL3.Add(cpu)
-		}
-	}
-	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.l3 }, none)
-	// A core never straddles a die, NUMA node or L3. Without sibling files,
+	// A core never straddles a die or NUMA node. Without sibling files,
 	// CPUs sharing a raw core_id within a die share a core.
-	type coreParent struct{ die, node, l3, rawCore int }
+	type coreParent struct{ die, node, rawCore int }
 	parents := map[coreParent]int{}
 	coreFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.coreID, !ci.threadsFound && ci.hasCoreID })
 	core := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
@@ -603,7 +708,7 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		return coreFallback[ci.coreID] // split below by parent
 	}, func(cpu int) int {
 		ci := infos[cpu]
-		k := coreParent{die[cpu], int(cpuNode[cpu]), l3IndexOr(l3, infos, cpu), -1}
+		k := coreParent{die[cpu], int(cpuNode[cpu]), -1}
 		if !ci.threadsFound && ci.hasCoreID {
 			k.rawCore = ci.coreID
 		}
@@ -612,8 +717,24 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return parents[k]
 	})
-	// A cluster (CPUs sharing an L2 or module) holds whole cores.
 	coreSets := groupSets(online, core)
+	// An L3 holds whole cores: a cache whose CPU list is missing, empty or
+	// stale on one sibling must not split the core (hwloc takes the core's
+	// CPUs there), and a core with an L3 on any CPU has it on all.
+	var withL3 cpuset.Builder
+	for cpu, ci := range infos {
+		if ci.hasL3 {
+			withL3.AddSet(coreSets[core[cpu]])
+		}
+	}
+	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet {
+		set := coreSets[core[ci.id]]
+		if ci.hasL3 {
+			set = set.Union(ci.l3)
+		}
+		return set
+	}, none)
+	// A cluster (CPUs sharing an L2 or module) holds whole cores.
 	cluster := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
 		return ci.cluster.Union(coreSets[core[ci.id]])
 	}, func(cpu int) int { return socket[cpu] })
@@ -629,7 +750,7 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 			c.Die = DieID(die[id])
 			c.Cluster = ClusterID(cluster[id])
 			c.Core = CoreID(core[id])
-			c.L3 = CacheID(l3IndexOr(l3, infos, id))
+			c.L3 = CacheID(l3IndexOr(l3, id))
 		}
 		cpus = append(cpus, c)
 	}
@@ -637,11 +758,11 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 	return cpus
 }
 
-func l3IndexOr(l3 map[int]int, infos map[int]*cpuInfo, cpu int) int {
-	if !infos[cpu].hasL3 {
-		return None
+func l3IndexOr(l3 map[int]int, cpu int) int {
+	if i, ok := l3[cpu]; ok {
+		return i
 	}
-	return l3[cpu]
+	return None
 }
 
 // rawGroups groups the online CPUs for which key returns ok by the raw id it

@@ -66,10 +66,14 @@ func TestDiscoverGolden(t *testing.T) {
 }
 
 // machine builds a MapFS of a small machine; tests then edit it.
+// A file whose content is "DELETE" is left out, so that a test can remove
+// a file of a base machine with merge.
 func machine(files map[string]string) fstest.MapFS {
 	m := fstest.MapFS{}
 	for p, c := range files {
-		m[p] = &fstest.MapFile{Data: []byte(c)}
+		if c != "DELETE" {
+			m[p] = &fstest.MapFile{Data: []byte(c)}
+		}
 	}
 	return m
 }
@@ -382,8 +386,7 @@ func TestDiscoverBadContent(t *testing.T) {
 		{name: "bad online", file: "sys/devices/system/cpu/online", content: "1-0\n", want: "sys/devices/system/cpu/online"},
 		{name: "bad core id", file: "sys/devices/system/cpu/cpu0/topology/core_id", content: "zero\n", want: `"zero"`, drop: "sys/devices/system/cpu/cpu0/topology/thread_siblings_list"},
 		{name: "bad distance", file: "sys/devices/system/node/node0/distance", content: "10 x\n", want: "node0/distance"},
-		{name: "short distance", file: "sys/devices/system/node/node0/distance", content: "10 20\n", want: "2 entries for 1 numa nodes"},
-		{name: "no online cpu", file: "sys/devices/system/cpu/online", content: "\n", want: "no online cpu"},
+		{name: "negative distance", file: "sys/devices/system/node/node0/distance", content: "-10\n", want: "is not a distance"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -407,6 +410,16 @@ func TestDiscoverBadContent(t *testing.T) {
 	}
 	if _, err := Discover(fstest.MapFS{}); err == nil {
 		t.Errorf("Discover(empty fs) = nil error")
+	}
+	// An empty cpu/online is a broken file, read past (see
+	// TestDiscoverMachinesHwlocReads); CPUs that each say 0 are no machine.
+	noneOnline := merge(twoCPUs(), map[string]string{
+		"sys/devices/system/cpu/online":      "DELETE",
+		"sys/devices/system/cpu/cpu0/online": "0\n",
+		"sys/devices/system/cpu/cpu1/online": "0\n",
+	})
+	if _, err := Discover(machine(noneOnline)); err == nil || !strings.Contains(err.Error(), "no online cpu") {
+		t.Errorf("Discover(no cpu online) error = %v, want no online cpu", err)
 	}
 }
 

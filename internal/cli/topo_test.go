@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/fstest"
 
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/internal/testutil"
 )
 
@@ -113,5 +118,127 @@ func replaceWithLink(t *testing.T, target, link string) {
 	}
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// corepin topo --sysfs-root reads each kind of machine of issue 8 §1 from a
+// dump on disk as hwloc does, printing each guess once on stderr.
+func TestTopoMachineKindsHwlocReads(t *testing.T) {
+	tests := []struct {
+		name      string
+		files     map[string]string
+		cores     []string // the CPUs of each core, by core index
+		sockets   int
+		numa      map[int]string
+		distances string
+		warning   string
+	}{
+		{
+			name: "empty cpu1/online",
+			files: map[string]string{
+				"sys/devices/system/cpu/cpu0/topology/thread_siblings_list": "0\n",
+				"sys/devices/system/cpu/cpu1/topology/thread_siblings_list": "1\n",
+				"sys/devices/system/cpu/cpu0/topology/core_siblings_list":   "0-1\n",
+				"sys/devices/system/cpu/cpu1/topology/core_siblings_list":   "0-1\n",
+				"sys/devices/system/cpu/cpu1/online":                        "",
+			},
+			cores: []string{"0", "1"}, sockets: 1, numa: map[int]string{0: "0-1"}, distances: `{"0":[10]}`,
+			warning: "empty online file",
+		},
+		{
+			name: "node0 absent, node1 distance 21 10",
+			files: map[string]string{
+				"sys/devices/system/cpu/online":                             "0-1\n",
+				"sys/devices/system/cpu/cpu0/topology/thread_siblings_list": "0-1\n",
+				"sys/devices/system/cpu/cpu0/topology/core_siblings_list":   "0-1\n",
+				"sys/devices/system/cpu/cpu1/topology/thread_siblings_list": "0-1\n",
+				"sys/devices/system/cpu/cpu1/topology/core_siblings_list":   "0-1\n",
+				"sys/devices/system/node/node1/cpulist":                     "0-1\n",
+				"sys/devices/system/node/node1/distance":                    "21 10\n",
+			},
+			cores: []string{"0-1"}, sockets: 1, numa: map[int]string{1: "0-1"}, distances: `{"1":[10]}`,
+		},
+		{
+			name: "ia64 all-zero shared_cpu_map",
+			files: map[string]string{
+				"sys/devices/system/cpu/cpu0/topology/thread_siblings":    "00000003\n",
+				"sys/devices/system/cpu/cpu0/topology/core_siblings":      "00000003\n",
+				"sys/devices/system/cpu/cpu1/topology/thread_siblings":    "00000003\n",
+				"sys/devices/system/cpu/cpu1/topology/core_siblings":      "00000003\n",
+				"sys/devices/system/cpu/cpu0/cache/index3/level":          "3\n",
+				"sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_map": "00000000\n",
+				"sys/devices/system/cpu/cpu1/cache/index3/level":          "3\n",
+				"sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_map": "00000000\n",
+			},
+			cores: []string{"0-1"}, sockets: 1, numa: map[int]string{0: "0-1"}, distances: `{"0":[10]}`,
+			warning: "empty index3/shared_cpu_map",
+		},
+		{
+			name: "PS3 thread_siblings only",
+			files: map[string]string{
+				"sys/devices/system/cpu/cpu0/topology/thread_siblings": "00000003\n",
+				"sys/devices/system/cpu/cpu1/topology/thread_siblings": "00000003\n",
+			},
+			cores: []string{"0-1"}, sockets: 1, numa: map[int]string{0: "0-1"}, distances: `{"0":[10]}`,
+			warning: "no package information",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := fstest.MapFS{}
+			for p, c := range tc.files {
+				m[p] = &fstest.MapFile{Data: []byte(c)}
+			}
+			root := testutil.WriteDir(t, m)
+			code, out, errs := runMain(t, "", "topo", "--sysfs-root", root, "-o", "json")
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errs)
+			}
+			var doc struct {
+				CPUs []struct {
+					CPU    int `json:"cpu"`
+					Socket int `json:"socket"`
+					Core   int `json:"core"`
+					NUMA   int `json:"numa"`
+				} `json:"cpus"`
+				Distances json.RawMessage `json:"numa_distances"`
+			}
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatal(err)
+			}
+			cores := map[int]*cpuset.Builder{}
+			nodes := map[int]*cpuset.Builder{}
+			sockets := map[int]bool{}
+			for _, c := range doc.CPUs {
+				for _, g := range []struct {
+					m map[int]*cpuset.Builder
+					k int
+				}{{cores, c.Core}, {nodes, c.NUMA}} {
+					if g.m[g.k] == nil {
+						g.m[g.k] = &cpuset.Builder{}
+					}
+					g.m[g.k].Add(c.CPU)
+				}
+				sockets[c.Socket] = true
+			}
+			var gotCores []string
+			for i := range len(cores) {
+				gotCores = append(gotCores, cores[i].Result().String())
+			}
+			gotNodes := map[int]string{}
+			for n, b := range nodes {
+				gotNodes[n] = b.Result().String()
+			}
+			if !slices.Equal(gotCores, tc.cores) || len(sockets) != tc.sockets || !maps.Equal(gotNodes, tc.numa) {
+				t.Errorf("cores %q, %d sockets, numa %v; want %q, %d, %v", gotCores, len(sockets), gotNodes, tc.cores, tc.sockets, tc.numa)
+			}
+			var dist bytes.Buffer
+			if err := json.Compact(&dist, doc.Distances); err != nil || dist.String() != tc.distances {
+				t.Errorf("numa_distances = %s, want %s", dist.String(), tc.distances)
+			}
+			if got := strings.Count(errs, "corepin: warning: "); (tc.warning == "") != (got == 0) || got > 1 || !strings.Contains(errs, tc.warning) {
+				t.Errorf("stderr %q, want exactly one warning containing %q", errs, tc.warning)
+			}
+		})
 	}
 }
