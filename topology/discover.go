@@ -465,7 +465,7 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 			continue
 		}
 		id, err := strconv.Atoi(n)
-		if err != nil || id > 1<<20 {
+		if err != nil || id > MaxNodeID {
 			return nil, nil, fmt.Errorf("%w: numa node directory %s/%s has an id out of range", ErrBadSysfs, nodeDir, e.Name())
 		}
 		nodes = append(nodes, NodeID(id))

@@ -242,3 +242,28 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 		})
 	}
 }
+
+// A hand-written topology with a NUMA node id above the cap is bad input
+// for plan and simulate (exit 2), never a panic (issue 8 §3).
+func TestNodeIDAboveCapIsBadInput(t *testing.T) {
+	cpus := `[{"cpu": 0, "socket": 0, "core": 0, "numa": 70000, "l3": 0}, {"cpu": 1, "socket": 0, "core": 1, "numa": 0, "l3": 0}]`
+	topoFile := filepath.Join(t.TempDir(), "topo.json")
+	if err := os.WriteFile(topoFile, []byte(`{"cpus": `+cpus+`, "numa_distances": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+	}{
+		{name: "plan", stdin: `{"topology": {"cpus": ` + cpus + `}, "requests": [{"id": "a", "cpus": 1}]}`, args: []string{"plan"}},
+		{name: "simulate", args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", topoFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runMain(t, tc.stdin, tc.args...)
+			if code != 2 || !strings.Contains(errs, "numa node 70000 outside [0, 1023]") {
+				t.Errorf("exit %d, stderr %q; want 2 naming the node id and its cap", code, errs)
+			}
+		})
+	}
+}
