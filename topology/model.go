@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -365,10 +366,12 @@ func (t *Topology) ThreadsPerCore() int {
 	return n
 }
 
-// UnmarshalJSON reads a CPU of the topo JSON contract. A CPU written by
-// hand (a plan input, a test topology) may leave out "online" and
-// "allowed": both then default to true, as on a machine whose every CPU
-// is up and ours. Every other field keeps Go's zero default.
+// UnmarshalJSON reads a CPU of the topo JSON contract, strictly: a key
+// outside the contract is an error (a misspelt "numa" must not silently
+// become node 0). A CPU written by hand (a plan input, a test topology)
+// may leave out "online" and "allowed": both then default to true, as on a
+// machine whose every CPU is up and ours. Every other field keeps Go's zero
+// default.
 func (c *CPU) UnmarshalJSON(b []byte) error {
 	type plain CPU // no methods: no recursion
 	v := struct {
@@ -376,7 +379,9 @@ func (c *CPU) UnmarshalJSON(b []byte) error {
 		Online  *bool `json:"online"`
 		Allowed *bool `json:"allowed"`
 	}{}
-	if err := json.Unmarshal(b, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
 		return err
 	}
 	*c = CPU(v.plain)

@@ -234,17 +234,9 @@ func planTopo(pt *planTopology, live func() (*topology.Topology, error)) (*topol
 	case pt.SysfsRoot != "":
 		return openTopology("topology.sysfs_root", pt.SysfsRoot)
 	}
-	dist := map[topology.NodeID][]int{}
-	for k, v := range pt.NUMADistances {
-		n, err := strconv.Atoi(k)
-		if err != nil || n < 0 {
-			return nil, Usagef("topology: numa_distances key %q is not a node id", k)
-		}
-		dist[topology.NodeID(n)] = v
-	}
-	t, err := topology.New(pt.CPUs, dist)
+	t, err := topology.FromCPUs(pt.CPUs, pt.NUMADistances)
 	if err != nil {
-		return nil, Usagef("topology: %v", err)
+		return nil, Usagef("topology: %w", err)
 	}
 	return t, nil
 }

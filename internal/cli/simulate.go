@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -260,25 +258,18 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 		printWarnings(cmd.ErrOrStderr(), t)
 		return t, nil
 	}
-	var data []byte
-	var err error
-	if topoPath == "-" {
-		data, err = io.ReadAll(cmd.InOrStdin())
-	} else {
-		data, err = os.ReadFile(topoPath)
+	var r io.Reader = cmd.InOrStdin()
+	if topoPath != "-" {
+		f, err := os.Open(topoPath)
+		if err != nil {
+			return nil, Usagef("--topology: %w", err)
+		}
+		defer f.Close()
+		r = f
 	}
+	t, err := topology.ReadDoc(r)
 	if err != nil {
-		return nil, Usagef("--topology: %v", err)
-	}
-	var doc topology.Doc
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, Usagef("--topology %s: parsing: %v", topoPath, err)
-	}
-	t, err := topology.FromDoc(doc)
-	if err != nil {
-		return nil, Usagef("--topology %s: %v", topoPath, err)
+		return nil, Usagef("--topology %s: %w", topoPath, err)
 	}
 	return t, nil
 }

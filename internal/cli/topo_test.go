@@ -267,3 +267,29 @@ func TestNodeIDAboveCapIsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// plan's topology.cpus and simulate's --topology go through the one strict
+// reader: a misspelt CPU key is bad input, not a CPU silently in node 0.
+func TestTopologyDocumentIsStrict(t *testing.T) {
+	cpus := `[{"cpu": 0, "socket": 0, "core": 0, "numa_node": 1, "l3": 0}]`
+	topoFile := filepath.Join(t.TempDir(), "topo.json")
+	if err := os.WriteFile(topoFile, []byte(`{"cpus": `+cpus+`}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+	}{
+		{name: "plan", stdin: `{"topology": {"cpus": ` + cpus + `}, "requests": [{"id": "a", "cpus": 1}]}`, args: []string{"plan"}},
+		{name: "simulate file", args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", topoFile}},
+		{name: "simulate stdin", stdin: `{"cpus": ` + cpus + `}`, args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", "-"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runMain(t, tc.stdin, tc.args...)
+			if code != 2 || !strings.Contains(errs, `unknown field "numa_node"`) {
+				t.Errorf("exit %d, stderr %q; want 2 naming the unknown field", code, errs)
+			}
+		})
+	}
+}
