@@ -36,7 +36,7 @@ func newTopoCmd(e *env) *cobra.Command {
 			if e.JSON() {
 				return e.PrintJSON(t.Doc())
 			}
-			return t.Render(e.stdout, topology.RenderOptions{})
+			return t.Render(e.stdout, topology.RenderOptions{OmitWarnings: true})
 		},
 	}
 	cmd.Flags().StringVar(&root, "sysfs-root", "/", "directory holding sys/ (and proc/) of the machine to read")

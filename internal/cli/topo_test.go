@@ -293,3 +293,18 @@ func TestTopologyDocumentIsStrict(t *testing.T) {
 		})
 	}
 }
+
+// In text form too, a warning is printed once, on stderr, not in the view.
+func TestTopoTextWarnsOnceOnStderr(t *testing.T) {
+	m := fstest.MapFS{
+		"sys/devices/system/cpu/cpu0/topology/thread_siblings": {Data: []byte("00000003\n")},
+		"sys/devices/system/cpu/cpu1/topology/thread_siblings": {Data: []byte("00000003\n")},
+	}
+	code, out, errs := runMain(t, "", "topo", "--sysfs-root", testutil.WriteDir(t, m))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if strings.Contains(out, "warning") || strings.Count(errs, "corepin: warning: ") != 1 {
+		t.Errorf("stdout %q, stderr %q; want the one warning on stderr only", out, errs)
+	}
+}
