@@ -243,52 +243,44 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 	}
 }
 
-// A hand-written topology with a NUMA node id above the cap is bad input
-// for plan and simulate (exit 2), never a panic (issue 8 §3).
-func TestNodeIDAboveCapIsBadInput(t *testing.T) {
-	cpus := `[{"cpu": 0, "socket": 0, "core": 0, "numa": 70000, "l3": 0}, {"cpu": 1, "socket": 0, "core": 1, "numa": 0, "l3": 0}]`
-	topoFile := filepath.Join(t.TempDir(), "topo.json")
-	if err := os.WriteFile(topoFile, []byte(`{"cpus": `+cpus+`, "numa_distances": {}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name  string
-		stdin string
-		args  []string
+// A hand-written topology is bad input for plan and simulate (exit 2),
+// never a panic or a silent guess, read by the one strict reader
+// (topology.FromCPUs, topology.ReadDoc): a NUMA node id above the cap once
+// panicked both (issue 8 §3), and a misspelt CPU key put the CPU in node 0.
+func TestHandWrittenTopologyBadInput(t *testing.T) {
+	tests := []struct {
+		name, cpus, want string
 	}{
-		{name: "plan", stdin: `{"topology": {"cpus": ` + cpus + `}, "requests": [{"id": "a", "cpus": 1}]}`, args: []string{"plan"}},
-		{name: "simulate", args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", topoFile}},
-	} {
+		{
+			name: "numa id above the cap",
+			cpus: `[{"cpu": 0, "socket": 0, "core": 0, "numa": 70000, "l3": 0}, {"cpu": 1, "socket": 0, "core": 1, "numa": 0, "l3": 0}]`,
+			want: "numa node 70000 outside [0, 1023]",
+		},
+		{
+			name: "misspelt cpu key",
+			cpus: `[{"cpu": 0, "socket": 0, "core": 0, "numa_node": 1, "l3": 0}]`,
+			want: `unknown field "numa_node"`,
+		},
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, errs := runMain(t, tc.stdin, tc.args...)
-			if code != 2 || !strings.Contains(errs, "numa node 70000 outside [0, 1023]") {
-				t.Errorf("exit %d, stderr %q; want 2 naming the node id and its cap", code, errs)
+			doc := `{"cpus": ` + tc.cpus + `, "numa_distances": {}}`
+			topoFile := filepath.Join(t.TempDir(), "topo.json")
+			if err := os.WriteFile(topoFile, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
-}
-
-// plan's topology.cpus and simulate's --topology go through the one strict
-// reader: a misspelt CPU key is bad input, not a CPU silently in node 0.
-func TestTopologyDocumentIsStrict(t *testing.T) {
-	cpus := `[{"cpu": 0, "socket": 0, "core": 0, "numa_node": 1, "l3": 0}]`
-	topoFile := filepath.Join(t.TempDir(), "topo.json")
-	if err := os.WriteFile(topoFile, []byte(`{"cpus": `+cpus+`}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name  string
-		stdin string
-		args  []string
-	}{
-		{name: "plan", stdin: `{"topology": {"cpus": ` + cpus + `}, "requests": [{"id": "a", "cpus": 1}]}`, args: []string{"plan"}},
-		{name: "simulate file", args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", topoFile}},
-		{name: "simulate stdin", stdin: `{"cpus": ` + cpus + `}`, args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", "-"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, errs := runMain(t, tc.stdin, tc.args...)
-			if code != 2 || !strings.Contains(errs, `unknown field "numa_node"`) {
-				t.Errorf("exit %d, stderr %q; want 2 naming the unknown field", code, errs)
+			for _, run := range []struct {
+				stdin string
+				args  []string
+			}{
+				{stdin: `{"topology": ` + doc + `, "requests": [{"id": "a", "cpus": 1}]}`, args: []string{"plan"}},
+				{args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", topoFile}},
+				{stdin: doc, args: []string{"simulate", "--gen", "farm", "--jobs", "5", "--nodes", "1", "--topology", "-"}},
+			} {
+				code, _, errs := runMain(t, run.stdin, run.args...)
+				if code != 2 || !strings.Contains(errs, tc.want) {
+					t.Errorf("%s: exit %d, stderr %q; want 2 containing %q", strings.Join(run.args, " "), code, errs, tc.want)
+				}
 			}
 		})
 	}
