@@ -510,10 +510,14 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 			continue
 		}
 		fields := strings.Fields(row)
+		if len(fields) > MaxNodeID+1 {
+			// Bounds memory too: 1024 rows of a 1 MiB file each would be GBs.
+			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries, more than the %d numa nodes Linux can have", ErrBadSysfs, dir, len(fields), MaxNodeID+1)
+		}
 		dist := make([]int, 0, len(fields))
 		for _, f := range fields {
 			v, err := strconv.Atoi(f)
-			if err != nil || v < 0 {
+			if err != nil || v < 0 || v > MaxDistance {
 				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %s is not a distance", ErrBadSysfs, dir, quote.Short(row))
 			}
 			dist = append(dist, v)

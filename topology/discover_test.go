@@ -387,6 +387,8 @@ func TestDiscoverBadContent(t *testing.T) {
 		{name: "bad core id", file: "sys/devices/system/cpu/cpu0/topology/core_id", content: "zero\n", want: `"zero"`, drop: "sys/devices/system/cpu/cpu0/topology/thread_siblings_list"},
 		{name: "bad distance", file: "sys/devices/system/node/node0/distance", content: "10 x\n", want: "node0/distance"},
 		{name: "negative distance", file: "sys/devices/system/node/node0/distance", content: "-10\n", want: "is not a distance"},
+		{name: "distance above a byte", file: "sys/devices/system/node/node0/distance", content: "256\n", want: "is not a distance"},
+		{name: "distance row longer than any machine", file: "sys/devices/system/node/node0/distance", content: "10" + strings.Repeat(" 20", MaxNodeID+1) + "\n", want: "more than the 1024 numa nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
