@@ -617,19 +617,25 @@ func (d *discoverer) cpuNodeLink(cpu int) (NodeID, bool, error) {
 	return 0, false, nil
 }
 
-// unionFind groups CPUs that any sibling set puts together.
-type unionFind map[int]int
+// unionFind groups CPUs that any sibling set puts together: parent by CPU
+// id (ids are at most cpuset.MaxCPU), a slice rather than a map because
+// discovery of a large machine does a union per CPU of each group.
+type unionFind []int32
+
+func newUnionFind(maxCPU int) unionFind {
+	u := make(unionFind, maxCPU+1)
+	for i := range u {
+		u[i] = int32(i)
+	}
+	return u
+}
 
 func (u unionFind) find(x int) int {
-	for {
-		p, ok := u[x]
-		if !ok || p == x {
-			u[x] = x
-			return x
-		}
-		u[x] = u[p] // path halving
-		x = u[p]
+	for int(u[x]) != x {
+		u[x] = u[u[x]] // path halving
+		x = int(u[x])
 	}
+	return x
 }
 
 func (u unionFind) union(a, b int) {
@@ -640,18 +646,34 @@ func (u unionFind) union(a, b int) {
 	if rb < ra {
 		ra, rb = rb, ra
 	}
-	u[rb] = ra // the root is always the lowest cpu of the group
+	u[rb] = int32(ra) // the root is always the lowest cpu of the group
 }
 
 // partition groups online CPUs by the sets sel returns, then splits groups
 // by parent (so a child unit never straddles two parents), and numbers the
 // groups from 0 in order of their lowest CPU.
 func partition(online cpuset.CPUSet, infos map[int]*cpuInfo, sel func(*cpuInfo) cpuset.CPUSet, parent func(cpu int) int) map[int]int {
-	uf := unionFind{}
+	if online.IsEmpty() {
+		return map[int]int{}
+	}
+	uf := newUnionFind(online.Max())
+	// The CPUs of one group usually all name the same set: union a set's
+	// members only when it differs from the last set seen with the same
+	// lowest CPU, so a package of 4096 CPUs costs 4096 unions, not 4096
+	// squared.
+	last := map[int]cpuset.CPUSet{}
 	for cpu := range online.All() {
-		uf.find(cpu)
-		for s := range sel(infos[cpu]).Intersection(online).All() {
-			uf.union(cpu, s)
+		set := sel(infos[cpu]).Intersection(online)
+		if set.IsEmpty() {
+			continue
+		}
+		uf.union(cpu, set.Min())
+		if prev, ok := last[set.Min()]; ok && prev.Equals(set) {
+			continue
+		}
+		last[set.Min()] = set
+		for s := range set.All() {
+			uf.union(set.Min(), s)
 		}
 	}
 	type key struct{ root, parent int }

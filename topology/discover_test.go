@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -494,5 +496,36 @@ func TestCPUJSONDefaults(t *testing.T) {
 	}
 	if topo.Online().String() != "0,2" || topo.Allowed().String() != "0" {
 		t.Errorf("online %q allowed %q", topo.Online(), topo.Allowed())
+	}
+}
+
+// BenchmarkDiscover8192CPUs reads, with Open from a directory, a machine of
+// 8192 CPUs in two packages (SMT2, siblings c and c+4096, one L3 per
+// package): every CPU names its package's 4096 CPUs, which must cost a
+// union per CPU, not per pair. (A MapFS would measure its own linear
+// lookup of missing files instead.)
+func BenchmarkDiscover8192CPUs(b *testing.B) {
+	const n = 8192
+	m := fstest.MapFS{"sys/devices/system/cpu/online": {Data: []byte("0-8191\n")}}
+	pkgs := []string{"0-2047,4096-6143\n", "2048-4095,6144-8191\n"}
+	for cpu := range n {
+		dir := "sys/devices/system/cpu/cpu" + strconv.Itoa(cpu)
+		core := cpu % (n / 2)
+		pkg := pkgs[core/(n/4)]
+		m[dir+"/topology/thread_siblings_list"] = &fstest.MapFile{Data: []byte(fmt.Sprintf("%d,%d\n", core, core+n/2))}
+		m[dir+"/topology/core_siblings_list"] = &fstest.MapFile{Data: []byte(pkg)}
+		m[dir+"/cache/index3/level"] = &fstest.MapFile{Data: []byte("3\n")}
+		m[dir+"/cache/index3/shared_cpu_list"] = &fstest.MapFile{Data: []byte(pkg)}
+	}
+	dir := testutil.WriteDir(b, m)
+	b.ReportAllocs()
+	for b.Loop() {
+		topo, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if topo.NumSockets() != 2 || topo.NumCores() != n/2 || topo.NumL3() != 2 {
+			b.Fatalf("%s", topo.Summary())
+		}
 	}
 }
