@@ -236,7 +236,7 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpuNode, distances, err := d.numa(present, online)
+	cpuNode, distances, err := d.numa(present, online, infos)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (d *discoverer) lastLevelCache(cpu int, threads cpuset.CPUSet) (cpuset.CPUS
 
 // numa maps each present CPU to its NUMA node and reads the distance table.
 // A kernel without NUMA support (no node directory) puts every CPU in node 0.
-func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[NodeID][]int, error) {
+func (d *discoverer) numa(present, online cpuset.CPUSet, infos map[int]*cpuInfo) (map[int]NodeID, map[NodeID][]int, error) {
 	cpuNode := map[int]NodeID{}
 	entries, err := fs.ReadDir(d.fsys, nodeDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -525,6 +525,7 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 		distances[n] = dist
 	}
 	distances = d.matchDistances(nodes, distances)
+	var orphans []int
 	for cpu := range online.All() {
 		if _, ok := cpuNode[cpu]; ok {
 			continue
@@ -534,10 +535,23 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok {
-			n = nodes[0]
-			d.warnf("online cpu %d belongs to no numa node; placing it in node %d", cpu, n)
+		if ok {
+			cpuNode[cpu] = n
+			continue
 		}
+		orphans = append(orphans, cpu)
+	}
+	// A CPU no node names joins the node of a thread sibling, so that the
+	// unknown does not split its core; else the lowest node.
+	for _, cpu := range orphans {
+		n := nodes[0]
+		for s := range infos[cpu].threads.All() {
+			if sn, ok := cpuNode[s]; ok && online.Contains(s) {
+				n = sn
+				break
+			}
+		}
+		d.guess("cpus %s belong to no numa node; placing each with its core's threads, else in the lowest node", cpu)
 		cpuNode[cpu] = n
 	}
 	return cpuNode, distances, nil

@@ -97,6 +97,20 @@ var hwlocMachines = []struct {
 		warn: "cpus 0-7 have no package information",
 	},
 	{
+		// Not a hwloc case: corepin's model needs a node for every online
+		// CPU; the unknown must not split core 1,3 (it once did).
+		name: "cpu 1 listed by no node",
+		files: merge(smt2Package4(), map[string]string{
+			"sys/devices/system/node/node0/cpulist":  "0,2\n",
+			"sys/devices/system/node/node0/distance": "10 20\n",
+			"sys/devices/system/node/node1/cpulist":  "3\n",
+			"sys/devices/system/node/node1/distance": "20 10\n",
+		}),
+		want: hwlocWant{packages: []string{"0-3"}, cores: []string{"0,2", "1,3"}, l3s: []string{"0-3"}, nodes: map[NodeID]string{0: "0,2", 1: "1,3"},
+			distances: map[NodeID][]int{0: {10, 20}, 1: {20, 10}}},
+		warn: "cpus 1 belong to no numa node",
+	},
+	{
 		name: "L3 listed on one thread of a core only",
 		files: merge(smt2Package4(), map[string]string{
 			"sys/devices/system/cpu/cpu2/cache/index3/level":           "1\n",
