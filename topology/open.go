@@ -47,17 +47,24 @@ func Open(root string) (*Topology, error) {
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRoot, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is root, said once below
+		}
+		return nil, fmt.Errorf("%w %s: %w", ErrBadRoot, root, err)
 	}
 	defer r.Close()
 	if st, err := r.Stat(cpuDir); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("%w: %s has no %s: give the directory that holds the dump's sys/", ErrBadRoot, root, cpuDir)
+		return nil, fmt.Errorf("%w %s has no %s: give the directory that holds the dump's sys/", ErrBadRoot, root, cpuDir)
 	}
-	var opts []Option
-	if !live {
-		opts = append(opts, WithoutCgroup())
+	if live {
+		return Discover(rootFS{r})
 	}
-	return Discover(rootFS{r}, opts...)
+	t, err := Discover(rootFS{r}, WithoutCgroup())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", root, err)
+	}
+	return t, nil
 }
 
 // rootFS is the file system Open reads: (*os.Root).FS semantics, with files

@@ -56,7 +56,7 @@ func openTopology(what, root string) (*topology.Topology, error) {
 	if root == "" || root == "/" {
 		return nil, fmt.Errorf("reading this machine's topology: %w", err)
 	}
-	return nil, Usagef("%s %s: %w", what, root, err)
+	return nil, Usagef("%s: %w", what, err)
 }
 
 // printWarnings writes, once each, what discovery had to guess, so that a
