@@ -74,7 +74,7 @@ type discoverer struct {
 	fsys     fs.FS
 	mu       sync.Mutex // guards warnings and guesses
 	warnings []string
-	guesses  map[string]*cpuset.Builder // warning format with one %s -> cpus
+	guesses  map[string]*cpuset.Builder // what was guessed -> for which cpus
 }
 
 func (d *discoverer) warnf(format string, args ...any) {
@@ -83,26 +83,28 @@ func (d *discoverer) warnf(format string, args ...any) {
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
 }
 
-// guess records that discovery had to guess for cpu. Each kind of guess
-// becomes one warning naming all its CPUs (format holds one %s for them),
-// so a machine of 8192 CPUs warns once, not 8192 times.
-func (d *discoverer) guess(format string, cpu int) {
+// guess records that discovery had to guess for cpu. Each distinct guess
+// (the predicate format and args make, e.g. "have an empty online file")
+// becomes one warning naming all its CPUs ("cpus 1-3 have ..."), so a
+// machine of 8192 CPUs warns once, not 8192 times.
+func (d *discoverer) guess(cpu int, format string, args ...any) {
+	what := fmt.Sprintf(format, args...)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.guesses == nil {
 		d.guesses = map[string]*cpuset.Builder{}
 	}
-	if d.guesses[format] == nil {
-		d.guesses[format] = &cpuset.Builder{}
+	if d.guesses[what] == nil {
+		d.guesses[what] = &cpuset.Builder{}
 	}
-	d.guesses[format].Add(cpu)
+	d.guesses[what].Add(cpu)
 }
 
 // finishWarnings turns the guesses into warnings and sorts them all, so
 // the result does not depend on the order CPUs were read in.
 func (d *discoverer) finishWarnings() []string {
-	for format, b := range d.guesses {
-		d.warnings = append(d.warnings, fmt.Sprintf(format, b.Result()))
+	for what, b := range d.guesses {
+		d.warnings = append(d.warnings, "cpus "+b.Result().String()+" "+what)
 	}
 	slices.Sort(d.warnings)
 	return d.warnings
@@ -110,7 +112,7 @@ func (d *discoverer) finishWarnings() []string {
 
 // readCPUs reads every online CPU's files, several CPUs at a time: on large
 // machines discovery is bound by file system calls, and the agent runs it at
-// every start. Warnings are sorted so the result does not depend on timing.
+// every start. (finishWarnings sorts the warnings this may record.)
 func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
 	cpus := online.List()
 	infos := make([]*cpuInfo, len(cpus))
@@ -204,11 +206,11 @@ func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUS
 			continue
 		}
 		if set.IsEmpty() {
-			d.guess("cpus %s have an empty "+path.Base(dir)+"/"+n+"; ignoring it", cpu)
+			d.guess(cpu, "have an empty %s/%s; ignoring it", path.Base(dir), n)
 			continue
 		}
 		if !set.Contains(cpu) {
-			d.guess("cpus %s have a "+path.Base(dir)+"/"+n+" that does not contain the cpu itself; ignoring it as stale", cpu)
+			d.guess(cpu, "have a %s/%s that does not contain the cpu itself; ignoring it as stale", path.Base(dir), n)
 			continue
 		}
 		return set, true, nil
@@ -315,7 +317,7 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 			if ok && s == "" {
 				// hwloc counts such a CPU online when the kernel gives it
 				// a topology directory; so does corepin.
-				d.guess("cpus %s have an empty online file; counting each online where it has a topology directory", cpu)
+				d.guess(cpu, "have an empty online file; counting each online where it has a topology directory")
 				ok = false
 			}
 			if ok {
@@ -383,7 +385,7 @@ func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 		if !ci.pkgKnown() {
 			// PS3, some POWER: threads but no package. An unknown level
 			// must not split the ones below it: such CPUs form one package.
-			d.guess("cpus %s have no package information (package_cpus, core_siblings, physical_package_id); taking them as one package", cpu)
+			d.guess(cpu, "have no package information (package_cpus, core_siblings, physical_package_id); taking them as one package")
 		}
 	}
 	if !ci.threadsFound {
@@ -391,7 +393,7 @@ func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 			return nil, err
 		}
 		if !ci.hasCoreID {
-			d.guess("cpus %s have no core information (core_cpus, thread_siblings, core_id); taking each as a core of its own", cpu)
+			d.guess(cpu, "have no core information (core_cpus, thread_siblings, core_id); taking each as a core of its own")
 		}
 	}
 	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu, ci.threads); err != nil {
@@ -551,7 +553,7 @@ func (d *discoverer) numa(present, online cpuset.CPUSet, infos map[int]*cpuInfo)
 				break
 			}
 		}
-		d.guess("cpus %s belong to no numa node; placing each with its core's threads, else in the lowest node", cpu)
+		d.guess(cpu, "belong to no numa node; placing each with its core's threads, else in the lowest node")
 		cpuNode[cpu] = n
 	}
 	return cpuNode, distances, nil
