@@ -13,6 +13,12 @@ const topoUsage = `Show the machine's CPU topology: packages, NUMA nodes, L3 cac
 cores and their logical CPUs, offline CPUs and CPUs outside corepin's own
 cpuset cgroup.
 
+--sysfs-root reads a saved dump of another machine (its sys/ and proc/)
+exactly like this one: only regular files, each at most 1 MiB, and nothing
+outside DIR (links that lead out of it are refused). Where the dump leaves
+something unknown (an empty online file, no package files, an all-zero
+cache map), corepin guesses as hwloc does and says so once on stderr.
+
 Examples:
   corepin topo
   corepin topo -o json
