@@ -43,8 +43,10 @@ func WithoutCgroup() Option { return func(o *discoverOptions) { o.skipAllowed = 
 
 // Discover reads the CPU topology from fsys, a file system rooted where the
 // machine's "/" is: sysfs is read under sys/devices/system and the process's
-// cgroup under proc/self. In production pass os.DirFS("/") (or a saved dump's
-// directory); in tests an fstest.MapFS.
+// cgroup under proc/self. To read a directory (this machine or a saved
+// dump) use Open, which confines every read to the root and never blocks on
+// a FIFO; pass Discover an fstest.MapFS in tests. Whatever fsys is, only
+// regular files are read, each at most MaxFileSize bytes.
 //
 // It works with old kernels that expose only mask files (thread_siblings,
 // core_siblings, shared_cpu_map, node cpumap), with offline CPUs (which have
