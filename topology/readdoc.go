@@ -47,7 +47,9 @@ func ReadDoc(r io.Reader) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Warnings = d.Warnings
+	if len(d.Warnings) > 0 { // "warnings": [] reads as none, as Doc writes it
+		t.Warnings = d.Warnings
+	}
 	return t, nil
 }
 
