@@ -65,6 +65,7 @@ func newPlanCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(e.stderr, view.state.Topology())
 			if e.JSON() {
 				return e.PrintJSON(out)
 			}

@@ -300,3 +300,19 @@ func TestTopoTextWarnsOnceOnStderr(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q; want the one warning on stderr only", out, errs)
 	}
 }
+
+// plan on a dump where discovery guessed says so once on stderr.
+func TestPlanSysfsRootWarnsOnce(t *testing.T) {
+	m := fstest.MapFS{
+		"sys/devices/system/cpu/cpu0/topology/thread_siblings": {Data: []byte("00000003\n")},
+		"sys/devices/system/cpu/cpu1/topology/thread_siblings": {Data: []byte("00000003\n")},
+	}
+	in := `{"topology": {"sysfs_root": "` + testutil.WriteDir(t, m) + `"}, "requests": [{"id": "a", "cpus": 2}]}`
+	code, out, errs := runMain(t, in, "plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, `"cpuset": "0-1"`) || strings.Count(errs, "corepin: warning: ") != 1 {
+		t.Errorf("stdout %q, stderr %q; want cpus 0-1 placed and one warning", out, errs)
+	}
+}
