@@ -205,3 +205,27 @@ func BenchmarkParse(b *testing.B) {
 		_, _ = Parse("0-63,128-191,256,258,260-300")
 	}
 }
+
+// An error quotes at most a short prefix of the input: the input may be a
+// whole file from a hostile sysfs root (issue 8 §3, a link to a secret file).
+func TestParseErrorQuotesOnlyAPrefix(t *testing.T) {
+	secret := "0-3,SECRET-" + strings.Repeat("x", 1<<16)
+	tests := []struct {
+		name  string
+		parse func(string) (CPUSet, error)
+	}{
+		{name: "list", parse: Parse},
+		{name: "mask", parse: ParseMask},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.parse(secret)
+			if err == nil {
+				t.Fatal("nil error, want one")
+			}
+			if n := len(err.Error()); n > 400 {
+				t.Errorf("error is %d bytes long, want at most 400: %.120s...", n, err)
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/internal/quote"
 )
 
 // trimKernel strips what the kernel and people put around a value: spaces,
@@ -12,8 +14,10 @@ func trimKernel(s string) string {
 	return strings.Trim(s, " \t\r\n\x00")
 }
 
+// syntaxErr quotes at most a short prefix of input (quote.Short): the input
+// may be a whole file from an untrusted sysfs root.
 func syntaxErr(input, format string, args ...any) error {
-	return fmt.Errorf("%w %q: %s", ErrSyntax, input, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w %s: %s", ErrSyntax, quote.Short(input), fmt.Sprintf(format, args...))
 }
 
 // Parse reads the Linux list format ("0-3,8,10-11", cpuset(7)). Surrounding
@@ -58,7 +62,7 @@ func parseID(input, s string) (int, error) {
 	}
 	for _, r := range s {
 		if r < '0' || r > '9' {
-			return 0, syntaxErr(input, "%q is not a cpu id (want digits, ranges like 0-3, separated by commas)", s)
+			return 0, syntaxErr(input, "%s is not a cpu id (want digits, ranges like 0-3, separated by commas)", quote.Short(s))
 		}
 	}
 	v, err := strconv.Atoi(s)
@@ -95,7 +99,7 @@ func ParseMask(s string) (CPUSet, error) {
 	w := make([]uint64, (len(words)+1)/2)
 	for i, word := range words {
 		if word == "" || len(word) > 8 {
-			return CPUSet{}, syntaxErr(s, "mask word %q must have 1 to 8 hex digits", word)
+			return CPUSet{}, syntaxErr(s, "mask word %s must have 1 to 8 hex digits", quote.Short(word))
 		}
 		v, err := strconv.ParseUint(word, 16, 32)
 		if err != nil {

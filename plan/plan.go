@@ -238,15 +238,7 @@ func (d Document) topology(load Loader) (*topology.Topology, error) {
 		}
 		return t, nil
 	}
-	dist := make(map[topology.NodeID][]int, len(pt.NUMADistances))
-	for k, v := range pt.NUMADistances {
-		n, err := strconv.Atoi(k)
-		if err != nil || n < 0 {
-			return nil, invalidf("topology: numa_distances key %q is not a node id", k)
-		}
-		dist[topology.NodeID(n)] = v
-	}
-	t, err := topology.New(pt.CPUs, dist)
+	t, err := topology.FromCPUs(pt.CPUs, pt.NUMADistances)
 	if err != nil {
 		return nil, invalidf("topology: %w", err)
 	}

@@ -121,7 +121,7 @@ func TestPlaceErrors(t *testing.T) {
 		{name: "available offline", input: `{"topology": ` + topo + `, "available": "1-99"}`, wantErr: "not all online"},
 		// Issue 8 §3: a node id past what a cpuset carries panicked plan.
 		{name: "numa node id 70000", input: `{"topology": {"cpus": [{"cpu": 0, "online": true, "allowed": true, "numa": 70000, "l3": -1}]}, "requests": [{"id": "a", "cpus": 1}]}`,
-			wantErr: "numa node id 70000 is outside [0, 65535]", wantIs: alloc.ErrInvalid},
+			wantErr: "numa node 70000 outside [0, 1023]", wantIs: topology.ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

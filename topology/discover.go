@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/quote"
 )
 
 // Paths inside the sysfs root, relative (fs.FS paths have no leading slash).
@@ -42,14 +43,22 @@ func WithoutCgroup() Option { return func(o *discoverOptions) { o.skipAllowed = 
 
 // Discover reads the CPU topology from fsys, a file system rooted where the
 // machine's "/" is: sysfs is read under sys/devices/system and the process's
-// cgroup under proc/self. In production pass os.DirFS("/") (or a saved dump's
-// directory); in tests an fstest.MapFS.
+// cgroup under proc/self. To read a directory (this machine or a saved
+// dump) use Open, which confines every read to the root and never blocks on
+// a FIFO; pass Discover an fstest.MapFS in tests. Whatever fsys is, only
+// regular files are read, each at most MaxFileSize bytes.
 //
 // It works with old kernels that expose only mask files (thread_siblings,
 // core_siblings, shared_cpu_map, node cpumap), with offline CPUs (which have
 // no topology directory), sparse NUMA node ids, machines without NUMA (every
-// CPU in node 0) and without L3 (l3 = None). Files that old kernels lack are
-// not errors; content that can't be parsed is, naming the file.
+// CPU in node 0) and without L3 (l3 = None). It reads the machines hwloc
+// reads (issue 8): an empty online file counts as unknown; distance rows
+// written per possible node id are read by id; an all-zero or stale cache
+// map takes the core's CPUs; CPUs without package information form one
+// package, so an unknown level never splits the levels below it. Each such
+// guess is one entry of Topology.Warnings, naming all the CPUs it concerns.
+// Files that old kernels lack are not errors; content that can't be parsed
+// is, naming the file and quoting at most a short prefix of it.
 func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
 	var o discoverOptions
 	for _, f := range opts {
@@ -65,8 +74,9 @@ func Discover(fsys fs.FS, opts ...Option) (*Topology, error) {
 
 type discoverer struct {
 	fsys     fs.FS
-	mu       sync.Mutex // guards warnings
+	mu       sync.Mutex // guards warnings and guesses
 	warnings []string
+	guesses  map[string]*cpuset.Builder // what was guessed -> for which cpus
 }
 
 func (d *discoverer) warnf(format string, args ...any) {
@@ -75,9 +85,36 @@ func (d *discoverer) warnf(format string, args ...any) {
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
 }
 
+// guess records that discovery had to guess for cpu. Each distinct guess
+// (the predicate format and args make, e.g. "have an empty online file")
+// becomes one warning naming all its CPUs ("cpus 1-3 have ..."), so a
+// machine of 8192 CPUs warns once, not 8192 times.
+func (d *discoverer) guess(cpu int, format string, args ...any) {
+	what := fmt.Sprintf(format, args...)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.guesses == nil {
+		d.guesses = map[string]*cpuset.Builder{}
+	}
+	if d.guesses[what] == nil {
+		d.guesses[what] = &cpuset.Builder{}
+	}
+	d.guesses[what].Add(cpu)
+}
+
+// finishWarnings turns the guesses into warnings and sorts them all, so
+// the result does not depend on the order CPUs were read in.
+func (d *discoverer) finishWarnings() []string {
+	for what, b := range d.guesses {
+		d.warnings = append(d.warnings, "cpus "+b.Result().String()+" "+what)
+	}
+	slices.Sort(d.warnings)
+	return d.warnings
+}
+
 // readCPUs reads every online CPU's files, several CPUs at a time: on large
 // machines discovery is bound by file system calls, and the agent runs it at
-// every start. Warnings are sorted so the result does not depend on timing.
+// every start. (finishWarnings sorts the warnings this may record.)
 func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
 	cpus := online.List()
 	infos := make([]*cpuInfo, len(cpus))
@@ -104,19 +141,18 @@ func (d *discoverer) readCPUs(online cpuset.CPUSet) (map[int]*cpuInfo, error) {
 		}
 		out[cpu] = infos[i]
 	}
-	slices.Sort(d.warnings)
 	return out, nil
 }
 
 // readOptional returns the trimmed content of name, ok=false when the file
 // does not exist.
 func (d *discoverer) readOptional(name string) (string, bool, error) {
-	b, err := fs.ReadFile(d.fsys, name)
+	b, err := readFile(d.fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading %s: %w", name, err)
+		return "", false, err // a *fs.PathError, naming the file
 	}
 	return string(bytes.Trim(b, " \t\r\n\x00")), true, nil
 }
@@ -143,17 +179,24 @@ func (d *discoverer) readInt(name string) (int, bool, error) {
 	if err != nil || !ok {
 		return 0, ok, err
 	}
+	v, err := parseInt(name, s)
+	return v, true, err
+}
+
+// parseInt parses the trimmed content s of the file name as a decimal int.
+func parseInt(name, s string) (int, error) {
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, true, fmt.Errorf("%w: parsing %s: %q is not an integer", ErrBadSysfs, name, s)
+		return 0, fmt.Errorf("%w: parsing %s: %s is not an integer", ErrBadSysfs, name, quote.Short(s))
 	}
-	return v, true, nil
+	return v, nil
 }
 
 // siblings reads the first usable of the given files (lists before masks)
 // for cpu. A file that exists but does not contain cpu itself is stale (real
-// kernels have shipped stale *_list files beside a correct mask) and is
-// skipped with a warning. found=false when no file exists or none is usable.
+// kernels have shipped stale *_list files beside a correct mask) or empty
+// (old ia64 kernels write an all-zero shared_cpu_map) and is skipped with a
+// warning. found=false when no file exists or none is usable.
 func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUSet, bool, error) {
 	for _, n := range names {
 		p := path.Join(dir, n)
@@ -164,8 +207,12 @@ func (d *discoverer) siblings(cpu int, dir string, names ...string) (cpuset.CPUS
 		if !ok {
 			continue
 		}
+		if set.IsEmpty() {
+			d.guess(cpu, "have an empty %s/%s; ignoring it", path.Base(dir), n)
+			continue
+		}
 		if !set.Contains(cpu) {
-			d.warnf("%s = %q does not contain cpu %d; ignoring it as stale", p, set.String(), cpu)
+			d.guess(cpu, "have a %s/%s that does not contain the cpu itself; ignoring it as stale", path.Base(dir), n)
 			continue
 		}
 		return set, true, nil
@@ -193,7 +240,7 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpuNode, distances, err := d.numa(present, online)
+	cpuNode, distances, err := d.numa(present, online, infos)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +265,7 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Warnings = d.warnings
+	t.Warnings = d.finishWarnings()
 	return t, nil
 }
 
@@ -252,6 +299,12 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 	if err != nil {
 		return present, online, err
 	}
+	if hasOnline && on.IsEmpty() {
+		// The CPU reading the file is online, so an empty list is a
+		// broken file, not a machine without CPUs: ask each CPU instead.
+		d.warnf("%s/online is empty; reading each cpu's own online file", cpuDir)
+		hasOnline = false
+	}
 	if hasOnline {
 		online = on.Intersection(present.Union(on))
 		present = present.Union(on)
@@ -259,11 +312,21 @@ func (d *discoverer) cpuSets() (present, online cpuset.CPUSet, err error) {
 		var b cpuset.Builder
 		for cpu := range fromDirs.All() {
 			dir := fmt.Sprintf("%s/cpu%d", cpuDir, cpu)
-			v, ok, err := d.readInt(dir + "/online")
+			s, ok, err := d.readOptional(dir + "/online")
 			if err != nil {
 				return present, online, err
 			}
+			if ok && s == "" {
+				// hwloc counts such a CPU online when the kernel gives it
+				// a topology directory; so does corepin.
+				d.guess(cpu, "have an empty online file; counting each online where it has a topology directory")
+				ok = false
+			}
 			if ok {
+				v, err := parseInt(dir+"/online", s)
+				if err != nil {
+					return present, online, err
+				}
 				if v == 1 {
 					b.Add(cpu)
 				}
@@ -316,29 +379,40 @@ func (d *discoverer) readCPU(cpu int) (*cpuInfo, error) {
 	} else if !ok {
 		ci.cluster = ci.threads
 	}
-	if !ci.threadsFound && !ci.pkgFound {
-		d.warnf("online cpu %d has no sibling files in %s; using raw ids", cpu, dir)
-	}
 	// Raw ids matter only where the sibling files are missing.
 	if !ci.pkgFound {
 		if ci.pkgID, ci.hasPkgID, err = d.readInt(path.Join(dir, "physical_package_id")); err != nil {
 			return nil, err
+		}
+		if !ci.pkgKnown() {
+			// PS3, some POWER: threads but no package. An unknown level
+			// must not split the ones below it: such CPUs form one package.
+			d.guess(cpu, "have no package information (package_cpus, core_siblings, physical_package_id); taking them as one package")
 		}
 	}
 	if !ci.threadsFound {
 		if ci.coreID, ci.hasCoreID, err = d.readInt(path.Join(dir, "core_id")); err != nil {
 			return nil, err
 		}
+		if !ci.hasCoreID {
+			d.guess(cpu, "have no core information (core_cpus, thread_siblings, core_id); taking each as a core of its own")
+		}
 	}
-	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu); err != nil {
+	if ci.l3, ci.hasL3, err = d.lastLevelCache(cpu, ci.threads); err != nil {
 		return nil, err
 	}
 	return ci, nil
 }
 
+// pkgKnown reports whether ci's package is known, from sibling files or a
+// raw physical_package_id (-1 means unknown on s390 and POWER).
+func (ci *cpuInfo) pkgKnown() bool { return ci.pkgFound || (ci.hasPkgID && ci.pkgID >= 0) }
+
 // lastLevelCache returns the CPUs sharing cpu's level-3 cache, found by the
 // "level" file of each cache/indexN (index numbers differ between machines).
-func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
+// Where the cache's CPU files are missing, empty (old ia64 kernels) or
+// stale, the cache is taken to be the core's, threads, as hwloc does.
+func (d *discoverer) lastLevelCache(cpu int, threads cpuset.CPUSet) (cpuset.CPUSet, bool, error) {
 	dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, cpu)
 	entries, err := fs.ReadDir(d.fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -373,7 +447,7 @@ func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
 			return cpuset.CPUSet{}, false, err
 		}
 		if !ok {
-			set = cpuset.New(cpu)
+			set = threads
 		}
 		return set, true, nil
 	}
@@ -382,7 +456,7 @@ func (d *discoverer) lastLevelCache(cpu int) (cpuset.CPUSet, bool, error) {
 
 // numa maps each present CPU to its NUMA node and reads the distance table.
 // A kernel without NUMA support (no node directory) puts every CPU in node 0.
-func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[NodeID][]int, error) {
+func (d *discoverer) numa(present, online cpuset.CPUSet, infos map[int]*cpuInfo) (map[int]NodeID, map[NodeID][]int, error) {
 	cpuNode := map[int]NodeID{}
 	entries, err := fs.ReadDir(d.fsys, nodeDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -395,7 +469,7 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 			continue
 		}
 		id, err := strconv.Atoi(n)
-		if err != nil || id > 1<<20 {
+		if err != nil || id > MaxNodeID {
 			return nil, nil, fmt.Errorf("%w: numa node directory %s/%s has an id out of range", ErrBadSysfs, nodeDir, e.Name())
 		}
 		nodes = append(nodes, NodeID(id))
@@ -440,23 +514,22 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 			continue
 		}
 		fields := strings.Fields(row)
+		if len(fields) > MaxNodeID+1 {
+			// Bounds memory too: 1024 rows of a 1 MiB file each would be GBs.
+			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries, more than the %d numa nodes Linux can have", ErrBadSysfs, dir, len(fields), MaxNodeID+1)
+		}
 		dist := make([]int, 0, len(fields))
 		for _, f := range fields {
 			v, err := strconv.Atoi(f)
-			if err != nil || v < 0 {
-				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %q is not a distance", ErrBadSysfs, dir, row)
+			if err != nil || v < 0 || v > MaxDistance {
+				return nil, nil, fmt.Errorf("%w: parsing %s/distance: %s is not a distance", ErrBadSysfs, dir, quote.Short(row))
 			}
 			dist = append(dist, v)
 		}
-		if len(dist) != len(nodes) {
-			return nil, nil, fmt.Errorf("%w: %s/distance has %d entries for %d numa nodes: %q", ErrBadSysfs, dir, len(dist), len(nodes), row)
-		}
 		distances[n] = dist
 	}
-	if len(distances) != 0 && len(distances) != len(nodes) {
-		d.warnf("only %d of %d numa nodes publish a distance row; ignoring the table", len(distances), len(nodes))
-		distances = nil
-	}
+	distances = d.matchDistances(nodes, distances)
+	var orphans []int
 	for cpu := range online.All() {
 		if _, ok := cpuNode[cpu]; ok {
 			continue
@@ -466,13 +539,65 @@ func (d *discoverer) numa(present, online cpuset.CPUSet) (map[int]NodeID, map[No
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok {
-			n = nodes[0]
-			d.warnf("online cpu %d belongs to no numa node; placing it in node %d", cpu, n)
+		if ok {
+			cpuNode[cpu] = n
+			continue
 		}
+		orphans = append(orphans, cpu)
+	}
+	// A CPU no node names joins the node of a thread sibling, so that the
+	// unknown does not split its core; else the lowest node.
+	for _, cpu := range orphans {
+		n := nodes[0]
+		for s := range infos[cpu].threads.All() {
+			if sn, ok := cpuNode[s]; ok && online.Contains(s) {
+				n = sn
+				break
+			}
+		}
+		d.guess(cpu, "belong to no numa node; placing each with its core's threads, else in the lowest node")
 		cpuNode[cpu] = n
 	}
 	return cpuNode, distances, nil
+}
+
+// matchDistances orders each node's distance row by nodes (sorted). The
+// kernel writes one column per online node, in id order; some machines
+// write one per possible node id instead, so a machine whose node0 is
+// absent has only node1 with "21 10". A row longer than the node count that
+// covers every node id is therefore read by id (ignoring the columns of
+// absent nodes), provided the node's distance to itself is the row's
+// smallest. A row that fits neither is a warning and drops the whole table
+// (Distance then falls back to 10 and 20): a wrong table is worse than none.
+func (d *discoverer) matchDistances(nodes []NodeID, rows map[NodeID][]int) map[NodeID][]int {
+	if len(rows) == 0 {
+		return nil
+	}
+	if len(rows) != len(nodes) {
+		d.warnf("only %d of %d numa nodes publish a distance row; ignoring the table", len(rows), len(nodes))
+		return nil
+	}
+	out := make(map[NodeID][]int, len(rows))
+	for _, n := range nodes {
+		row := rows[n]
+		if len(row) == len(nodes) {
+			out[n] = row
+			continue
+		}
+		if len(row) > int(nodes[len(nodes)-1]) {
+			byID := make([]int, len(nodes))
+			for j, m := range nodes {
+				byID[j] = row[m]
+			}
+			if slices.Min(byID) == row[n] {
+				out[n] = byID
+				continue
+			}
+		}
+		d.warnf("%s/node%d/distance has %d entries, matching neither the %d numa nodes nor their ids %v; ignoring the distance table", nodeDir, n, len(row), len(nodes), nodes)
+		return nil
+	}
+	return out
 }
 
 func (d *discoverer) linkedCPUs(dir string) (cpuset.CPUSet, error) {
@@ -510,19 +635,25 @@ func (d *discoverer) cpuNodeLink(cpu int) (NodeID, bool, error) {
 	return 0, false, nil
 }
 
-// unionFind groups CPUs that any sibling set puts together.
-type unionFind map[int]int
+// unionFind groups CPUs that any sibling set puts together: parent by CPU
+// id (ids are at most cpuset.MaxCPU), a slice rather than a map because
+// discovery of a large machine does a union per CPU of each group.
+type unionFind []int32
+
+func newUnionFind(maxCPU int) unionFind {
+	u := make(unionFind, maxCPU+1)
+	for i := range u {
+		u[i] = int32(i)
+	}
+	return u
+}
 
 func (u unionFind) find(x int) int {
-	for {
-		p, ok := u[x]
-		if !ok || p == x {
-			u[x] = x
-			return x
-		}
-		u[x] = u[p] // path halving
-		x = u[p]
+	for int(u[x]) != x {
+		u[x] = u[u[x]] // path halving
+		x = int(u[x])
 	}
+	return x
 }
 
 func (u unionFind) union(a, b int) {
@@ -533,18 +664,34 @@ func (u unionFind) union(a, b int) {
 	if rb < ra {
 		ra, rb = rb, ra
 	}
-	u[rb] = ra // the root is always the lowest cpu of the group
+	u[rb] = int32(ra) // the root is always the lowest cpu of the group
 }
 
 // partition groups online CPUs by the sets sel returns, then splits groups
 // by parent (so a child unit never straddles two parents), and numbers the
 // groups from 0 in order of their lowest CPU.
 func partition(online cpuset.CPUSet, infos map[int]*cpuInfo, sel func(*cpuInfo) cpuset.CPUSet, parent func(cpu int) int) map[int]int {
-	uf := unionFind{}
+	if online.IsEmpty() {
+		return map[int]int{}
+	}
+	uf := newUnionFind(online.Max())
+	// The CPUs of one group usually all name the same set: union a set's
+	// members only when it differs from the last set seen with the same
+	// lowest CPU, so a package of 4096 CPUs costs 4096 unions, not 4096
+	// squared.
+	last := map[int]cpuset.CPUSet{}
 	for cpu := range online.All() {
-		uf.find(cpu)
-		for s := range sel(infos[cpu]).Intersection(online).All() {
-			uf.union(cpu, s)
+		set := sel(infos[cpu]).Intersection(online)
+		if set.IsEmpty() {
+			continue
+		}
+		uf.union(cpu, set.Min())
+		if prev, ok := last[set.Min()]; ok && prev.Equals(set) {
+			continue
+		}
+		last[set.Min()] = set
+		for s := range set.All() {
+			uf.union(set.Min(), s)
 		}
 	}
 	type key struct{ root, parent int }
@@ -568,13 +715,23 @@ func partition(online cpuset.CPUSet, infos map[int]*cpuInfo, sel func(*cpuInfo) 
 // raw ids are used within their parent.
 func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo, cpuNode map[int]NodeID) []CPU {
 	// CPUs whose sibling files are missing are grouped by their raw ids.
-	pkgFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.pkgID, !ci.pkgFound && ci.hasPkgID })
+	pkgFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.pkgID, !ci.pkgFound && ci.pkgKnown() })
+	var unknown cpuset.Builder // CPUs without package information: one package
+	for cpu := range online.All() {
+		if !infos[cpu].pkgKnown() {
+			unknown.Add(cpu)
+		}
+	}
+	unknownPkg := unknown.Result()
 	none := func(int) int { return 0 }
 	socket := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
-		if !ci.pkgFound && ci.hasPkgID {
+		switch {
+		case ci.pkgFound:
+			return ci.pkg
+		case ci.pkgKnown():
 			return pkgFallback[ci.pkgID]
 		}
-		return ci.pkg
+		return unknownPkg
 	}, none)
 	socketSets := groupSets(online, socket)
 	die := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
@@ -583,16 +740,9 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return ci.die
 	}, func(cpu int) int { return socket[cpu] })
-	var withL3 cpuset.Builder
-	for cpu, ci := range infos {
-		if ci.hasL3 {
-			withL3.Add(cpu)
-		}
-	}
-	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet { return ci.l3 }, none)
-	// A core never straddles a die, NUMA node or L3. Without sibling files,
+	// A core never straddles a die or NUMA node. Without sibling files,
 	// CPUs sharing a raw core_id within a die share a core.
-	type coreParent struct{ die, node, l3, rawCore int }
+	type coreParent struct{ die, node, rawCore int }
 	parents := map[coreParent]int{}
 	coreFallback := rawGroups(online, infos, func(ci *cpuInfo) (int, bool) { return ci.coreID, !ci.threadsFound && ci.hasCoreID })
 	core := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
@@ -602,7 +752,7 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		return coreFallback[ci.coreID] // split below by parent
 	}, func(cpu int) int {
 		ci := infos[cpu]
-		k := coreParent{die[cpu], int(cpuNode[cpu]), l3IndexOr(l3, infos, cpu), -1}
+		k := coreParent{die[cpu], int(cpuNode[cpu]), -1}
 		if !ci.threadsFound && ci.hasCoreID {
 			k.rawCore = ci.coreID
 		}
@@ -611,8 +761,24 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 		}
 		return parents[k]
 	})
-	// A cluster (CPUs sharing an L2 or module) holds whole cores.
 	coreSets := groupSets(online, core)
+	// An L3 holds whole cores: a cache whose CPU list is missing, empty or
+	// stale on one sibling must not split the core (hwloc takes the core's
+	// CPUs there), and a core with an L3 on any CPU has it on all.
+	var withL3 cpuset.Builder
+	for cpu, ci := range infos {
+		if ci.hasL3 {
+			withL3.AddSet(coreSets[core[cpu]])
+		}
+	}
+	l3 := partition(withL3.Result(), infos, func(ci *cpuInfo) cpuset.CPUSet {
+		set := coreSets[core[ci.id]]
+		if ci.hasL3 {
+			set = set.Union(ci.l3)
+		}
+		return set
+	}, none)
+	// A cluster (CPUs sharing an L2 or module) holds whole cores.
 	cluster := partition(online, infos, func(ci *cpuInfo) cpuset.CPUSet {
 		return ci.cluster.Union(coreSets[core[ci.id]])
 	}, func(cpu int) int { return socket[cpu] })
@@ -628,7 +794,7 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 			c.Die = DieID(die[id])
 			c.Cluster = ClusterID(cluster[id])
 			c.Core = CoreID(core[id])
-			c.L3 = CacheID(l3IndexOr(l3, infos, id))
+			c.L3 = CacheID(l3IndexOr(l3, id))
 		}
 		cpus = append(cpus, c)
 	}
@@ -636,11 +802,11 @@ func (d *discoverer) index(present, online cpuset.CPUSet, infos map[int]*cpuInfo
 	return cpus
 }
 
-func l3IndexOr(l3 map[int]int, infos map[int]*cpuInfo, cpu int) int {
-	if !infos[cpu].hasL3 {
-		return None
+func l3IndexOr(l3 map[int]int, cpu int) int {
+	if i, ok := l3[cpu]; ok {
+		return i
 	}
-	return l3[cpu]
+	return None
 }
 
 // rawGroups groups the online CPUs for which key returns ok by the raw id it

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -66,10 +68,14 @@ func TestDiscoverGolden(t *testing.T) {
 }
 
 // machine builds a MapFS of a small machine; tests then edit it.
+// A file whose content is "DELETE" is left out, so that a test can remove
+// a file of a base machine with merge.
 func machine(files map[string]string) fstest.MapFS {
 	m := fstest.MapFS{}
 	for p, c := range files {
-		m[p] = &fstest.MapFile{Data: []byte(c)}
+		if c != "DELETE" {
+			m[p] = &fstest.MapFile{Data: []byte(c)}
+		}
 	}
 	return m
 }
@@ -382,8 +388,9 @@ func TestDiscoverBadContent(t *testing.T) {
 		{name: "bad online", file: "sys/devices/system/cpu/online", content: "1-0\n", want: "sys/devices/system/cpu/online"},
 		{name: "bad core id", file: "sys/devices/system/cpu/cpu0/topology/core_id", content: "zero\n", want: `"zero"`, drop: "sys/devices/system/cpu/cpu0/topology/thread_siblings_list"},
 		{name: "bad distance", file: "sys/devices/system/node/node0/distance", content: "10 x\n", want: "node0/distance"},
-		{name: "short distance", file: "sys/devices/system/node/node0/distance", content: "10 20\n", want: "2 entries for 1 numa nodes"},
-		{name: "no online cpu", file: "sys/devices/system/cpu/online", content: "\n", want: "no online cpu"},
+		{name: "negative distance", file: "sys/devices/system/node/node0/distance", content: "-10\n", want: "is not a distance"},
+		{name: "distance above a byte", file: "sys/devices/system/node/node0/distance", content: "256\n", want: "is not a distance"},
+		{name: "distance row longer than any machine", file: "sys/devices/system/node/node0/distance", content: "10" + strings.Repeat(" 20", MaxNodeID+1) + "\n", want: "more than the 1024 numa nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -407,6 +414,16 @@ func TestDiscoverBadContent(t *testing.T) {
 	}
 	if _, err := Discover(fstest.MapFS{}); err == nil {
 		t.Errorf("Discover(empty fs) = nil error")
+	}
+	// An empty cpu/online is a broken file, read past (see
+	// TestDiscoverMachinesHwlocReads); CPUs that each say 0 are no machine.
+	noneOnline := merge(twoCPUs(), map[string]string{
+		"sys/devices/system/cpu/online":      "DELETE",
+		"sys/devices/system/cpu/cpu0/online": "0\n",
+		"sys/devices/system/cpu/cpu1/online": "0\n",
+	})
+	if _, err := Discover(machine(noneOnline)); err == nil || !strings.Contains(err.Error(), "no online cpu") {
+		t.Errorf("Discover(no cpu online) error = %v, want no online cpu", err)
 	}
 }
 
@@ -479,5 +496,36 @@ func TestCPUJSONDefaults(t *testing.T) {
 	}
 	if topo.Online().String() != "0,2" || topo.Allowed().String() != "0" {
 		t.Errorf("online %q allowed %q", topo.Online(), topo.Allowed())
+	}
+}
+
+// BenchmarkDiscover8192CPUs reads, with Open from a directory, a machine of
+// 8192 CPUs in two packages (SMT2, siblings c and c+4096, one L3 per
+// package): every CPU names its package's 4096 CPUs, which must cost a
+// union per CPU, not per pair. (A MapFS would measure its own linear
+// lookup of missing files instead.)
+func BenchmarkDiscover8192CPUs(b *testing.B) {
+	const n = 8192
+	m := fstest.MapFS{"sys/devices/system/cpu/online": {Data: []byte("0-8191\n")}}
+	pkgs := []string{"0-2047,4096-6143\n", "2048-4095,6144-8191\n"}
+	for cpu := range n {
+		dir := "sys/devices/system/cpu/cpu" + strconv.Itoa(cpu)
+		core := cpu % (n / 2)
+		pkg := pkgs[core/(n/4)]
+		m[dir+"/topology/thread_siblings_list"] = &fstest.MapFile{Data: []byte(fmt.Sprintf("%d,%d\n", core, core+n/2))}
+		m[dir+"/topology/core_siblings_list"] = &fstest.MapFile{Data: []byte(pkg)}
+		m[dir+"/cache/index3/level"] = &fstest.MapFile{Data: []byte("3\n")}
+		m[dir+"/cache/index3/shared_cpu_list"] = &fstest.MapFile{Data: []byte(pkg)}
+	}
+	dir := testutil.WriteDir(b, m)
+	b.ReportAllocs()
+	for b.Loop() {
+		topo, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if topo.NumSockets() != 2 || topo.NumCores() != n/2 || topo.NumL3() != 2 {
+			b.Fatalf("%s", topo.Summary())
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,23 @@ type CPU struct {
 
 // ErrInvalid is wrapped by errors about an inconsistent topology description.
 var ErrInvalid = errors.New("invalid topology")
+
+// Caps on what a Topology carries, checked by New for every CPU (online or
+// not) and every distance, so that no id reaching alloc, sim or a cpuset can
+// be one they cannot hold. CPU ids are capped by cpuset.MaxCPU; the
+// machine-wide indexes (socket, die, cluster, core, l3) by the CPU count,
+// since each names a non-empty group of CPUs.
+const (
+	// MaxNodeID is the largest NUMA node id. Linux numbers nodes below
+	// MAX_NUMNODES = 1 << CONFIG_NODES_SHIFT, and NODES_SHIFT is at most 10
+	// (mm/Kconfig, https://github.com/torvalds/linux/blob/master/mm/Kconfig).
+	MaxNodeID = 1<<10 - 1
+	// MaxDistance is the largest NUMA distance: ACPI SLIT and the kernel's
+	// node_distance hold one byte per entry.
+	MaxDistance = 255
+	// MaxKindLen caps the length of a CPU kind ("core", "atom", "big"...).
+	MaxKindLen = 32
+)
 
 // Topology is a machine's CPU topology. Build it with Discover or New; it is
 // read-only afterwards and safe for concurrent use.
@@ -116,6 +134,9 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		}
 		if _, dup := t.byID[c.ID]; dup {
 			return nil, fmt.Errorf("%w: cpu %d listed twice", ErrInvalid, c.ID)
+		}
+		if err := c.checkCaps(len(t.cpus)); err != nil {
+			return nil, err
 		}
 		t.byID[c.ID] = i
 		present.Add(c.ID)
@@ -181,6 +202,14 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		t.nodeCPUs[n] = b.Result()
 	}
 	for n, d := range distances {
+		if n < 0 || n > MaxNodeID {
+			return nil, fmt.Errorf("%w: numa_distances has node %d outside [0, %d]", ErrInvalid, n, MaxNodeID)
+		}
+		for _, v := range d {
+			if v < 0 || v > MaxDistance {
+				return nil, fmt.Errorf("%w: node %d has distance %d outside [0, %d]", ErrInvalid, n, v, MaxDistance)
+			}
+		}
 		t.distances[n] = slices.Clone(d)
 	}
 	nodeSet := map[NodeID]bool{}
@@ -207,6 +236,28 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		}
 	}
 	return t, nil
+}
+
+// checkCaps checks c's ids against the documented caps: the NUMA node
+// within [0, MaxNodeID] and each machine-wide index below the CPU count n,
+// None (-1) allowed for all but the CPU id. Online CPUs are further checked
+// by New (no None, dense indexes).
+func (c CPU) checkCaps(n int) error {
+	if c.NUMA != None && (c.NUMA < 0 || c.NUMA > MaxNodeID) {
+		return fmt.Errorf("%w: cpu %d has numa node %d outside [0, %d]", ErrInvalid, c.ID, c.NUMA, MaxNodeID)
+	}
+	for _, f := range []struct {
+		what string
+		v    int
+	}{{"socket", int(c.Socket)}, {"die", int(c.Die)}, {"cluster", int(c.Cluster)}, {"core", int(c.Core)}, {"l3", int(c.L3)}} {
+		if f.v != None && (f.v < 0 || f.v >= n) {
+			return fmt.Errorf("%w: cpu %d has %s %d outside [0, %d) (indexes count groups of the %d cpus)", ErrInvalid, c.ID, f.what, f.v, n, n)
+		}
+	}
+	if len(c.Kind) > MaxKindLen {
+		return fmt.Errorf("%w: cpu %d has a kind of %d bytes, above %d", ErrInvalid, c.ID, len(c.Kind), MaxKindLen)
+	}
+	return nil
 }
 
 func dense(bs []*cpuset.Builder, what string) ([]cpuset.CPUSet, error) {
@@ -315,10 +366,12 @@ func (t *Topology) ThreadsPerCore() int {
 	return n
 }
 
-// UnmarshalJSON reads a CPU of the topo JSON contract. A CPU written by
-// hand (a plan input, a test topology) may leave out "online" and
-// "allowed": both then default to true, as on a machine whose every CPU
-// is up and ours. Every other field keeps Go's zero default.
+// UnmarshalJSON reads a CPU of the topo JSON contract, strictly: a key
+// outside the contract is an error (a misspelt "numa" must not silently
+// become node 0). A CPU written by hand (a plan input, a test topology)
+// may leave out "online" and "allowed": both then default to true, as on a
+// machine whose every CPU is up and ours. Every other field keeps Go's zero
+// default.
 func (c *CPU) UnmarshalJSON(b []byte) error {
 	type plain CPU // no methods: no recursion
 	v := struct {
@@ -326,7 +379,9 @@ func (c *CPU) UnmarshalJSON(b []byte) error {
 		Online  *bool `json:"online"`
 		Allowed *bool `json:"allowed"`
 	}{}
-	if err := json.Unmarshal(b, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
 		return err
 	}
 	*c = CPU(v.plain)

@@ -105,6 +105,9 @@ type RenderOptions struct {
 	Width int
 	// Mark returns a tag to show after a CPU (a workload name, say), or "".
 	Mark func(cpu int) string
+	// OmitWarnings leaves out the "warning:" lines, for a caller that
+	// prints Topology.Warnings itself (corepin topo, on stderr).
+	OmitWarnings bool
 }
 
 // Render writes an lstopo-like view: package -> NUMA node -> L3 -> physical
@@ -172,8 +175,10 @@ func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 			b.WriteByte('\n')
 		}
 	}
-	for _, w := range t.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
+	if !o.OmitWarnings {
+		for _, w := range t.Warnings {
+			fmt.Fprintf(&b, "warning: %s\n", w)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -88,7 +88,7 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err := bench.Configure(exps, specData, f.quick); err != nil {
 		return &UsageError{Err: err}
 	}
-	topo, err := topology.Discover(os.DirFS("/"))
+	topo, err := openTopology("", "/")
 	if err != nil {
 		return err
 	}

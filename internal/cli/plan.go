@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -59,6 +58,7 @@ func newPlanCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(e.stderr, p.State.Topology())
 			if e.JSON() {
 				return e.PrintJSON(p.Output)
 			}
@@ -67,12 +67,13 @@ func newPlanCmd(e *env) *cobra.Command {
 	}
 }
 
-// loadPlanTopology reads this machine ("") or a sysfs dump.
+// loadPlanTopology reads this machine ("") or a sysfs dump, through the
+// one loader every command uses.
 func loadPlanTopology(root string) (*topology.Topology, error) {
 	if root == "" {
-		return topology.Discover(os.DirFS("/"))
+		root = "/"
 	}
-	return discoverAt(root)
+	return topology.Open(root)
 }
 
 // runPlan decodes and places a plan document. A document that is wrong as

@@ -44,7 +44,7 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 		{"kubelet with koordinator bind", `{"topology": ` + topo + `, "policy": "kubelet", "requests": [{"id": "a", "cpus": 2, "bind": "FullPCPUs"}]}`, "kubelet policy has no bind"},
 		{"no cpus", `{"topology": ` + topo + `, "requests": [{"id": "a"}]}`, "has no cpus"},
 		// Issue 8 §3: a node id past what a cpuset can carry panicked.
-		{"numa node id above 65535", `{"topology": {"cpus": [{"cpu": 0, "online": true, "allowed": true, "numa": 70000, "l3": -1}]}, "requests": [{"id": "a", "cpus": 1}]}`, "numa node id 70000"},
+		{"numa node id above 65535", `{"topology": {"cpus": [{"cpu": 0, "online": true, "allowed": true, "numa": 70000, "l3": -1}]}, "requests": [{"id": "a", "cpus": 1}]}`, "numa node 70000 outside"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

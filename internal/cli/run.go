@@ -21,7 +21,6 @@ import (
 
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/runner"
-	"github.com/corepin/corepin/topology"
 )
 
 const runUsage = `Run a batch of jobs, each pinned (or limited) to its own CPUs, with its
@@ -215,7 +214,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	default:
 		return Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", f.driver)
 	}
-	topo, err := topology.Discover(os.DirFS("/"))
+	topo, err := openTopology("", "/")
 	if err != nil {
 		return err
 	}

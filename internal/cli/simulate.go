@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -154,6 +152,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if nodes < 1 || nodes > sim.MaxNodes {
 				return Usagef("--nodes %d: want 1 to %d", nodes, sim.MaxNodes)
 			}
+			if parallel < 1 || parallel > maxSimParallel {
+				return Usagef("--parallel %d: want 1 to %d scenarios at once", parallel, maxSimParallel)
+			}
 			if tracePath != "" {
 				for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
 					if cmd.Flags().Changed(f) {
@@ -246,6 +247,10 @@ func newSimulateGenCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// maxSimParallel bounds --parallel: more replays at once than there are
+// scenarios x node choices only adds goroutines.
+const maxSimParallel = 64
+
 // simTopology loads the node machine from a sysfs dump, a topo JSON file or
 // this machine.
 func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topology, error) {
@@ -253,28 +258,23 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 		return nil, Usagef("give either --sysfs-root or --topology, not both")
 	}
 	if topoPath == "" {
-		if sysfsRoot == "" {
-			sysfsRoot = "/"
+		t, err := openTopology("--sysfs-root", sysfsRoot)
+		if err != nil {
+			return nil, err
 		}
-		return loadTopology(sysfsRoot)
+		printWarnings(cmd.ErrOrStderr(), t)
+		return t, nil
 	}
-	var data []byte
-	var err error
-	if topoPath == "-" {
-		data, err = io.ReadAll(cmd.InOrStdin())
-	} else {
-		data, err = os.ReadFile(topoPath)
+	var r io.Reader = cmd.InOrStdin()
+	if topoPath != "-" {
+		f, err := os.Open(topoPath)
+		if err != nil {
+			return nil, Usagef("--topology: %w", err)
+		}
+		defer f.Close()
+		r = f
 	}
-	if err != nil {
-		return nil, Usagef("--topology: %w", err)
-	}
-	var doc topology.Doc
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, Usagef("--topology %s: parsing: %w", topoPath, err)
-	}
-	t, err := topology.FromDoc(doc)
+	t, err := topology.ReadDoc(r)
 	if err != nil {
 		return nil, Usagef("--topology %s: %w", topoPath, err)
 	}

@@ -128,6 +128,7 @@ func TestSimulateBadInput(t *testing.T) {
 		// Issue 8 §3: these ran out of memory instead of failing.
 		{name: "nodes 1e9", args: []string{"--gen", "farm", "--topology", topo, "--nodes", "1000000000"}, wantErr: "--nodes 1000000000: want 1 to 10000"},
 		{name: "jobs 1e9", args: []string{"--gen", "farm", "--topology", topo, "--jobs", "1000000000"}, wantErr: "--jobs 1000000000: want 1 to 1000000"},
+		{name: "parallel 0", args: []string{"--gen", "farm", "--topology", topo, "--parallel", "0"}, wantErr: "--parallel 0: want 1 to 64"},
 		{name: "both topologies", args: []string{"--gen", "farm", "--topology", topo, "--sysfs-root", dir}, wantErr: "not both"},
 		{name: "no sysfs", args: []string{"--gen", "farm", "--sysfs-root", dir}, wantErr: "no sys/devices/system/cpu"},
 		{name: "gen flag with trace", args: []string{"--trace", bad, "--topology", topo, "--jobs", "5"}, wantErr: "--jobs applies to --gen"},

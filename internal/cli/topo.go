@@ -1,7 +1,8 @@
 package cli
 
 import (
-	"os"
+	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -11,6 +12,12 @@ import (
 const topoUsage = `Show the machine's CPU topology: packages, NUMA nodes, L3 caches, physical
 cores and their logical CPUs, offline CPUs and CPUs outside corepin's own
 cpuset cgroup.
+
+--sysfs-root reads a saved dump of another machine (its sys/ and proc/)
+exactly like this one: only regular files, each at most 1 MiB, and nothing
+outside DIR (links that lead out of it are refused). Where the dump leaves
+something unknown (an empty online file, no package files, an all-zero
+cache map), corepin guesses as hwloc does and says so once on stderr.
 
 Examples:
   corepin topo
@@ -27,50 +34,41 @@ func newTopoCmd(e *env) *cobra.Command {
 		Long:  topoUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := loadTopology(root)
+			t, err := openTopology("--sysfs-root", root)
 			if err != nil {
 				return err
 			}
+			printWarnings(e.stderr, t)
 			if e.JSON() {
 				return e.PrintJSON(t.Doc())
 			}
-			return t.Render(e.stdout, topology.RenderOptions{})
+			return t.Render(e.stdout, topology.RenderOptions{OmitWarnings: true})
 		},
 	}
 	cmd.Flags().StringVar(&root, "sysfs-root", "/", "directory holding sys/ (and proc/) of the machine to read")
 	return cmd
 }
 
-// loadTopology discovers the topology under root; a root that does not
-// exist or holds no sysfs is bad input (exit 2), anything else a failure.
-func loadTopology(root string) (*topology.Topology, error) {
-	st, err := os.Stat(root)
-	if err != nil {
-		return nil, Usagef("--sysfs-root %s: %v", root, err)
+// openTopology reads the topology of the machine whose "/" is root ("/" or
+// "" for this machine) with topology.Open, the one way corepin loads a
+// machine. For a dump of another machine every error is the user's input
+// (exit 2) and is prefixed with what named the root (a flag, a JSON key);
+// reading this machine can only fail on the system (exit 1).
+func openTopology(what, root string) (*topology.Topology, error) {
+	t, err := topology.Open(root)
+	if err == nil {
+		return t, nil
 	}
-	if !st.IsDir() {
-		return nil, Usagef("--sysfs-root %s is not a directory", root)
+	if root == "" || root == "/" {
+		return nil, fmt.Errorf("reading this machine's topology: %w", err)
 	}
-	if _, err := os.Stat(root + "/sys/devices/system/cpu"); err != nil {
-		return nil, Usagef("--sysfs-root %s has no sys/devices/system/cpu: give the directory that holds the dump's sys/", root)
-	}
-	t, err := discoverAt(root)
-	if err != nil {
-		if root != "/" {
-			return nil, &UsageError{Err: err}
-		}
-		return nil, err
-	}
-	return t, nil
+	return nil, Usagef("%s: %w", what, err)
 }
 
-// discoverAt reads the topology of the machine whose "/" is root. Only the
-// live machine ("/") has corepin's own cpuset cgroup to read; a dump of
-// another machine counts every online CPU as allowed.
-func discoverAt(root string) (*topology.Topology, error) {
-	var opts []topology.Option
-	if root != "/" {
-		opts = append(opts, topology.WithoutCgroup())
+// printWarnings writes, once each, what discovery had to guess, so that a
+// person reading a dump knows where corepin's view is an assumption.
+func printWarnings(w io.Writer, t *topology.Topology) {
+	for _, s := range t.Warnings {
+		fmt.Fprintf(w, "corepin: warning: %s\n", s)
 	}
-	return topology.Discover(os.DirFS(root), opts...)
 }

@@ -105,7 +105,15 @@ func LoadTarBz2(file string) (fstest.MapFS, error) {
 // returns the directory that holds its sys/ and proc/.
 func ExtractTarBz2(tb testing.TB, name string) string {
 	tb.Helper()
-	fsys := SysfsFromTarBz2(tb, name)
+	return WriteDir(tb, SysfsFromTarBz2(tb, name))
+}
+
+// WriteDir writes fsys (files, directories and symlinks, as LoadTarBz2 or a
+// test's MapFS literal holds them) into a new temporary directory and
+// returns it, so that a fake machine can be read through the real file
+// system (corepin topo --sysfs-root DIR).
+func WriteDir(tb testing.TB, fsys fstest.MapFS) string {
+	tb.Helper()
 	dir := tb.TempDir()
 	for p, f := range fsys {
 		dst := filepath.Join(dir, filepath.FromSlash(p))
