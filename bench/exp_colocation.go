@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -246,16 +248,41 @@ type proc struct {
 	owned bool // remove the group at stop
 }
 
-func startIn(g enforce.Group, argv []string, stdout *bytes.Buffer) (*exec.Cmd, error) {
+func startIn(g enforce.Group, argv []string, stdout io.Writer) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if stdout != nil {
-		cmd.Stdout = stdout
-	}
+	cmd.Stdout = stdout
 	if err := enforce.Start(g, cmd); err != nil {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// firstLine returns the first line read from r, or an error once timeout
+// passes or r ends without one. A goroutine keeps draining r after the
+// line, so the writer never blocks on a full pipe, and closes r when the
+// writer closes its end.
+func firstLine(r io.ReadCloser, timeout time.Duration) ([]byte, error) {
+	lines := make(chan []byte, 1)
+	go func() {
+		br := bufio.NewReader(io.LimitReader(r, 64<<10))
+		line, err := br.ReadBytes('\n')
+		if err == nil {
+			lines <- line[:len(line)-1]
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, r)
+		r.Close()
+	}()
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			return nil, errors.New("the output ended before its first line")
+		}
+		return line, nil
+	case <-time.After(timeout):
+		return nil, fmt.Errorf("no line of output within %v", timeout)
+	}
 }
 
 func stop(ps ...*proc) {
@@ -302,27 +329,30 @@ func sumCPU(cmds []*exec.Cmd) time.Duration {
 func (e *colocationExp) startService(ctx context.Context, env *Env, svc string, g enforce.Group) (*exec.Cmd, string, error) {
 	switch svc {
 	case svcCPU:
-		var out bytes.Buffer
-		cmd, err := startIn(g, []string{env.Exe, "serve", "cpu", "--listen", "127.0.0.1:0",
-			"--cost", fmt.Sprintf("%gms", e.spec.CostMS), "-o", "json"}, &out)
+		// The service's stdout is a pipe read by one goroutine (firstLine),
+		// never a buffer polled while os/exec writes it.
+		pr, pw, err := os.Pipe()
 		if err != nil {
 			return nil, "", err
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if line, _, ok := bytes.Cut(out.Bytes(), []byte("\n")); ok {
-				var v struct {
-					Listen string `json:"listen"`
-				}
-				if err := json.Unmarshal(line, &v); err != nil || v.Listen == "" {
-					return cmd, "", fmt.Errorf("reading the service's address from %q: %v", line, err)
-				}
-				url := "http://" + v.Listen + "/"
-				return cmd, url, waitHTTP(ctx, v.Listen)
-			}
-			time.Sleep(20 * time.Millisecond)
+		cmd, err := startIn(g, []string{env.Exe, "serve", "cpu", "--listen", "127.0.0.1:0",
+			"--cost", fmt.Sprintf("%gms", e.spec.CostMS), "-o", "json"}, pw)
+		pw.Close()
+		if err != nil {
+			pr.Close()
+			return nil, "", err
 		}
-		return cmd, "", errors.New("the cpu service did not print its address within 10 s")
+		line, err := firstLine(pr, 10*time.Second)
+		if err != nil {
+			return cmd, "", fmt.Errorf("reading the cpu service's address: %w", err)
+		}
+		var v struct {
+			Listen string `json:"listen"`
+		}
+		if err := json.Unmarshal(line, &v); err != nil || v.Listen == "" {
+			return cmd, "", fmt.Errorf("reading the service's address from %q: %v", line, err)
+		}
+		return cmd, "http://" + v.Listen + "/", waitHTTP(ctx, v.Listen)
 	case svcNginx:
 		port, err := freePort()
 		if err != nil {
