@@ -36,6 +36,7 @@ func (c *countExp) Spec(quick bool) any {
 	}
 	return &c.spec
 }
+func (c *countExp) CurrentSpec() any { return &c.spec }
 func (c *countExp) Points(*Env) []Point {
 	var ps []Point
 	for _, s := range c.spec.Sizes {

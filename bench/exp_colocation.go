@@ -55,24 +55,24 @@ var AllPolicies = []string{polAlone, polBatchAlone, polNone, polNice, polNiceBat
 	polWeight, polIdle, polLSE, polLSR, polCorepin}
 
 type colocationSpec struct {
-	Services []string `yaml:"services"`
-	Policies []string `yaml:"policies"`
+	Services []string `yaml:"services" json:"services"`
+	Policies []string `yaml:"policies" json:"policies"`
 	// NginxPolicies, when set, is the policy list for nginx.
-	NginxPolicies []string `yaml:"nginx_policies"`
+	NginxPolicies []string `yaml:"nginx_policies" json:"nginx_policies"`
 	// CostMS is the CPU cost of one request to the built-in service.
-	CostMS float64 `yaml:"cost_ms"`
+	CostMS float64 `yaml:"cost_ms" json:"cost_ms"`
 	// LoadFraction sizes the open-loop rate so the built-in service uses
 	// this fraction of the machine's CPUs alone.
-	LoadFraction float64 `yaml:"load_fraction"`
+	LoadFraction float64 `yaml:"load_fraction" json:"load_fraction"`
 	// NginxRate is the open-loop rate against nginx.
-	NginxRate   float64       `yaml:"nginx_rate"`
-	Tool        string        `yaml:"tool"`
-	Connections int           `yaml:"connections"`
-	Warmup      time.Duration `yaml:"warmup"`
-	Duration    time.Duration `yaml:"duration"`
+	NginxRate   float64       `yaml:"nginx_rate" json:"nginx_rate"`
+	Tool        string        `yaml:"tool" json:"tool"`
+	Connections int           `yaml:"connections" json:"connections"`
+	Warmup      time.Duration `yaml:"warmup" json:"warmup"`
+	Duration    time.Duration `yaml:"duration" json:"duration"`
 	// BatchJobs is how many CPU-saturating processes the batch runs (0: one
 	// per allowed CPU), each with as many threads as allowed CPUs.
-	BatchJobs int `yaml:"batch_jobs"`
+	BatchJobs int `yaml:"batch_jobs" json:"batch_jobs"`
 }
 
 type colocationExp struct {
@@ -733,3 +733,6 @@ func nanTo(v, d float64) float64 {
 	}
 	return v
 }
+
+// CurrentSpec returns the spec as configured.
+func (e *colocationExp) CurrentSpec() any { return &e.spec }

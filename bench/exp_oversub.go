@@ -41,26 +41,26 @@ var oversubKinds = []string{OversubLoopback, OversubVeth, OversubCompute}
 // experiment.
 type oversubSpec struct {
 	// ProcsPerCPU are the oversubscription levels: processes per allowed CPU.
-	ProcsPerCPU []int `yaml:"procs_per_cpu"`
+	ProcsPerCPU []int `yaml:"procs_per_cpu" json:"procs_per_cpu"`
 	// Kinds are the process kinds measured (oversubKinds).
-	Kinds []string `yaml:"kinds"`
+	Kinds []string `yaml:"kinds" json:"kinds"`
 	// PointSeconds is the target length of one point. The work is
 	// calibrated at setup so that the 1-process-per-CPU point takes this
 	// long; every point does the same total work.
-	PointSeconds float64 `yaml:"point_seconds"`
+	PointSeconds float64 `yaml:"point_seconds" json:"point_seconds"`
 	// Messages is the round trips per pair at 1 process per CPU (0:
 	// calibrate); at k processes per CPU each pair does Messages/k.
-	Messages int64 `yaml:"messages"`
+	Messages int64 `yaml:"messages" json:"messages"`
 	// Ops is the compute ops per process at 1 process per CPU (0:
 	// calibrate); at k processes per CPU each process does Ops/k.
-	Ops int64 `yaml:"ops"`
+	Ops int64 `yaml:"ops" json:"ops"`
 	// Size is the ping-pong message size in bytes.
-	Size int `yaml:"size"`
+	Size int `yaml:"size" json:"size"`
 	// Placements are where each ping-pong pair's two ranks run: "os" (the
 	// scheduler decides), "together" (both pinned to one CPU) or "apart"
 	// (pinned to two CPUs half the machine apart). Compute processes are
 	// always left to the scheduler.
-	Placements []string `yaml:"placements"`
+	Placements []string `yaml:"placements" json:"placements"`
 }
 
 // Ping-pong pair placements.
@@ -972,3 +972,6 @@ func loseGain(loss float64) string {
 	}
 	return fmt.Sprintf("gain %.0f%%", -100*loss)
 }
+
+// CurrentSpec returns the spec as configured.
+func (e *oversubExp) CurrentSpec() any { return &e.spec }

@@ -15,11 +15,11 @@ func init() { Register(func() Experiment { return &threadsExp{} }) }
 // threadsSpec is the encoder study: a fixed CPU allotment, the job's thread
 // count swept over multiples of it and "auto".
 type threadsSpec struct {
-	Job jobSpec `yaml:"job"`
+	Job jobSpec `yaml:"job" json:"job"`
 	// CPUs is the pinned allotment K (0: the whole machine, capped at 4).
-	CPUs int `yaml:"cpus"`
+	CPUs int `yaml:"cpus" json:"cpus"`
 	// Threads are multiples of K ("0.5" = K/2) or "auto".
-	Threads []string `yaml:"threads"`
+	Threads []string `yaml:"threads" json:"threads"`
 }
 
 type threadsExp struct {
@@ -47,7 +47,7 @@ func (e *threadsExp) Setup(ctx context.Context, env *Env) error {
 		e.Spec(env.Quick)
 	}
 	e.k = e.allotment(env)
-	j, err := resolveJob(ctx, env, e.spec.Job)
+	j, err := resolveJob(ctx, env, &e.spec.Job)
 	e.job = j
 	return err
 }
@@ -109,12 +109,7 @@ func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error
 }
 
 func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
-	unit := "ops"
-	if e.job != nil {
-		unit = e.job.unit
-	} else if e.spec.Job.Workload == WorkloadTranscode {
-		unit = "frames"
-	}
+	unit := e.spec.Job.unit()
 	k := "?"
 	if len(pts) > 0 {
 		k = pts[0].Point.Get("cpus")
@@ -142,7 +137,7 @@ func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
 		s.Y = append(s.Y, p.Median("rate"))
 	}
 	line.Series = []Series{s}
-	a := Analysis{Tables: []Table{t}, Charts: []Chart{line}}
+	a := Analysis{Notice: e.spec.Job.Substitute, Tables: []Table{t}, Charts: []Chart{line}}
 	if best != "" {
 		gain := bestV/auto - 1
 		a.Recommendation = fmt.Sprintf("with %s pinned CPUs, run %s threads: %.1f %s/s, %s vs the workload's auto", k, best, bestV, unit, pct(gain))
@@ -155,3 +150,9 @@ func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
 	}
 	return a
 }
+
+// CurrentSpec returns the spec as configured.
+func (e *threadsExp) CurrentSpec() any { return &e.spec }
+
+// Resolve settles the job's workload ("auto": transcode or spin).
+func (e *threadsExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }

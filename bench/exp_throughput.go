@@ -17,13 +17,13 @@ func init() { Register(func() Experiment { return &throughputExp{} }) }
 // K pinned CPUs each (W x K = the machine), against the default of running
 // every job at once, unpinned, threads auto.
 type throughputSpec struct {
-	Job jobSpec `yaml:"job"`
+	Job jobSpec `yaml:"job" json:"job"`
 	// JobsPerCPU sizes the batch: jobs = JobsPerCPU x CPUs.
-	JobsPerCPU int `yaml:"jobs_per_cpu"`
+	JobsPerCPU int `yaml:"jobs_per_cpu" json:"jobs_per_cpu"`
 	// CPUsPerWorker are the K values tried (those dividing the machine).
-	CPUsPerWorker []int `yaml:"cpus_per_worker"`
+	CPUsPerWorker []int `yaml:"cpus_per_worker" json:"cpus_per_worker"`
 	// Write also measures each configuration writing its output (transcode).
-	Write bool `yaml:"write"`
+	Write bool `yaml:"write" json:"write"`
 }
 
 type throughputExp struct {
@@ -55,7 +55,7 @@ func (e *throughputExp) Setup(ctx context.Context, env *Env) error {
 	if e.spec.CPUsPerWorker == nil {
 		e.Spec(env.Quick)
 	}
-	j, err := resolveJob(ctx, env, e.spec.Job)
+	j, err := resolveJob(ctx, env, &e.spec.Job)
 	e.job = j
 	return err
 }
@@ -111,10 +111,7 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 }
 
 func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
-	unit := "ops"
-	if e.job != nil {
-		unit = e.job.unit
-	}
+	unit := e.spec.Job.unit()
 	def := map[string]float64{}
 	for _, p := range pts {
 		if p.Point.Get("config") == defaultConfig {
@@ -153,10 +150,16 @@ func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
 	for _, w := range order {
 		chart.Series = append(chart.Series, *bars[w])
 	}
-	a := Analysis{Tables: []Table{t}, Charts: []Chart{chart}}
+	a := Analysis{Notice: e.spec.Job.Substitute, Tables: []Table{t}, Charts: []Chart{chart}}
 	if bestCfg != "" {
 		a.Recommendation = fmt.Sprintf("run %s workers x %s pinned CPUs each with threads = CPUs: %.1f %s/s, %s over the default (unpinned, threads auto, all jobs at once)",
 			strings.Split(bestCfg, "x")[0], strings.Split(bestCfg, "x")[1], bestV, unit, pct(bestV/def[bestW]-1))
 	}
 	return a
 }
+
+// CurrentSpec returns the spec as configured.
+func (e *throughputExp) CurrentSpec() any { return &e.spec }
+
+// Resolve settles the job's workload ("auto": transcode or spin).
+func (e *throughputExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }

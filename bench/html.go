@@ -143,7 +143,7 @@ func newHTMLReport(r Report) htmlReport {
 				Note:  rc.Note,
 			})
 		}
-		s.Command = experimentCommand(r.Commands, e.Name, names, r.Quick)
+		s.Command = experimentCommand(r.Params.Argv, e.Name, names, r.Quick)
 		v.Sections = append(v.Sections, s)
 	}
 	return v
@@ -200,15 +200,11 @@ func anchor(name string, i int) string {
 var benchValueFlags = []string{"--repeats", "--spec", "--db", "--report-dir", "--seed", "--driver", "-o", "--output"}
 
 // experimentCommand is the command that re-runs one experiment as the
-// report's run did: the run's own `corepin bench` command with its flags
-// kept and its experiment names replaced by name. Without a recorded bench
-// command it is `corepin bench [--quick] name`.
-func experimentCommand(cmds []string, name string, names []string, quick bool) string {
-	for _, c := range cmds {
-		argv, ok := shellSplit(c)
-		if !ok || len(argv) < 2 || filepath.Base(argv[0]) != "corepin" || argv[1] != "bench" {
-			continue
-		}
+// report's run did: the run's own `corepin bench` argv with its flags kept
+// and its experiment names replaced by name. Without a recorded bench argv
+// it is `corepin bench [--quick] name`.
+func experimentCommand(argv []string, name string, names []string, quick bool) string {
+	if len(argv) >= 2 && filepath.Base(argv[0]) == "corepin" && argv[1] == "bench" {
 		out := slices.Clone(argv[:2])
 		for i := 2; i < len(argv); i++ {
 			a := argv[i]
@@ -231,58 +227,6 @@ func experimentCommand(cmds []string, name string, names []string, quick bool) s
 		return runner.ShellJoin([]string{"corepin", "bench", "--quick", name})
 	}
 	return runner.ShellJoin([]string{"corepin", "bench", name})
-}
-
-// shellSplit splits a command line as a POSIX shell would for the quoting
-// `corepin bench` records (single quotes, double quotes, backslashes); ok
-// is false for an unterminated quote.
-func shellSplit(s string) (argv []string, ok bool) {
-	var (
-		cur   strings.Builder
-		inArg bool
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			if inArg {
-				argv = append(argv, cur.String())
-				cur.Reset()
-				inArg = false
-			}
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, false
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inArg = true
-		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`\n", s[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(s[i])
-			}
-			if i >= len(s) {
-				return nil, false
-			}
-			inArg = true
-		case c == '\\' && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-			inArg = true
-		default:
-			cur.WriteByte(c)
-			inArg = true
-		}
-	}
-	if inArg {
-		argv = append(argv, cur.String())
-	}
-	return argv, true
 }
 
 var reportTemplate = template.Must(template.New("report").Parse(`<!doctype html>
@@ -342,6 +286,7 @@ figcaption{font-size:.88em;color:var(--muted);padding:.2em .3em 0}
 </section>
 {{range .Sections}}<section id="{{.ID}}" class="experiment" data-experiment="{{.Name}}">
 <h2>{{.Name}}{{with .Title}}: {{.}}{{end}}</h2>
+{{with .Analysis.Notice}}<div class="error notice"><b>Note:</b> {{.}}</div>{{end}}
 <p class="meta">{{len .Points}} points, {{.Runs}} measured runs{{if .Repeats}} (up to {{.Repeats}} repeats each){{end}}{{if .Failed}}, <span class="err">{{.Failed}} failed</span>{{end}}{{if .Elapsed}}, {{printf "%.0f" .Elapsed}} s{{end}}</p>
 {{if .Error}}<div class="error"><b>Error:</b> {{.Error}}</div>{{end}}
 {{with .Analysis}}{{if .Recommendation}}<div class="rec"><b>Recommendation:</b> {{.Recommendation}}</div>{{else}}<div class="rec none">No recommendation: not enough data.</div>{{end}}{{end}}

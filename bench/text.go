@@ -15,6 +15,9 @@ func WriteText(w io.Writer, r Report) error {
 		r.Hostname, r.TopologySummary, r.Kernel, r.Driver)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "\n== %s: %s (%.0f s)\n", e.Name, e.Title, e.Elapsed)
+		if e.Analysis.Notice != "" {
+			fmt.Fprintf(&b, "   NOTE: %s\n", e.Analysis.Notice)
+		}
 		if e.Error != "" {
 			fmt.Fprintf(&b, "   error: %s\n", e.Error)
 		}
