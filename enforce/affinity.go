@@ -18,7 +18,8 @@ import (
 // machine.
 var affinityLimits = []string{
 	"quota, period and burst cannot be enforced: CFS bandwidth control needs a cpu cgroup",
-	"memory nodes (Mems) cannot be enforced: they need a cpuset cgroup",
+	"memory nodes (Mems) are not enforced: they need a cpuset cgroup; groups run with any Mems given, on the CPUs given",
+	"raising a priority (a Weight above 100, a nice below 0) needs CAP_SYS_NICE; without it those threads keep nice 0",
 	"Weight becomes a nice value on each thread, which ranks threads against every other thread, not groups against groups: a group with more threads gets more CPU",
 	"Idle becomes SCHED_IDLE on each thread",
 	"settings reach the processes given to AddProc, and their threads, when added and on Update; children they fork inherit the settings of the moment",
@@ -76,8 +77,6 @@ func affinityPlanFor(r Resources, allowed cpuset.CPUSet) (affinityPlan, error) {
 	switch {
 	case r.Quota != 0 || r.Period != 0:
 		return affinityPlan{}, fmt.Errorf("setting quota: %w by the affinity driver", ErrNotSupported)
-	case !r.Mems.IsEmpty():
-		return affinityPlan{}, fmt.Errorf("setting mems: %w by the affinity driver", ErrNotSupported)
 	case !r.CPUs.IsSubsetOf(allowed):
 		return affinityPlan{}, fmt.Errorf("%w: cpus %s outside this process's affinity %s",
 			ErrInvalidResources, r.CPUs, allowed)
@@ -203,7 +202,14 @@ func applyPlan(pid int, p affinityPlan) error {
 			if err := unix.SchedSetaffinityDynamic(tid, mask); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("setting affinity of thread %d to %s: %w", tid, p.CPUs, err)
 			}
-			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			err := unix.SchedSetAttr(tid, &attr, 0)
+			if errors.Is(err, unix.EPERM) && !p.Idle && p.Nice < 0 {
+				// Without CAP_SYS_NICE a thread may not be raised above
+				// nice 0 (sched(7)); it stays at nice 0 (see Limitations).
+				fallback := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+				err = unix.SchedSetAttr(tid, &fallback, 0)
+			}
+			if err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("setting scheduling policy of thread %d: %w", tid, err)
 			}
 			done[tid] = true

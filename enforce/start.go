@@ -1,19 +1,36 @@
 package enforce
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 )
 
-// shimEnv carries the shim's two pipe descriptors ("GO,STATUS") from Start
-// to ShimMain. ShimMain removes it before exec.
+// shimArg0 is the argv[0] a shim is started with. ShimMain acts only on
+// it (plus two pipe descriptors), never on the environment, so no variable
+// a user sets or a job inherits can turn a corepin process into a shim.
+const shimArg0 = "corepin-enforce-shim"
+
+// shimEnv was the variable that once started the shim. It is removed from
+// every started command's environment so an old value cannot leak on.
 const shimEnv = "COREPIN_ENFORCE_SHIM"
+
+// shimEnviron is the whole environment of the shim itself: one P (the
+// job's GOMAXPROCS must not size the shim's runtime) and nothing else.
+// The command's environment reaches the exec through the release pipe.
+var shimEnviron = []string{"GOMAXPROCS=1"}
+
+// maxShimEnv bounds the environment the shim accepts on its pipe; the
+// kernel's own limit on argv plus envp is a quarter of the stack rlimit,
+// 2 MiB by default (execve(2), "Limits on size of arguments").
+const maxShimEnv = 8 << 20
 
 // Start starts cmd with its process already in g, so that the command
 // runs none of its own code outside the group:
@@ -33,12 +50,30 @@ const shimEnv = "COREPIN_ENFORCE_SHIM"
 // does not change cmd's Path, Args, Env or ExtraFiles as the caller sees
 // them afterwards, and uses a copy of cmd.SysProcAttr.
 func Start(g Group, cmd *exec.Cmd) error {
-	return start(g, cmd, "", cloneIntoCgroup())
+	return StartContext(context.Background(), g, cmd)
+}
+
+// StartContext is Start, except that while it waits for the shim to exec
+// (cgroup v1), a cancelled ctx kills the shim and Start returns ctx's
+// error. A nil g starts cmd without a group (cmd.Start).
+func StartContext(ctx context.Context, g Group, cmd *exec.Cmd) error {
+	if g == nil {
+		if cmd.Env != nil {
+			cmd.Env = withoutShimEnv(cmd.Env)
+		}
+		return cmd.Start()
+	}
+	return start(ctx, g, cmd, "", cloneIntoCgroup())
+}
+
+// withoutShimEnv returns env without shimEnv.
+func withoutShimEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, shimEnv+"=") })
 }
 
 // start is Start with the shim executable ("" for os.Executable) and the
 // use of CLONE_INTO_CGROUP chosen by the caller (tests).
-func start(g Group, cmd *exec.Cmd, shim string, cloneInto bool) error {
+func start(ctx context.Context, g Group, cmd *exec.Cmd, shim string, cloneInto bool) error {
 	if cmd.Process != nil {
 		return errors.New("starting command: already started")
 	}
@@ -48,7 +83,7 @@ func start(g Group, cmd *exec.Cmd, shim string, cloneInto bool) error {
 	if o, ok := g.(cgroupDirOpener); ok && cloneInto {
 		return startInto(o, cmd)
 	}
-	return startShim(g, cmd, shim)
+	return startShim(ctx, g, cmd, shim)
 }
 
 func startInto(o cgroupDirOpener, cmd *exec.Cmd) error {
@@ -63,17 +98,18 @@ func startInto(o cgroupDirOpener, cmd *exec.Cmd) error {
 	}
 	attr.UseCgroupFD = true
 	attr.CgroupFD = int(dir.Fd())
-	saved := cmd.SysProcAttr
+	saved, env := cmd.SysProcAttr, cmd.Env
 	cmd.SysProcAttr = &attr
+	cmd.Env = withoutShimEnv(cmd.Environ())
 	err = cmd.Start()
-	cmd.SysProcAttr = saved
+	cmd.SysProcAttr, cmd.Env = saved, env
 	if err != nil {
 		return fmt.Errorf("starting command in cgroup: %w", err)
 	}
 	return nil
 }
 
-func startShim(g Group, cmd *exec.Cmd, shim string) (err error) {
+func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) (err error) {
 	if shim == "" {
 		if shim, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding shim: %w", err)
@@ -95,11 +131,22 @@ func startShim(g Group, cmd *exec.Cmd, shim string) (err error) {
 	if len(args) == 0 {
 		args = []string{path}
 	}
+	jobEnv := withoutShimEnv(cmd.Environ())
+	var payload []byte
+	payload = append(payload, 1)
+	for _, kv := range jobEnv {
+		payload = append(append(payload, kv...), 0)
+	}
+	if len(payload) > maxShimEnv {
+		goR.Close()
+		stW.Close()
+		return fmt.Errorf("starting command: environment of %d bytes above %d", len(payload), maxShimEnv)
+	}
 	fd := 3 + len(extra)
-	cmd.Env = append(cmd.Environ(), shimEnv+"="+strconv.Itoa(fd)+","+strconv.Itoa(fd+1))
+	cmd.Env = shimEnviron
 	cmd.ExtraFiles = append(extra[:len(extra):len(extra)], goR, stW)
 	cmd.Path = shim
-	cmd.Args = append([]string{args[0], path}, args...)
+	cmd.Args = append([]string{shimArg0, strconv.Itoa(fd) + "," + strconv.Itoa(fd+1), path}, args...)
 	err = cmd.Start()
 	cmd.Path, cmd.Args, cmd.Env, cmd.ExtraFiles = path, args, env, extra
 	goR.Close()
@@ -113,18 +160,29 @@ func startShim(g Group, cmd *exec.Cmd, shim string) (err error) {
 		cmd.Wait()
 		return fmt.Errorf("starting command: %w", err)
 	}
-	if _, err := goW.Write([]byte{1}); err != nil {
+	// A cancelled ctx kills the shim wherever it is: blocked on the pipe,
+	// or (on a machine too busy to run it) not yet at exec.
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	if _, err := goW.Write(payload); err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
+		if ctx.Err() != nil {
+			return fmt.Errorf("releasing shim: %w", ctx.Err())
+		}
 		return fmt.Errorf("releasing shim: %w", err)
 	}
 	goW.Close()
 	// The status pipe is close-on-exec in the shim: EOF with no message
 	// means the exec succeeded.
 	msg, err := io.ReadAll(stR)
-	if err != nil || len(msg) > 0 {
+	if err != nil || len(msg) > 0 || ctx.Err() != nil {
+		cmd.Process.Kill()
 		cmd.Wait()
-		if err == nil {
+		switch {
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		case err == nil:
 			err = errors.New(string(msg))
 		}
 		return fmt.Errorf("starting command: %w", err)
@@ -141,37 +199,62 @@ func startShim(g Group, cmd *exec.Cmd, shim string) (err error) {
 //		...
 //	}
 //
-// As a shim it waits for Start to put it in the group, then execs the
-// command in its own place; it never returns. It exits with 126 if Start
-// gave up before releasing it, 127 if the exec failed (the error goes to
-// Start, which returns it).
+// A process is a shim only when its argv[0] is the shim's name and the two
+// descriptors named in argv[1] are pipes; the environment plays no part,
+// so no variable can turn a command into a shim. As a shim it runs with
+// Start's minimal environment, waits for Start to put it in the group and
+// send the command's environment on the pipe, then execs the command in
+// its own place; it never returns. It exits with 126 if Start gave up
+// before releasing it, 127 if the exec failed (the error goes to Start,
+// which returns it).
 func ShimMain() {
-	v, ok := os.LookupEnv(shimEnv)
-	if !ok {
+	if len(os.Args) < 4 || os.Args[0] != shimArg0 {
 		return
 	}
-	os.Unsetenv(shimEnv)
-	a, b, _ := strings.Cut(v, ",")
+	a, b, _ := strings.Cut(os.Args[1], ",")
 	goFD, err1 := strconv.Atoi(a)
 	stFD, err2 := strconv.Atoi(b)
-	if err1 != nil || err2 != nil || len(os.Args) < 3 {
-		fmt.Fprintf(os.Stderr, "corepin shim: bad %s=%q or arguments %q\n", shimEnv, v, os.Args)
-		os.Exit(126)
+	if err1 != nil || err2 != nil || !isPipe(goFD) || !isPipe(stFD) {
+		return
 	}
 	syscall.CloseOnExec(goFD)
 	syscall.CloseOnExec(stFD)
-	var buf [1]byte
-	for {
-		n, err := syscall.Read(goFD, buf[:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if n != 1 {
-			os.Exit(126)
-		}
-		break
+	payload, ok := readPayload(goFD)
+	if !ok || len(payload) == 0 || payload[0] != 1 {
+		os.Exit(126)
 	}
-	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
-	syscall.Write(stFD, []byte(fmt.Sprintf("exec %s: %v", os.Args[1], err)))
+	var env []string
+	if rest := payload[1:]; len(rest) > 0 {
+		env = strings.Split(strings.TrimSuffix(string(rest), "\x00"), "\x00")
+	}
+	err := syscall.Exec(os.Args[2], os.Args[3:], env)
+	syscall.Write(stFD, []byte(fmt.Sprintf("exec %s: %v", os.Args[2], err)))
 	os.Exit(127)
+}
+
+// isPipe reports whether fd is an open pipe.
+func isPipe(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
+}
+
+// readPayload reads fd to EOF, at most maxShimEnv bytes.
+func readPayload(fd int) ([]byte, bool) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, false
+		case n == 0:
+			return out, true
+		}
+		out = append(out, buf[:n]...)
+		if len(out) > maxShimEnv {
+			return nil, false
+		}
+	}
 }

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The shim protocol works without root: a fake v1 group records the pid
@@ -36,7 +38,7 @@ func TestStartShimFake(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	wantArgs := append([]string(nil), cmd.Args...)
-	if err := start(g, cmd, "", false); err != nil {
+	if err := start(context.Background(), g, cmd, "", false); err != nil {
 		t.Fatal(err)
 	}
 	pw.Close()
@@ -64,7 +66,7 @@ func TestStartShimExecError(t *testing.T) {
 	g := &affinityGroup{d: &affinityDriver{}, name: "x", plan: affinityPlan{}}
 	g.plan.CPUs, _ = ownAffinity()
 	cmd := &exec.Cmd{Path: "/nonexistent/prog", Args: []string{"prog"}}
-	err := start(g, cmd, "", false)
+	err := start(context.Background(), g, cmd, "", false)
 	if err == nil || !strings.Contains(err.Error(), "exec /nonexistent/prog") {
 		t.Errorf("Start() = %v, want the exec error", err)
 	}
@@ -81,7 +83,7 @@ func (failingGroup) AddProc(int) error { return errors.New("no room") }
 func TestStartShimAddProcError(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", "touch "+dir+"/ran")
-	err := start(failingGroup{}, cmd, "", false)
+	err := start(context.Background(), failingGroup{}, cmd, "", false)
 	if err == nil || !strings.Contains(err.Error(), "no room") {
 		t.Errorf("Start() = %v, want the AddProc error", err)
 	}
@@ -115,4 +117,86 @@ func TestKernelAtLeast(t *testing.T) {
 			t.Errorf("kernelAtLeast(%q, 5, 7) = %v, want %v", tc.rel, got, tc.want)
 		}
 	}
+}
+
+// Issue 8 §3: the shim runs with its own minimal environment (a job's
+// GOMAXPROCS=100000 once made it grow to tens of GB and never exec), and
+// the command still gets the whole environment it was given.
+func TestStartShimEnvironment(t *testing.T) {
+	g := &affinityGroup{d: &affinityDriver{}, name: "x"}
+	g.plan.CPUs, _ = ownAffinity()
+	cmd := exec.Command("sh", "-c", `echo "$GOMAXPROCS $KEEP ${COREPIN_ENFORCE_SHIM-unset}"`)
+	cmd.Env = []string{"GOMAXPROCS=100000", "KEEP=a b", shimEnv + "=3,4", "PATH=" + os.Getenv("PATH")}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := start(context.Background(), g, cmd, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("Wait() = %v; output %q", err, out.String())
+	}
+	if got, want := out.String(), "100000 a b unset\n"; got != want {
+		t.Errorf("command saw %q, want %q", got, want)
+	}
+}
+
+// cancelGroup cancels a context when the shim is added, and holds the
+// shim long enough for the cancellation to land before the release.
+type cancelGroup struct {
+	Group
+	cancel context.CancelFunc
+	pid    int
+}
+
+func (c *cancelGroup) AddProc(pid int) error {
+	c.pid = pid
+	c.cancel()
+	time.Sleep(200 * time.Millisecond)
+	return nil
+}
+
+// Issue 8 §3: cancelling the context kills a shim that has not exec'd.
+func TestStartShimCancelKills(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &cancelGroup{cancel: cancel}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", "touch "+dir+"/ran")
+	err := start(ctx, g, cmd, "", false)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("start() = %v, want context.Canceled", err)
+	}
+	if cmd.ProcessState == nil || cmd.ProcessState.Success() {
+		t.Errorf("shim state = %v, want killed and reaped", cmd.ProcessState)
+	}
+	if _, err := os.Stat(dir + "/ran"); err == nil {
+		t.Error("the command ran although the start was cancelled")
+	}
+}
+
+// Issue 8 §3: COREPIN_ENFORCE_SHIM in the environment once turned every
+// corepin command into a broken shim. A variable alone never makes a shim:
+// the child runs the test binary's normal path and lists the tests.
+func TestShimNotTriggeredByEnvironment(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.list", "TestShimNotTriggeredByEnvironment")
+	cmd.Env = append(os.Environ(), shimEnv+"=3,4")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "TestShimNotTriggeredByEnvironment") {
+		t.Errorf("test binary with %s set: err %v, output %q", shimEnv, err, out)
+	}
+	// Spoofing argv[0] with descriptors that are not pipes is no shim
+	// either: ShimMain returns (a shim would exit the test binary).
+	f, err := os.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := strconv.Itoa(int(f.Fd()))
+	saved := os.Args
+	t.Cleanup(func() { os.Args = saved })
+	os.Args = []string{shimArg0, fd + "," + fd, "/bin/true", "true"}
+	ShimMain()
 }

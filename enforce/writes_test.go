@@ -215,7 +215,9 @@ func TestAffinityPlan(t *testing.T) {
 		{name: "pinned, low weight", r: Resources{CPUs: cpuset.New(2), Weight: 10}, want: affinityPlan{CPUs: cpuset.New(2), Nice: 10}},
 		{name: "idle", r: Resources{Idle: true}, want: affinityPlan{CPUs: allowed, Idle: true}},
 		{name: "quota", r: Resources{Quota: 10 * time.Millisecond}, err: ErrNotSupported},
-		{name: "mems", r: Resources{Mems: cpuset.New(0)}, err: ErrNotSupported},
+		// Issue 8 §3: a pinned job's memory nodes are a documented
+		// limitation of this driver, not a reason to fail the job.
+		{name: "mems ignored", r: Resources{CPUs: cpuset.New(1), Mems: cpuset.New(0)}, want: affinityPlan{CPUs: cpuset.New(1)}},
 		{name: "outside affinity", r: Resources{CPUs: cpuset.New(4)}, err: ErrInvalidResources},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

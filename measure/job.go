@@ -48,7 +48,8 @@ func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
 // Job measures one process that its caller started; measure never launches
 // anything itself.
 type Job struct {
-	cmd       *exec.Cmd
+	pid       int
+	reap      func() (*os.ProcessState, error)
 	o         options
 	sampler   *Sampler
 	cpuBefore CPUStat
@@ -62,7 +63,22 @@ func Watch(cmd *exec.Cmd, opts ...Option) (*Job, error) {
 	if cmd.Process == nil {
 		return nil, errors.New("watching command: not started")
 	}
-	j := &Job{cmd: cmd}
+	return WatchPID(cmd.Process.Pid, func() (*os.ProcessState, error) {
+		err := cmd.Wait()
+		return cmd.ProcessState, err
+	}, opts...)
+}
+
+// WatchPID is Watch for a child process pid that its caller reaps itself:
+// Job.Wait calls reap once the process has exited and the last sweep is
+// taken, and reap returns the reaped state (and the error of the wait).
+// Whoever owns the process (package proc) uses reap to clear up what the
+// process left before the state is read.
+func WatchPID(pid int, reap func() (*os.ProcessState, error), opts ...Option) (*Job, error) {
+	if pid <= 0 || reap == nil {
+		return nil, errors.New("watching process: no pid or no reap")
+	}
+	j := &Job{pid: pid, reap: reap}
 	for _, opt := range opts {
 		opt(&j.o)
 	}
@@ -89,19 +105,20 @@ func Watch(cmd *exec.Cmd, opts ...Option) (*Job, error) {
 	case !errors.Is(err, ErrNotSupported):
 		return nil, fmt.Errorf("watching command: %w", err)
 	}
-	j.sampler = NewSampler(j.o.procFS, cmd.Process.Pid, j.o.interval)
+	j.sampler = NewSampler(j.o.procFS, pid, j.o.interval)
 	j.sampler.Start()
 	return j, nil
 }
 
 // Wait waits for the process to exit, takes a last sweep while it is still
-// a zombie (its descendants may still run), reaps it with cmd.Wait and
+// a zombie (its descendants may still run), reaps it (cmd.Wait, or WatchPID's
+// reap), reads the "after" cpu.stat and PSI and
 // returns the Result. The Result is filled as far as possible even when the
 // error is non-nil; the error joins cmd.Wait's (use errors.As for
 // *exec.ExitError) with any measuring failure.
 func (j *Job) Wait() (Result, error) {
 	var errs []error
-	if err := waitExited(j.cmd.Process.Pid); err != nil {
+	if err := waitExited(j.pid); err != nil {
 		errs = append(errs, err)
 	}
 	end := time.Now()
@@ -109,15 +126,15 @@ func (j *Job) Wait() (Result, error) {
 	if serr != nil {
 		errs = append(errs, fmt.Errorf("sampling: %w", serr))
 	}
-	werr := j.cmd.Wait()
+	ps, werr := j.reap()
 	if werr != nil {
 		errs = append(errs, werr)
 	}
 
 	r := Result{Wall: end.Sub(j.o.start)}
 	r.SetSample(sample)
-	if j.cmd.ProcessState != nil {
-		if err := r.SetRusage(j.cmd.ProcessState); err != nil {
+	if ps != nil {
+		if err := r.SetRusage(ps); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -42,12 +42,12 @@ func TestParseTaskStat(t *testing.T) {
 		{
 			name: "epyc/go-thread",
 			data: readTestdata(t, "proc/6142/task/6145/stat"),
-			want: TaskStat{PID: 6145, Comm: "spin", State: 'S', PPID: 6140, UTime: 86, STime: 0, NumThreads: 4, StartTime: 36370, Processor: 1},
+			want: TaskStat{PID: 6145, Comm: "spin", State: 'S', PPID: 6140, PGRP: 6137, UTime: 86, STime: 0, NumThreads: 4, StartTime: 36370, Processor: 1},
 		},
 		{
 			name: "epyc/comm-with-parens-and-spaces",
 			data: readTestdata(t, "proc/6143/stat"),
-			want: TaskStat{PID: 6143, Comm: "a) (b c)", State: 'S', PPID: 6140, NumThreads: 1, StartTime: 36370, Processor: 1},
+			want: TaskStat{PID: 6143, Comm: "a) (b c)", State: 'S', PPID: 6140, PGRP: 6137, NumThreads: 1, StartTime: 36370, Processor: 1},
 		},
 		{
 			name: "comm-with-newline-and-digits",
@@ -145,6 +145,7 @@ func fakeStat(st TaskStat) string {
 	f[2] = "(" + st.Comm + ")"
 	f[3] = string([]byte{st.State})
 	f[4] = strconv.Itoa(st.PPID)
+	f[5] = strconv.Itoa(st.PGRP)
 	f[14] = strconv.FormatUint(st.UTime, 10)
 	f[15] = strconv.FormatUint(st.STime, 10)
 	f[20] = strconv.Itoa(st.NumThreads)

@@ -16,6 +16,7 @@ type TaskStat struct {
 	Comm       string // (2) command name, without the parentheses
 	State      byte   // (3) R, S, D, Z, ...
 	PPID       int    // (4) parent process id
+	PGRP       int    // (5) process group id
 	UTime      uint64 // (14) user time, in clock ticks
 	STime      uint64 // (15) system time, in clock ticks
 	NumThreads int    // (20) threads in the thread group
@@ -83,6 +84,10 @@ func ParseTaskStat(data []byte) (TaskStat, error) {
 			st.State = f[0]
 		case 4:
 			if st.PPID, err = integer(n, f); err != nil {
+				return st, err
+			}
+		case 5:
+			if st.PGRP, err = integer(n, f); err != nil {
 				return st, err
 			}
 		case 14:

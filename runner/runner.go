@@ -8,15 +8,13 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
-	"github.com/corepin/corepin/measure"
+	"github.com/corepin/corepin/proc"
 )
 
 // Placement is an exclusive set of CPUs for one pinned job, with the NUMA
@@ -67,6 +65,16 @@ type JobResult struct {
 	// Frames and Ops are the work the report says was done.
 	Frames int64 `json:"frames,omitempty"`
 	Ops    int64 `json:"ops,omitempty"`
+	// PSISomeS and PSIFullS are the CPU pressure stall time during the
+	// job (some / full), of the job's own group where the kernel keeps one
+	// (cgroup v2) and otherwise of the whole machine, as PSIScope says
+	// ("group" or "system"); nil where the kernel has no PSI.
+	PSISomeS *float64 `json:"psi_some_s,omitempty"`
+	PSIFullS *float64 `json:"psi_full_s,omitempty"`
+	PSIScope string   `json:"psi_scope,omitempty"`
+	// Leftovers are the processes the job left running when its leader
+	// exited; corepin killed them.
+	Leftovers []proc.Leftover `json:"leftovers,omitempty"`
 }
 
 // Efficiency is CPU time over the CPU time the job was given (wall x K).
@@ -200,27 +208,41 @@ type jobOutcome struct {
 
 // resources returns the enforcement settings of a job in spec's mode.
 func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
-	period := r.Period
+	if spec.Mode == Pinned {
+		return Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
+	}
+	return Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
+}
+
+// Resources is the one mapping from an enforcement mode and a QoS class to
+// group settings, for a job given k CPUs on cpus (its exclusive set when
+// pinned, the shared pool otherwise) with memory nodes mems:
+//
+//   - pinned: cpuset = cpus, mems = mems, no quota, default weight;
+//   - quota: quota = k x period; burst: quota = 2k x period;
+//   - unbounded: no quota, weight = 100 x k (clamped to 1..10000);
+//   - BE, whatever the mode: idle (cpu.idle, SCHED_IDLE without cgroups)
+//     and no weight, since the kernel takes no weight on an idle group.
+//
+// period 0 means enforce.DefaultPeriod.
+func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period time.Duration) enforce.Resources {
 	if period == 0 {
 		period = enforce.DefaultPeriod
 	}
-	res := enforce.Resources{Period: period}
-	switch spec.Mode {
+	res := enforce.Resources{CPUs: cpus}
+	switch mode {
 	case Pinned:
-		res.CPUs, res.Mems = p.CPUs, p.Mems
-		res.Period = 0
+		res.Mems = mems
 	case Quota:
-		res.CPUs = r.Pool
-		res.Quota = time.Duration(spec.CPUs * float64(period))
+		res.Period = period
+		res.Quota = time.Duration(k * float64(period))
 	case Burst:
-		res.CPUs = r.Pool
-		res.Quota = time.Duration(2 * spec.CPUs * float64(period))
+		res.Period = period
+		res.Quota = time.Duration(2 * k * float64(period))
 	case Unbounded:
-		res.CPUs = r.Pool
-		res.Period = 0
-		res.Weight = uint64(math.Min(enforce.MaxWeight, math.Max(1, math.Round(spec.CPUs*enforce.DefaultWeight))))
+		res.Weight = uint64(math.Min(enforce.MaxWeight, math.Max(1, math.Round(k*enforce.DefaultWeight))))
 	}
-	if spec.QoS == BE {
+	if qos == BE {
 		res.Weight = 0
 		res.Idle = true
 	}
@@ -253,128 +275,81 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 		set = r.Pool
 	}
 	out.Cpuset = set.String()
-	ncpus := spec.CPUs
-	out.Threads = spec.ThreadsFor(ncpus)
+	out.Threads = spec.ThreadsFor(spec.CPUs)
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
 
-	g, err := r.Driver.Create(name, r.resources(spec, place))
-	if err != nil {
-		return fail(fmt.Errorf("creating group for job %d: %w", i, err))
-	}
-	defer func() {
-		if err := enforce.RemoveWhenEmpty(g, 5*time.Second); err != nil && out.Error == "" {
-			out.Error = fmt.Sprintf("removing group: %v", err)
-		}
-	}()
-
-	args := Expand(argv, i, spec.CPUs, out.Cpuset, out.Threads)
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(append(os.Environ(), r.Env...), ThreadEnv(out.Threads)...)
-	cmd.Env = append(cmd.Env, fmt.Sprintf("COREPIN_JOB=%d", i), "COREPIN_CPUSET="+out.Cpuset)
+	env := append(append(os.Environ(), r.Env...), ThreadEnv(out.Threads)...)
+	env = append(env, fmt.Sprintf("COREPIN_JOB=%d", i), "COREPIN_CPUSET="+out.Cpuset)
 	limit := r.TailBytes
 	if limit == 0 {
-		limit = 4096
+		limit = proc.DefaultTail
 	}
-	stdout, stderr := &tailBuffer{limit: 1 << 20}, &tailBuffer{limit: limit}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	begin := time.Now()
-	out.StartedAt = begin
-	if err := enforce.Start(g, cmd); err != nil {
+	stdout := proc.NewTail(1 << 20) // the whole report of a workload, for workloadReport and Output
+	out.StartedAt = time.Now()
+	p, err := proc.Start(ctx, proc.Spec{
+		Argv: Expand(argv, i, spec.CPUs, out.Cpuset, out.Threads), Env: env,
+		Driver: r.Driver, Group: name, Resources: r.resources(spec, place),
+		Stdout: stdout, TailBytes: limit, Measure: true, SampleInterval: r.SampleInterval,
+	})
+	if err != nil {
 		return fail(fmt.Errorf("starting job %d: %w", i, err))
 	}
 	out.startedOK = true
 	started(out.Cpuset)
-	var mopts []measure.Option
-	mopts = append(mopts, measure.WithStart(begin))
-	if r.SampleInterval > 0 {
-		mopts = append(mopts, measure.WithInterval(r.SampleInterval))
-	}
-	watch, werr := measure.Watch(cmd, mopts...)
-	stop := context.AfterFunc(ctx, func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
-	var res measure.Result
-	if werr != nil {
-		err = cmd.Wait()
-		res.Wall = time.Since(begin)
-		if cmd.ProcessState != nil {
-			_ = res.SetRusage(cmd.ProcessState)
-		}
-		out.Error = fmt.Sprintf("measuring: %v", werr)
-	} else {
-		res, err = watch.Wait()
-	}
-	stop()
-	// Whatever the job left behind in its process group goes with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-
-	out.WallS = res.Wall.Seconds()
-	out.UserS = res.User.Seconds()
-	out.SysS = res.Sys.Seconds()
-	out.MaxRSSKB = res.MaxRSSKB
-	out.CPUsUsed = res.CPUsUsed.String()
-	out.Migrations = res.Migrations
-	out.CtxSwitches = res.CtxSwitches
-	out.RunDelayS = res.RunDelay.Seconds()
-	if st, serr := g.Stats(); serr == nil {
-		out.NrPeriods, out.ThrottledPeriods = st.NrPeriods, st.NrThrottled
-		out.ThrottledS = st.ThrottledTime.Seconds()
-	}
-	if ps := cmd.ProcessState; ps != nil {
-		out.ExitCode = ps.ExitCode()
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			out.Signal = ws.Signal().String()
-		}
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && out.Error == "" {
+	ex, err := p.Wait()
+	if err != nil {
 		out.Error = err.Error()
 	}
-	if ctx.Err() != nil && out.Error == "" {
+	out.setExit(ex)
+	if len(ex.Leftovers) > 0 {
+		msg := fmt.Sprintf("killed %d process(es) the job left running: %s", ex.LeftoverCount, leftoverList(ex.Leftovers))
+		// The job itself ended as its exit code says; what it left is
+		// reported, not counted as its failure.
+		out.StderrTail += "corepin: " + msg + "\n"
+	}
+	if ex.Stopped && ctx.Err() != nil && out.Error == "" {
 		out.Error = "killed: batch stopped"
 	}
-	rep := workloadReport(stdout.bytes())
+	rep := workloadReport(stdout.Bytes())
 	out.FPS, out.OpsPerSec, out.Frames, out.Ops = rep.FPS, rep.OpsPerSec, rep.Frames, rep.Ops
-	out.StdoutTail = stdout.tail(limit)
-	out.StderrTail = stderr.tail(limit)
 	if r.Output != nil {
-		r.Output(i, stdout.bytes())
+		r.Output(i, stdout.Bytes())
 	}
 	return out
 }
 
-// tailBuffer keeps the last limit bytes written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	buf   []byte
-	limit int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+// setExit copies a finished process's exit and measurement into j.
+func (j *JobResult) setExit(ex proc.Exit) {
+	res := ex.Result
+	j.ExitCode, j.Signal = ex.Code, ex.Signal
+	j.StdoutTail, j.StderrTail = ex.Stdout, ex.Stderr
+	j.WallS, j.UserS, j.SysS = res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds()
+	j.MaxRSSKB = res.MaxRSSKB
+	j.CPUsUsed = res.CPUsUsed.String()
+	j.Migrations, j.CtxSwitches = res.Migrations, res.CtxSwitches
+	j.RunDelayS = res.RunDelay.Seconds()
+	j.NrPeriods, j.ThrottledPeriods = uint64(res.Throttle.Periods), uint64(res.Throttle.ThrottledPeriods)
+	j.ThrottledS = res.Throttle.ThrottledTime.Seconds()
+	if res.PSI != nil {
+		some := res.PSI.Some.Seconds()
+		j.PSISomeS, j.PSIScope = &some, ex.PSIScope
+		if res.PSI.HasFull {
+			full := res.PSI.Full.Seconds()
+			j.PSIFullS = &full
+		}
 	}
-	return len(p), nil
+	j.Leftovers = ex.Leftovers
 }
 
-func (t *tailBuffer) bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return bytes.Clone(t.buf)
-}
-
-func (t *tailBuffer) tail(n int) string {
-	b := t.bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
+// leftoverList renders leftovers as "pid (comm), ...".
+func leftoverList(ls []proc.Leftover) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.String()
 	}
-	return string(b)
+	return strings.Join(parts, ", ")
 }
 
 // rates is what a workload report says it did.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 )
@@ -26,19 +28,38 @@ func TestMain(m *testing.M) {
 func TestSpecNormalize(t *testing.T) {
 	cmd := [][]string{{"true"}}
 	tests := []struct {
-		name    string
-		spec    Spec
-		wantQoS QoS
-		wantErr string
+		name     string
+		spec     Spec
+		wantQoS  QoS
+		wantMode Mode
+		wantErr  string
 	}{
-		{name: "pinned defaults to LSE", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 2}, wantQoS: LSE},
-		{name: "quota defaults to LS", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 0.5, Mode: Quota}, wantQoS: LS},
+		{name: "pinned defaults to LSE", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 2}, wantQoS: LSE, wantMode: Pinned},
+		{name: "quota defaults to LS", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 0.5, Mode: Quota}, wantQoS: LS, wantMode: Quota},
+		// Issue 8 §3: --qos BE alone was exit 2 ("use --mode quota, ...").
+		{name: "BE alone is unbounded", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 2, QoS: BE}, wantQoS: BE, wantMode: Unbounded},
+		{name: "LS alone is quota", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 0.5, QoS: LS}, wantQoS: LS, wantMode: Quota},
+		{name: "LSR alone is pinned", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, QoS: LSR}, wantQoS: LSR, wantMode: Pinned},
+		{name: "BE with burst", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, QoS: BE, Mode: Burst}, wantQoS: BE, wantMode: Burst},
+		{name: "LSE on quota says what to change", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Quota, QoS: LSE}, wantErr: "qos LSE needs its own CPUs: use --mode pinned"},
+		{name: "BE pinned says what to change", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Pinned, QoS: BE}, wantErr: "drop --mode pinned"},
+		{name: "unknown qos", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, QoS: "SYSTEM"}, wantErr: "unknown qos"},
+		// Issue 8 §3: unbounded flags reached the jobs (and the shim).
+		{name: "threads 100000", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Threads: 100000, MachineCPUs: 4}, wantErr: "between 1 and 64"},
+		{name: "threads at the cap", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Threads: 64, MachineCPUs: 4}, wantQoS: LSE, wantMode: Pinned},
+		{name: "cpus 1e9", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1e9, Mode: Quota, MachineCPUs: 4}, wantErr: "use --cpus 4 or fewer"},
+		{name: "pinned concurrency x cpus", spec: Spec{Commands: cmd, Concurrency: 3, CPUs: 2, MachineCPUs: 4}, wantErr: "use --concurrency 2 or fewer"},
+		{name: "quota below the kernel minimum", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 0.001, Mode: Quota}, wantErr: "below the kernel's minimum"},
+		{name: "nonexistent command", spec: Spec{Commands: [][]string{{"corepin-no-such-cmd"}}, Concurrency: 1, CPUs: 1}, wantErr: "install it or give its full path"},
+		{name: "placeholder command not looked up", spec: Spec{Commands: [][]string{{"{cpuset}"}}, Concurrency: 1, CPUs: 1}, wantQoS: LSE, wantMode: Pinned},
+		{name: "NUL in an argument", spec: Spec{Commands: [][]string{{"true", "a\x00"}}, Concurrency: 1, CPUs: 1}, wantErr: "NUL"},
+		{name: "too many jobs", spec: Spec{Commands: make([][]string, MaxJobs+1), Concurrency: 1, CPUs: 1}, wantErr: "at most 100000"},
 		{name: "fractional pinned", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1.5, Mode: Pinned}, wantErr: "pinned jobs get whole CPUs, not 1.5: use --cpus 2"},
 		{name: "LSE on quota", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Quota, QoS: LSE}, wantErr: "use --mode pinned"},
 		{name: "BE pinned", spec: Spec{Commands: cmd, Concurrency: 1, CPUs: 1, Mode: Pinned, QoS: BE}, wantErr: "shared pool"},
 		{name: "no jobs", spec: Spec{Concurrency: 1, CPUs: 1}, wantErr: "no jobs"},
 		{name: "zero cpus", spec: Spec{Commands: cmd, Concurrency: 1}, wantErr: "positive"},
-		{name: "zero concurrency", spec: Spec{Commands: cmd, CPUs: 1}, wantErr: "at least 1"},
+		{name: "zero concurrency", spec: Spec{Commands: cmd, CPUs: 1}, wantErr: "between 1 and"},
 		{name: "empty command", spec: Spec{Commands: [][]string{{}}, Concurrency: 1, CPUs: 1}, wantErr: "empty command"},
 	}
 	for _, tc := range tests {
@@ -53,8 +74,8 @@ func TestSpecNormalize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.QoS != tc.wantQoS {
-				t.Errorf("QoS = %s, want %s", got.QoS, tc.wantQoS)
+			if got.QoS != tc.wantQoS || got.Mode != tc.wantMode {
+				t.Errorf("Normalize() = qos %s mode %s, want %s %s", got.QoS, got.Mode, tc.wantQoS, tc.wantMode)
 			}
 		})
 	}
@@ -364,5 +385,93 @@ func TestShellJoin(t *testing.T) {
 	want := `sh -c 'echo it'\''s {job}' -threads {threads} ''`
 	if got != want {
 		t.Errorf("ShellJoin = %s, want %s", got, want)
+	}
+}
+
+// Resources is the one mapping from mode and QoS class to group settings.
+func TestResources(t *testing.T) {
+	pool, set, mems := cpuset.Range(0, 7), cpuset.New(2, 3), cpuset.New(0)
+	ms := 10 * time.Millisecond
+	tests := []struct {
+		name   string
+		mode   Mode
+		qos    QoS
+		k      float64
+		cpus   cpuset.CPUSet
+		period time.Duration
+		want   enforce.Resources
+	}{
+		{name: "pinned LSE", mode: Pinned, qos: LSE, k: 2, cpus: set, want: enforce.Resources{CPUs: set, Mems: mems}},
+		{name: "quota LS", mode: Quota, qos: LS, k: 1.5, cpus: pool, want: enforce.Resources{CPUs: pool, Quota: 150 * time.Millisecond, Period: enforce.DefaultPeriod}},
+		{name: "burst LS, own period", mode: Burst, qos: LS, k: 1, cpus: pool, period: ms, want: enforce.Resources{CPUs: pool, Quota: 2 * ms, Period: ms}},
+		{name: "unbounded LS weighs K", mode: Unbounded, qos: LS, k: 3, cpus: pool, want: enforce.Resources{CPUs: pool, Weight: 300}},
+		{name: "unbounded weight clamped", mode: Unbounded, qos: LS, k: 1000, cpus: pool, want: enforce.Resources{CPUs: pool, Weight: enforce.MaxWeight}},
+		{name: "BE is idle, never weighted", mode: Unbounded, qos: BE, k: 2, cpus: pool, want: enforce.Resources{CPUs: pool, Idle: true}},
+		{name: "BE quota keeps its quota", mode: Quota, qos: BE, k: 1, cpus: pool, want: enforce.Resources{CPUs: pool, Quota: 100 * time.Millisecond, Period: enforce.DefaultPeriod, Idle: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := cpuset.CPUSet{}
+			if tc.mode == Pinned {
+				m = mems
+			}
+			got := Resources(tc.mode, tc.qos, tc.k, tc.cpus, m, tc.period)
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+				t.Errorf("Resources() (-want +got):\n%s", diff)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Resources() = %+v, invalid: %v", got, err)
+			}
+		})
+	}
+}
+
+// Issue 8 §3: a job that leaves a setsid daemon succeeded, says what it
+// left, and neither the daemon nor the group outlives the job.
+func TestRunKillsLeftovers(t *testing.T) {
+	d, _ := realDriver(t)
+	cpus := online(t)
+	r := &Runner{Driver: d, Pool: cpus}
+	script := `setsid sleep 1000 </dev/null >/dev/null 2>&1 & pid=$!
+while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo $pid`
+	begin := time.Now()
+	res, err := r.Run(context.Background(), Spec{Commands: [][]string{{"sh", "-c", script}}, Concurrency: 1, CPUs: 1, Mode: Unbounded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res[0]
+	if j.ExitCode != 0 || j.Error != "" {
+		t.Errorf("job = exit %d error %q, want a success", j.ExitCode, j.Error)
+	}
+	if took := time.Since(begin); took > 4*time.Second {
+		t.Errorf("job took %v: the runner waited for the daemon", took)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(j.StdoutTail))
+	if len(j.Leftovers) != 1 || j.Leftovers[0].PID != pid || j.Leftovers[0].Comm != "sleep" {
+		t.Errorf("Leftovers = %v, want [%d (sleep)]", j.Leftovers, pid)
+	}
+	if !strings.Contains(j.StderrTail, fmt.Sprintf("%d (sleep)", pid)) {
+		t.Errorf("stderr tail %q does not name the leftover", j.StderrTail)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(b), ") Z") {
+			t.Errorf("daemon %d still alive", pid)
+		}
+	}
+}
+
+// Issue 9: the CPU pressure during a job reaches its result.
+func TestRunRecordsPressure(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/cpu"); err != nil {
+		t.Skip("skipping: kernel without PSI")
+	}
+	d, _ := realDriver(t)
+	r := &Runner{Driver: d, Pool: online(t)}
+	res, err := r.Run(context.Background(), Spec{Commands: [][]string{{"true"}}, Concurrency: 1, CPUs: 1, Mode: Unbounded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].PSISomeS == nil || res[0].PSIScope == "" {
+		t.Errorf("result psi_some_s %v scope %q, want the pressure and its scope", res[0].PSISomeS, res[0].PSIScope)
 	}
 }

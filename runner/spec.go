@@ -4,8 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/proc"
 )
 
 // ErrSpec is wrapped by every error about an invalid batch description.
@@ -39,19 +44,33 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("%w: unknown mode %q: use pinned, quota, burst or unbounded", ErrSpec, s)
 }
 
-// QoS is a workload's quality-of-service class (after Koordinator).
-type QoS string
+// QoS is alloc's quality-of-service class (after Koordinator); runner
+// keeps the name for its callers.
+type QoS = alloc.QoS
 
 // QoS classes runnable as a batch. SYSTEM is the reserved pool and is not
 // given to batches.
 const (
-	LSE QoS = "LSE" // exclusive CPUs, shared with nobody
-	LSR QoS = "LSR" // bound CPUs; best-effort work may borrow them when idle
-	LS  QoS = "LS"  // the shared pool, bounded by quota or weight
-	BE  QoS = "BE"  // best effort: idle-priority, never delays the others
+	LSE = alloc.LSE // exclusive CPUs, shared with nobody
+	LSR = alloc.LSR // bound CPUs; best-effort work may borrow them when idle
+	LS  = alloc.LS  // the shared pool, bounded by quota or weight
+	BE  = alloc.BE  // best effort: idle-priority, never delays the others
 )
 
-// ParseQoS reads a QoS class name; "" means the mode's default.
+// Bounds of a Spec, so that no flag can exhaust the machine corepin runs
+// on before a job starts.
+const (
+	// MaxJobs bounds the jobs of one batch (and lines of a jobs file).
+	MaxJobs = 100_000
+	// MaxThreadsPerCPU bounds Threads at this many per CPU of the machine.
+	MaxThreadsPerCPU = 16
+	// MinQuotaCPUs is the smallest K of quota and burst modes: a quota of
+	// K x the default period must reach enforce.MinQuota (1 ms of 100 ms).
+	MinQuotaCPUs = float64(enforce.MinQuota) / float64(enforce.DefaultPeriod)
+)
+
+// ParseQoS reads a QoS class name runnable as a batch; "" means the
+// mode's default.
 func ParseQoS(s string) (QoS, error) {
 	switch q := QoS(strings.ToUpper(s)); q {
 	case LSE, LSR, LS, BE, "":
@@ -77,10 +96,17 @@ type Spec struct {
 	// Threads is the thread count given to each job (placeholder and
 	// environment); 0 means auto: the job's CPUs, rounded up.
 	Threads int
+	// MachineCPUs is the CPUs the batch may use (the pool); it bounds CPUs,
+	// Threads and pinned Concurrency x CPUs. 0 means runtime.NumCPU().
+	MachineCPUs int
 }
 
 // Normalize fills defaults and checks the spec, returning a copy. Errors
-// wrap ErrSpec and say what to change.
+// wrap ErrSpec and say what to change. The mode follows from the QoS when
+// only the QoS is given: LSE and LSR are pinned, LS is quota (the shared
+// pool bounded by its share), BE is unbounded (weight only, idle).
+// Each command's program must exist (found in PATH) unless its name holds
+// a placeholder.
 func (s Spec) Normalize() (Spec, error) {
 	bad := func(format string, args ...any) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w: "+format, append([]any{ErrSpec}, args...)...)
@@ -88,25 +114,66 @@ func (s Spec) Normalize() (Spec, error) {
 	if len(s.Commands) == 0 {
 		return bad("no jobs: give a command after -- or a --jobs-file")
 	}
+	if len(s.Commands) > MaxJobs {
+		return bad("%d jobs: at most %d per batch", len(s.Commands), MaxJobs)
+	}
+	if s.MachineCPUs <= 0 {
+		s.MachineCPUs = runtime.NumCPU()
+	}
+	found := map[string]bool{}
 	for i, c := range s.Commands {
 		if len(c) == 0 || c[0] == "" {
 			return bad("job %d has an empty command", i)
 		}
+		for _, a := range c {
+			if strings.IndexByte(a, 0) >= 0 {
+				return bad("job %d: argument %q holds a NUL byte", i, a)
+			}
+		}
+		if found[c[0]] || strings.Contains(c[0], "{") {
+			continue
+		}
+		if _, err := proc.LookPath(c[0]); err != nil {
+			return bad("job %d: %w: install it or give its full path", i, err)
+		}
+		found[c[0]] = true
 	}
-	if s.Concurrency < 1 {
-		return bad("concurrency %d: must be at least 1", s.Concurrency)
+	if s.Concurrency < 1 || s.Concurrency > MaxJobs {
+		return bad("concurrency %d: must be between 1 and %d", s.Concurrency, MaxJobs)
 	}
 	if s.CPUs <= 0 || math.IsNaN(s.CPUs) || math.IsInf(s.CPUs, 0) {
 		return bad("cpus per job %v: must be a positive number", s.CPUs)
 	}
+	if s.CPUs > float64(s.MachineCPUs) {
+		return bad("cpus per job %v: this machine allows corepin %d CPUs: use --cpus %d or fewer", s.CPUs, s.MachineCPUs, s.MachineCPUs)
+	}
+	if s.QoS != "" {
+		if _, err := ParseQoS(string(s.QoS)); err != nil {
+			return Spec{}, err
+		}
+	}
 	if s.Mode == "" {
-		s.Mode = Pinned
+		switch s.QoS {
+		case BE:
+			s.Mode = Unbounded
+		case LS:
+			s.Mode = Quota
+		default:
+			s.Mode = Pinned
+		}
 	}
 	if _, err := ParseMode(string(s.Mode)); err != nil {
 		return Spec{}, err
 	}
 	if s.Mode == Pinned && s.CPUs != math.Trunc(s.CPUs) {
 		return bad("pinned jobs get whole CPUs, not %v: use --cpus %v, or --mode quota for a fractional share", s.CPUs, math.Ceil(s.CPUs))
+	}
+	if (s.Mode == Quota || s.Mode == Burst) && s.CPUs < MinQuotaCPUs {
+		return bad("a quota of %v CPUs is below the kernel's minimum of %v: use --cpus %v or more, or --mode unbounded", s.CPUs, MinQuotaCPUs, MinQuotaCPUs)
+	}
+	if s.Mode == Pinned && float64(s.Concurrency)*s.CPUs > float64(s.MachineCPUs) {
+		return bad("%d pinned jobs at once x %v CPUs need %v CPUs, this machine allows corepin %d: use --concurrency %d or fewer, or fewer --cpus",
+			s.Concurrency, s.CPUs, float64(s.Concurrency)*s.CPUs, s.MachineCPUs, max(1, int(float64(s.MachineCPUs)/s.CPUs)))
 	}
 	if s.QoS == "" {
 		s.QoS = LS
@@ -118,10 +185,10 @@ func (s Spec) Normalize() (Spec, error) {
 	case (s.QoS == LSE || s.QoS == LSR) && s.Mode != Pinned:
 		return bad("qos %s needs its own CPUs: use --mode pinned (or --qos LS for a shared pool)", s.QoS)
 	case (s.QoS == LS || s.QoS == BE) && s.Mode == Pinned:
-		return bad("qos %s runs on the shared pool, not pinned CPUs: use --mode quota, burst or unbounded", s.QoS)
+		return bad("qos %s runs on the shared pool, not pinned CPUs: drop --mode pinned (or use --mode quota, burst or unbounded)", s.QoS)
 	}
-	if s.Threads < 0 {
-		return bad("threads %d: must be auto or a positive number", s.Threads)
+	if maxT := MaxThreadsPerCPU * s.MachineCPUs; s.Threads < 0 || s.Threads > maxT {
+		return bad("threads %d: must be auto or between 1 and %d (%d per CPU of this machine)", s.Threads, maxT, MaxThreadsPerCPU)
 	}
 	return s, nil
 }

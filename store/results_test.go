@@ -190,3 +190,17 @@ func TestJobJSONKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestNewRun(t *testing.T) {
+	r, err := NewRun("run", map[string]any{"jobs": 2}, "v1", "1 socket", map[string]any{"cpus": []int{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Command != "run" || string(r.Params) != `{"jobs":2}` || string(r.Topology) != `{"cpus":[]}` ||
+		r.Kernel == "" || r.StartedAt.IsZero() || r.CorepinVersion != "v1" || r.TopologySummary != "1 socket" {
+		t.Errorf("NewRun() = %+v", r)
+	}
+	if _, err := NewRun("run", func() {}, "v1", "", nil); err == nil {
+		t.Error("NewRun with unencodable params = nil error")
+	}
+}

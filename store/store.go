@@ -32,6 +32,14 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrNotFound means no row has the given key.
 	ErrNotFound = errors.New("not found")
+	// ErrPlace means a database path is somewhere a database must not
+	// be: on a cgroup, sysfs, procfs or other kernel file system (where
+	// creating a directory creates a cgroup), or in a directory that does
+	// not exist, other than the default one.
+	ErrPlace = errors.New("not a place for a database")
+	// ErrReadOnly means a read-only database needs a write first (a
+	// schema upgrade).
+	ErrReadOnly = errors.New("database needs a write")
 )
 
 // EnvDB names the environment variable that overrides DefaultPath.
@@ -66,18 +74,30 @@ func DefaultPath() (string, error) {
 	if p := os.Getenv(EnvDB); p != "" {
 		return p, nil
 	}
+	dir, err := defaultDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "results.db"), nil
+}
+
+// defaultDir is corepin's own data directory, the only one Open creates:
+// $XDG_DATA_HOME/corepin or ~/.local/share/corepin.
+func defaultDir() (string, error) {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "corepin", "results.db"), nil
+		return filepath.Join(d, "corepin"), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("finding the default database: %w", err)
 	}
-	return filepath.Join(home, ".local", "share", "corepin", "results.db"), nil
+	return filepath.Join(home, ".local", "share", "corepin"), nil
 }
 
-// Open opens the database at path, creating it (and its directory) if it
-// does not exist, and brings its schema up to date. A file that is not a
+// Open opens the database at path, creating it if it does not exist, and
+// brings its schema up to date. It creates the directory only when it is
+// corepin's default data directory; a path on a kernel file system
+// (cgroupfs, sysfs, procfs, ...) or in a missing directory is ErrPlace. A file that is not a
 // SQLite database (ErrNotDB), fails quick_check (ErrCorrupt) or has a newer
 // schema (ErrTooNew) is refused and left unchanged.
 func Open(path string) (*DB, error) {
@@ -113,9 +133,19 @@ func Open(path string) (*DB, error) {
 // directory or a non-empty file without the SQLite header. A missing path
 // gets its directory created.
 func checkFile(path string) error {
+	if err := checkPlace(path); err != nil {
+		return err
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		dir := filepath.Dir(path)
+		if _, err := os.Stat(dir); err == nil {
+			return nil
+		}
+		if def, derr := defaultDir(); derr != nil || filepath.Clean(dir) != def {
+			return fmt.Errorf("opening %s: %w: directory %s does not exist; create it first", path, ErrPlace, dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("creating the database directory: %w", err)
 		}
 		return nil
@@ -300,4 +330,75 @@ func parseTime(s sql.NullString) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("parsing time %q: %w", s.String, err)
 	}
 	return t, nil
+}
+
+// OpenReadOnly opens an existing database for reading only: it writes
+// nothing (no WAL switch, no migration, no journal), so it works on a file
+// the caller may only read, in a directory the caller may not write. Where
+// SQLite cannot open the file's WAL read-only (no -shm file and no right to
+// make one), it reads the file as immutable: a writer running meanwhile is
+// not seen. A database whose schema needs an upgrade is ErrReadOnly.
+func OpenReadOnly(path string) (*DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("opening database: empty path")
+	}
+	if err := checkPlace(path); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening database: %w", err)
+	}
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for _, extra := range []string{"mode=ro", "immutable=1"} {
+		db, err := openRO(path, extra)
+		if err == nil {
+			return db, nil
+		}
+		if errors.Is(err, ErrNotDB) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrForeign) ||
+			errors.Is(err, ErrTooNew) || errors.Is(err, ErrReadOnly) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func openRO(path, extra string) (*DB, error) {
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	q.Add("_pragma", "query_only(1)")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + extra + "&" + q.Encode()
+	sdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	sdb.SetMaxOpenConns(1)
+	db := &DB{db: sdb, path: path}
+	if err := db.checkReadable(); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkReadable is init without writes: the file must be corepin's, at
+// the schema version this binary reads.
+func (db *DB) checkReadable() error {
+	if err := db.checkOwner(); err != nil {
+		return err
+	}
+	v, err := db.userVersion()
+	if err != nil {
+		return db.classify("reading the schema version of", err)
+	}
+	switch {
+	case v > len(migrations):
+		return fmt.Errorf("opening %s: %w: schema version %d, this corepin knows up to %d; use a newer corepin", db.path, ErrTooNew, v, len(migrations))
+	case v < len(migrations):
+		return fmt.Errorf("opening %s read-only: %w: schema version %d needs an upgrade to %d; run corepin once with write access to it", db.path, ErrReadOnly, v, len(migrations))
+	}
+	return nil
 }

@@ -57,7 +57,10 @@ func pragma(t *testing.T, db *DB, name string) string {
 }
 
 func TestOpenMigratesFromEmpty(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new", "dir", "results.db")
+	// Open creates only the default directory (issue 8 §3).
+	xdg := filepath.Join(t.TempDir(), "new")
+	t.Setenv("XDG_DATA_HOME", xdg)
+	path := filepath.Join(xdg, "corepin", "results.db")
 	db := openT(t, path)
 	for _, tc := range []struct{ pragma, want string }{
 		{"user_version", "1"},
