@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/bench/render"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
@@ -175,13 +176,13 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	}
 	bar.finish()
 	_ = db.FinishRun(runID, time.Now())
-	path, herr := bench.WriteHTML(f.reportDir, report)
+	path, herr := render.WriteHTML(f.reportDir, report)
 	if e.JSON() {
 		if err := e.PrintJSON(report); err != nil {
 			return err
 		}
 	} else {
-		if err := bench.WriteText(e.stdout, report); err != nil {
+		if err := render.WriteText(e.stdout, report); err != nil {
 			return err
 		}
 		if herr == nil {
@@ -326,14 +327,14 @@ func newReportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			file, err := bench.WriteHTML(dir, r)
+			file, err := render.WriteHTML(dir, r)
 			if err != nil {
 				return err
 			}
 			if e.JSON() {
 				return e.PrintJSON(map[string]any{"run_id": run.ID, "report": file})
 			}
-			if err := bench.WriteText(e.stdout, r); err != nil {
+			if err := render.WriteText(e.stdout, r); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "\nReport: %s\n", file)

@@ -1,7 +1,8 @@
-package bench
+package render
 
 import (
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"html/template"
 	"io"
 	"os"
@@ -17,7 +18,7 @@ import (
 // WriteHTML writes r as a self-contained report (no network at view time)
 // to dir/index.html and returns the file's path. The file is replaced
 // atomically: a reader sees the old report or the new one, never half.
-func WriteHTML(dir string, r Report) (string, error) {
+func WriteHTML(dir string, r bench.Report) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("writing report: %w", err)
 	}
@@ -49,13 +50,13 @@ func WriteHTML(dir string, r Report) (string, error) {
 // charts (inline SVG), tables and the command that reproduces it. It uses
 // no scripts and nothing outside the document: no fonts, images, styles
 // or links to fetch.
-func RenderHTML(w io.Writer, r Report) error {
+func RenderHTML(w io.Writer, r bench.Report) error {
 	return reportTemplate.Execute(w, newHTMLReport(r))
 }
 
 // htmlReport is the view of a Report the template renders.
 type htmlReport struct {
-	Report
+	bench.Report
 	Facts    []fact
 	CPUs     string
 	Sections []htmlSection
@@ -66,7 +67,7 @@ type htmlReport struct {
 type fact struct{ Name, Value string }
 
 type htmlSection struct {
-	ExperimentReport
+	bench.ExperimentReport
 	ID      string
 	Charts  []htmlChart
 	Runs    int
@@ -87,13 +88,13 @@ type htmlChart struct {
 }
 
 // chartHint says how to read a chart of kind, for its caption.
-func chartHint(c Chart) string {
+func chartHint(c bench.Chart) string {
 	switch c.Kind {
-	case ChartBox:
+	case bench.ChartBox:
 		return "Boxes span the middle half of the repeats with a line at the median; whiskers reach the furthest repeat within 1.5 box heights, circles mark repeats beyond."
-	case ChartHeatmap:
+	case bench.ChartHeatmap:
 		return "Colour and number give each cell's value (blue low, red high); n/a: not measured."
-	case ChartCDF:
+	case bench.ChartCDF:
 		h := "Each line gives the percentage of requests served within a latency: further left is faster, and the top of the curve is the tail."
 		if c.LogX {
 			h += " Latency on a logarithmic scale."
@@ -103,7 +104,7 @@ func chartHint(c Chart) string {
 	return c.Title
 }
 
-func newHTMLReport(r Report) htmlReport {
+func newHTMLReport(r bench.Report) htmlReport {
 	v := htmlReport{Report: r}
 	mode := "full"
 	if r.Quick {
@@ -149,7 +150,7 @@ func newHTMLReport(r Report) htmlReport {
 	return v
 }
 
-func runLabel(r Report, mode string) string {
+func runLabel(r bench.Report, mode string) string {
 	var parts []string
 	if r.RunID > 0 {
 		parts = append(parts, fmt.Sprintf("#%d", r.RunID))
@@ -216,7 +217,7 @@ func experimentCommand(argv []string, name string, names []string, quick bool) s
 				}
 				continue
 			}
-			if slices.Contains(names, a) || slices.Contains(Order, a) {
+			if slices.Contains(names, a) || slices.Contains(bench.Order, a) {
 				continue // an experiment name: replaced below
 			}
 			out = append(out, a)
