@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/proc"
 )
 
 // Issue 8 §3: the cpu service's address was read by polling a bytes.Buffer
@@ -31,15 +32,12 @@ func TestStartServiceCPUReadsAddressWithoutRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := d.Create("colo-race-test", enforce.Resources{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := &colocationExp{}
 	e.Spec(true)
-	cmd, url, err := e.startService(context.Background(), &Env{Exe: exe, Dir: dir}, svcCPU, g)
-	if cmd != nil {
-		t.Cleanup(func() { stop(&proc{cmd: cmd}) })
+	pt, url, err := e.startService(context.Background(), &Env{Exe: exe, Dir: dir}, svcCPU,
+		proc.Spec{Driver: d, Group: "colo-race-test"})
+	if pt.p != nil {
+		t.Cleanup(func() { stopAll([]party{pt}, nil) })
 	}
 	if err != nil {
 		t.Fatalf("startService: %v", err)
