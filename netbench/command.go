@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 )
 
 // ErrUsage is wrapped by RunCommand's errors about bad arguments.
@@ -56,6 +57,7 @@ func RunCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 	output := fs.String("o", "text", "output format: text or json")
 	fs.StringVar(output, "output", "text", "output format: text or json")
 	waitStdin := fs.Bool("wait-stdin", false, "print {\"ready\":true} and wait for a line on stdin before the timed work")
+	waitFIFO := fs.String("wait-fifo", "", "print {\"ready\":true} and wait for the start barrier at this FIFO (see Barrier) before the timed work")
 	var (
 		listen, connect string
 		conns, size     int
@@ -89,8 +91,21 @@ func RunCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 		return fmt.Errorf("%w: unknown output format %q: use -o text or -o json", ErrUsage, *output)
 	}
 	asJSON := *output == "json"
-	// start returns the start barrier: closed once stdin gives a line.
+	if *waitStdin && *waitFIFO != "" {
+		return fmt.Errorf("%w: --wait-stdin and --wait-fifo: give one of them", ErrUsage)
+	}
+	// start returns the start barrier: closed once stdin gives a line, or
+	// once the FIFO's writer closes it.
 	start := func() <-chan struct{} {
+		if *waitFIFO != "" {
+			ch, err := WaitFIFO(*waitFIFO)
+			if err != nil {
+				// The rank cannot wait: it says so and runs at once.
+				fmt.Fprintf(os.Stderr, "corepin pingpong: %v\n", err)
+				return nil
+			}
+			return ch
+		}
 		if !*waitStdin {
 			return nil
 		}
@@ -102,11 +117,11 @@ func RunCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 		return ch
 	}
 	ready := func() error {
-		if !*waitStdin {
+		if !*waitStdin && *waitFIFO == "" {
 			return nil
 		}
 		if asJSON {
-			return writeJSON(stdout, map[string]bool{"ready": true})
+			return writeJSON(stdout, Ready{Ready: true})
 		}
 		_, err := fmt.Fprintln(stdout, "ready")
 		return err
@@ -125,7 +140,7 @@ func RunCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 			return fmt.Errorf("listening: %w", err)
 		}
 		if asJSON {
-			err = writeJSON(stdout, map[string]string{"listen": ln.Addr().String()})
+			err = writeJSON(stdout, Listening{Listen: ln.Addr().String()})
 		} else {
 			_, err = fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 		}
@@ -156,10 +171,11 @@ func RunCommand(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 		if ops < 1 {
 			return fmt.Errorf("%w: --ops %d: want >= 1", ErrUsage, ops)
 		}
+		st := start()
 		if err := ready(); err != nil {
 			return err
 		}
-		res, err := Compute(ctx, ComputeOptions{Ops: ops, Start: start()})
+		res, err := Compute(ctx, ComputeOptions{Ops: ops, Start: st})
 		if err != nil {
 			return err
 		}
