@@ -20,7 +20,9 @@ import (
 const oversubChildEnv = "COREPIN_BENCH_TEST_PINGPONG"
 
 func init() {
-	if os.Getenv(oversubChildEnv) != "1" {
+	// Under enforce's shim (proc pinning a rank) the binary is the shim
+	// first: TestMain's ShimMain execs the rank, which lands here again.
+	if os.Getenv(oversubChildEnv) != "1" || os.Getenv("COREPIN_ENFORCE_SHIM") != "" {
 		return
 	}
 	args := os.Args[1:]
@@ -291,9 +293,6 @@ func TestOversubQuickRun(t *testing.T) {
 // Pairs pinned together and apart, on the live topology, give the
 // placement table.
 func TestOversubPlacements(t *testing.T) {
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset (util-linux) not installed")
-	}
 	topo, err := topology.Discover(os.DirFS("/"))
 	if err != nil || topo.Allowed().Size() < 2 {
 		t.Skip("needs a readable topology with 2 or more allowed CPUs")
@@ -345,8 +344,5 @@ func TestPairCPUs(t *testing.T) {
 		if s, c := pairCPUs(cpus, tc.i, tc.place); s != tc.srv || c != tc.cli {
 			t.Errorf("pairCPUs(%s, %d) = %d, %d, want %d, %d", tc.place, tc.i, s, c, tc.srv, tc.cli)
 		}
-	}
-	if got := pinned(2, []string{"x"}); strings.Join(got, " ") != "taskset -c 2 x" {
-		t.Errorf("pinned = %q", got)
 	}
 }

@@ -3,10 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -107,10 +108,18 @@ func resolveJob(ctx context.Context, env *Env, s *jobSpec) (*job, error) {
 
 // calibrateSpin measures the spin kernel's ops/s on one thread.
 func calibrateSpin(ctx context.Context, exe string) (float64, error) {
-	out, err := exec.CommandContext(ctx, exe, workload.SpinArgs(300*time.Millisecond, "1")...).Output()
+	p, err := proc.Start(ctx, proc.Spec{Argv: append([]string{exe}, workload.SpinArgs(300*time.Millisecond, "1")...)})
 	if err != nil {
 		return 0, fmt.Errorf("calibrating the spin kernel: %w", err)
 	}
+	x, err := p.Wait()
+	if err == nil && x.Code != 0 {
+		err = fmt.Errorf("exit %d%s: %s", x.Code, signalNote(x.Signal), strings.TrimSpace(x.Stderr))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("calibrating the spin kernel: %w", err)
+	}
+	out := []byte(x.Stdout)
 	r, err := workload.ParseReport(out)
 	if err != nil || r.Spin == nil || r.Spin.OpsPerS <= 0 {
 		return 0, fmt.Errorf("calibrating the spin kernel: %s: %v", out, err)
