@@ -15,26 +15,9 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-// oversubChildEnv makes the test binary act as `corepin pingpong ...`, so
-// the experiment's ranks are real processes without building corepin.
+// oversubChildEnv makes the test binary act as corepin (rank_child_test.go),
+// so the experiment's ranks are real processes without building corepin.
 const oversubChildEnv = "COREPIN_BENCH_TEST_PINGPONG"
-
-func init() {
-	// Under enforce's shim (proc pinning a rank) the binary is the shim
-	// first: TestMain's ShimMain execs the rank, which lands here again.
-	if os.Getenv(oversubChildEnv) != "1" || os.Getenv("COREPIN_ENFORCE_SHIM") != "" {
-		return
-	}
-	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "pingpong" {
-		args = args[1:]
-	}
-	if err := netbench.RunCommand(context.Background(), args, os.Stdin, os.Stdout); err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
 
 type testLog struct{ t *testing.T }
 

@@ -49,7 +49,7 @@ func TestBarrier(t *testing.T) {
 
 // A compute rank with --wait-fifo says it is ready, waits, and runs once
 // the barrier is released.
-func TestRunCommandComputeWaitsOnFIFO(t *testing.T) {
+func TestRunRankComputeWaitsOnFIFO(t *testing.T) {
 	b, err := NewBarrier(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRunCommandComputeWaitsOnFIFO(t *testing.T) {
 	outR, outW := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- RunCommand(context.Background(), []string{"compute", "--ops", "100", "--wait-fifo", b.Path(), "-o", "json"}, nil, outW)
+		errc <- RunRank(context.Background(), RankOptions{Role: RoleCompute, Ops: 100, WaitFIFO: b.Path(), JSON: true}, nil, outW)
 		outW.Close()
 	}()
 	r := bufio.NewReader(outR)
