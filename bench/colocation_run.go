@@ -79,19 +79,9 @@ func firstLine(r io.ReadCloser, timeout time.Duration) ([]byte, error) {
 	}
 }
 
-// procCPU returns the CPU time pid and its threads used so far, through
-// measure's reading of /proc/PID/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	st, err := measure.ParseTaskStat(b)
-	if err != nil {
-		return 0, err
-	}
-	return st.CPUTime(), nil
-}
+// procCPU returns the CPU time pid and its threads used so far, read
+// through measure.
+func procCPU(pid int) (time.Duration, error) { return measure.ProcessCPU(os.DirFS("/proc"), pid) }
 
 func sumCPU(ps []*proc.Process) time.Duration {
 	var t time.Duration

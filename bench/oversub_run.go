@@ -221,16 +221,10 @@ func pairCPUs(cpus []int, i int, placement string) (int, int) {
 // steal) of corepin's allowed CPUs since boot, read through measure from
 // /proc/stat.
 func cpuBusy(env *Env) (float64, error) {
-	cpus, err := measure.ReadProcStat(os.DirFS("/proc"))
-	if err != nil {
-		return 0, err
+	var cpus cpuset.CPUSet
+	if env.Topo != nil {
+		cpus = env.Topo.Allowed()
 	}
-	var busy time.Duration
-	for _, c := range cpus {
-		if env.Topo != nil && !env.Topo.Allowed().IsEmpty() && !env.Topo.Allowed().Contains(c.CPU) {
-			continue
-		}
-		busy += c.Busy()
-	}
-	return busy.Seconds(), nil
+	busy, err := measure.ReadCPUBusy(os.DirFS("/proc"), cpus)
+	return busy.Seconds(), err
 }

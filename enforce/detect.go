@@ -3,6 +3,7 @@ package enforce
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,12 +43,16 @@ func Detect(opts ...Option) (Driver, error) {
 		reasons = append(reasons, "cgroup v2: not mounted")
 	} else if d, err := NewV2(m.Point, opts...); err != nil {
 		reasons = append(reasons, "cgroup v2: "+err.Error())
+	} else if err := d.(*cgDriver).writable(); err != nil {
+		reasons = append(reasons, "cgroup v2: "+err.Error())
 	} else {
 		return d, nil
 	}
 	if m, missing := findV1(mounts); len(missing) > 0 {
 		reasons = append(reasons, "cgroup v1: no "+strings.Join(missing, ", ")+" hierarchy mounted")
 	} else if d, err := NewV1(m, opts...); err != nil {
+		reasons = append(reasons, "cgroup v1: "+err.Error())
+	} else if err := d.(*cgDriver).writable(); err != nil {
 		reasons = append(reasons, "cgroup v1: "+err.Error())
 	} else {
 		return d, nil
@@ -62,6 +67,21 @@ func Detect(opts ...Option) (Driver, error) {
 }
 
 const defaultMountinfo = "/proc/self/mountinfo"
+
+// writable reports whether this process may create groups in corepin's
+// root in every hierarchy. A root made earlier by another user (root)
+// exists, so making it succeeds, yet every job's group would then fail
+// with EACCES (issue 8 §3: non-root runs); access(2) with W_OK answers
+// for the caller's credentials without creating anything.
+func (d *cgDriver) writable() error {
+	for _, h := range d.hs {
+		dir := filepath.Join(h.mount(), d.base)
+		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+			return fmt.Errorf("creating groups in %s: %w", dir, err)
+		}
+	}
+	return nil
+}
 
 // selfMounts is this process's mount table, read once.
 var selfMounts = sync.OnceValues(func() ([]Mount, error) { return readMounts(defaultMountinfo) })

@@ -62,8 +62,12 @@
 // running executable re-executed, which blocks on a pipe until Start has
 // added its pid to the group (or, for the affinity driver, set every
 // thread's affinity and policy), then execs the real program in place.
-// Start returns once that exec has succeeded, or its error. The binary must
-// therefore call ShimMain first thing in main:
+// Start returns once that exec has succeeded, or its error. The shim runs
+// with an environment of its own (GOMAXPROCS=1 and nothing else) and gets
+// the command's environment on the pipe, so nothing a job sets can size or
+// break the shim; it is recognised by its argv[0] and two pipe descriptors,
+// never by a variable. StartContext kills a shim that has not exec'd when
+// its context ends. The binary must call ShimMain first thing in main:
 //
 //	func main() {
 //		enforce.ShimMain() // returns at once unless started as a shim
@@ -79,6 +83,11 @@
 //	err = cmd.Wait()
 //	st, _ := g.Stats()
 //	g.Remove()
+//
+// Groups of the cgroup drivers also list their processes (Lister), kill
+// them all (Killer: cgroup.kill on v2, SIGKILL passes on v1) and show their
+// control files to measure (ControlFiler). Package proc builds on these to
+// start and stop a process cleanly; most callers want proc, not Start.
 //
 // Tests use the test binary as the shim by calling ShimMain in TestMain.
 package enforce

@@ -52,10 +52,10 @@
 // latency, the quantity under study. `corepin serve cpu` runs it as a
 // process and prints its address as the first line of stdout.
 //
-// StartService starts such a service as a child process through any start
-// function (plain exec.Cmd.Start, or one that starts it inside a cgroup or
-// under an affinity mask), reads the announced address and stops it with
-// SIGTERM.
+// StartService starts such a service as a child process through proc (in
+// an enforce group when its spec names a driver: pinning, weight and idle
+// come from enforce.Resources), reads the announced address, and stops it
+// with SIGTERM, then SIGKILL, removing its group.
 //
 // What this package does not do: pin itself or the service to CPUs (a
 // bench places `corepin serve cpu` and `corepin load -o json` as child

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/proc"
 )
 
 // TestHelperService is not a test: it makes the test binary a service
@@ -48,22 +50,16 @@ func TestHelperService(t *testing.T) {
 	os.Exit(0)
 }
 
-func helperCmd(mode string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperService$")
-	cmd.Env = append(os.Environ(), "LOADGEN_HELPER="+mode)
-	return cmd
+func helperSpec(mode string) proc.Spec {
+	return proc.Spec{Argv: []string{os.Args[0], "-test.run=^TestHelperService$"}, Env: append(os.Environ(), "LOADGEN_HELPER="+mode)}
 }
 
 func TestStartService(t *testing.T) {
 	for _, mode := range []string{"text", "json"} {
 		t.Run(mode, func(t *testing.T) {
-			started := false
-			p, err := StartService(helperCmd(mode), func(c *exec.Cmd) error { started = true; return c.Start() }, 0)
+			p, err := StartService(t.Context(), helperSpec(mode), 0)
 			if err != nil {
 				t.Fatalf("StartService: %v", err)
-			}
-			if !started {
-				t.Error("StartService did not use the start function")
 			}
 			t.Cleanup(func() { _ = p.Stop(time.Second) })
 			r, err := OpenLoop(t.Context(), Load{URL: p.URL, Rate: 50, Duration: 200 * time.Millisecond})
@@ -79,18 +75,25 @@ func TestStartService(t *testing.T) {
 			if err := p.Stop(0); err != nil {
 				t.Errorf("second Stop = %v, want nil", err)
 			}
+			if err := syscall.Kill(p.Proc.Pid(), 0); err == nil {
+				t.Errorf("service %d still exists after Stop", p.Proc.Pid())
+			}
 		})
 	}
 }
 
 func TestStartServiceNoAddress(t *testing.T) {
-	_, err := StartService(helperCmd("silent"), nil, 300*time.Millisecond)
-	if err == nil {
-		t.Fatal("StartService of a silent child = nil error, want a timeout")
+	_, err := StartService(t.Context(), helperSpec("silent"), 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "no line within") {
+		t.Fatalf("StartService of a silent child = %v, want a timeout", err)
 	}
-	_, err = StartService(exec.Command("true"), nil, 0)
-	if err == nil {
-		t.Fatal("StartService of a child printing nothing = nil error, want one")
+	_, err = StartService(t.Context(), proc.Spec{Argv: []string{"true"}}, 0)
+	if err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Fatalf("StartService of a child printing nothing = %v, want one", err)
+	}
+	_, err = StartService(t.Context(), proc.Spec{Argv: []string{"sh", "-c", "echo not-an-address; sleep 100"}}, 0)
+	if err == nil || !strings.Contains(err.Error(), "parsing service address") {
+		t.Fatalf("StartService of a child printing garbage = %v, want a parse error", err)
 	}
 }
 

@@ -2,94 +2,119 @@ package measure
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/cpuset"
 )
 
-// A real /proc/stat head (Linux 6.1, 2 CPUs).
-const procStat2 = `cpu  4705 356 584 3699 23 23 0 0 0 0
-cpu0 1393 280 290 1839 11 13 0 0 0 0
-cpu1 3312 76 294 1860 12 10 0 0 0 0
-intr 114930548 113199788 3 0 5 263 0 4 [...]
-ctxt 1990473
-btime 1062191376
-processes 2915
-procs_running 1
-procs_blocked 0
+const procStat2CPU = `cpu  300 10 200 5000 20 1 2 3 0 0
+cpu0 100 10 50 2500 10 1 1 1 0 0
+cpu1 200 0 150 2500 10 0 1 2 0 0
+intr 12345 0 0
+ctxt 999
+btime 1700000000
 `
 
 func TestParseProcStat(t *testing.T) {
 	tests := []struct {
 		name    string
-		in      string
-		want    []SystemCPU
+		data    string
+		want    []CPUTimes
 		wantErr bool
 	}{
-		{name: "two CPUs", in: procStat2, want: []SystemCPU{
-			{CPU: 0, User: 1393, Nice: 280, System: 290, Idle: 1839, IOWait: 11, IRQ: 13},
-			{CPU: 1, User: 3312, Nice: 76, System: 294, Idle: 1860, IOWait: 12, IRQ: 10},
+		{name: "two cpus", data: procStat2CPU, want: []CPUTimes{
+			{CPU: 0, User: 100, Nice: 10, System: 50, Idle: 2500, IOWait: 10, IRQ: 1, SoftIRQ: 1, Steal: 1},
+			{CPU: 1, User: 200, System: 150, Idle: 2500, IOWait: 10, SoftIRQ: 1, Steal: 2},
 		}},
-		{name: "offline CPU missing", in: "cpu  1 1 1 1 1 1 1 1\ncpu2 5 0 0 0 0 0 0 7\n", want: []SystemCPU{{CPU: 2, User: 5, Steal: 7}}},
-		{name: "only the summary", in: "cpu  1 2 3 4 5 6 7 8\n", wantErr: true},
-		{name: "empty", in: "", wantErr: true},
-		{name: "short line", in: "cpu0 1 2 3\n", wantErr: true},
-		{name: "not a number", in: "cpu0 1 2 x 4 5 6 7 8\n", wantErr: true},
-		{name: "negative", in: "cpu0 1 2 -3 4 5 6 7 8\n", wantErr: true},
-		{name: "bad cpu id", in: "cpuX 1 2 3 4 5 6 7 8\n", wantErr: true},
-		{name: "cpu id too large", in: "cpu70000 1 2 3 4 5 6 7 8\n", wantErr: true},
+		{name: "offline cpu absent, no trailing newline", data: "cpu  1 1 1 1 1 1 1 1\ncpu3 1 2 3 4 5 6 7 8", want: []CPUTimes{
+			{CPU: 3, User: 1, Nice: 2, System: 3, Idle: 4, IOWait: 5, IRQ: 6, SoftIRQ: 7, Steal: 8}}},
+		{name: "too few fields", data: "cpu0 1 2 3 4 5 6 7\n", wantErr: true},
+		{name: "not a number", data: "cpu0 1 2 3 4 5 6 7 x\n", wantErr: true},
+		{name: "negative", data: "cpu0 -1 2 3 4 5 6 7 8\n", wantErr: true},
+		{name: "cpu above MaxCPU", data: "cpu99999999 1 2 3 4 5 6 7 8\n", wantErr: true},
+		{name: "repeated cpu", data: "cpu0 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", wantErr: true},
+		{name: "no cpu lines", data: "intr 1\n", wantErr: true},
+		{name: "empty", data: "", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseProcStat([]byte(tc.in))
-			if tc.wantErr {
-				if !errors.Is(err, errFormat) {
-					t.Fatalf("ParseProcStat(%q) error = %v, want a format error", tc.in, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseProcStat(%q): %v", tc.in, err)
+			got, err := ParseProcStat([]byte(tc.data))
+			if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, errFormat)) {
+				t.Fatalf("ParseProcStat() error = %v, want error %v", err, tc.wantErr)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ParseProcStat (-want +got):\n%s", diff)
+				t.Errorf("ParseProcStat() (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestSystemCPUBusyAndTicks(t *testing.T) {
-	c := SystemCPU{User: 100, Nice: 50, System: 25, Idle: 1000, IOWait: 1000, IRQ: 10, SoftIRQ: 10, Steal: 5}
-	if got, want := c.Busy(), 2*time.Second; got != want {
-		t.Errorf("Busy() = %v, want %v", got, want)
+func TestReadCPUBusyAndProcessCPU(t *testing.T) {
+	m := fstest.MapFS{
+		"stat":    {Data: []byte(procStat2CPU)},
+		"42/stat": {Data: []byte(fakeStat(TaskStat{PID: 42, Comm: "x", State: 'R', UTime: 150, STime: 50}))},
 	}
-	if got, want := (TaskStat{UTime: 150, STime: 1}).CPUTime(), 1510*time.Millisecond; got != want {
-		t.Errorf("CPUTime() = %v, want %v", got, want)
+	tests := []struct {
+		name string
+		cpus cpuset.CPUSet
+		want time.Duration
+	}{
+		{name: "all", want: (163 + 353) * 10 * time.Millisecond},
+		{name: "cpu1", cpus: cpuset.New(1), want: 353 * 10 * time.Millisecond},
+		{name: "cpu5 absent", cpus: cpuset.New(5), want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadCPUBusy(m, tc.cpus)
+			if err != nil || got != tc.want {
+				t.Errorf("ReadCPUBusy(%s) = %v, %v; want %v", tc.cpus, got, err, tc.want)
+			}
+		})
+	}
+	if got, err := ProcessCPU(m, 42); err != nil || got != 2*time.Second {
+		t.Errorf("ProcessCPU(42) = %v, %v; want 2s", got, err)
+	}
+	if _, err := ProcessCPU(m, 43); err == nil {
+		t.Error("ProcessCPU of a missing pid = nil error")
 	}
 }
 
-func TestReadProcStat(t *testing.T) {
-	got, err := ReadProcStat(fstest.MapFS{"stat": {Data: []byte(procStat2)}})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("ReadProcStat = %v, %v", got, err)
+// The live /proc/stat parses, and this process's CPU time is readable.
+func TestProcStatLive(t *testing.T) {
+	proc := os.DirFS("/proc")
+	if _, err := ReadCPUBusy(proc, cpuset.CPUSet{}); err != nil {
+		t.Errorf("ReadCPUBusy(/proc) = %v", err)
 	}
-	if _, err := ReadProcStat(fstest.MapFS{}); err == nil {
-		t.Errorf("ReadProcStat without a stat file: no error")
+	if _, err := ProcessCPU(proc, os.Getpid()); err != nil {
+		t.Errorf("ProcessCPU(self) = %v", err)
 	}
 }
 
+// FuzzParseProcStat: any content parses or fails with errFormat, never
+// panics, and every CPU it returns is in range and unique.
 func FuzzParseProcStat(f *testing.F) {
-	f.Add([]byte(procStat2))
-	f.Add([]byte("cpu0 1 2 3 4 5 6 7 8\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		cpus, err := ParseProcStat(b)
-		if err == nil && len(cpus) == 0 {
-			t.Errorf("ParseProcStat(%q): no CPUs and no error", b)
+	f.Add([]byte(procStat2CPU))
+	f.Add([]byte("cpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	f.Add([]byte("cpu18446744073709551615 1 2 3 4 5 6 7 8\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, err := ParseProcStat(data)
+		if err != nil {
+			if !errors.Is(err, errFormat) {
+				t.Fatalf("error %v does not wrap errFormat", err)
+			}
+			return
 		}
-		for _, c := range cpus {
-			_ = c.Busy()
+		seen := map[int]bool{}
+		for _, c := range ts {
+			if c.CPU < 0 || c.CPU > cpuset.MaxCPU || seen[c.CPU] {
+				t.Fatalf("CPU %d out of range or repeated", c.CPU)
+			}
+			seen[c.CPU] = true
 		}
 	})
 }

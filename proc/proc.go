@@ -131,8 +131,8 @@ type Process struct {
 	exit    Exit
 	err     error
 	stopped chan struct{} // closed by Stop or ctx cancel
-	stopMu  sync.Mutex // guards reaped and the closing of stopped
-	reaped  bool       // the leader is reaped: its pid may be reused
+	stopMu  sync.Mutex    // guards reaped and the closing of stopped
+	reaped  bool          // the leader is reaped: its pid may be reused
 	stopCtx func() bool
 }
 
@@ -382,8 +382,8 @@ func (p *Process) reap() (*os.ProcessState, error) {
 	p.exit.Leftovers = left[:min(len(left), maxLeftovers)]
 	_ = syscall.Kill(-leader, syscall.SIGKILL)
 	var kerr error
-	if k, ok := p.group.(enforce.Killer); ok && len(left) > 0 {
-		kerr = k.Kill()
+	if k, ok := p.group.(enforce.Killer); ok {
+		kerr = k.Kill() // also what forked after the listing
 	}
 	p.stopMu.Lock()
 	p.reaped = true

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // TestMain lets the test binary serve as enforce.Start's shim and as the
@@ -286,45 +285,8 @@ func TestAffinityPinned(t *testing.T) {
 	}
 	t.Run("as this user", runAffinityPinned)
 	t.Run("as nobody", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("skipping: running a child as nobody needs root")
-		}
-		exe := copyForNobody(t)
-		cmd := exec.Command(exe, "-test.run=^TestAffinityPinned$", "-test.v")
-		cmd.Env = append(os.Environ(), "COREPIN_TEST_NOBODY_CHILD=1")
-		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestAffinityPinned") {
-			t.Errorf("child as nobody: %v\n%s", err, out)
-		}
+		testutil.RunAsNobody(t, "TestAffinityPinned", "COREPIN_TEST_NOBODY_CHILD=1")
 	})
-}
-
-// copyForNobody copies the test binary where nobody may execute it (the
-// build directory is private to root).
-func copyForNobody(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "corepin-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	b, err := os.ReadFile(exe)
-	if err == nil {
-		err = os.WriteFile(dir+"/proc.test", b, 0o755)
-	}
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir + "/proc.test"
 }
 
 func runAffinityPinned(t *testing.T) {

@@ -1,7 +1,9 @@
 // Package runner runs a batch of jobs: N commands, C at a time, each in its
 // own enforcement group with K CPUs (pinned, quota, burst or unbounded),
 // its thread count sized to K through placeholders and environment, and
-// each measured by package measure while it runs.
+// each started, measured and stopped through package proc (what a job
+// leaves running is named in its result, killed, and its group removed).
+// Resources is the one mapping from mode and QoS class to group settings.
 //
 // The runner holds no global state: CPUs for pinned jobs come from a Placer
 // (the allocator), groups from an enforce.Driver, and results go to the

@@ -15,6 +15,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/proc"
+	"github.com/corepin/corepin/store"
 )
 
 // Placement is an exclusive set of CPUs for one pinned job, with the NUMA
@@ -31,33 +32,18 @@ type Placer interface {
 	Release(id string) error
 }
 
-// JobResult is one finished (or failed, or killed) job. Its JSON form is the
+// row is the results database's job record; JobResult embeds it under
+// an unexported name so that j.Job stays the job's number.
+type row = store.Job
+
+// JobResult is one finished (or failed, or killed) job: the job record
+// the results database keeps (store.Job: command, mode, QoS, cpuset, times,
+// counters, exit) plus what only a live batch has. Its JSON form is the
 // `corepin run -o json` job object of design.md, extended.
 type JobResult struct {
-	Job              int       `json:"job"`
-	Cmd              string    `json:"cmd"`
-	Cpuset           string    `json:"cpuset"`
-	Mode             Mode      `json:"mode"`
-	QoS              QoS       `json:"qos"`
-	CPUs             float64   `json:"cpus"`
-	Threads          int       `json:"threads"`
-	WallS            float64   `json:"wall_s"`
-	UserS            float64   `json:"user_s"`
-	SysS             float64   `json:"sys_s"`
-	MaxRSSKB         int64     `json:"max_rss_kb"`
-	CPUsUsed         string    `json:"cpus_used"`
-	Migrations       int64     `json:"migrations"`
-	CtxSwitches      int64     `json:"ctx_switches"`
-	RunDelayS        float64   `json:"run_delay_s"`
-	NrPeriods        uint64    `json:"nr_periods"`
-	ThrottledPeriods uint64    `json:"throttled_periods"`
-	ThrottledS       float64   `json:"throttled_s"`
-	ExitCode         int       `json:"exit_code"`
-	Signal           string    `json:"signal,omitempty"`
-	Error            string    `json:"error,omitempty"`
-	StdoutTail       string    `json:"stdout_tail,omitempty"`
-	StderrTail       string    `json:"stderr_tail,omitempty"`
-	StartedAt        time.Time `json:"started_at"`
+	row
+	Error      string `json:"error,omitempty"`
+	StdoutTail string `json:"stdout_tail,omitempty"`
 	// FPS and OpsPerSec are read from the job's last stdout line when it is
 	// a JSON object with "fps" or "ops_per_s" (corepin workload -o json).
 	FPS       float64 `json:"fps,omitempty"`
@@ -75,6 +61,36 @@ type JobResult struct {
 	// Leftovers are the processes the job left running when its leader
 	// exited; corepin killed them.
 	Leftovers []proc.Leftover `json:"leftovers,omitempty"`
+}
+
+// Row returns the job as the results database records it: the record,
+// its throughput, and in Extra the error, the CPU pressure and the
+// leftovers.
+func (j JobResult) Row() store.Job {
+	r := j.row
+	if j.FPS > 0 {
+		r.FramesPerS = &j.FPS
+	}
+	if j.OpsPerSec > 0 {
+		r.OpsPerS = &j.OpsPerSec
+	}
+	extra := map[string]any{}
+	if j.Error != "" {
+		extra["error"] = j.Error
+	}
+	if j.PSISomeS != nil {
+		extra["psi_some_s"], extra["psi_scope"] = *j.PSISomeS, j.PSIScope
+		if j.PSIFullS != nil {
+			extra["psi_full_s"] = *j.PSIFullS
+		}
+	}
+	if len(j.Leftovers) > 0 {
+		extra["leftovers"] = j.Leftovers
+	}
+	if len(extra) > 0 {
+		r.Extra, _ = json.Marshal(extra) // maps of strings, floats and a struct slice always encode
+	}
+	return r
 }
 
 // Efficiency is CPU time over the CPU time the job was given (wall x K).
@@ -250,7 +266,7 @@ func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period t
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {
-	out.JobResult = JobResult{Job: i, Cmd: ShellJoin(argv), Mode: spec.Mode, QoS: spec.QoS, CPUs: spec.CPUs, StartedAt: time.Now()}
+	out.JobResult = JobResult{row: row{Job: i, Cmd: ShellJoin(argv), Mode: string(spec.Mode), QoS: string(spec.QoS), CPUs: spec.CPUs, StartedAt: time.Now()}}
 	fail := func(err error) jobOutcome {
 		out.ExitCode = -1
 		out.Error = err.Error()
@@ -330,7 +346,7 @@ func (j *JobResult) setExit(ex proc.Exit) {
 	j.CPUsUsed = res.CPUsUsed.String()
 	j.Migrations, j.CtxSwitches = res.Migrations, res.CtxSwitches
 	j.RunDelayS = res.RunDelay.Seconds()
-	j.NrPeriods, j.ThrottledPeriods = uint64(res.Throttle.Periods), uint64(res.Throttle.ThrottledPeriods)
+	j.NrPeriods, j.ThrottledPeriods = res.Throttle.Periods, res.Throttle.ThrottledPeriods
 	j.ThrottledS = res.Throttle.ThrottledTime.Seconds()
 	if res.PSI != nil {
 		some := res.PSI.Some.Seconds()
@@ -341,6 +357,7 @@ func (j *JobResult) setExit(ex proc.Exit) {
 		}
 	}
 	j.Leftovers = ex.Leftovers
+	j.FinishedAt = j.StartedAt.Add(res.Wall)
 }
 
 // leftoverList renders leftovers as "pid (comm), ...".

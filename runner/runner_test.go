@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/proc"
 )
 
 func TestMain(m *testing.M) {
@@ -102,9 +104,9 @@ func TestExpandAndThreads(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	rs := []JobResult{
-		{Job: 0, WallS: 1, UserS: 1, CPUs: 1, Migrations: 2},
-		{Job: 1, WallS: 2, UserS: 1, CPUs: 1, ThrottledS: 0.5},
-		{Job: 2, WallS: 4, UserS: 2, CPUs: 1, ExitCode: 1},
+		{row: row{Job: 0, WallS: 1, UserS: 1, CPUs: 1, Migrations: 2}},
+		{row: row{Job: 1, WallS: 2, UserS: 1, CPUs: 1, ThrottledS: 0.5}},
+		{row: row{Job: 2, WallS: 4, UserS: 2, CPUs: 1, ExitCode: 1}},
 	}
 	s := Summarize(rs, 6*time.Second)
 	if s.Failed != 1 || s.WallP50S != 2 || s.WallMaxS != 4 || s.Migrations != 2 || s.ThrottledS != 0.5 {
@@ -473,5 +475,58 @@ func TestRunRecordsPressure(t *testing.T) {
 	}
 	if res[0].PSISomeS == nil || res[0].PSIScope == "" {
 		t.Errorf("result psi_some_s %v scope %q, want the pressure and its scope", res[0].PSISomeS, res[0].PSIScope)
+	}
+}
+
+// The job object keeps every key of design.md's `corepin run -o json`
+// contract, and its own extensions, with the record embedded.
+func TestJobResultJSONContract(t *testing.T) {
+	some := 0.25
+	j := JobResult{row: row{Job: 1, Cpuset: "0-1", Mode: "pinned", StartedAt: time.Now(), WallS: 1.2, UserS: 2.3, SysS: 0.1, CPUsUsed: "0-1", Migrations: 3},
+		FPS: 24, Frames: 30, PSISomeS: &some, PSIScope: "system", Leftovers: []proc.Leftover{{PID: 7, Comm: "sleep"}}}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"job", "cpuset", "mode", "wall_s", "user_s", "sys_s", "cpus_used", "migrations", "throttled_s", "exit_code",
+		"cmd", "qos", "cpus", "threads", "max_rss_kb", "ctx_switches", "run_delay_s", "nr_periods", "throttled_periods", "started_at",
+		"fps", "frames", "psi_some_s", "psi_scope", "leftovers"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("job object %s lacks %q", b, k)
+		}
+	}
+	if _, ok := m["run_id"]; ok {
+		t.Errorf("job object %s has a run_id outside the database", b)
+	}
+	if m["job"] != 1.0 || m["mode"] != "pinned" {
+		t.Errorf("job object %s: job %v mode %v", b, m["job"], m["mode"])
+	}
+}
+
+// Row is the database record of a job: its throughput in columns, what
+// has no column in extra.
+func TestJobResultRow(t *testing.T) {
+	some, full := 0.5, 0.25
+	j := JobResult{row: row{Job: 2, Cmd: "x"}, Error: "boom", FPS: 24, OpsPerSec: 0, PSISomeS: &some, PSIFullS: &full, PSIScope: "group",
+		Leftovers: []proc.Leftover{{PID: 9, Comm: "d"}}}
+	r := j.Row()
+	if r.Job != 2 || r.FramesPerS == nil || *r.FramesPerS != 24 || r.OpsPerS != nil {
+		t.Errorf("Row() = %+v", r)
+	}
+	var extra map[string]any
+	if err := json.Unmarshal(r.Extra, &extra); err != nil {
+		t.Fatalf("Row().Extra = %s: %v", r.Extra, err)
+	}
+	want := map[string]any{"error": "boom", "psi_some_s": 0.5, "psi_full_s": 0.25, "psi_scope": "group",
+		"leftovers": []any{map[string]any{"pid": 9.0, "comm": "d"}}}
+	if diff := cmp.Diff(want, extra); diff != "" {
+		t.Errorf("Row().Extra (-want +got):\n%s", diff)
+	}
+	if (JobResult{}).Row().Extra != nil {
+		t.Error("Row().Extra of a plain job is not empty")
 	}
 }

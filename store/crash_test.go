@@ -122,7 +122,7 @@ func TestCrashSafety(t *testing.T) {
 			want.RunID = j.RunID
 			if diff := cmp.Diff(want, j); diff != "" {
 				t.Fatalf("round %d: job %d of run %d is not the job written as number %d (-want +got):\n%s",
-					round, j.Index, j.RunID, now[j.RunID], diff)
+					round, j.Job, j.RunID, now[j.RunID], diff)
 			}
 			now[j.RunID]++
 		}

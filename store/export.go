@@ -22,7 +22,7 @@ var JobCSVHeader = []string{
 // throughput and a zero time are empty fields; times are RFC 3339 in UTC.
 func (j Job) Record() []string {
 	return []string{
-		itoa(j.RunID), itoa(int64(j.Index)), j.Cmd, j.Mode, j.QoS, ftoa(j.CPUs), itoa(int64(j.Threads)), j.Cpuset,
+		itoa(j.RunID), itoa(int64(j.Job)), j.Cmd, j.Mode, j.QoS, ftoa(j.CPUs), itoa(int64(j.Threads)), j.Cpuset,
 		ftoa(j.WallS), ftoa(j.UserS), ftoa(j.SysS), itoa(j.MaxRSSKB), j.CPUsUsed, itoa(j.Migrations), itoa(j.CtxSwitches),
 		ftoa(j.RunDelayS), itoa(j.ThrottledPeriods), ftoa(j.ThrottledS), itoa(j.NrPeriods), itoa(int64(j.ExitCode)), j.Signal,
 		j.StderrTail, fptoa(j.FramesPerS), fptoa(j.OpsPerS), ttoa(j.StartedAt), ttoa(j.FinishedAt), string(j.Extra),

@@ -3,11 +3,10 @@ package store
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // Issue 8 §3: --db created directories anywhere, even cgroups inside
@@ -77,7 +76,7 @@ func TestOpenReadOnly(t *testing.T) {
 	}
 	id, err := db.BeginRun(Run{Command: "run"})
 	if err == nil {
-		err = db.AddJob(id, Job{Index: 0, Cmd: "true", Mode: "pinned", QoS: "LSE", CPUs: 1})
+		err = db.AddJob(id, Job{Job: 0, Cmd: "true", Mode: "pinned", QoS: "LSE", CPUs: 1})
 	}
 	if err == nil {
 		err = db.Close()
@@ -101,26 +100,7 @@ func TestOpenReadOnly(t *testing.T) {
 		readOnlyChild(t, path)
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "store.test")
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestOpenReadOnly$", "-test.v")
-	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "COREPIN_TEST_RO_DB="+path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestOpenReadOnly") {
-		t.Errorf("reading as nobody: %v\n%s", err, out)
-	}
+	testutil.RunAsNobody(t, "TestOpenReadOnly", "COREPIN_TEST_RO_DB="+path)
 }
 
 func readOnlyChild(t *testing.T, path string) {

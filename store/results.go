@@ -38,8 +38,8 @@ type Run struct {
 // user_s, sys_s, cpus_used, migrations, throttled_s, exit_code). CPU sets
 // are strings in Linux list format; times are seconds.
 type Job struct {
-	RunID            int64   `json:"run_id"` // filled by Jobs, ignored by AddJob
-	Index            int     `json:"job"`    // the job's number within its run, from 0
+	RunID            int64   `json:"run_id,omitempty"` // filled by Jobs, ignored by AddJob
+	Job              int     `json:"job"`              // the job's number within its run, from 0
 	Cmd              string  `json:"cmd"`
 	Mode             string  `json:"mode"` // pinned, quota, burst or unbounded
 	QoS              string  `json:"qos"`  // LSE, LSR, LS or BE
@@ -140,24 +140,24 @@ func (db *DB) FinishRun(id int64, at time.Time) error {
 
 // AddJob records one finished job of run runID, committed on its own, so a
 // run killed halfway keeps every job added before. It returns ErrNotFound
-// for an unknown run and ErrExists if the run already has a job j.Index.
+// for an unknown run and ErrExists if the run already has a job j.Job.
 func (db *DB) AddJob(runID int64, j Job) error {
 	if err := j.validate(); err != nil {
-		return fmt.Errorf("adding job %d of run %d: %w", j.Index, runID, err)
+		return fmt.Errorf("adding job %d of run %d: %w", j.Job, runID, err)
 	}
 	extra, err := jsonArg("extra", j.Extra)
 	if err != nil {
-		return fmt.Errorf("adding job %d of run %d: %w", j.Index, runID, err)
+		return fmt.Errorf("adding job %d of run %d: %w", j.Job, runID, err)
 	}
 	_, err = db.db.Exec(`INSERT INTO jobs (`+jobColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		runID, j.Index, j.Cmd, j.Mode, j.QoS, j.CPUs, j.Threads, j.Cpuset,
+		runID, j.Job, j.Cmd, j.Mode, j.QoS, j.CPUs, j.Threads, j.Cpuset,
 		j.WallS, j.UserS, j.SysS, j.MaxRSSKB, j.CPUsUsed, j.Migrations, j.CtxSwitches,
 		j.RunDelayS, j.ThrottledPeriods, j.ThrottledS, j.NrPeriods, j.ExitCode, j.Signal,
 		j.StderrTail, floatPtrArg(j.FramesPerS), floatPtrArg(j.OpsPerS),
 		timeArg(j.StartedAt), timeArg(j.FinishedAt), extra)
 	if err != nil {
-		return fmt.Errorf("adding job %d of run %d: %w", j.Index, runID, constraintErr(err))
+		return fmt.Errorf("adding job %d of run %d: %w", j.Job, runID, constraintErr(err))
 	}
 	return nil
 }
@@ -294,7 +294,7 @@ func (db *DB) Jobs(runID int64) ([]Job, error) {
 		var j Job
 		var fps, ops sql.NullFloat64
 		var started, finished, extra sql.NullString
-		if err := rows.Scan(&j.RunID, &j.Index, &j.Cmd, &j.Mode, &j.QoS, &j.CPUs, &j.Threads, &j.Cpuset,
+		if err := rows.Scan(&j.RunID, &j.Job, &j.Cmd, &j.Mode, &j.QoS, &j.CPUs, &j.Threads, &j.Cpuset,
 			&j.WallS, &j.UserS, &j.SysS, &j.MaxRSSKB, &j.CPUsUsed, &j.Migrations, &j.CtxSwitches,
 			&j.RunDelayS, &j.ThrottledPeriods, &j.ThrottledS, &j.NrPeriods, &j.ExitCode, &j.Signal,
 			&j.StderrTail, &fps, &ops, &started, &finished, &extra); err != nil {
@@ -304,7 +304,7 @@ func (db *DB) Jobs(runID int64) ([]Job, error) {
 		j.StartedAt, err1 = parseTime(started)
 		j.FinishedAt, err2 = parseTime(finished)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("reading job %d of run %d: %w", j.Index, j.RunID, err)
+			return nil, fmt.Errorf("reading job %d of run %d: %w", j.Job, j.RunID, err)
 		}
 		j.FramesPerS, j.OpsPerS = floatPtr(fps), floatPtr(ops)
 		j.Extra = rawJSON(extra)

@@ -22,7 +22,7 @@ func ptr[T any](v T) *T { return &v }
 func sampleJob(i int) Job {
 	start := time.Date(2026, 3, 1, 12, 0, i, 0, time.UTC)
 	return Job{
-		Index: i, Cmd: fmt.Sprintf("ffmpeg -i in%d.mp4 -threads 2 out%d.mp4", i, i),
+		Job: i, Cmd: fmt.Sprintf("ffmpeg -i in%d.mp4 -threads 2 out%d.mp4", i, i),
 		Mode: "pinned", QoS: "LSE", CPUs: 2, Threads: 2, Cpuset: fmt.Sprintf("%d-%d", 2*i, 2*i+1),
 		WallS: 1.5 + float64(i), UserS: 2.75, SysS: 0.125, MaxRSSKB: 1 << 20, CPUsUsed: fmt.Sprintf("%d-%d", 2*i, 2*i+1),
 		Migrations: int64(i), CtxSwitches: 1000 + int64(i), RunDelayS: 0.01, ThrottledPeriods: 3,
@@ -52,9 +52,9 @@ func TestAddJobErrors(t *testing.T) {
 	}{
 		{name: "duplicate index", run: id, job: sampleJob(0), is: ErrExists, msg: "adding job 0 of run 1: already exists"},
 		{name: "unknown run", run: 42, job: sampleJob(1), is: ErrNotFound, msg: "adding job 1 of run 42: run not found"},
-		{name: "NaN", run: id, job: Job{Index: 2, WallS: math.NaN()}, msg: "wall_s is NaN: want a finite number"},
-		{name: "infinite fps", run: id, job: Job{Index: 2, FramesPerS: ptr(math.Inf(1))}, msg: "frames_per_s is +Inf"},
-		{name: "extra not JSON", run: id, job: Job{Index: 2, Extra: raw("{")}, msg: "extra is not valid JSON"},
+		{name: "NaN", run: id, job: Job{Job: 2, WallS: math.NaN()}, msg: "wall_s is NaN: want a finite number"},
+		{name: "infinite fps", run: id, job: Job{Job: 2, FramesPerS: ptr(math.Inf(1))}, msg: "frames_per_s is +Inf"},
+		{name: "extra not JSON", run: id, job: Job{Job: 2, Extra: raw("{")}, msg: "extra is not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := db.AddJob(tc.run, tc.job)
@@ -171,7 +171,7 @@ func TestMeasurements(t *testing.T) {
 
 // TestJobJSONKeys pins the keys shared with `corepin run -o json`.
 func TestJobJSONKeys(t *testing.T) {
-	b, err := json.Marshal(Job{Index: 3, Cpuset: "0-1", Mode: "pinned", WallS: 1.2, UserS: 2.3, SysS: 0.1, CPUsUsed: "0-1", Migrations: 3})
+	b, err := json.Marshal(Job{Job: 3, Cpuset: "0-1", Mode: "pinned", WallS: 1.2, UserS: 2.3, SysS: 0.1, CPUsUsed: "0-1", Migrations: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,21 +108,27 @@ func Open(path string) (*DB, error) {
 		return nil, err
 	}
 	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	q.Set("_foreign_keys", "1")
 	q.Set("_synchronous", "FULL")
 	q.Set("_txlock", "immediate")
 	// No _journal_mode here: switching to WAL writes the file header, which
 	// must wait until the file has passed its checks.
+	return openDSN(path, q, (*DB).init)
+}
+
+// openDSN opens path with the driver parameters q (plus the busy timeout)
+// on one connection (SQLite serialises writers anyway, and per-connection
+// pragmas then hold for every statement), and runs check before handing
+// the database out.
+func openDSN(path string, q url.Values, check func(*DB) error) (*DB, error) {
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	sdb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	// One connection: SQLite serialises writers anyway, and the per-connection
-	// pragmas above then hold for every statement.
 	sdb.SetMaxOpenConns(1)
 	db := &DB{db: sdb, path: path}
-	if err := db.init(); err != nil {
+	if err := check(db); err != nil {
 		sdb.Close()
 		return nil, err
 	}
@@ -366,22 +372,12 @@ func OpenReadOnly(path string) (*DB, error) {
 	return nil, lastErr
 }
 
-func openRO(path, extra string) (*DB, error) {
+func openRO(path, mode string) (*DB, error) {
 	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	k, v, _ := strings.Cut(mode, "=")
+	q.Set(k, v)
 	q.Add("_pragma", "query_only(1)")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + extra + "&" + q.Encode()
-	sdb, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	sdb.SetMaxOpenConns(1)
-	db := &DB{db: sdb, path: path}
-	if err := db.checkReadable(); err != nil {
-		sdb.Close()
-		return nil, err
-	}
-	return db, nil
+	return openDSN(path, q, (*DB).checkReadable)
 }
 
 // checkReadable is init without writes: the file must be corepin's, at

@@ -139,7 +139,7 @@ func newResultsCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// openResultsDB opens an existing results database: path, or
+// openResultsDB opens an existing results database read-only: path, or
 // store.DefaultPath() when path is empty. A missing file, or one that is
 // not a corepin database this binary can read, is bad input (exit 2).
 func openResultsDB(path string) (*store.DB, error) {
@@ -150,9 +150,12 @@ func openResultsDB(path string) (*store.DB, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, Usagef("no results database at %s: corepin run and corepin bench write one; or give --db or set %s", path, store.EnvDB)
 	}
-	d, err := store.Open(path)
+	// Reading never writes: a database the caller may only read opens
+	// (issue 8 §3), and no WAL or journal file appears beside it.
+	d, err := store.OpenReadOnly(path)
 	if errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) ||
-		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) {
+		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) ||
+		errors.Is(err, store.ErrPlace) || errors.Is(err, store.ErrReadOnly) {
 		return nil, &UsageError{Err: err}
 	}
 	return d, err
@@ -195,7 +198,7 @@ func printJobs(w io.Writer, jobs []store.Job) error {
 		if j.Signal != "" {
 			exit = j.Signal
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%d\t%.2f\t%s\t%s\n", j.Index, dash(j.Mode), dash(j.QoS),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%d\t%.2f\t%s\t%s\n", j.Job, dash(j.Mode), dash(j.QoS),
 			dash(j.Cpuset), j.WallS, j.UserS, j.SysS, dash(j.CPUsUsed), j.Migrations, j.ThrottledS, exit, oneLine(j.Cmd))
 	}
 	return tw.Flush()

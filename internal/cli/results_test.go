@@ -70,10 +70,10 @@ func resultsFixture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	jobs := []store.Job{
-		{Index: 0, Cmd: "ffmpeg -i a.mp4 -threads 2 a.mkv", Mode: "pinned", QoS: "LSE", CPUs: 2, Threads: 2, Cpuset: "0-1",
+		{Job: 0, Cmd: "ffmpeg -i a.mp4 -threads 2 a.mkv", Mode: "pinned", QoS: "LSE", CPUs: 2, Threads: 2, Cpuset: "0-1",
 			WallS: 10.5, UserS: 20.25, SysS: 0.5, MaxRSSKB: 204800, CPUsUsed: "0-1", Migrations: 3, CtxSwitches: 1200,
 			RunDelayS: 0.02, FramesPerS: f64(57.1), StartedAt: t0, FinishedAt: t0.Add(10500 * time.Millisecond)},
-		{Index: 1, Cmd: `sh -c "spin, then\nexit"`, Mode: "pinned", QoS: "LSE", CPUs: 2, Threads: 2, Cpuset: "2-3",
+		{Job: 1, Cmd: `sh -c "spin, then\nexit"`, Mode: "pinned", QoS: "LSE", CPUs: 2, Threads: 2, Cpuset: "2-3",
 			WallS: 3, UserS: 5.5, SysS: 0.25, CPUsUsed: "2-3", ExitCode: -1, Signal: "SIGKILL",
 			StderrTail: "frame=  10\rframe=  20\nkilled, \"late\"", Extra: json.RawMessage(`{"retries":1}`)},
 	}

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -93,11 +96,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	fmt.Fprintf(stderr, "corepin: %s\n", msg)
-	var ue *UsageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if isUsage(err) {
 		return 2
 	}
 	return 1
+}
+
+// isUsage reports whether err is the user's input: a UsageError, cobra's
+// own argument errors, or a core package's sentinel for bad input that a
+// command passed up unwrapped.
+func isUsage(err error) bool {
+	var ue *UsageError
+	return errors.As(err, &ue) || isCobraUsage(err) ||
+		errors.Is(err, runner.ErrSpec) || errors.Is(err, store.ErrPlace)
 }
 
 // isCobraUsage recognises cobra's own argument errors, which are plain errors.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -69,6 +69,9 @@ func newRunCmd(e *env) *cobra.Command {
 		Short: "Run a batch of pinned, thread-sized, measured jobs",
 		Long:  runUsage,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("mode") {
+				f.mode = "" // the QoS picks the mode (runner.Spec.Normalize)
+			}
 			return runBatch(cmd.Context(), e, f, args, cmd.Flags().Changed("jobs"))
 		},
 	}
@@ -77,15 +80,18 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.jobsFile, "jobs-file", "", "file with one shell command per line (# comments and blank lines skipped)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "jobs at once (default: as many as fit, allowed CPUs / --cpus)")
 	fl.Float64Var(&f.cpus, "cpus", 1, "CPUs per job (K); fractional only for quota, burst and unbounded")
-	fl.StringVar(&f.mode, "mode", "pinned", "pinned | quota | burst | unbounded")
+	fl.StringVar(&f.mode, "mode", "pinned", "pinned | quota | burst | unbounded (default: unbounded with --qos BE, quota with --qos LS)")
 	fl.StringVar(&f.qos, "qos", "", "LSE | LSR | LS | BE (default: LSE when pinned, LS otherwise)")
-	fl.StringVar(&f.threads, "threads", "auto", "threads per job: auto (= its CPUs) or a number")
+	fl.StringVar(&f.threads, "threads", "auto", "threads per job: auto (= its CPUs) or a number, at most 16 per CPU")
 	fl.StringVar(&f.db, "db", "", "results database (default $COREPIN_DB or ~/.local/share/corepin/results.db)")
 	fl.BoolVar(&f.noDB, "no-db", false, "do not record results")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	return cmd
 }
+
+// maxJobsFile bounds the size of a --jobs-file.
+const maxJobsFile = 16 << 20
 
 // jobCommands builds one argv per job from the flags and the command line.
 func jobCommands(f runFlags, args []string, jobsSet bool) ([][]string, error) {
@@ -96,38 +102,69 @@ func jobCommands(f runFlags, args []string, jobsSet bool) ([][]string, error) {
 		if jobsSet {
 			return nil, Usagef("--jobs repeats the command after --; with --jobs-file every line is a job")
 		}
-		file, err := os.Open(f.jobsFile)
-		if err != nil {
-			return nil, Usagef("reading --jobs-file: %v", err)
-		}
-		defer file.Close()
-		var cmds [][]string
-		sc := bufio.NewScanner(file)
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			cmds = append(cmds, []string{"/bin/sh", "-c", line})
-		}
-		if err := sc.Err(); err != nil {
-			return nil, Usagef("reading --jobs-file %s: %v", f.jobsFile, err)
-		}
-		if len(cmds) == 0 {
-			return nil, Usagef("--jobs-file %s has no commands", f.jobsFile)
-		}
-		return cmds, nil
+		return readJobsFile(f.jobsFile)
 	}
 	if len(args) == 0 {
 		return nil, Usagef("no command: corepin run [flags] -- CMD ARGS... (or --jobs-file FILE)")
 	}
-	if f.jobs < 1 {
-		return nil, Usagef("--jobs %d: must be at least 1", f.jobs)
+	if f.jobs < 1 || f.jobs > runner.MaxJobs {
+		return nil, Usagef("--jobs %d: must be between 1 and %d", f.jobs, runner.MaxJobs)
 	}
 	cmds := make([][]string, f.jobs)
 	for i := range cmds {
 		cmds[i] = args
+	}
+	return cmds, nil
+}
+
+// readJobsFile reads one shell command per line from a regular text file
+// of at most maxJobsFile bytes and runner.MaxJobs commands; # comments and
+// blank lines are skipped.
+func readJobsFile(name string) ([][]string, error) {
+	file, err := os.Open(name)
+	if err != nil {
+		return nil, Usagef("reading --jobs-file: %w", err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, Usagef("reading --jobs-file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, Usagef("--jobs-file %s is not a regular file (%s): give a text file with one command per line", name, st.Mode().Type())
+	}
+	if st.Size() > maxJobsFile {
+		return nil, Usagef("--jobs-file %s has %d bytes, at most %d: split the batch", name, st.Size(), maxJobsFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(file, maxJobsFile+1))
+	if err != nil {
+		return nil, Usagef("reading --jobs-file %s: %w", name, err)
+	}
+	if len(data) > maxJobsFile {
+		return nil, Usagef("--jobs-file %s is over %d bytes: split the batch", name, maxJobsFile)
+	}
+	return parseJobsFile(name, data)
+}
+
+// parseJobsFile turns the text of a jobs file into one /bin/sh -c argv per
+// command line; errors are usage errors naming the file and line.
+func parseJobsFile(name string, data []byte) ([][]string, error) {
+	var cmds [][]string
+	for n, line := range strings.Split(string(data), "\n") {
+		if i := strings.IndexByte(line, 0); i >= 0 || !utf8.ValidString(line) {
+			return nil, Usagef("--jobs-file %s line %d is not text (a NUL byte or invalid UTF-8): give one shell command per line", name, n+1)
+		}
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if len(cmds) == runner.MaxJobs {
+			return nil, Usagef("--jobs-file %s has more than %d commands: split the batch", name, runner.MaxJobs)
+		}
+		cmds = append(cmds, []string{"/bin/sh", "-c", line})
+	}
+	if len(cmds) == 0 {
+		return nil, Usagef("--jobs-file %s has no commands", name)
 	}
 	return cmds, nil
 }
@@ -156,9 +193,11 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if err != nil {
 		return err
 	}
-	mode, err := runner.ParseMode(f.mode)
-	if err != nil {
-		return &UsageError{Err: err}
+	var mode runner.Mode
+	if f.mode != "" {
+		if mode, err = runner.ParseMode(f.mode); err != nil {
+			return &UsageError{Err: err}
+		}
 	}
 	qos, err := runner.ParseQoS(f.qos)
 	if err != nil {
@@ -167,6 +206,14 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	threads, err := runner.ParseThreads(f.threads)
 	if err != nil {
 		return &UsageError{Err: err}
+	}
+	if f.sample < 0 {
+		return Usagef("--sample-interval %v: must be positive (or 0 for the default)", f.sample)
+	}
+	switch f.driver {
+	case "auto", enforce.NameAffinity, enforce.NameV1, enforce.NameV2:
+	default:
+		return Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", f.driver)
 	}
 	topo, err := topology.Discover(os.DirFS("/"))
 	if err != nil {
@@ -177,13 +224,19 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if conc == 0 {
 		conc = max(1, int(math.Floor(float64(pool.Size())/f.cpus)))
 	}
-	spec, err := runner.Spec{Commands: cmds, Concurrency: conc, CPUs: f.cpus, Mode: mode, QoS: qos, Threads: threads}.Normalize()
+	spec, err := runner.Spec{Commands: cmds, Concurrency: conc, CPUs: f.cpus, Mode: mode, QoS: qos, Threads: threads,
+		MachineCPUs: pool.Size()}.Normalize()
 	if err != nil {
 		return &UsageError{Err: err}
 	}
-	if spec.Mode == runner.Pinned && int(spec.CPUs) > pool.Size() {
-		return Usagef("--cpus %v: this machine allows corepin %d CPUs (%s)", spec.CPUs, pool.Size(), pool)
+	if f.driver == enforce.NameAffinity && needsCgroup(spec.Mode) {
+		return Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
+	rec, err := openRecorder(f)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
 	// Best-effort batches live under their own root, idle against
 	// everything else on the machine (see enforce.RootPrioritizer).
 	var dopts []enforce.Option
@@ -193,6 +246,10 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	driver, err := detectDriver(f.driver, dopts...)
 	if err != nil {
 		return err
+	}
+	if driver.Name() == enforce.NameAffinity && needsCgroup(spec.Mode) {
+		return Usagef("--mode %s needs a cpu cgroup, and none is usable here (%s): use --mode pinned or unbounded",
+			spec.Mode, strings.Join(driver.Limitations()[:1], ""))
 	}
 	if spec.QoS == runner.BE {
 		if rp, ok := driver.(enforce.RootPrioritizer); ok {
@@ -213,11 +270,9 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if err != nil {
 		return err
 	}
-	rec, err := openRecorder(f, topo, spec, driver.Name())
-	if err != nil {
+	if err := rec.begin(topo, spec, driver.Name()); err != nil {
 		return err
 	}
-	defer rec.Close()
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -271,6 +326,10 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	}
 	return nil
 }
+
+// needsCgroup reports whether mode needs CFS bandwidth control, which the
+// affinity driver cannot give.
+func needsCgroup(m runner.Mode) bool { return m == runner.Quota || m == runner.Burst }
 
 func printRunTable(w io.Writer, spec runner.Spec, driver string, results []runner.JobResult, s runner.Summary, where string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
@@ -20,7 +17,10 @@ type recorder struct {
 	runID int64
 }
 
-func openRecorder(f runFlags, t *topology.Topology, spec runner.Spec, driver string) (*recorder, error) {
+// openRecorder opens the results database (unless --no-db) before
+// anything else is created, so a database path that cannot be used is
+// refused up front (exit 2 for a path that is the user's mistake).
+func openRecorder(f runFlags) (*recorder, error) {
 	if f.noDB {
 		return &recorder{}, nil
 	}
@@ -29,50 +29,39 @@ func openRecorder(f runFlags, t *topology.Topology, spec runner.Spec, driver str
 		return nil, err
 	}
 	db, err := store.Open(path)
+	if errors.Is(err, store.ErrPlace) || errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) ||
+		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) {
+		return nil, &UsageError{Err: fmt.Errorf("--db: %w", err)}
+	}
 	if err != nil {
 		return nil, err
 	}
-	params, _ := json.Marshal(map[string]any{
+	return &recorder{db: db}, nil
+}
+
+// begin records the run's metadata.
+func (r *recorder) begin(t *topology.Topology, spec runner.Spec, driver string) error {
+	if r.db == nil {
+		return nil
+	}
+	run, err := store.NewRun("run", map[string]any{
 		"jobs": len(spec.Commands), "concurrency": spec.Concurrency, "cpus": spec.CPUs,
 		"mode": spec.Mode, "qos": spec.QoS, "threads": spec.Threads, "driver": driver,
-	})
-	topoJSON, _ := json.Marshal(t.Doc())
-	host, _ := os.Hostname()
-	id, err := db.BeginRun(store.Run{
-		StartedAt: time.Now(), Command: "run", Params: params, CorepinVersion: Version,
-		Kernel: kernelRelease(), Hostname: host, TopologySummary: t.Summary(), Topology: topoJSON,
-	})
+	}, Version, t.Summary(), t.Doc())
 	if err != nil {
-		db.Close()
-		return nil, err
+		return err
 	}
-	return &recorder{db: db, runID: id}, nil
+	if r.runID, err = r.db.BeginRun(run); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (r *recorder) add(j runner.JobResult) error {
 	if r.db == nil {
 		return nil
 	}
-	row := store.Job{
-		Index: j.Job, Cmd: j.Cmd, Mode: string(j.Mode), QoS: string(j.QoS), CPUs: j.CPUs,
-		Threads: j.Threads, Cpuset: j.Cpuset, WallS: j.WallS, UserS: j.UserS, SysS: j.SysS,
-		MaxRSSKB: j.MaxRSSKB, CPUsUsed: j.CPUsUsed, Migrations: j.Migrations,
-		CtxSwitches: j.CtxSwitches, RunDelayS: j.RunDelayS,
-		ThrottledPeriods: int64(j.ThrottledPeriods), ThrottledS: j.ThrottledS,
-		NrPeriods: int64(j.NrPeriods), ExitCode: j.ExitCode, Signal: j.Signal,
-		StderrTail: j.StderrTail, StartedAt: j.StartedAt,
-		FinishedAt: j.StartedAt.Add(time.Duration(j.WallS * float64(time.Second))),
-	}
-	if j.FPS > 0 {
-		row.FramesPerS = &j.FPS
-	}
-	if j.OpsPerSec > 0 {
-		row.OpsPerS = &j.OpsPerSec
-	}
-	if j.Error != "" {
-		row.Extra, _ = json.Marshal(map[string]string{"error": j.Error})
-	}
-	return r.db.AddJob(r.runID, row)
+	return r.db.AddJob(r.runID, j.Row())
 }
 
 func (r *recorder) finish() {
@@ -95,11 +84,5 @@ func (r *recorder) Close() error {
 	return r.db.Close()
 }
 
-// kernelRelease returns uname -r.
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
-}
+// kernelRelease returns uname -r (bench.go's report header).
+func kernelRelease() string { return store.KernelRelease() }

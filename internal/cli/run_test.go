@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
+)
+
+// TestMain lets the test binary serve as enforce.Start's shim, as
+// cmd/corepin does.
+func TestMain(m *testing.M) {
+	enforce.ShimMain()
+	os.Exit(m.Run())
+}
+
+// Issue 8 §3: input errors of corepin run exit 2 up front, say what to
+// change, and start no job.
+func TestRunBadInputExitsTwoBeforeAnyJob(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	touch := []string{"--", "touch", marker}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	binary := write("binary.txt", []byte("touch "+marker+"\n\x7fELF\x02\x01\x01\x00\x00\x00"))
+	nul := write("nul.txt", []byte("touch "+marker+"\necho a\x00b\n"))
+	latin1 := write("latin1.txt", []byte("touch "+marker+"\necho \xe9t\xe9\n"))
+	cgroupDB := "/sys/fs/cgroup/cpu/corepin-run-test-db/results.db"
+	tests := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{name: "BE pinned", args: []string{"--qos", "BE", "--mode", "pinned"}, msg: "drop --mode pinned"},
+		{name: "LSE quota", args: []string{"--qos", "LSE", "--mode", "quota"}, msg: "use --mode pinned"},
+		{name: "threads 100000", args: []string{"--threads", "100000"}, msg: "per CPU of this machine"},
+		{name: "cpus 1e9", args: []string{"--cpus", "1e9", "--mode", "quota"}, msg: "or fewer"},
+		{name: "pinned concurrency x cpus", args: []string{"--concurrency", "1000", "--jobs", "1000"}, msg: "use --concurrency"},
+		{name: "quota below minimum", args: []string{"--cpus", "0.001", "--mode", "quota"}, msg: "kernel's minimum"},
+		{name: "affinity with quota", args: []string{"--driver", "affinity", "--mode", "quota"}, msg: "--driver affinity cannot enforce --mode quota"},
+		{name: "negative sample interval", args: []string{"--sample-interval", "-1s"}, msg: "--sample-interval -1s"},
+		{name: "unknown driver", args: []string{"--driver", "bogus"}, msg: "unknown --driver"},
+		{name: "too many jobs", args: []string{"--jobs", "1000000000"}, msg: "--jobs 1000000000"},
+		{name: "db in a missing directory", args: []string{"--db", filepath.Join(dir, "no", "such", "r.db")}, msg: "does not exist"},
+		{name: "db on cgroupfs", args: []string{"--db", cgroupDB}, msg: "on cgroup"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := resultsCLI(t, append(append([]string{"run"}, tc.args...), touch...)...)
+			if code != 2 || !strings.Contains(stderr, tc.msg) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want exit 2 and one line with %q", code, stderr, tc.msg)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("a job ran")
+			}
+		})
+	}
+	for _, tc := range []struct{ name, args, msg string }{
+		{name: "nonexistent command", args: "corepin-no-such-cmd", msg: "install it or give its full path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := resultsCLI(t, "run", "--no-db", "--", tc.args)
+			if code != 2 || !strings.Contains(stderr, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want exit 2 with %q", code, stderr, tc.msg)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, file string }{{"binary jobs file", binary}, {"NUL in jobs file", nul}, {"invalid UTF-8 jobs file", latin1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := resultsCLI(t, "run", "--no-db", "--jobs-file", tc.file)
+			if code != 2 || !strings.Contains(stderr, "is not text") {
+				t.Errorf("exit %d, stderr %q; want exit 2, not text", code, stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("a job ran")
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Dir(cgroupDB)); err == nil {
+		os.Remove(filepath.Dir(cgroupDB))
+		t.Errorf("--db created the cgroup %s", filepath.Dir(cgroupDB))
+	}
+}
+
+// Issue 8 §3: corepin run --qos BE -- CMD exited 2; it now picks the
+// shared pool's mode itself (unbounded, idle) and runs.
+func TestRunQoSPicksMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: corepin's BE root needs a writable cgroup (root)")
+	}
+	for _, tc := range []struct{ qos, mode string }{{"BE", "unbounded"}, {"LS", "quota"}, {"LSE", "pinned"}} {
+		t.Run(tc.qos, func(t *testing.T) {
+			out, stderr, code := resultsCLI(t, "run", "--no-db", "-o", "json", "--qos", tc.qos, "--cpus", "1", "--", "true")
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			var job struct {
+				Mode     string `json:"mode"`
+				QoS      string `json:"qos"`
+				ExitCode int    `json:"exit_code"`
+			}
+			sc := bufio.NewScanner(strings.NewReader(out))
+			if !sc.Scan() || json.Unmarshal(sc.Bytes(), &job) != nil {
+				t.Fatalf("output %q is not a job object", out)
+			}
+			if job.Mode != tc.mode || job.QoS != tc.qos || job.ExitCode != 0 {
+				t.Errorf("job = %+v, want mode %s qos %s exit 0", job, tc.mode, tc.qos)
+			}
+		})
+	}
+}
+
+// FuzzParseJobsFile: any jobs file parses into at most runner.MaxJobs
+// text commands or is a usage error, never a panic.
+func FuzzParseJobsFile(f *testing.F) {
+	f.Add([]byte("echo a\n# comment\n\n  sleep 1  \n"))
+	f.Add([]byte("a\x00b\n"))
+	f.Add([]byte("\xff\xfe\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmds, err := parseJobsFile("f", data)
+		if err != nil {
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("error %v is not a usage error", err)
+			}
+			return
+		}
+		if len(cmds) == 0 || len(cmds) > runner.MaxJobs {
+			t.Fatalf("%d commands", len(cmds))
+		}
+		for _, c := range cmds {
+			if len(c) != 3 || c[2] == "" || strings.ContainsRune(c[2], 0) || !utf8.ValidString(c[2]) || strings.HasPrefix(c[2], "#") {
+				t.Fatalf("command %q", c)
+			}
+		}
+	})
+}
+
+// Exit codes are decided in one place: the core's bad-input sentinels are
+// exit 2 even when a command passes them up unwrapped.
+func TestIsUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "usage error", err: Usagef("bad flag"), want: true},
+		{name: "wrapped batch error", err: fmt.Errorf("running: %w", runner.ErrSpec), want: true},
+		{name: "database place", err: fmt.Errorf("opening: %w", store.ErrPlace), want: true},
+		{name: "system failure", err: errors.New("creating cgroup: permission denied"), want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isUsage(tc.err); got != tc.want {
+				t.Errorf("isUsage(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
