@@ -78,9 +78,9 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	th := &threadsExp{}
 	th.Spec(true)
 	a := th.Analyze(&Env{}, []PointResult{
-		repeats(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-		repeats(P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
-		repeats(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+		pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+		pr(P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
+		pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
@@ -89,23 +89,14 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	tp := &throughputExp{}
 	tp.Spec(true)
 	a = tp.Analyze(&Env{}, []PointResult{
-		repeats(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-		repeats(P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
-		repeats(P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
+		pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+		pr(P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
+		pr(P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
 		t.Errorf("throughput recommendation = %q", a.Recommendation)
 	}
-}
-
-// repeats is a point whose repeats measured metric as vs.
-func repeats(p Point, metric string, vs ...float64) PointResult {
-	r := PointResult{Point: p}
-	for _, v := range vs {
-		r.Repeats = append(r.Repeats, Metrics{metric: v})
-	}
-	return r
 }
 
 // Issue 8 §4: the quick demo recommended "run 1 workers x 2 pinned CPUs
@@ -124,9 +115,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: every pinned configuration slower",
 			exp:  "throughput",
 			pts: []PointResult{
-				repeats(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-				repeats(P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
-				repeats(P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
+				pr(P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
 			},
 			want:    []string{"keep the default", "the best, 1x2, measured -2%", "Mann-Whitney p=", "n=5 vs 5"},
 			notWant: []string{"run 1 workers"},
@@ -135,8 +126,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: better median inside the noise",
 			exp:  "throughput",
 			pts: []PointResult{
-				repeats(P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
-				repeats(P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
+				pr(P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
 			},
 			want:    []string{"keep the default", "not significant", "n=5 vs 5"},
 			notWant: []string{"run 2 workers"},
@@ -145,8 +136,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: two repeats can never be significant",
 			exp:  "throughput",
 			pts: []PointResult{
-				repeats(P("config", defaultConfig, "write", "no"), "rate", 100, 101),
-				repeats(P("config", "2x1", "write", "no"), "rate", 150, 151),
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101),
+				pr(P("config", "2x1", "write", "no"), "rate", 150, 151),
 			},
 			want:    []string{"keep the default", "p=0.333, n=2 vs 2", "not significant"},
 			notWant: []string{"run 2 workers"},
@@ -155,10 +146,10 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: 4 threads on 2 CPUs ties with 2",
 			exp:  "threads",
 			pts: []PointResult{
-				repeats(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-				repeats(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				repeats(P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
-				repeats(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run 2 threads", "threads = CPUs", "not significant", "Mann-Whitney p=", "the tie goes to threads = CPUs"},
 			notWant: []string{"run 4 threads"},
@@ -167,9 +158,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: more threads than CPUs win beyond the noise",
 			exp:  "threads",
 			pts: []PointResult{
-				repeats(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				repeats(P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
-				repeats(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want: []string{"run 4 threads", "beats 2 threads beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)"},
 		},
@@ -177,8 +168,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: without threads = CPUs, ties go to auto",
 			exp:  "threads",
 			pts: []PointResult{
-				repeats(P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
-				repeats(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run auto threads", "the tie goes to the workload's auto"},
 			notWant: []string{"run 4 threads"},
