@@ -114,9 +114,7 @@ func (e *colocationExp) startService(ctx context.Context, env *Env, svc string, 
 		if err != nil {
 			return pt, "", fmt.Errorf("reading the cpu service's address: %w", err)
 		}
-		var v struct {
-			Listen string `json:"listen"`
-		}
+		var v loadgen.ServiceAddress
 		if err := json.Unmarshal(line, &v); err != nil || v.Listen == "" {
 			return pt, "", fmt.Errorf("reading the service's address from %q: %v", line, err)
 		}
