@@ -171,3 +171,16 @@ func TestIsUsage(t *testing.T) {
 		})
 	}
 }
+
+// Issue 8 §3: what a job leaves running is said on stderr (pid and comm).
+func TestRunSaysLeftovers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs a writable cgroup (root)")
+	}
+	script := `setsid sleep 1000 </dev/null >/dev/null 2>&1 & pid=$!
+while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done`
+	_, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "LS", "--", "sh", "-c", script)
+	if code != 0 || !strings.Contains(stderr, "left 1 process(es) running, killed them: ") || !strings.Contains(stderr, " (sleep)") {
+		t.Errorf("exit %d, stderr %q; want exit 0 and the leftover named", code, stderr)
+	}
+}
