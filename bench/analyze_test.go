@@ -78,22 +78,123 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	th := &threadsExp{}
 	th.Spec(true)
 	a := th.Analyze(&Env{}, []PointResult{
-		pr(P("cpus", 2, "threads", "1"), "rate", 50),
-		pr(P("cpus", 2, "threads", "2"), "rate", 120),
-		pr(P("cpus", 2, "threads", "auto"), "rate", 100),
+		pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+		pr(P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
+		pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 	})
-	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") {
+	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") ||
+		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
 		t.Errorf("threads recommendation = %q", a.Recommendation)
 	}
 	tp := &throughputExp{}
 	tp.Spec(true)
 	a = tp.Analyze(&Env{}, []PointResult{
-		pr(P("config", defaultConfig, "write", "no"), "rate", 100),
-		pr(P("config", "2x1", "write", "no"), "rate", 130),
-		pr(P("config", "1x2", "write", "no"), "rate", 90),
+		pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+		pr(P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
+		pr(P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
 	})
-	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") {
+	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") ||
+		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
 		t.Errorf("throughput recommendation = %q", a.Recommendation)
+	}
+}
+
+// Issue 8 §4: the quick demo recommended "run 1 workers x 2 pinned CPUs
+// ...: -2% over the default" and, with 2 CPUs, "run 4 threads: +0% vs
+// auto". A recommendation is never worse than the default, and a
+// difference inside the noise is a tie, broken toward threads = CPUs.
+func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
+	tests := []struct {
+		name    string
+		exp     string
+		pts     []PointResult
+		want    []string
+		notWant []string
+	}{
+		{
+			name: "throughput: every pinned configuration slower",
+			exp:  "throughput",
+			pts: []PointResult{
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
+				pr(P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
+			},
+			want:    []string{"keep the default", "the best, 1x2, measured -2%", "Mann-Whitney p=", "n=5 vs 5"},
+			notWant: []string{"run 1 workers"},
+		},
+		{
+			name: "throughput: better median inside the noise",
+			exp:  "throughput",
+			pts: []PointResult{
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
+				pr(P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
+			},
+			want:    []string{"keep the default", "not significant", "n=5 vs 5"},
+			notWant: []string{"run 2 workers"},
+		},
+		{
+			name: "throughput: two repeats can never be significant",
+			exp:  "throughput",
+			pts: []PointResult{
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101),
+				pr(P("config", "2x1", "write", "no"), "rate", 150, 151),
+			},
+			want:    []string{"keep the default", "p=0.333, n=2 vs 2", "not significant"},
+			notWant: []string{"run 2 workers"},
+		},
+		{
+			name: "threads: 4 threads on 2 CPUs ties with 2",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			},
+			want:    []string{"run 2 threads", "threads = CPUs", "not significant", "Mann-Whitney p=", "the tie goes to threads = CPUs"},
+			notWant: []string{"run 4 threads"},
+		},
+		{
+			name: "threads: more threads than CPUs win beyond the noise",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			},
+			want: []string{"run 4 threads", "beats 2 threads beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)"},
+		},
+		{
+			name: "threads: without threads = CPUs, ties go to auto",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			},
+			want:    []string{"run auto threads", "the tie goes to the workload's auto"},
+			notWant: []string{"run 4 threads"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			exps, err := Select([]string{tc.exp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := exps[0]
+			e.(Configurable).Spec(true)
+			rec := e.Analyze(&Env{}, tc.pts).Recommendation
+			for _, w := range tc.want {
+				if !strings.Contains(rec, w) {
+					t.Errorf("recommendation %q lacks %q", rec, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rec, w) {
+					t.Errorf("recommendation %q contains %q", rec, w)
+				}
+			}
+		})
 	}
 }
 

@@ -220,6 +220,10 @@ type Chart struct {
 
 // Analysis is what an experiment concludes.
 type Analysis struct {
+	// Notice comes first in the experiment's text and report section: what
+	// the run measured differs from what was asked (no ffmpeg: the spin
+	// kernel, not transcodes).
+	Notice string  `json:"notice,omitempty"`
 	Tables []Table `json:"tables"`
 	Charts []Chart `json:"charts"`
 	// Recommendation says which configuration to use and what it buys.

@@ -13,6 +13,9 @@ import (
 // YAML section named after the experiment is decoded over it.
 type Configurable interface {
 	Spec(quick bool) any
+	// CurrentSpec returns a pointer to the spec as configured, without
+	// resetting it.
+	CurrentSpec() any
 }
 
 // Configure applies the YAML document data (may be empty) to exps: each

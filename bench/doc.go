@@ -6,9 +6,12 @@
 // a noisy machine spreads over all points, and every ratio an experiment
 // reports is taken within one run.
 //
-// Experiments launch work through package runner and measure it through
-// packages measure and loadgen; they never re-implement a batch runner.
-// Results go to the results database (package store) as they are measured;
-// Rebuild regroups them so `corepin report` regenerates the HTML report
-// from the database alone.
+// Experiments launch batches through package runner and every other
+// process through package proc (groups, pinning and idle through enforce;
+// never taskset, nice(1) or os/exec), and read CPU time through package
+// measure; they never re-implement a batch runner. Each run records one
+// Params value (its flags and every experiment's resolved spec) with its
+// results in the results database (package store); Rebuild regroups the
+// results and analyses them with those Params, so `corepin report`
+// regenerates exactly the run's report. Package bench/render draws it.
 package bench

@@ -15,10 +15,10 @@ func init() { Register(func() Experiment { return &concurrencyExp{} }) }
 // concurrencySpec is the transcode-study grid: per-job duration vs
 // concurrency x CPUs per job x mode.
 type concurrencySpec struct {
-	Job         jobSpec   `yaml:"job"`
-	Modes       []string  `yaml:"modes"`
-	Concurrency []int     `yaml:"concurrency"`
-	CPUs        []float64 `yaml:"cpus"`
+	Job         jobSpec   `yaml:"job" json:"job"`
+	Modes       []string  `yaml:"modes" json:"modes"`
+	Concurrency []int     `yaml:"concurrency" json:"concurrency"`
+	CPUs        []float64 `yaml:"cpus" json:"cpus"`
 }
 
 type concurrencyExp struct {
@@ -55,7 +55,7 @@ func (e *concurrencyExp) Setup(ctx context.Context, env *Env) error {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 	}
-	j, err := resolveJob(ctx, env, e.spec.Job)
+	j, err := resolveJob(ctx, env, &e.spec.Job)
 	e.job = j
 	return err
 }
@@ -139,7 +139,7 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 			modes = append(modes, m)
 		}
 	}
-	a := Analysis{Tables: []Table{t}}
+	a := Analysis{Notice: e.spec.Job.Substitute, Tables: []Table{t}}
 	// One heatmap and one box chart per CPUs-per-job value.
 	var cpus []string
 	for _, p := range pts {
@@ -227,3 +227,9 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 	return fmt.Sprintf("at %d jobs at once, %s mode slowed each job least (%s vs alone); %s slowed it most (%s). Use %s for batches of this size on this machine.",
 		common, bestMode, pct(bestV), worstMode, pct(worstV), bestMode)
 }
+
+// CurrentSpec returns the spec as configured.
+func (e *concurrencyExp) CurrentSpec() any { return &e.spec }
+
+// Resolve settles the job's workload ("auto": transcode or spin).
+func (e *concurrencyExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }

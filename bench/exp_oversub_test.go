@@ -15,24 +15,9 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-// oversubChildEnv makes the test binary act as `corepin pingpong ...`, so
-// the experiment's ranks are real processes without building corepin.
+// oversubChildEnv makes the test binary act as corepin (rank_child_test.go),
+// so the experiment's ranks are real processes without building corepin.
 const oversubChildEnv = "COREPIN_BENCH_TEST_PINGPONG"
-
-func init() {
-	if os.Getenv(oversubChildEnv) != "1" {
-		return
-	}
-	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "pingpong" {
-		args = args[1:]
-	}
-	if err := netbench.RunCommand(context.Background(), args, os.Stdin, os.Stdout); err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
 
 type testLog struct{ t *testing.T }
 
@@ -291,9 +276,6 @@ func TestOversubQuickRun(t *testing.T) {
 // Pairs pinned together and apart, on the live topology, give the
 // placement table.
 func TestOversubPlacements(t *testing.T) {
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset (util-linux) not installed")
-	}
 	topo, err := topology.Discover(os.DirFS("/"))
 	if err != nil || topo.Allowed().Size() < 2 {
 		t.Skip("needs a readable topology with 2 or more allowed CPUs")
@@ -345,8 +327,5 @@ func TestPairCPUs(t *testing.T) {
 		if s, c := pairCPUs(cpus, tc.i, tc.place); s != tc.srv || c != tc.cli {
 			t.Errorf("pairCPUs(%s, %d) = %d, %d, want %d, %d", tc.place, tc.i, s, c, tc.srv, tc.cli)
 		}
-	}
-	if got := pinned(2, []string{"x"}); strings.Join(got, " ") != "taskset -c 2 x" {
-		t.Errorf("pinned = %q", got)
 	}
 }

@@ -15,11 +15,11 @@ func init() { Register(func() Experiment { return &threadsExp{} }) }
 // threadsSpec is the encoder study: a fixed CPU allotment, the job's thread
 // count swept over multiples of it and "auto".
 type threadsSpec struct {
-	Job jobSpec `yaml:"job"`
+	Job jobSpec `yaml:"job" json:"job"`
 	// CPUs is the pinned allotment K (0: the whole machine, capped at 4).
-	CPUs int `yaml:"cpus"`
+	CPUs int `yaml:"cpus" json:"cpus"`
 	// Threads are multiples of K ("0.5" = K/2) or "auto".
-	Threads []string `yaml:"threads"`
+	Threads []string `yaml:"threads" json:"threads"`
 }
 
 type threadsExp struct {
@@ -47,7 +47,7 @@ func (e *threadsExp) Setup(ctx context.Context, env *Env) error {
 		e.Spec(env.Quick)
 	}
 	e.k = e.allotment(env)
-	j, err := resolveJob(ctx, env, e.spec.Job)
+	j, err := resolveJob(ctx, env, &e.spec.Job)
 	e.job = j
 	return err
 }
@@ -109,26 +109,17 @@ func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error
 }
 
 func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
-	unit := "ops"
-	if e.job != nil {
-		unit = e.job.unit
-	} else if e.spec.Job.Workload == WorkloadTranscode {
-		unit = "frames"
-	}
+	unit := e.spec.Job.unit()
 	k := "?"
 	if len(pts) > 0 {
 		k = pts[0].Point.Get("cpus")
 	}
-	var auto, bestV float64 = math.NaN(), math.Inf(-1)
-	best := ""
+	auto := math.NaN()
 	t := Table{Title: fmt.Sprintf("One job pinned to %s CPUs, thread count swept (medians)", k),
 		Columns: []string{"threads", unit + "/s", "spread", "vs auto", "wall"}}
 	for _, p := range pts {
 		if p.Point.Get("threads") == "auto" {
 			auto = p.Median("rate")
-		}
-		if v := p.Median("rate"); v > bestV {
-			best, bestV = p.Point.Get("threads"), v
 		}
 	}
 	line := Chart{Kind: ChartBar, Title: fmt.Sprintf("%s/s by thread count on %s pinned CPUs", unit, k),
@@ -142,16 +133,77 @@ func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
 		s.Y = append(s.Y, p.Median("rate"))
 	}
 	line.Series = []Series{s}
-	a := Analysis{Tables: []Table{t}, Charts: []Chart{line}}
-	if best != "" {
-		gain := bestV/auto - 1
-		a.Recommendation = fmt.Sprintf("with %s pinned CPUs, run %s threads: %.1f %s/s, %s vs the workload's auto", k, best, bestV, unit, pct(gain))
-		if best == k {
-			a.Recommendation += " (threads = CPUs, as corepin run --threads auto sets)"
-		}
-		if math.IsNaN(auto) {
-			a.Recommendation = fmt.Sprintf("with %s pinned CPUs, run %s threads (%.1f %s/s)", k, best, bestV, unit)
-		}
-	}
+	a := Analysis{Notice: e.spec.Job.Substitute, Tables: []Table{t}, Charts: []Chart{line}}
+	a.Recommendation = recommendThreads(pts, k, unit)
 	return a
 }
+
+// recommendThreads names the thread count to run with k pinned CPUs. The
+// candidate is the count with the best median rate; it must beat the
+// reference (threads = CPUs, the field's finding, or auto where threads =
+// CPUs was not measured) in a Mann-Whitney test over the repeats, else the
+// difference is a tie and the reference is recommended. Every figure
+// quoted is against auto, the workload's default, and the recommendation
+// is never one that measured worse than it beyond the noise.
+func recommendThreads(pts []PointResult, k, unit string) string {
+	find := func(threads string) *PointResult {
+		for i := range pts {
+			if pts[i].Point.Get("threads") == threads {
+				return &pts[i]
+			}
+		}
+		return nil
+	}
+	var best *PointResult
+	for i := range pts {
+		if v := pts[i].Median("rate"); !math.IsNaN(v) && (best == nil || v > best.Median("rate")) {
+			best = &pts[i]
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	auto := find("auto")
+	ref := find(k)
+	if ref == nil || math.IsNaN(ref.Median("rate")) {
+		ref = auto
+	}
+	if ref == nil || math.IsNaN(ref.Median("rate")) {
+		return fmt.Sprintf("with %s pinned CPUs, run %s threads (%.1f %s/s); neither threads = CPUs nor auto was measured to compare with", k, best.Point.Get("threads"), best.Median("rate"), unit)
+	}
+	pick := ref
+	var why string
+	if best != ref {
+		c := MannWhitney(best.Values("rate"), ref.Values("rate"))
+		if c.Significant() {
+			pick = best
+			why = fmt.Sprintf("; it beats %s threads beyond the noise (%s)", ref.Point.Get("threads"), c)
+		} else {
+			why = fmt.Sprintf("; %s threads measured %s vs it, a difference that is not significant (%s), so the tie goes to %s",
+				best.Point.Get("threads"), pct(best.Median("rate")/ref.Median("rate")-1), c, tieName(ref, k))
+		}
+	}
+	th := pick.Point.Get("threads")
+	rec := fmt.Sprintf("with %s pinned CPUs, run %s threads: %.1f %s/s", k, th, pick.Median("rate"), unit)
+	if auto != nil && pick != auto {
+		c := MannWhitney(pick.Values("rate"), auto.Values("rate"))
+		rec += fmt.Sprintf(", %s vs the workload's auto (%s)", pct(pick.Median("rate")/auto.Median("rate")-1), c)
+	}
+	if th == k {
+		rec += " (threads = CPUs, as corepin run --threads auto sets)"
+	}
+	return rec + why
+}
+
+func tieName(ref *PointResult, k string) string {
+	if ref.Point.Get("threads") == k {
+		return "threads = CPUs"
+	}
+	return "the workload's auto"
+}
+
+// CurrentSpec returns the spec as configured.
+func (e *threadsExp) CurrentSpec() any { return &e.spec }
+
+// Resolve settles the job's workload ("auto": transcode or spin).
+func (e *threadsExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }

@@ -17,13 +17,13 @@ func init() { Register(func() Experiment { return &throughputExp{} }) }
 // K pinned CPUs each (W x K = the machine), against the default of running
 // every job at once, unpinned, threads auto.
 type throughputSpec struct {
-	Job jobSpec `yaml:"job"`
+	Job jobSpec `yaml:"job" json:"job"`
 	// JobsPerCPU sizes the batch: jobs = JobsPerCPU x CPUs.
-	JobsPerCPU int `yaml:"jobs_per_cpu"`
+	JobsPerCPU int `yaml:"jobs_per_cpu" json:"jobs_per_cpu"`
 	// CPUsPerWorker are the K values tried (those dividing the machine).
-	CPUsPerWorker []int `yaml:"cpus_per_worker"`
+	CPUsPerWorker []int `yaml:"cpus_per_worker" json:"cpus_per_worker"`
 	// Write also measures each configuration writing its output (transcode).
-	Write bool `yaml:"write"`
+	Write bool `yaml:"write" json:"write"`
 }
 
 type throughputExp struct {
@@ -55,7 +55,7 @@ func (e *throughputExp) Setup(ctx context.Context, env *Env) error {
 	if e.spec.CPUsPerWorker == nil {
 		e.Spec(env.Quick)
 	}
-	j, err := resolveJob(ctx, env, e.spec.Job)
+	j, err := resolveJob(ctx, env, &e.spec.Job)
 	e.job = j
 	return err
 }
@@ -111,10 +111,7 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 }
 
 func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
-	unit := "ops"
-	if e.job != nil {
-		unit = e.job.unit
-	}
+	unit := e.spec.Job.unit()
 	def := map[string]float64{}
 	for _, p := range pts {
 		if p.Point.Get("config") == defaultConfig {
@@ -126,7 +123,6 @@ func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
 	bars := map[string]*Series{}
 	var order []string
 	var labels []string
-	bestCfg, bestW, bestV := "", "", math.Inf(-1)
 	for _, p := range pts {
 		cfg, w := p.Point.Get("config"), p.Point.Get("write")
 		v := p.Median("rate")
@@ -145,18 +141,60 @@ func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
 			labels = append(labels, cfg)
 		}
 		bars[w].Y = append(bars[w].Y, v)
-		if cfg != defaultConfig && v > bestV && w == "no" {
-			bestCfg, bestW, bestV = cfg, w, v
-		}
 	}
 	chart := Chart{Kind: ChartBar, Title: "Aggregate " + unit + "/s by configuration", XLabel: "workers x CPUs per worker", YLabel: unit + "/s", XLabels: labels}
 	for _, w := range order {
 		chart.Series = append(chart.Series, *bars[w])
 	}
-	a := Analysis{Tables: []Table{t}, Charts: []Chart{chart}}
-	if bestCfg != "" {
-		a.Recommendation = fmt.Sprintf("run %s workers x %s pinned CPUs each with threads = CPUs: %.1f %s/s, %s over the default (unpinned, threads auto, all jobs at once)",
-			strings.Split(bestCfg, "x")[0], strings.Split(bestCfg, "x")[1], bestV, unit, pct(bestV/def[bestW]-1))
-	}
+	a := Analysis{Notice: e.spec.Job.Substitute, Tables: []Table{t}, Charts: []Chart{chart}}
+	a.Recommendation = recommendThroughput(pts, unit)
 	return a
+}
+
+// CurrentSpec returns the spec as configured.
+func (e *throughputExp) CurrentSpec() any { return &e.spec }
+
+// Resolve settles the job's workload ("auto": transcode or spin).
+func (e *throughputExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }
+
+// recommendThroughput names the configuration to fill the machine with.
+// The candidate is the pinned configuration with the best median rate
+// (without writing output); it is recommended only where a Mann-Whitney
+// test over the repeats says it beats the default (unpinned, threads auto,
+// all jobs at once) beyond the noise. Otherwise the default is: a
+// recommendation is never worse than the default.
+func recommendThroughput(pts []PointResult, unit string) string {
+	var def, best *PointResult
+	for i := range pts {
+		p := &pts[i]
+		if p.Point.Get("write") != "no" || math.IsNaN(p.Median("rate")) {
+			continue
+		}
+		if p.Point.Get("config") == defaultConfig {
+			def = p
+		} else if best == nil || p.Median("rate") > best.Median("rate") {
+			best = p
+		}
+	}
+	const defName = "the default (unpinned, threads auto, all jobs at once)"
+	switch {
+	case best == nil:
+		return ""
+	case def == nil:
+		w, k, _ := strings.Cut(best.Point.Get("config"), "x")
+		return fmt.Sprintf("run %s workers x %s pinned CPUs each with threads = CPUs: %.1f %s/s (the default was not measured to compare with)", w, k, best.Median("rate"), unit)
+	}
+	c := MannWhitney(best.Values("rate"), def.Values("rate"))
+	gain := best.Median("rate")/def.Median("rate") - 1
+	if gain <= 0 || !c.Significant() {
+		verdict := "not significant"
+		if c.Significant() {
+			verdict = "significantly slower"
+		}
+		return fmt.Sprintf("keep %s: %.1f %s/s. No pinned configuration beats it beyond the noise; the best, %s, measured %s (%s, %s).",
+			defName, def.Median("rate"), unit, best.Point.Get("config"), pct(gain), c, verdict)
+	}
+	w, k, _ := strings.Cut(best.Point.Get("config"), "x")
+	return fmt.Sprintf("run %s workers x %s pinned CPUs each with threads = CPUs: %.1f %s/s, %s over %s (%s)",
+		w, k, best.Median("rate"), unit, pct(gain), defName, c)
 }

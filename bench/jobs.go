@@ -3,10 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -22,15 +23,44 @@ const (
 // threads and throughput.
 type jobSpec struct {
 	// Workload is auto, transcode or spin.
-	Workload string `yaml:"workload"`
+	Workload string `yaml:"workload" json:"workload"`
 	// JobSeconds is the target length of one job alone on one CPU; spin
 	// work is calibrated to it at setup.
-	JobSeconds float64 `yaml:"job_seconds"`
+	JobSeconds float64 `yaml:"job_seconds" json:"job_seconds"`
 	// Clip is the transcode input: size and length (frames = seconds x 30).
-	ClipWidth   int    `yaml:"clip_width"`
-	ClipHeight  int    `yaml:"clip_height"`
-	ClipSeconds int    `yaml:"clip_seconds"`
-	Preset      string `yaml:"preset"`
+	ClipWidth   int    `yaml:"clip_width" json:"clip_width"`
+	ClipHeight  int    `yaml:"clip_height" json:"clip_height"`
+	ClipSeconds int    `yaml:"clip_seconds" json:"clip_seconds"`
+	Preset      string `yaml:"preset" json:"preset"`
+	// Substitute, set by resolveWorkload, says that the spec asked for
+	// "auto" and got the spin kernel because ffmpeg is missing: the
+	// experiment then measures no transcode, and says so first.
+	Substitute string `yaml:"-" json:"substitute,omitempty"`
+}
+
+// resolveWorkload settles an "auto" (or empty) workload to transcode where
+// ffmpeg with libx264 is installed, else to spin with Substitute saying
+// why. ffmpeg's presence is probed once per process.
+func (s *jobSpec) resolveWorkload() { s.resolveWith(workload.FFmpegAvailable) }
+
+// resolveWith is resolveWorkload with ffmpeg's probe as a parameter.
+func (s *jobSpec) resolveWith(ffmpegAvailable func() error) {
+	if s.Workload != "" && s.Workload != WorkloadAuto {
+		return
+	}
+	s.Workload = WorkloadTranscode
+	if err := ffmpegAvailable(); err != nil {
+		s.Workload = WorkloadSpin
+		s.Substitute = fmt.Sprintf("no transcodes measured: %v, so this experiment measures corepin's Go spin kernel instead; install ffmpeg to measure real encodes", err)
+	}
+}
+
+// unit names what the spec's job reports per second.
+func (s jobSpec) unit() string {
+	if s.Workload == WorkloadTranscode {
+		return "frames"
+	}
+	return "ops"
 }
 
 // job is a resolved jobSpec: the argv template of one job.
@@ -46,20 +76,17 @@ type job struct {
 
 // resolveJob decides the workload and prepares it once: generates and
 // caches the clip, or calibrates the spin kernel to JobSeconds.
-func resolveJob(ctx context.Context, env *Env, s jobSpec) (*job, error) {
-	j := &job{kind: s.Workload, exe: env.Exe}
-	if j.kind == "" || j.kind == WorkloadAuto {
-		j.kind = WorkloadSpin
-		if workload.FFmpegAvailable() == nil {
-			j.kind = WorkloadTranscode
-		}
+func resolveJob(ctx context.Context, env *Env, s *jobSpec) (*job, error) {
+	s.resolveWorkload()
+	if s.Substitute != "" {
+		env.Logf("%s", s.Substitute)
 	}
+	j := &job{kind: s.Workload, exe: env.Exe}
 	switch j.kind {
 	case WorkloadTranscode:
 		if err := workload.FFmpegAvailable(); err != nil {
 			return nil, fmt.Errorf("workload transcode: %w", err)
 		}
-		j.unit = "frames"
 		j.clip = workload.ClipOptions{Width: s.ClipWidth, Height: s.ClipHeight, Seconds: s.ClipSeconds}
 		j.trans = workload.TranscodeOptions{Preset: s.Preset}
 		env.Logf("preparing the %dx%d %d s test clip", s.ClipWidth, s.ClipHeight, s.ClipSeconds)
@@ -67,7 +94,6 @@ func resolveJob(ctx context.Context, env *Env, s jobSpec) (*job, error) {
 			return nil, err
 		}
 	case WorkloadSpin:
-		j.unit = "ops"
 		rate, err := calibrateSpin(ctx, env.Exe)
 		if err != nil {
 			return nil, err
@@ -76,15 +102,24 @@ func resolveJob(ctx context.Context, env *Env, s jobSpec) (*job, error) {
 	default:
 		return nil, fmt.Errorf("%w: workload %q: use auto, transcode or spin", ErrUsage, s.Workload)
 	}
+	j.unit = s.unit()
 	return j, nil
 }
 
 // calibrateSpin measures the spin kernel's ops/s on one thread.
 func calibrateSpin(ctx context.Context, exe string) (float64, error) {
-	out, err := exec.CommandContext(ctx, exe, workload.SpinArgs(300*time.Millisecond, "1")...).Output()
+	p, err := proc.Start(ctx, proc.Spec{Argv: append([]string{exe}, workload.SpinArgs(300*time.Millisecond, "1")...)})
 	if err != nil {
 		return 0, fmt.Errorf("calibrating the spin kernel: %w", err)
 	}
+	x, err := p.Wait()
+	if err == nil && x.Code != 0 {
+		err = fmt.Errorf("exit %d%s: %s", x.Code, signalNote(x.Signal), strings.TrimSpace(x.Stderr))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("calibrating the spin kernel: %w", err)
+	}
+	out := []byte(x.Stdout)
 	r, err := workload.ParseReport(out)
 	if err != nil || r.Spin == nil || r.Spin.OpsPerS <= 0 {
 		return 0, fmt.Errorf("calibrating the spin kernel: %s: %v", out, err)

@@ -19,9 +19,11 @@ type Report struct {
 	Driver         string    `json:"driver"`
 	// Topology is the machine's `corepin topo -o json` document;
 	// TopologySummary its one-line summary and TopologyText its text map.
-	Topology        topology.Doc       `json:"topology"`
-	TopologySummary string             `json:"topology_summary"`
-	TopologyText    string             `json:"topology_text"`
-	Commands        []string           `json:"commands"` // to reproduce
-	Experiments     []ExperimentReport `json:"experiments"`
+	Topology        topology.Doc `json:"topology"`
+	TopologySummary string       `json:"topology_summary"`
+	TopologyText    string       `json:"topology_text"`
+	Commands        []string     `json:"commands"` // to reproduce
+	// Params are the run's full, resolved parameters, as stored with it.
+	Params      Params             `json:"params"`
+	Experiments []ExperimentReport `json:"experiments"`
 }

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/corepin/corepin/store"
@@ -54,22 +56,55 @@ func ParsePoint(b []byte) (Point, error) {
 	return p, nil
 }
 
-// Rebuild regroups stored measurements of one bench run into each
-// experiment's points and re-runs its analysis, so a report can be
-// regenerated from the database alone.
-func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
-	r := Report{RunID: run.ID, GeneratedAt: run.StartedAt, CorepinVersion: run.CorepinVersion,
-		Kernel: run.Kernel, Hostname: run.Hostname, TopologySummary: run.TopologySummary}
-	var params struct {
-		Quick    bool     `json:"quick"`
-		Driver   string   `json:"driver"`
-		Commands []string `json:"commands"`
-	}
-	if len(run.Params) > 0 {
-		if err := json.Unmarshal(run.Params, &params); err != nil {
-			return r, fmt.Errorf("reading run %d parameters: %w", run.ID, err)
+// Experiment-level rows: facts of an experiment or of one of its points
+// rather than of one repeat. They are stored with Repeat -1 (no repeat) so
+// that no reader mistakes them for a measured metric.
+const (
+	// ElapsedMetric is how long the experiment ran, in seconds; its point
+	// is the empty object.
+	ElapsedMetric = "experiment_elapsed_s"
+	// PointIndexMetric is a point's place in the experiment's parameter
+	// space (Points order); measured repeats come in random order.
+	PointIndexMetric = "point_index"
+	// FailedMetric is how many repeats of a point failed.
+	FailedMetric = "failed_repeats"
+	noRepeat     = -1
+)
+
+// ExperimentMeasurements are the experiment-level store rows of rep (its
+// elapsed time, and per point its place and failed repeats), so that a
+// rebuilt report shows what the run's report showed.
+func ExperimentMeasurements(rep ExperimentReport) ([]store.Measurement, error) {
+	out := []store.Measurement{{Experiment: rep.Name, Point: json.RawMessage("{}"), Metric: ElapsedMetric, Value: rep.Elapsed, Repeat: noRepeat}}
+	for i, p := range rep.Points {
+		pj, err := json.Marshal(p.Point)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.Measurement{Experiment: rep.Name, Point: pj, Metric: PointIndexMetric, Value: float64(i), Repeat: noRepeat})
+		if len(p.Errors) > 0 {
+			out = append(out, store.Measurement{Experiment: rep.Name, Point: pj, Metric: FailedMetric, Value: float64(len(p.Errors)), Repeat: noRepeat})
 		}
 	}
+	return out, nil
+}
+
+// failedNotStored stands for a failed repeat's message in a rebuilt report:
+// the database keeps how many failed, not why.
+const failedNotStored = "failed (the message is in the run's output, not in the database)"
+
+// Rebuild regroups stored measurements of one bench run into each
+// experiment's points and re-runs its analysis with the parameters the run
+// recorded (Params), so a report regenerated from the database alone
+// equals the one the run wrote. Experiments come in the run's order.
+func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
+	r := Report{RunID: run.ID, GeneratedAt: run.StartedAt.Local(), CorepinVersion: run.CorepinVersion,
+		Kernel: run.Kernel, Hostname: run.Hostname, TopologySummary: run.TopologySummary}
+	params, err := ParseParams(run.Params)
+	if err != nil {
+		return r, fmt.Errorf("reading run %d: %w", run.ID, err)
+	}
+	r.Params = params
 	r.Quick, r.Driver, r.Commands = params.Quick, params.Driver, params.Commands
 	if len(run.Topology) > 0 {
 		if err := json.Unmarshal(run.Topology, &r.Topology); err != nil {
@@ -88,11 +123,18 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 	type key struct{ exp, point string }
 	type acc struct {
 		point   Point
+		index   int // PointIndexMetric, or the order first seen
+		failed  int
 		repeats map[int]Metrics
 	}
 	byPoint := map[key]*acc{}
+	elapsed := map[string]float64{}
 	var order []key
 	for _, m := range ms {
+		if m.Repeat == noRepeat && m.Metric == ElapsedMetric {
+			elapsed[m.Experiment] = m.Value
+			continue
+		}
 		k := key{m.Experiment, string(m.Point)}
 		a := byPoint[k]
 		if a == nil {
@@ -100,16 +142,26 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 			if err != nil {
 				return r, err
 			}
-			a = &acc{point: p, repeats: map[int]Metrics{}}
+			a = &acc{point: p, index: math.MaxInt32 + len(order), repeats: map[int]Metrics{}}
 			byPoint[k] = a
 			order = append(order, k)
 		}
-		if a.repeats[m.Repeat] == nil {
-			a.repeats[m.Repeat] = Metrics{}
+		switch {
+		case m.Repeat == noRepeat && m.Metric == PointIndexMetric:
+			a.index = int(m.Value)
+		case m.Repeat == noRepeat && m.Metric == FailedMetric:
+			a.failed = int(m.Value)
+		case m.Repeat == noRepeat:
+			// An experiment-level fact of a later version: not a metric.
+		default:
+			if a.repeats[m.Repeat] == nil {
+				a.repeats[m.Repeat] = Metrics{}
+			}
+			a.repeats[m.Repeat][m.Metric] = m.Value
 		}
-		a.repeats[m.Repeat][m.Metric] = m.Value
 	}
-	for _, e := range Experiments() {
+	slices.SortStableFunc(order, func(x, y key) int { return cmp.Compare(byPoint[x].index, byPoint[y].index) })
+	for _, e := range runOrder(params) {
 		var pts []PointResult
 		for _, k := range order {
 			if k.exp != e.Name() {
@@ -125,20 +177,37 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 			for _, i := range reps {
 				pr.Repeats = append(pr.Repeats, a.repeats[i])
 			}
+			for range min(a.failed, 1<<16) {
+				pr.Errors = append(pr.Errors, failedNotStored)
+			}
 			pts = append(pts, pr)
 		}
 		if len(pts) == 0 {
 			continue
 		}
-		if c, ok := e.(Configurable); ok {
-			c.Spec(params.Quick)
+		if _, err := params.Apply(e); err != nil {
+			return r, fmt.Errorf("reading run %d: %w", run.ID, err)
 		}
 		r.Experiments = append(r.Experiments, ExperimentReport{
-			Name: e.Name(), Title: e.Title(), Points: pts, Analysis: e.Analyze(env, pts),
+			Name: e.Name(), Title: e.Title(), Points: pts, Analysis: e.Analyze(env, pts), Elapsed: elapsed[e.Name()],
 		})
 	}
 	if len(r.Experiments) == 0 {
 		return r, fmt.Errorf("run %d has no measurements of a known experiment", run.ID)
 	}
 	return r, nil
+}
+
+// runOrder returns a fresh instance of every experiment: those p recorded
+// first, in the run's order, then the rest in the canonical order.
+func runOrder(p Params) []Experiment {
+	all := Experiments()
+	var out []Experiment
+	for _, ep := range p.Experiments {
+		if i := slices.IndexFunc(all, func(e Experiment) bool { return e.Name() == ep.Name }); i >= 0 {
+			out = append(out, all[i])
+			all = slices.Delete(all, i, i+1)
+		}
+	}
+	return append(out, all...)
 }

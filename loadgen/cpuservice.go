@@ -23,6 +23,13 @@ const DefaultCost = 3 * time.Millisecond
 // HealthPath answers 200 without burning CPU, for readiness checks.
 const HealthPath = "/healthz"
 
+// ServiceAddress is the first line `corepin serve cpu -o json` prints once
+// it listens, declared once for the command and for whoever starts it.
+type ServiceAddress struct {
+	Listen string  `json:"listen"`
+	CostMs float64 `json:"cost_ms"`
+}
+
 // CPUService is an HTTP handler whose every request burns a fixed amount of
 // CPU time (not wall time) and returns a small body. Under contention a
 // request takes longer on the wall clock but costs the same CPU, which is

@@ -7,8 +7,10 @@
 //
 // Every kernel does fixed work (N round trips, N ops) and reports how long
 // it took, so the same work can be compared at 1 to 4 processes per CPU.
-// RunCommand is the process front end (`corepin pingpong ...`) the
-// experiment launches, one process per rank.
+// RunRank runs one rank process (`corepin pingpong ...`, whose command
+// line internal/cli parses with cobra); the experiment launches one per
+// rank, started together by a Barrier, and reads their lines (Listening,
+// Ready, RankResult).
 //
 // NewVethPair needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and the ip
 // command of iproute2 (ip-netns(8), veth(4)); it addresses only the two

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net"
 	"os"
@@ -17,20 +16,9 @@ import (
 	"time"
 )
 
-// The test binary doubles as `corepin pingpong` when this variable is set,
-// so tests can run ranks as real processes (inside namespaces too).
+// childEnv makes the test binary act as corepin (see child_test.go), so
+// tests can run ranks as real processes (inside namespaces too).
 const childEnv = "COREPIN_NETBENCH_TEST_CHILD"
-
-func init() {
-	if os.Getenv(childEnv) == "1" {
-		err := RunCommand(context.Background(), os.Args[1:], os.Stdin, os.Stdout)
-		if err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-}
 
 // serveLoopback runs Serve on a loopback port until the test ends; done is
 // closed when Serve returns, with its error in *serveErr.
@@ -166,13 +154,13 @@ func TestNearestRank(t *testing.T) {
 }
 
 // The command's JSON is exactly the documented object.
-func TestRunCommandJSON(t *testing.T) {
+func TestRunRankJSON(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
 	srvErr := make(chan error, 1)
 	go func() {
-		srvErr <- RunCommand(ctx, []string{"server", "--listen", "127.0.0.1:0", "--conns", "1", "-o", "json"}, nil, pw)
+		srvErr <- RunRank(ctx, RankOptions{Role: RoleServer, Listen: "127.0.0.1:0", Conns: 1, JSON: true}, nil, pw)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -187,7 +175,7 @@ func TestRunCommandJSON(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr)
 	var out bytes.Buffer
-	if err := RunCommand(ctx, []string{"client", "--connect", ready.Listen, "--messages", "50", "-o", "json"}, nil, &out); err != nil {
+	if err := RunRank(ctx, RankOptions{Role: RoleClient, Connect: ready.Listen, Messages: 50, JSON: true}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]float64
@@ -218,12 +206,12 @@ func TestRunCommandJSON(t *testing.T) {
 	}
 }
 
-func TestRunCommandComputeWaitsOnStdin(t *testing.T) {
+func TestRunRankComputeWaitsOnStdin(t *testing.T) {
 	stdinR, stdinW := io.Pipe()
 	outR, outW := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- RunCommand(context.Background(), []string{"compute", "--ops", "100", "--wait-stdin", "-o", "json"}, stdinR, outW)
+		errc <- RunRank(context.Background(), RankOptions{Role: RoleCompute, Ops: 100, WaitStdin: true, JSON: true}, stdinR, outW)
 		outW.Close()
 	}()
 	br := bufio.NewReader(outR)
@@ -245,30 +233,25 @@ func TestRunCommandComputeWaitsOnStdin(t *testing.T) {
 	}
 }
 
-func TestRunCommandUsage(t *testing.T) {
+func TestRunRankInvalid(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		args []string
+		o    RankOptions
 	}{
-		{name: "none", args: nil},
-		{name: "unknown subcommand", args: []string{"bounce"}},
-		{name: "server without listen", args: []string{"server"}},
-		{name: "client without messages", args: []string{"client", "--connect", "127.0.0.1:1"}},
-		{name: "compute without ops", args: []string{"compute"}},
-		{name: "bad output", args: []string{"compute", "--ops", "1", "-o", "yaml"}},
-		{name: "unknown flag", args: []string{"compute", "--opz", "1"}},
-		{name: "extra argument", args: []string{"compute", "--ops", "1", "more"}},
+		{name: "no role", o: RankOptions{}},
+		{name: "unknown role", o: RankOptions{Role: "bounce"}},
+		{name: "server without listen", o: RankOptions{Role: RoleServer}},
+		{name: "server with negative conns", o: RankOptions{Role: RoleServer, Listen: "127.0.0.1:0", Conns: -1}},
+		{name: "client without connect", o: RankOptions{Role: RoleClient, Messages: 1}},
+		{name: "client without messages", o: RankOptions{Role: RoleClient, Connect: "127.0.0.1:1"}},
+		{name: "compute without ops", o: RankOptions{Role: RoleCompute}},
+		{name: "two barriers", o: RankOptions{Role: RoleCompute, Ops: 1, WaitStdin: true, WaitFIFO: "/x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := RunCommand(context.Background(), tc.args, nil, io.Discard)
-			if !errors.Is(err, ErrUsage) {
-				t.Errorf("RunCommand(%q) = %v, want ErrUsage", tc.args, err)
+			if err := RunRank(context.Background(), tc.o, nil, io.Discard); !errors.Is(err, ErrUsage) {
+				t.Errorf("RunRank(%+v) = %v, want ErrUsage", tc.o, err)
 			}
 		})
-	}
-	var out bytes.Buffer
-	if err := RunCommand(context.Background(), []string{"client", "-h"}, nil, &out); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Examples:") {
-		t.Errorf("-h = %v, printed %q", err, out.String())
 	}
 }
 
@@ -320,7 +303,7 @@ func TestVethPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sargv := Exec(v.NSA, self, "server", "--listen", VethAddrA.String()+":0", "--conns", "1", "-o", "json")
+	sargv := Exec(v.NSA, self, "pingpong", "server", "--listen", VethAddrA.String()+":0", "--conns", "1", "-o", "json")
 	srv := exec.Command(sargv[0], sargv[1:]...)
 	srv.Env = append(os.Environ(), childEnv+"=1")
 	srvOut, err := srv.StdoutPipe()
@@ -342,7 +325,7 @@ func TestVethPair(t *testing.T) {
 	if !strings.HasPrefix(ready.Listen, VethAddrA.String()+":") {
 		t.Errorf("server listens on %s, want %s", ready.Listen, VethAddrA)
 	}
-	argv := Exec(v.NSB, self, "client", "--connect", ready.Listen, "--messages", "100", "-o", "json")
+	argv := Exec(v.NSB, self, "pingpong", "client", "--connect", ready.Listen, "--messages", "100", "-o", "json")
 	cli := exec.Command(argv[0], argv[1:]...)
 	cli.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cli.Output()

@@ -114,7 +114,15 @@ func ParseReport(data []byte) (Report, error) {
 // SpinArgs returns the corepin arguments (after the binary's name) that run
 // the spin kernel for d with threads ("auto", a count, or a placeholder such
 // as "{threads}" for `corepin run`) and print a JSON report.
-func SpinArgs(d time.Duration, threads string) []string {
+func SpinArgs(d time.Duration, threads string) []string { return SpinNiceArgs(d, threads, 0) }
+
+// SpinNiceArgs is [SpinArgs] with every spinning thread at nice (0: not
+// set).
+func SpinNiceArgs(d time.Duration, threads string, nice int) []string {
+	if nice != 0 {
+		return []string{"workload", NameSpin, "--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64),
+			"--threads", threads, "--nice", strconv.Itoa(nice), "-o", "json"}
+	}
 	return []string{"workload", NameSpin, "--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64),
 		"--threads", threads, "-o", "json"}
 }

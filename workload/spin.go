@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,6 +22,11 @@ type SpinOptions struct {
 	Ops int64
 	// Threads is the number of spinning threads; it must be positive.
 	Threads int
+	// Nice, if not 0, is the nice value (-20..19) of every spinning
+	// thread. Linux keeps nice per thread (setpriority(2), BUGS), so each
+	// spinning thread sets its own before it spins: the batch of the nice
+	// study, without nice(1) in front of corepin.
+	Nice int
 }
 
 // SpinResult is what one [Spin] run did.
@@ -66,6 +72,9 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	if (opts.Duration > 0) == (opts.Ops > 0) || opts.Duration < 0 || opts.Ops < 0 {
 		return SpinResult{}, fmt.Errorf("%w: spin for %v or %d ops: want exactly one of them, positive", ErrInvalid, opts.Duration, opts.Ops)
 	}
+	if opts.Nice < -20 || opts.Nice > 19 {
+		return SpinResult{}, fmt.Errorf("%w: spin nice %d: want -20..19", ErrInvalid, opts.Nice)
+	}
 	if opts.Threads < 1 {
 		return SpinResult{}, fmt.Errorf("%w: spin threads %d: want >= 1", ErrInvalid, opts.Threads)
 	}
@@ -73,6 +82,7 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	var claimed atomic.Int64 // ops taken so far, with opts.Ops
 	per := make([]int64, opts.Threads)
 	var wg sync.WaitGroup
+	var niceErr atomic.Pointer[error]
 	start := time.Now()
 	if opts.Duration > 0 {
 		timer := time.AfterFunc(opts.Duration, func() { stop.Store(true) })
@@ -93,7 +103,15 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	for i := range opts.Threads {
 		wg.Go(func() {
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+			if opts.Nice != 0 {
+				// who 0 is the calling thread; the thread is not unlocked,
+				// so it ends with this goroutine and its nice with it.
+				if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, opts.Nice); err != nil {
+					niceErr.CompareAndSwap(nil, &err)
+				}
+			} else {
+				defer runtime.UnlockOSThread()
+			}
 			x := uint64(i)*0x2545f4914f6cdd1d + 0x853c49e6748fea9b
 			var n int64
 			for !stop.Load() {
@@ -112,6 +130,9 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	close(done)
 	<-watched
 	res := SpinResult{Threads: opts.Threads, Wall: wall, PerThread: per}
+	if err := niceErr.Load(); err != nil {
+		return res, fmt.Errorf("setting nice %d: %w", opts.Nice, *err)
+	}
 	for _, n := range per {
 		res.Ops += n
 	}

@@ -1,9 +1,14 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -148,4 +153,65 @@ func TestAffinityCPUs(t *testing.T) {
 	if n := AffinityCPUs(); n < 1 {
 		t.Errorf("AffinityCPUs() = %d, want >= 1", n)
 	}
+}
+
+// The nice study's batch runs every spinning thread at nice 19 without
+// nice(1): each thread sets its own nice, and the nice goes with the thread
+// (the caller's threads keep theirs).
+func TestSpinNice(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Spin(ctx, SpinOptions{Duration: 30 * time.Second, Threads: 2, Nice: 19})
+		done <- err
+	}()
+	niced := 0
+	for range 200 { // up to ~10 s for the threads to start
+		niced = countNiceThreads(t, 19)
+		if niced >= 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Spin: %v", err)
+	}
+	if niced < 2 {
+		t.Errorf("%d threads at nice 19 while spinning, want 2", niced)
+	}
+	if n, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err != nil || 20-n != 0 {
+		t.Errorf("the caller's thread has nice %d (%v) after Spin, want 0", 20-n, err)
+	}
+}
+
+func TestSpinNiceOutOfRange(t *testing.T) {
+	for _, nice := range []int{-21, 20} {
+		if _, err := Spin(context.Background(), SpinOptions{Ops: 1, Threads: 1, Nice: nice}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Spin(nice %d) = %v, want ErrInvalid", nice, err)
+		}
+	}
+}
+
+// countNiceThreads counts this process's threads at nice (field 19 of
+// /proc/self/task/TID/stat, after the comm).
+func countNiceThreads(t *testing.T, nice int) int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/self/task/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 16 && f[16] == strconv.Itoa(nice) {
+			n++
+		}
+	}
+	return n
 }

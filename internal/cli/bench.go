@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/bench/render"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
@@ -111,10 +112,20 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	var topoText bytes.Buffer
 	_ = topo.Render(&topoText, topology.RenderOptions{})
 	host, _ := os.Hostname()
+	env := &bench.Env{Topo: topo, Driver: driver, Exe: exe, Dir: dir, Quick: f.quick, Log: e.stderr}
+	if f.seed == 0 {
+		f.seed = uint64(time.Now().UnixNano())
+	}
+	argv = append([]string{"corepin"}, argv[1:]...)
+	params, err := bench.ResolveParams(bench.Params{Quick: f.quick, Repeats: f.repeats, Seed: f.seed, Driver: driver.Name(),
+		Argv: argv, Commands: []string{runner.ShellJoin(argv)}, SpecFile: f.spec}, exps, env)
+	if err != nil {
+		return err
+	}
 	report := bench.Report{
 		GeneratedAt: time.Now(), CorepinVersion: Version, Kernel: kernelRelease(), Hostname: host,
 		Quick: f.quick, Driver: driver.Name(), Topology: topo.Doc(), TopologySummary: topo.Summary(),
-		TopologyText: topoText.String(), Commands: []string{runner.ShellJoin(append([]string{"corepin"}, argv[1:]...))},
+		TopologyText: topoText.String(), Commands: params.Commands, Params: params,
 	}
 	db, runID, err := openBenchDB(f, report)
 	if err != nil {
@@ -125,7 +136,6 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &bench.Env{Topo: topo, Driver: driver, Exe: exe, Dir: dir, Quick: f.quick, Log: e.stderr}
 	bar := newBenchProgress(e)
 	var storeErr error
 	opts := bench.Options{
@@ -152,6 +162,13 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 			rep.Error = err.Error()
 			failed = append(failed, x.Name())
 		}
+		rows, merr := bench.ExperimentMeasurements(rep)
+		if merr == nil {
+			merr = db.AddMeasurement(runID, rows...)
+		}
+		if merr != nil && storeErr == nil {
+			storeErr = merr
+		}
 		report.Experiments = append(report.Experiments, rep)
 		if ctx.Err() != nil {
 			break
@@ -159,13 +176,13 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	}
 	bar.finish()
 	_ = db.FinishRun(runID, time.Now())
-	path, herr := bench.WriteHTML(f.reportDir, report)
+	path, herr := render.WriteHTML(f.reportDir, report)
 	if e.JSON() {
 		if err := e.PrintJSON(report); err != nil {
 			return err
 		}
 	} else {
-		if err := bench.WriteText(e.stdout, report); err != nil {
+		if err := render.WriteText(e.stdout, report); err != nil {
 			return err
 		}
 		if herr == nil {
@@ -195,8 +212,16 @@ func openBenchDB(f benchFlags, r bench.Report) (*store.DB, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	params, _ := json.Marshal(map[string]any{"quick": f.quick, "repeats": f.repeats, "driver": r.Driver, "commands": r.Commands, "spec": f.spec})
-	topoJSON, _ := json.Marshal(r.Topology)
+	params, err := json.Marshal(r.Params)
+	if err != nil {
+		db.Close()
+		return nil, 0, fmt.Errorf("recording bench parameters: %w", err)
+	}
+	topoJSON, err := json.Marshal(r.Topology)
+	if err != nil {
+		db.Close()
+		return nil, 0, fmt.Errorf("recording the topology: %w", err)
+	}
 	id, err := db.BeginRun(store.Run{StartedAt: r.GeneratedAt, Command: "bench", Params: params,
 		CorepinVersion: r.CorepinVersion, Kernel: r.Kernel, Hostname: r.Hostname,
 		TopologySummary: r.TopologySummary, Topology: topoJSON})
@@ -302,14 +327,14 @@ func newReportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			file, err := bench.WriteHTML(dir, r)
+			file, err := render.WriteHTML(dir, r)
 			if err != nil {
 				return err
 			}
 			if e.JSON() {
 				return e.PrintJSON(map[string]any{"run_id": run.ID, "report": file})
 			}
-			if err := bench.WriteText(e.stdout, r); err != nil {
+			if err := render.WriteText(e.stdout, r); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "\nReport: %s\n", file)

@@ -83,10 +83,7 @@ func newServeCPUCmd(e *env) *cobra.Command {
 			addr := ln.Addr().String()
 			if e.JSON() {
 				// One line, not indented: a parent reads the first line.
-				err = json.NewEncoder(e.stdout).Encode(struct {
-					Listen string  `json:"listen"`
-					CostMs float64 `json:"cost_ms"`
-				}{addr, float64(cost) / float64(time.Millisecond)})
+				err = json.NewEncoder(e.stdout).Encode(loadgen.ServiceAddress{Listen: addr, CostMs: float64(cost) / float64(time.Millisecond)})
 			} else {
 				_, err = fmt.Fprintln(e.stdout, addr)
 			}

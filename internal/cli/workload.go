@@ -205,6 +205,7 @@ func newSpinCmd(e *env) *cobra.Command {
 		threads string
 		seconds float64
 		ops     int64
+		nice    int
 	)
 	cmd := &cobra.Command{
 		Use:   "spin",
@@ -239,7 +240,10 @@ func newSpinCmd(e *env) *cobra.Command {
 			}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			opts.Threads = n
+			if nice < 0 || nice > 19 {
+				return Usagef("--nice %d: want 0..19 (lower is not for a batch)", nice)
+			}
+			opts.Threads, opts.Nice = n, nice
 			res, err := workload.Spin(ctx, opts)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
@@ -257,6 +261,7 @@ func newSpinCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&threads, "threads", "auto", "spinning threads: auto, N or native (auto: $COREPIN_THREADS, else the CPUs this process may use; native: one per CPU of the machine)")
 	cmd.Flags().Float64Var(&seconds, "seconds", 5, "how long to spin")
+	cmd.Flags().IntVar(&nice, "nice", 0, "nice value 0..19 of every spinning thread (the nice study's batch, without nice(1))")
 	cmd.Flags().Int64Var(&ops, "ops", 0, "spin until this many ops are done, shared by the threads, instead of for --seconds")
 	return cmd
 }

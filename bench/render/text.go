@@ -1,7 +1,8 @@
-package bench
+package render
 
 import (
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -9,12 +10,15 @@ import (
 
 // WriteText writes the terminal summary of r: per experiment its tables and
 // recommendation.
-func WriteText(w io.Writer, r Report) error {
+func WriteText(w io.Writer, r bench.Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "corepin bench%s on %s (%s, kernel %s, %s)\n", map[bool]string{true: " --quick", false: ""}[r.Quick],
 		r.Hostname, r.TopologySummary, r.Kernel, r.Driver)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "\n== %s: %s (%.0f s)\n", e.Name, e.Title, e.Elapsed)
+		if e.Analysis.Notice != "" {
+			fmt.Fprintf(&b, "   NOTE: %s\n", e.Analysis.Notice)
+		}
 		if e.Error != "" {
 			fmt.Fprintf(&b, "   error: %s\n", e.Error)
 		}
@@ -29,7 +33,7 @@ func WriteText(w io.Writer, r Report) error {
 	return err
 }
 
-func writeTable(b *strings.Builder, t Table) {
+func writeTable(b *strings.Builder, t bench.Table) {
 	if t.Title != "" {
 		fmt.Fprintf(b, "\n  %s\n", t.Title)
 	}

@@ -1,9 +1,10 @@
-package bench
+package render
 
 import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"io"
 	"math"
 	"strings"
@@ -65,14 +66,14 @@ func attr(e xml.StartElement, name string) string {
 func TestRenderChartKinds(t *testing.T) {
 	tests := []struct {
 		name  string
-		chart Chart
+		chart bench.Chart
 		// texts must appear in the SVG (titles, tick labels, legend).
 		texts []string
 	}{
 		{
 			name: "box with two series",
-			chart: Chart{Kind: ChartBox, Title: "wall time", XLabel: "concurrency", YLabel: "s", XLabels: []string{"1", "4"},
-				Series: []Series{
+			chart: bench.Chart{Kind: bench.ChartBox, Title: "wall time", XLabel: "concurrency", YLabel: "s", XLabels: []string{"1", "4"},
+				Series: []bench.Series{
 					{Name: "pinned", Values: [][]float64{{10, 10.2, 10.1, 9.9, 10.3}, {10.4, 10.6, 10.5, 10.3, 12}}},
 					{Name: "quota", Values: [][]float64{{10, 10.1, 10.2, 10, 10.1}, {13, 13.5, 14, 12.8, 13.1}}},
 				}},
@@ -80,13 +81,13 @@ func TestRenderChartKinds(t *testing.T) {
 		},
 		{
 			name: "heatmap",
-			chart: Chart{Kind: ChartHeatmap, Title: "penalty %", XLabels: []string{"1", "2", "4"}, YLabels: []string{"pinned", "quota"},
+			chart: bench.Chart{Kind: bench.ChartHeatmap, Title: "penalty %", XLabels: []string{"1", "2", "4"}, YLabels: []string{"pinned", "quota"},
 				Grid: [][]float64{{0, 1.5, 3.25}, {0, 12, 31.5}}},
 			texts: []string{"penalty %", "pinned", "quota", "31.5", "3.25"},
 		},
 		{
 			name: "line",
-			chart: Chart{Kind: ChartLine, Title: "fps", XLabel: "threads", Series: []Series{
+			chart: bench.Chart{Kind: bench.ChartLine, Title: "fps", XLabel: "threads", Series: []bench.Series{
 				{Name: "2 CPUs", X: []float64{1, 2, 4, 8}, Y: []float64{40, 78, 75, 70}},
 				{Name: "4 CPUs", X: []float64{1, 2, 4, 8}, Y: []float64{41, 80, 121, 110}},
 			}},
@@ -94,7 +95,7 @@ func TestRenderChartKinds(t *testing.T) {
 		},
 		{
 			name: "cdf on a log axis",
-			chart: Chart{Kind: ChartCDF, Title: "latency", XLabel: "latency (ms)", YLabel: "percentile", LogX: true, Series: []Series{
+			chart: bench.Chart{Kind: bench.ChartCDF, Title: "latency", XLabel: "latency (ms)", YLabel: "percentile", LogX: true, Series: []bench.Series{
 				{Name: "alone", X: []float64{0.5, 1, 1.9, 3.2, 6}, Y: []float64{1, 25, 50, 99, 99.9}},
 				{Name: "batch", X: []float64{0.9, 2, 4.8, 13, 40}, Y: []float64{1, 25, 50, 99, 99.9}},
 			}},
@@ -102,7 +103,7 @@ func TestRenderChartKinds(t *testing.T) {
 		},
 		{
 			name: "grouped bars",
-			chart: Chart{Kind: ChartBar, Title: "throughput", XLabels: []string{"8x2", "4x4"}, Series: []Series{
+			chart: bench.Chart{Kind: bench.ChartBar, Title: "throughput", XLabels: []string{"8x2", "4x4"}, Series: []bench.Series{
 				{Name: "pinned", Y: []float64{400, 380}},
 				{Name: "default", Y: []float64{350, math.NaN()}},
 			}},
@@ -130,41 +131,41 @@ func TestRenderChartDegenerate(t *testing.T) {
 	inf := math.Inf(1)
 	tests := []struct {
 		name  string
-		chart Chart
+		chart bench.Chart
 		// noData: the chart must come out as the "no data" placeholder.
 		noData bool
 	}{
-		{name: "box without series", chart: Chart{Kind: ChartBox, XLabels: []string{"1"}}, noData: true},
-		{name: "box with empty categories", chart: Chart{Kind: ChartBox, Series: []Series{{Name: "a", Values: [][]float64{{}, nil}}}}, noData: true},
-		{name: "box of NaN", chart: Chart{Kind: ChartBox, Series: []Series{{Values: [][]float64{{nan, nan}}}}}, noData: true},
-		{name: "box with one value", chart: Chart{Kind: ChartBox, Series: []Series{{Values: [][]float64{{3}}}}}},
-		{name: "box with more categories than labels", chart: Chart{Kind: ChartBox, XLabels: []string{"a"},
-			Series: []Series{{Values: [][]float64{{1, 2}, {3, 4}, {nan, 5, inf}}}}}},
-		{name: "line without series", chart: Chart{Kind: ChartLine}, noData: true},
-		{name: "line of NaN", chart: Chart{Kind: ChartLine, Series: []Series{{X: []float64{nan, 1}, Y: []float64{1, nan}}}}, noData: true},
-		{name: "line with one point", chart: Chart{Kind: ChartLine, Series: []Series{{Name: "one", X: []float64{4}, Y: []float64{2}}}}},
-		{name: "line with X and Y of different lengths", chart: Chart{Kind: ChartLine, Series: []Series{{X: []float64{1, 2, 3}, Y: []float64{1}}}}},
-		{name: "flat line", chart: Chart{Kind: ChartLine, Series: []Series{{X: []float64{1, 2, 3}, Y: []float64{0, 0, 0}}}}},
-		{name: "line with infinities", chart: Chart{Kind: ChartLine, Series: []Series{{X: []float64{1, inf, 3}, Y: []float64{1, 2, -inf}}}}},
-		{name: "cdf log axis with zero and negative latencies", chart: Chart{Kind: ChartCDF, LogX: true,
-			Series: []Series{{X: []float64{0, -1, 2}, Y: []float64{0, 10, 100}}}}},
-		{name: "cdf log axis, only zeros", chart: Chart{Kind: ChartCDF, LogX: true, Series: []Series{{X: []float64{0, 0}, Y: []float64{50, 100}}}}, noData: true},
-		{name: "cdf log axis, one value", chart: Chart{Kind: ChartCDF, LogX: true, Series: []Series{{X: []float64{3}, Y: []float64{50}}}}},
-		{name: "cdf unsorted", chart: Chart{Kind: ChartCDF, Series: []Series{{X: []float64{5, 1, 3}, Y: []float64{100, 0, 50}}}}},
-		{name: "heatmap without grid", chart: Chart{Kind: ChartHeatmap, XLabels: []string{"a"}, YLabels: []string{"b"}}, noData: true},
-		{name: "heatmap of NaN", chart: Chart{Kind: ChartHeatmap, Grid: [][]float64{{nan, nan}, {nan}}}, noData: true},
-		{name: "heatmap single cell", chart: Chart{Kind: ChartHeatmap, Grid: [][]float64{{7}}}},
-		{name: "heatmap all equal, ragged, missing labels", chart: Chart{Kind: ChartHeatmap, XLabels: []string{"x"},
+		{name: "box without series", chart: bench.Chart{Kind: bench.ChartBox, XLabels: []string{"1"}}, noData: true},
+		{name: "box with empty categories", chart: bench.Chart{Kind: bench.ChartBox, Series: []bench.Series{{Name: "a", Values: [][]float64{{}, nil}}}}, noData: true},
+		{name: "box of NaN", chart: bench.Chart{Kind: bench.ChartBox, Series: []bench.Series{{Values: [][]float64{{nan, nan}}}}}, noData: true},
+		{name: "box with one value", chart: bench.Chart{Kind: bench.ChartBox, Series: []bench.Series{{Values: [][]float64{{3}}}}}},
+		{name: "box with more categories than labels", chart: bench.Chart{Kind: bench.ChartBox, XLabels: []string{"a"},
+			Series: []bench.Series{{Values: [][]float64{{1, 2}, {3, 4}, {nan, 5, inf}}}}}},
+		{name: "line without series", chart: bench.Chart{Kind: bench.ChartLine}, noData: true},
+		{name: "line of NaN", chart: bench.Chart{Kind: bench.ChartLine, Series: []bench.Series{{X: []float64{nan, 1}, Y: []float64{1, nan}}}}, noData: true},
+		{name: "line with one point", chart: bench.Chart{Kind: bench.ChartLine, Series: []bench.Series{{Name: "one", X: []float64{4}, Y: []float64{2}}}}},
+		{name: "line with X and Y of different lengths", chart: bench.Chart{Kind: bench.ChartLine, Series: []bench.Series{{X: []float64{1, 2, 3}, Y: []float64{1}}}}},
+		{name: "flat line", chart: bench.Chart{Kind: bench.ChartLine, Series: []bench.Series{{X: []float64{1, 2, 3}, Y: []float64{0, 0, 0}}}}},
+		{name: "line with infinities", chart: bench.Chart{Kind: bench.ChartLine, Series: []bench.Series{{X: []float64{1, inf, 3}, Y: []float64{1, 2, -inf}}}}},
+		{name: "cdf log axis with zero and negative latencies", chart: bench.Chart{Kind: bench.ChartCDF, LogX: true,
+			Series: []bench.Series{{X: []float64{0, -1, 2}, Y: []float64{0, 10, 100}}}}},
+		{name: "cdf log axis, only zeros", chart: bench.Chart{Kind: bench.ChartCDF, LogX: true, Series: []bench.Series{{X: []float64{0, 0}, Y: []float64{50, 100}}}}, noData: true},
+		{name: "cdf log axis, one value", chart: bench.Chart{Kind: bench.ChartCDF, LogX: true, Series: []bench.Series{{X: []float64{3}, Y: []float64{50}}}}},
+		{name: "cdf unsorted", chart: bench.Chart{Kind: bench.ChartCDF, Series: []bench.Series{{X: []float64{5, 1, 3}, Y: []float64{100, 0, 50}}}}},
+		{name: "heatmap without grid", chart: bench.Chart{Kind: bench.ChartHeatmap, XLabels: []string{"a"}, YLabels: []string{"b"}}, noData: true},
+		{name: "heatmap of NaN", chart: bench.Chart{Kind: bench.ChartHeatmap, Grid: [][]float64{{nan, nan}, {nan}}}, noData: true},
+		{name: "heatmap single cell", chart: bench.Chart{Kind: bench.ChartHeatmap, Grid: [][]float64{{7}}}},
+		{name: "heatmap all equal, ragged, missing labels", chart: bench.Chart{Kind: bench.ChartHeatmap, XLabels: []string{"x"},
 			Grid: [][]float64{{2, 2, 2}, {2}, {nan, 2, inf}}}},
-		{name: "heatmap large grid", chart: Chart{Kind: ChartHeatmap, Grid: bigGrid(40, 30)}},
-		{name: "bar without series", chart: Chart{Kind: ChartBar, XLabels: []string{"a", "b"}}, noData: true},
-		{name: "bar of NaN", chart: Chart{Kind: ChartBar, XLabels: []string{"a"}, Series: []Series{{Y: []float64{nan}}}}, noData: true},
-		{name: "bar with one value", chart: Chart{Kind: ChartBar, Series: []Series{{Y: []float64{5}}}}},
-		{name: "bar negative", chart: Chart{Kind: ChartBar, XLabels: []string{"a", "b"}, Series: []Series{{Y: []float64{-5, 3}}}}},
-		{name: "many series", chart: Chart{Kind: ChartLine, Series: manySeries(14)}},
-		{name: "unknown kind", chart: Chart{Kind: "pie", Title: "pie"}, noData: true},
-		{name: "title needing escapes", chart: Chart{Kind: ChartBar, Title: `<script>alert("x")</script> & "q"`,
-			XLabels: []string{"<b>"}, Series: []Series{{Name: "</svg>", Y: []float64{1}}, {Name: "b", Y: []float64{2}}}}},
+		{name: "heatmap large grid", chart: bench.Chart{Kind: bench.ChartHeatmap, Grid: bigGrid(40, 30)}},
+		{name: "bar without series", chart: bench.Chart{Kind: bench.ChartBar, XLabels: []string{"a", "b"}}, noData: true},
+		{name: "bar of NaN", chart: bench.Chart{Kind: bench.ChartBar, XLabels: []string{"a"}, Series: []bench.Series{{Y: []float64{nan}}}}, noData: true},
+		{name: "bar with one value", chart: bench.Chart{Kind: bench.ChartBar, Series: []bench.Series{{Y: []float64{5}}}}},
+		{name: "bar negative", chart: bench.Chart{Kind: bench.ChartBar, XLabels: []string{"a", "b"}, Series: []bench.Series{{Y: []float64{-5, 3}}}}},
+		{name: "many series", chart: bench.Chart{Kind: bench.ChartLine, Series: manySeries(14)}},
+		{name: "unknown kind", chart: bench.Chart{Kind: "pie", Title: "pie"}, noData: true},
+		{name: "title needing escapes", chart: bench.Chart{Kind: bench.ChartBar, Title: `<script>alert("x")</script> & "q"`,
+			XLabels: []string{"<b>"}, Series: []bench.Series{{Name: "</svg>", Y: []float64{1}}, {Name: "b", Y: []float64{2}}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,10 +192,10 @@ func bigGrid(cols, rows int) [][]float64 {
 	return g
 }
 
-func manySeries(n int) []Series {
-	out := make([]Series, n)
+func manySeries(n int) []bench.Series {
+	out := make([]bench.Series, n)
 	for i := range out {
-		out[i] = Series{Name: "series number " + string(rune('A'+i)), X: []float64{1, 2, 3}, Y: []float64{float64(i), float64(i + 1), float64(2 * i)}}
+		out[i] = bench.Series{Name: "series number " + string(rune('A'+i)), X: []float64{1, 2, 3}, Y: []float64{float64(i), float64(i + 1), float64(2 * i)}}
 	}
 	return out
 }
@@ -227,7 +228,7 @@ func TestLogTicks(t *testing.T) {
 
 func TestRenderChartLongTitle(t *testing.T) {
 	long := strings.Repeat("a very long chart title ", 12) + "END"
-	rc := RenderChart(Chart{Kind: ChartBar, Title: long, Series: []Series{{Y: []float64{1, 2}}}})
+	rc := RenderChart(bench.Chart{Kind: bench.ChartBar, Title: long, Series: []bench.Series{{Y: []float64{1, 2}}}})
 	checkSVG(t, rc.SVG)
 	if !strings.Contains(rc.SVG, "…</text>") {
 		t.Errorf("a title wider than the chart is not cut short with an ellipsis")

@@ -1,9 +1,10 @@
-package bench
+package render
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"html"
 	"image/color"
 	"math"
@@ -67,7 +68,7 @@ var errNoData = errors.New("no data")
 
 // RenderedChart is one chart of the report as an inline SVG element.
 type RenderedChart struct {
-	Chart Chart
+	Chart bench.Chart
 	// SVG is the <svg> element (no XML prolog), from RenderChart only.
 	SVG string
 	// Note says why the chart is a placeholder ("no data"), or is empty.
@@ -79,7 +80,7 @@ type RenderedChart struct {
 // placed in an HTML document. It never panics: a chart without finite
 // data, or one gonum/plot refuses to draw, becomes a small placeholder
 // SVG saying so, and Note carries the reason.
-func RenderChart(c Chart) (rc RenderedChart) {
+func RenderChart(c bench.Chart) (rc RenderedChart) {
 	rc.Chart = c
 	defer func() {
 		if r := recover(); r != nil {
@@ -100,20 +101,20 @@ func RenderChart(c Chart) (rc RenderedChart) {
 	return rc
 }
 
-func renderChart(c Chart) (string, error) {
+func renderChart(c bench.Chart) (string, error) {
 	var (
 		p      *plot.Plot
 		legend []legendEntry
 		err    error
 	)
 	switch c.Kind {
-	case ChartBox:
+	case bench.ChartBox:
 		p, legend, err = boxPlot(c)
-	case ChartHeatmap:
+	case bench.ChartHeatmap:
 		p, err = heatmapPlot(c)
-	case ChartLine, ChartCDF:
+	case bench.ChartLine, bench.ChartCDF:
 		p, legend, err = linePlot(c)
-	case ChartBar:
+	case bench.ChartBar:
 		p, legend, err = barPlot(c)
 	default:
 		return "", fmt.Errorf("unknown chart kind %q", c.Kind)
@@ -138,7 +139,7 @@ func renderChart(c Chart) (string, error) {
 
 // newPlot returns a plot with the report's common style: title, axis
 // labels, a light grid.
-func newPlot(c Chart) *plot.Plot {
+func newPlot(c bench.Chart) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.Title.TextStyle.Font = fitText(p.Title.TextStyle, c.Title, chartW-16, 12, 9)
 	p.Title.Padding = 6
@@ -186,7 +187,7 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // categories returns the category labels of a box or bar chart: XLabels,
 // padded with numbers when a series has more categories than labels.
-func categories(c Chart) []string {
+func categories(c bench.Chart) []string {
 	n := len(c.XLabels)
 	for _, s := range c.Series {
 		n = max(n, len(s.Values), len(s.Y))
@@ -209,7 +210,7 @@ func groupLayout(ncat, n int) (width vg.Length, offset func(i int) vg.Length) {
 	}
 }
 
-func boxPlot(c Chart) (*plot.Plot, []legendEntry, error) {
+func boxPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
 	cats := categories(c)
 	if len(cats) == 0 {
 		return nil, nil, errNoData
@@ -270,7 +271,7 @@ func boxPlot(c Chart) (*plot.Plot, []legendEntry, error) {
 	return p, legend, nil
 }
 
-func barPlot(c Chart) (*plot.Plot, []legendEntry, error) {
+func barPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
 	cats := categories(c)
 	if len(cats) == 0 {
 		return nil, nil, errNoData
@@ -323,10 +324,10 @@ func barPlot(c Chart) (*plot.Plot, []legendEntry, error) {
 	return p, legend, nil
 }
 
-func linePlot(c Chart) (*plot.Plot, []legendEntry, error) {
+func linePlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
 	p := newPlot(c)
 	addGrid(p, true)
-	cdf := c.Kind == ChartCDF
+	cdf := c.Kind == bench.ChartCDF
 	var (
 		legend []legendEntry
 		xs     []float64
@@ -516,7 +517,7 @@ func (g grid) Z(c, r int) float64 {
 	return math.NaN()
 }
 
-func heatmapPlot(c Chart) (*plot.Plot, error) {
+func heatmapPlot(c bench.Chart) (*plot.Plot, error) {
 	g := grid{z: c.Grid, rows: max(len(c.Grid), len(c.YLabels)), cols: len(c.XLabels)}
 	for _, row := range c.Grid {
 		g.cols = max(g.cols, len(row))

@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"image"
 	"image/png"
 	"math"
@@ -26,7 +27,7 @@ const nanSentinel = "NaN"
 
 // loadSample reads testdata/report/sample.json, a report of all five
 // experiments with realistic values and every chart kind.
-func loadSample(t *testing.T) Report {
+func loadSample(t *testing.T) bench.Report {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "report", "sample.json"))
 	if err != nil {
@@ -42,7 +43,7 @@ func loadSample(t *testing.T) Report {
 		Experiments []struct {
 			Points []struct {
 				Point   json.RawMessage `json:"point"`
-				Repeats []Metrics       `json:"repeats"`
+				Repeats []bench.Metrics `json:"repeats"`
 				Errors  []string        `json:"errors"`
 			} `json:"points"`
 		} `json:"experiments"`
@@ -62,17 +63,17 @@ func loadSample(t *testing.T) Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r Report
+	var r bench.Report
 	if err := json.Unmarshal(stripped, &r); err != nil {
 		t.Fatalf("decoding sample.json: %v", err)
 	}
 	for i, e := range raw.Experiments {
 		for _, p := range e.Points {
-			pt, err := ParsePoint(p.Point)
+			pt, err := bench.ParsePoint(p.Point)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.Experiments[i].Points = append(r.Experiments[i].Points, PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
+			r.Experiments[i].Points = append(r.Experiments[i].Points, bench.PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
 		}
 	}
 	fix := func(xs []float64) {
@@ -99,8 +100,8 @@ func loadSample(t *testing.T) Report {
 	return r
 }
 
-func sampleCharts(r Report) []Chart {
-	var out []Chart
+func sampleCharts(r bench.Report) []bench.Chart {
+	var out []bench.Chart
 	for _, e := range r.Experiments {
 		out = append(out, e.Analysis.Charts...)
 	}
@@ -139,7 +140,7 @@ func TestWriteHTMLSample(t *testing.T) {
 	for _, c := range charts {
 		kinds[c.Kind]++
 	}
-	for _, k := range []string{ChartBox, ChartLine, ChartHeatmap, ChartCDF, ChartBar} {
+	for _, k := range []string{bench.ChartBox, bench.ChartLine, bench.ChartHeatmap, bench.ChartCDF, bench.ChartBar} {
 		if kinds[k] == 0 {
 			t.Fatalf("sample.json has no %s chart; it must exercise every kind", k)
 		}
@@ -201,7 +202,7 @@ func TestWriteHTMLSample(t *testing.T) {
 }
 
 func TestWriteHTMLEmpty(t *testing.T) {
-	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), Report{})
+	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), bench.Report{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,21 +220,20 @@ func TestExperimentCommand(t *testing.T) {
 	names := []string{"concurrency", "threads"}
 	tests := []struct {
 		name  string
-		cmds  []string
+		argv  []string
 		quick bool
 		want  string
 	}{
-		{name: "flags kept, names replaced", cmds: []string{"corepin bench --quick concurrency threads --repeats 7"}, want: "corepin bench --quick --repeats 7 threads"},
-		{name: "a flag value that is an experiment name stays", cmds: []string{"corepin bench --spec threads concurrency"}, want: "corepin bench --spec threads threads"},
-		{name: "quoted values", cmds: []string{`/usr/local/bin/corepin bench --spec 'my spec.yaml' --db="a b" --seed=3`}, want: `/usr/local/bin/corepin bench --spec 'my spec.yaml' '--db=a b' --seed=3 threads`},
-		{name: "no bench command", cmds: []string{"make bench"}, quick: true, want: "corepin bench --quick threads"},
+		{name: "flags kept, names replaced", argv: []string{"corepin", "bench", "--quick", "concurrency", "threads", "--repeats", "7"}, want: "corepin bench --quick --repeats 7 threads"},
+		{name: "a flag value that is an experiment name stays", argv: []string{"corepin", "bench", "--spec", "threads", "concurrency"}, want: "corepin bench --spec threads threads"},
+		{name: "words that need quoting", argv: []string{"/usr/local/bin/corepin", "bench", "--spec", "my spec.yaml", "--db=a b", "--seed=3"}, want: `/usr/local/bin/corepin bench --spec 'my spec.yaml' '--db=a b' --seed=3 threads`},
+		{name: "no bench command", argv: []string{"make", "bench"}, quick: true, want: "corepin bench --quick threads"},
 		{name: "nothing recorded", want: "corepin bench threads"},
-		{name: "unterminated quote", cmds: []string{"corepin bench --spec 'x"}, want: "corepin bench threads"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := experimentCommand(tc.cmds, "threads", names, tc.quick); got != tc.want {
-				t.Errorf("experimentCommand(%q) = %q, want %q", tc.cmds, got, tc.want)
+			if got := experimentCommand(tc.argv, "threads", names, tc.quick); got != tc.want {
+				t.Errorf("experimentCommand(%q) = %q, want %q", tc.argv, got, tc.want)
 			}
 		})
 	}

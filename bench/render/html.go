@@ -1,7 +1,8 @@
-package bench
+package render
 
 import (
 	"fmt"
+	"github.com/corepin/corepin/bench"
 	"html/template"
 	"io"
 	"os"
@@ -17,7 +18,7 @@ import (
 // WriteHTML writes r as a self-contained report (no network at view time)
 // to dir/index.html and returns the file's path. The file is replaced
 // atomically: a reader sees the old report or the new one, never half.
-func WriteHTML(dir string, r Report) (string, error) {
+func WriteHTML(dir string, r bench.Report) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("writing report: %w", err)
 	}
@@ -49,13 +50,13 @@ func WriteHTML(dir string, r Report) (string, error) {
 // charts (inline SVG), tables and the command that reproduces it. It uses
 // no scripts and nothing outside the document: no fonts, images, styles
 // or links to fetch.
-func RenderHTML(w io.Writer, r Report) error {
+func RenderHTML(w io.Writer, r bench.Report) error {
 	return reportTemplate.Execute(w, newHTMLReport(r))
 }
 
 // htmlReport is the view of a Report the template renders.
 type htmlReport struct {
-	Report
+	bench.Report
 	Facts    []fact
 	CPUs     string
 	Sections []htmlSection
@@ -66,7 +67,7 @@ type htmlReport struct {
 type fact struct{ Name, Value string }
 
 type htmlSection struct {
-	ExperimentReport
+	bench.ExperimentReport
 	ID      string
 	Charts  []htmlChart
 	Runs    int
@@ -87,13 +88,13 @@ type htmlChart struct {
 }
 
 // chartHint says how to read a chart of kind, for its caption.
-func chartHint(c Chart) string {
+func chartHint(c bench.Chart) string {
 	switch c.Kind {
-	case ChartBox:
+	case bench.ChartBox:
 		return "Boxes span the middle half of the repeats with a line at the median; whiskers reach the furthest repeat within 1.5 box heights, circles mark repeats beyond."
-	case ChartHeatmap:
+	case bench.ChartHeatmap:
 		return "Colour and number give each cell's value (blue low, red high); n/a: not measured."
-	case ChartCDF:
+	case bench.ChartCDF:
 		h := "Each line gives the percentage of requests served within a latency: further left is faster, and the top of the curve is the tail."
 		if c.LogX {
 			h += " Latency on a logarithmic scale."
@@ -103,7 +104,7 @@ func chartHint(c Chart) string {
 	return c.Title
 }
 
-func newHTMLReport(r Report) htmlReport {
+func newHTMLReport(r bench.Report) htmlReport {
 	v := htmlReport{Report: r}
 	mode := "full"
 	if r.Quick {
@@ -143,13 +144,13 @@ func newHTMLReport(r Report) htmlReport {
 				Note:  rc.Note,
 			})
 		}
-		s.Command = experimentCommand(r.Commands, e.Name, names, r.Quick)
+		s.Command = experimentCommand(r.Params.Argv, e.Name, names, r.Quick)
 		v.Sections = append(v.Sections, s)
 	}
 	return v
 }
 
-func runLabel(r Report, mode string) string {
+func runLabel(r bench.Report, mode string) string {
 	var parts []string
 	if r.RunID > 0 {
 		parts = append(parts, fmt.Sprintf("#%d", r.RunID))
@@ -200,15 +201,11 @@ func anchor(name string, i int) string {
 var benchValueFlags = []string{"--repeats", "--spec", "--db", "--report-dir", "--seed", "--driver", "-o", "--output"}
 
 // experimentCommand is the command that re-runs one experiment as the
-// report's run did: the run's own `corepin bench` command with its flags
-// kept and its experiment names replaced by name. Without a recorded bench
-// command it is `corepin bench [--quick] name`.
-func experimentCommand(cmds []string, name string, names []string, quick bool) string {
-	for _, c := range cmds {
-		argv, ok := shellSplit(c)
-		if !ok || len(argv) < 2 || filepath.Base(argv[0]) != "corepin" || argv[1] != "bench" {
-			continue
-		}
+// report's run did: the run's own `corepin bench` argv with its flags kept
+// and its experiment names replaced by name. Without a recorded bench argv
+// it is `corepin bench [--quick] name`.
+func experimentCommand(argv []string, name string, names []string, quick bool) string {
+	if len(argv) >= 2 && filepath.Base(argv[0]) == "corepin" && argv[1] == "bench" {
 		out := slices.Clone(argv[:2])
 		for i := 2; i < len(argv); i++ {
 			a := argv[i]
@@ -220,7 +217,7 @@ func experimentCommand(cmds []string, name string, names []string, quick bool) s
 				}
 				continue
 			}
-			if slices.Contains(names, a) || slices.Contains(Order, a) {
+			if slices.Contains(names, a) || slices.Contains(bench.Order, a) {
 				continue // an experiment name: replaced below
 			}
 			out = append(out, a)
@@ -231,58 +228,6 @@ func experimentCommand(cmds []string, name string, names []string, quick bool) s
 		return runner.ShellJoin([]string{"corepin", "bench", "--quick", name})
 	}
 	return runner.ShellJoin([]string{"corepin", "bench", name})
-}
-
-// shellSplit splits a command line as a POSIX shell would for the quoting
-// `corepin bench` records (single quotes, double quotes, backslashes); ok
-// is false for an unterminated quote.
-func shellSplit(s string) (argv []string, ok bool) {
-	var (
-		cur   strings.Builder
-		inArg bool
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			if inArg {
-				argv = append(argv, cur.String())
-				cur.Reset()
-				inArg = false
-			}
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, false
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inArg = true
-		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`\n", s[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(s[i])
-			}
-			if i >= len(s) {
-				return nil, false
-			}
-			inArg = true
-		case c == '\\' && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-			inArg = true
-		default:
-			cur.WriteByte(c)
-			inArg = true
-		}
-	}
-	if inArg {
-		argv = append(argv, cur.String())
-	}
-	return argv, true
 }
 
 var reportTemplate = template.Must(template.New("report").Parse(`<!doctype html>
@@ -342,6 +287,7 @@ figcaption{font-size:.88em;color:var(--muted);padding:.2em .3em 0}
 </section>
 {{range .Sections}}<section id="{{.ID}}" class="experiment" data-experiment="{{.Name}}">
 <h2>{{.Name}}{{with .Title}}: {{.}}{{end}}</h2>
+{{with .Analysis.Notice}}<div class="error notice"><b>Note:</b> {{.}}</div>{{end}}
 <p class="meta">{{len .Points}} points, {{.Runs}} measured runs{{if .Repeats}} (up to {{.Repeats}} repeats each){{end}}{{if .Failed}}, <span class="err">{{.Failed}} failed</span>{{end}}{{if .Elapsed}}, {{printf "%.0f" .Elapsed}} s{{end}}</p>
 {{if .Error}}<div class="error"><b>Error:</b> {{.Error}}</div>{{end}}
 {{with .Analysis}}{{if .Recommendation}}<div class="rec"><b>Recommendation:</b> {{.Recommendation}}</div>{{else}}<div class="rec none">No recommendation: not enough data.</div>{{end}}{{end}}

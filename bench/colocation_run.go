@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/loadgen"
+	"github.com/corepin/corepin/measure"
+	"github.com/corepin/corepin/proc"
+	"github.com/corepin/corepin/workload"
+)
+
+// stopGrace is how long a party of a colocation point gets between
+// SIGTERM and SIGKILL when the point ends.
+const stopGrace = time.Second
+
+// loadTail bounds the load generator's JSON result (CDF included).
+const loadTail = 1 << 20
+
+// party is one started process of a point and what ends it: its pipe, if
+// its output is read, is closed once it has stopped.
+type party struct {
+	p    *proc.Process
+	pipe io.Closer
+}
+
+// stopAll stops the parties in order (the batch before the service it may
+// share a group with) and removes the groups the point made.
+func stopAll(parties []party, groups []enforce.Group) {
+	for _, pt := range parties {
+		if pt.p != nil {
+			_, _ = pt.p.Stop(stopGrace)
+		}
+		if pt.pipe != nil {
+			pt.pipe.Close()
+		}
+	}
+	for _, g := range groups {
+		_ = enforce.RemoveWhenEmpty(g, 5*time.Second)
+	}
+}
+
+// firstLine returns the first line read from r, or an error once timeout
+// passes or r ends without one. A goroutine keeps draining r after the
+// line, so the writer never blocks on a full pipe, and closes r when the
+// writer closes its end.
+func firstLine(r io.ReadCloser, timeout time.Duration) ([]byte, error) {
+	lines := make(chan []byte, 1)
+	go func() {
+		br := bufio.NewReader(io.LimitReader(r, 64<<10))
+		line, err := br.ReadBytes('\n')
+		if err == nil {
+			lines <- line[:len(line)-1]
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, r)
+		r.Close()
+	}()
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			return nil, errors.New("the output ended before its first line")
+		}
+		return line, nil
+	case <-time.After(timeout):
+		return nil, fmt.Errorf("no line of output within %v", timeout)
+	}
+}
+
+// procCPU returns the CPU time pid and its threads used so far, read
+// through measure.
+func procCPU(pid int) (time.Duration, error) { return measure.ProcessCPU(os.DirFS("/proc"), pid) }
+
+func sumCPU(ps []*proc.Process) time.Duration {
+	var t time.Duration
+	for _, p := range ps {
+		if d, err := procCPU(p.Pid()); err == nil {
+			t += d
+		}
+	}
+	return t
+}
+
+// startService starts the service svc through proc in the group its spec
+// names and returns it with its URL once it answers. The returned party is
+// set whenever a process started, so the caller stops it on error too.
+func (e *colocationExp) startService(ctx context.Context, env *Env, svc string, spec proc.Spec) (party, string, error) {
+	switch svc {
+	case svcCPU:
+		// The service's stdout is a pipe read by one goroutine (firstLine),
+		// never a buffer polled while another goroutine writes it.
+		pr, pw := io.Pipe()
+		spec.Argv = []string{env.Exe, "serve", "cpu", "--listen", "127.0.0.1:0", "--cost", fmt.Sprintf("%gms", e.spec.CostMS), "-o", "json"}
+		spec.Stdout = pw
+		p, err := proc.Start(ctx, spec)
+		if err != nil {
+			pw.Close()
+			return party{}, "", err
+		}
+		pt := party{p: p, pipe: pw}
+		line, err := firstLine(pr, 10*time.Second)
+		if err != nil {
+			return pt, "", fmt.Errorf("reading the cpu service's address: %w", err)
+		}
+		var v loadgen.ServiceAddress
+		if err := json.Unmarshal(line, &v); err != nil || v.Listen == "" {
+			return pt, "", fmt.Errorf("reading the service's address from %q: %v", line, err)
+		}
+		return pt, "http://" + v.Listen + "/", waitHTTP(ctx, v.Listen)
+	case svcNginx:
+		port, err := freePort()
+		if err != nil {
+			return party{}, "", err
+		}
+		dir := filepath.Join(env.Dir, "nginx")
+		if err := writeNginxConf(dir, port); err != nil {
+			return party{}, "", err
+		}
+		spec.Argv = []string{"nginx", "-p", dir, "-c", filepath.Join(dir, "nginx.conf")}
+		p, err := proc.Start(ctx, spec)
+		if err != nil {
+			return party{}, "", err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		return party{p: p}, "http://" + addr + "/index.html", waitHTTP(ctx, addr)
+	}
+	return party{}, "", fmt.Errorf("%w: unknown service %q: use cpu or nginx", ErrUsage, svc)
+}
+
+// startBatch starts the batch: n CPU-saturating spin processes with
+// threads threads each, running for d, all in group g (which the batch may
+// share with the service). proc starts each process; g.AddProc moves it
+// into the shared group, which proc's one-group-per-process cannot name.
+func startBatch(ctx context.Context, env *Env, g enforce.Group, n, threads, nice int, d time.Duration) ([]*proc.Process, []party, error) {
+	var batch []*proc.Process
+	var parties []party
+	for range n {
+		argv := append([]string{env.Exe}, workload.SpinNiceArgs(d, strconv.Itoa(threads), nice)...)
+		p, err := proc.Start(ctx, proc.Spec{Argv: argv})
+		if err != nil {
+			return batch, parties, fmt.Errorf("starting the batch: %w", err)
+		}
+		parties = append(parties, party{p: p})
+		if err := g.AddProc(p.Pid()); err != nil {
+			return batch, parties, fmt.Errorf("moving the batch into %s: %w", g.Name(), err)
+		}
+		batch = append(batch, p)
+	}
+	return batch, parties, nil
+}
+
+func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+	svc, policy := p.Get("service"), p.Get("policy")
+	pl, err := e.place(env, policy)
+	if err != nil {
+		return nil, err
+	}
+	var parties []party // stopped in order: batch first
+	var groups []enforce.Group
+	defer func() { stopAll(parties, groups) }()
+
+	var svcProc *proc.Process
+	var url string
+	if policy != polBatchAlone {
+		pt, u, err := e.startService(ctx, env, svc, proc.Spec{Driver: env.Driver, Group: "colo-svc", Resources: pl.svcRes})
+		if pt.p != nil {
+			parties = append(parties, pt)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("starting %s service: %w", svc, err)
+		}
+		svcProc, url = pt.p, u
+	}
+	// The batch: one CPU-saturating spin process per CPU it may use, each
+	// with as many threads, running past the end of the load.
+	var batch []*proc.Process
+	if policy != polAlone {
+		var bg enforce.Group
+		if pl.sameGroup && svcProc != nil {
+			bg = svcProc.Group()
+		} else {
+			g, err := pl.batchDriver.Create("colo-batch", pl.batchRes)
+			if err != nil {
+				return nil, err
+			}
+			bg = g
+			groups = append(groups, g)
+		}
+		n := e.spec.BatchJobs
+		if n == 0 {
+			n = pl.batchCPUs.Size()
+		}
+		nice := 0
+		if pl.nice {
+			nice = 19
+		}
+		b, bp, err := startBatch(ctx, env, bg, n, pl.batchCPUs.Size(), nice, e.spec.Warmup+e.spec.Duration+5*time.Second)
+		batch = b
+		parties = append(bp, parties...)
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(300 * time.Millisecond) // let the batch saturate the CPUs
+	}
+	m := Metrics{}
+	batchBefore := sumCPU(batch)
+	var svcBefore time.Duration
+	if svcProc != nil {
+		svcBefore, _ = procCPU(svcProc.Pid())
+	}
+	start := time.Now()
+	if policy == polBatchAlone {
+		select {
+		case <-time.After(e.spec.Warmup + e.spec.Duration):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		res, genCPU, err := e.load(ctx, env, pl, url, e.rate(env, svc, pl.svcCPUs.Union(pl.batchCPUs)))
+		if err != nil {
+			return nil, err
+		}
+		if pl.genCPUs.Intersects(pl.svcCPUs.Union(pl.batchCPUs)) {
+			// The generator shares the CPUs under test (machines with
+			// fewer than 4): what it uses is not idle for the batch.
+			m["generator_cpus"] = genCPU.Seconds() / (time.Since(start).Seconds())
+		}
+		m["p50_ms"] = msOf(res.P50)
+		m["p90_ms"] = msOf(res.P90)
+		m["p99_ms"] = msOf(res.P99)
+		m["p999_ms"] = msOf(res.P999)
+		m["max_ms"] = msOf(res.Max)
+		m["rps"] = res.AchievedRPS
+		m["target_rps"] = res.TargetRPS
+		m["errors"] = float64(res.Errors)
+		m["late_sends"] = float64(res.LateSends)
+		for _, c := range res.CDF {
+			if slices.Contains(cdfKeep, c.Percentile) {
+				m[fmt.Sprintf("cdf_%g", c.Percentile)] = msOf(c.Latency)
+			}
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	if len(batch) > 0 {
+		m["batch_cpus"] = (sumCPU(batch) - batchBefore).Seconds() / elapsed
+	}
+	if svcProc != nil {
+		if after, err := procCPU(svcProc.Pid()); err == nil {
+			m["service_cpus"] = (after - svcBefore).Seconds() / elapsed
+		}
+	}
+	m["machine_cpus"] = float64(pl.svcCPUs.Union(pl.batchCPUs).Size())
+	return m, nil
+}
+
+// load drives the service with the configured tool through proc, in its
+// own group on the generator's CPUs, and returns the tool's result and the
+// CPU time the generator used (its rusage).
+func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url string, rate float64) (*loadgen.Result, time.Duration, error) {
+	argv := []string{env.Exe, "load", "--url", url, "--duration", e.spec.Duration.String(),
+		"--warmup", e.spec.Warmup.String(), "--connections", strconv.Itoa(e.spec.Connections), "-o", "json"}
+	if e.spec.Tool == toolWrk {
+		argv = append(argv, "--wrk")
+	} else {
+		argv = append(argv, "--rate", strconv.FormatFloat(rate, 'f', 1, 64))
+	}
+	p, err := proc.Start(ctx, proc.Spec{Argv: argv, Driver: env.Driver, Group: "colo-load",
+		Resources: enforce.Resources{CPUs: pl.genCPUs}, TailBytes: loadTail})
+	if err != nil {
+		return nil, 0, err
+	}
+	x, err := p.Wait()
+	if err != nil {
+		return nil, 0, fmt.Errorf("load generator: %w", err)
+	}
+	if x.Code != 0 || len(x.Stdout) >= loadTail {
+		return nil, 0, fmt.Errorf("load generator: exit %d%s: %s", x.Code, signalNote(x.Signal), strings.TrimSpace(x.Stderr+x.Stdout))
+	}
+	var res loadgen.Result
+	if err := json.Unmarshal([]byte(x.Stdout), &res); err != nil {
+		return nil, 0, fmt.Errorf("reading the load generator's result %q: %w", x.Stdout, err)
+	}
+	return &res, x.Result.User + x.Result.Sys, nil
+}
+
+func signalNote(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return " (" + sig + ")"
+}
+
+func (e *colocationExp) rate(env *Env, svc string, work cpuset.CPUSet) float64 {
+	if svc == svcNginx {
+		return e.spec.NginxRate
+	}
+	return e.spec.LoadFraction * float64(work.Size()) / (e.spec.CostMS / 1000)
+}
+
+// cdfKeep are the latency percentiles stored for the CDF chart.
+var cdfKeep = []float64{10, 50, 75, 90, 95, 97.5, 99, 99.5, 99.9, 99.99, 100}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

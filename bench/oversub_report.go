@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func placementAnalysis(pts []PointResult) (Table, Chart, string, bool) {
+	type key struct {
+		kind  string
+		k     int
+		place string
+	}
+	at := map[key]PointResult{}
+	var rows []key
+	for _, pr := range pts {
+		pl := pr.Point.Get("placement")
+		k, err := strconv.Atoi(pr.Point.Get("procs_per_cpu"))
+		if err != nil || pl == "" || len(pr.Repeats) == 0 {
+			continue
+		}
+		kk := key{pr.Point.Get("kind"), k, pl}
+		at[kk] = pr
+		if pl == PlaceOS && kk.kind != OversubCompute {
+			rows = append(rows, kk)
+		}
+	}
+	slices.SortFunc(rows, func(a, b key) int { return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.k, b.k)) })
+	t := Table{Title: "Ping-pong pair placement: round trips per second relative to the scheduler's placement (os), median (min-max); rtt p99 in µs",
+		Columns: []string{"kind", "procs/CPU", "together (1 CPU)", "apart (2 CPUs)", "p99 os", "p99 together", "p99 apart"}}
+	chart := Chart{Kind: ChartBar, Title: "Ping-pong pairs pinned together or apart, relative to the scheduler's placement",
+		XLabel: "kind, processes per CPU", YLabel: "round trips/s vs os"}
+	together, apart := Series{Name: PlaceTogether}, Series{Name: PlaceApart}
+	var rec string
+	for _, r := range rows {
+		os := at[r]
+		tg, okT := at[key{r.kind, r.k, PlaceTogether}]
+		ap, okA := at[key{r.kind, r.k, PlaceApart}]
+		if !okT && !okA {
+			continue
+		}
+		rt, ra := ratio{}, ratio{}
+		if okT {
+			rt = ratioOf(tg, os, "ops_per_s")
+		}
+		if okA {
+			ra = ratioOf(ap, os, "ops_per_s")
+		}
+		p99 := func(pr PointResult, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", pr.Median("rtt_p99_us"))
+		}
+		t.Rows = append(t.Rows, []string{r.kind, strconv.Itoa(r.k), rt.String(), ra.String(), p99(os, true), p99(tg, okT), p99(ap, okA)})
+		chart.XLabels = append(chart.XLabels, fmt.Sprintf("%s %d/CPU", strings.TrimPrefix(r.kind, "pingpong-"), r.k))
+		together.Y, apart.Y = append(together.Y, nanIfNot(rt)), append(apart.Y, nanIfNot(ra))
+		if rec == "" && okT && okA && rt.ok && ra.ok {
+			rec = fmt.Sprintf("Placement matters: at %d per CPU, %s pairs pinned to one CPU ran %.2fx the round trips of pairs pinned apart (%.2fx and %.2fx the scheduler's own placement).",
+				r.k, r.kind, rt.med/ra.med, rt.med, ra.med)
+		}
+	}
+	if len(t.Rows) == 0 {
+		return Table{}, Chart{}, "", false
+	}
+	chart.Series = []Series{together, apart}
+	return t, chart, rec, true
+}
+
+func nanIfNot(r ratio) float64 {
+	if !r.ok {
+		return math.NaN()
+	}
+	return r.med
+}
+
+// vethTable compares veth to loopback ping-pong at every level, repeats
+// paired by round.
+func (d oversubData) vethTable() (Table, bool) {
+	if d.at[OversubVeth] == nil || d.at[OversubLoopback] == nil {
+		return Table{}, false
+	}
+	t := Table{Title: "veth between two namespaces (container networking) vs loopback, same run",
+		Columns: []string{"procs/CPU", "round trips/s ratio", "rtt p50 ratio", "rtt p99 ratio"}}
+	for _, k := range d.ks {
+		v, ok1 := d.at[OversubVeth][k]
+		l, ok2 := d.at[OversubLoopback][k]
+		if !ok1 || !ok2 {
+			continue
+		}
+		t.Rows = append(t.Rows, []string{strconv.Itoa(k), ratioOf(v, l, "ops_per_s").String(),
+			ratioOf(v, l, "rtt_p50_us").String(), ratioOf(v, l, "rtt_p99_us").String()})
+	}
+	return t, len(t.Rows) > 0
+}
+
+func medSpread(pr PointResult, metric, format string) string {
+	m := pr.Median(metric)
+	if math.IsNaN(m) {
+		return "-"
+	}
+	lo, hi := pr.Spread(metric)
+	return fmt.Sprintf(format+" ("+format+"-"+format+")", m, lo, hi)
+}
+
+// recommend derives the recommendation from the measured ratios: the
+// first oversubscribed level (2 per CPU where measured), the
+// communication-heavy kind (veth where measured, else loopback) against
+// compute-only.
+func (d oversubData) recommend() string {
+	comm := ""
+	for _, k := range []string{OversubVeth, OversubLoopback} {
+		if d.at[k] != nil {
+			comm = k
+			break
+		}
+	}
+	level := 0
+	for _, k := range d.ks {
+		if k > 1 && (level == 0 || k == 2) {
+			level = k
+		}
+	}
+	if level == 0 {
+		return "Only one oversubscription level was measured: add procs_per_cpu values above 1 to compare."
+	}
+	lossOf := func(kind string) (float64, bool) {
+		r := d.rel(kind, level, "ops_per_s")
+		return 1 - r.med, r.ok
+	}
+	var b strings.Builder
+	commLoss, commOK := lossOf(comm)
+	compLoss, compOK := lossOf(OversubCompute)
+	switch {
+	case commOK && compOK:
+		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput against 1 per CPU",
+			level, comm, loseGain(commLoss))
+		if p99 := d.rel(comm, level, "rtt_p99_us"); p99.ok {
+			fmt.Fprintf(&b, ", with round-trip p99 x%.1f", p99.med)
+		}
+		fmt.Fprintf(&b, ", while compute-only processes %s. ", loseGain(compLoss))
+		p99 := d.rel(comm, level, "rtt_p99_us")
+		switch {
+		case commLoss-compLoss > 0.05:
+			b.WriteString("Don't oversubscribe communication-heavy ranks: give each rank its own CPU and keep each communicating pair on one L3 (FullPCPUs); compute-only work tolerates oversubscription better.")
+		case p99.ok && p99.med > 1.5:
+			b.WriteString("Throughput holds up but tail latency does not: keep latency-bound communicating ranks at one per CPU, each pair on one L3; oversubscribe compute-only work instead.")
+		default:
+			b.WriteString("On this machine oversubscription costs communication no more than compute: it is safe for both at this level; still keep each communicating pair on one L3.")
+		}
+	case compOK:
+		fmt.Fprintf(&b, "At %d processes per CPU, compute-only processes %s of their aggregate throughput; no ping-pong kind was measured.", level, loseGain(compLoss))
+	case commOK:
+		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput; compute-only was not measured for comparison.", level, comm, loseGain(commLoss))
+	default:
+		return fmt.Sprintf("No kind was measured at both its baseline and %d processes per CPU: nothing to compare.", level)
+	}
+	if t, ok := d.vethTable(); ok && len(t.Rows) > 0 {
+		_, v, _ := d.base(OversubVeth)
+		_, l, _ := d.base(OversubLoopback)
+		if r := ratioOf(v, l, "ops_per_s"); r.ok {
+			fmt.Fprintf(&b, " The veth path between two namespaces (container networking) gives %.0f%% of loopback's round trips per second at the lowest level", 100*r.med)
+			if p := ratioOf(v, l, "rtt_p99_us"); p.ok {
+				fmt.Fprintf(&b, " (p99 x%.1f)", p.med)
+			}
+			b.WriteString(".")
+		}
+	}
+	return b.String()
+}
+
+func loseGain(loss float64) string {
+	if loss >= 0 {
+		return fmt.Sprintf("lose %.0f%%", 100*loss)
+	}
+	return fmt.Sprintf("gain %.0f%%", -100*loss)
+}
