@@ -39,6 +39,8 @@ type Options struct {
 	// Metrics, when not nil, records admissions, rejections and
 	// reconcile actions.
 	Metrics *Metrics
+	// TopologyPolicy is given to requests that name none.
+	TopologyPolicy string
 	// StopTimeout bounds how long Delete waits for a workload's
 	// processes to leave its group after SIGKILL; 0 means 5s.
 	StopTimeout time.Duration
@@ -68,6 +70,7 @@ type Node struct {
 	log     *slog.Logger
 	metrics *Metrics
 	stop    time.Duration
+	topoPol string
 
 	// wl mirrors the store's assignments with their live parts.
 	wl map[string]*entry
@@ -105,7 +108,7 @@ func Open(o Options) (*Node, error) {
 		return nil, fmt.Errorf("checking the allocator configuration: %w", err)
 	}
 	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, log: o.Logger, metrics: o.Metrics,
-		stop: o.StopTimeout, wl: map[string]*entry{}}
+		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -247,6 +250,9 @@ func (n *Node) Create(s Spec) (Workload, error) {
 }
 
 func (n *Node) create(s Spec) (Workload, error) {
+	if s.TopologyPolicy == "" {
+		s.TopologyPolicy = n.topoPol
+	}
 	if err := s.Validate(); err != nil {
 		return Workload{}, err
 	}

@@ -50,7 +50,9 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	if s.Metrics != nil {
-		s.Metrics.reg.MustRegister(newWorkloadCollector(s.Node))
+		// A second Handler of the same Node (a TCP listener beside the
+		// socket) finds the collector registered already.
+		s.Metrics.reg.Register(newWorkloadCollector(s.Node))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.reg, promhttp.HandlerOpts{}))
 	}
 	var h http.Handler = mux
