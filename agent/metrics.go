@@ -93,8 +93,8 @@ func (m *Metrics) setPools(p alloc.Pools) {
 // workloadCollector reads each workload's group accounting at scrape
 // time, so an idle agent polls nothing.
 type workloadCollector struct {
-	n                 *Node
-	usage, thr, nthr  *prometheus.Desc
+	n                *Node
+	usage, thr, nthr *prometheus.Desc
 }
 
 func newWorkloadCollector(n *Node) *workloadCollector {
@@ -106,7 +106,11 @@ func newWorkloadCollector(n *Node) *workloadCollector {
 	}
 }
 
-func (c *workloadCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.usage; ch <- c.thr; ch <- c.nthr }
+func (c *workloadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.usage
+	ch <- c.thr
+	ch <- c.nthr
+}
 
 func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range c.n.Usages() {

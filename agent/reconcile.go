@@ -15,13 +15,13 @@ import (
 // Reconcile actions, as counted in ReconcileReport and the metric
 // corepin_agent_reconcile_actions_total.
 const (
-	ActAdopted  = "adopted"   // a live group kept with its assignment
-	ActOrphan   = "orphan"    // a live group without an assignment, admitted for what it holds
-	ActGone     = "gone"      // an assignment whose group or processes are gone, released
-	ActRemoved  = "removed"   // an empty group without a live assignment, removed
-	ActMerged   = "merged"    // a second live group of one workload, its processes moved
-	ActRepaired = "repaired"  // a group whose cpuset differed from its assignment, rewritten
-	ActKept     = "conflict"  // a live orphan group that could not be admitted; its CPUs are not free
+	ActAdopted  = "adopted"  // a live group kept with its assignment
+	ActOrphan   = "orphan"   // a live group without an assignment, admitted for what it holds
+	ActGone     = "gone"     // an assignment whose group or processes are gone, released
+	ActRemoved  = "removed"  // an empty group without a live assignment, removed
+	ActMerged   = "merged"   // a second live group of one workload, its processes moved
+	ActRepaired = "repaired" // a group whose cpuset differed from its assignment, rewritten
+	ActKept     = "conflict" // a live orphan group that could not be admitted; its CPUs are not free
 )
 
 // ReconcileReport counts what Reconcile did, by action.

@@ -132,11 +132,11 @@ func (n *Node) Usages() []Usage {
 // json` document), the pools, the free CPUs of each NUMA node (neither
 // reserved nor held by an exclusive workload), and the workloads.
 type TopologyView struct {
-	Summary   string            `json:"summary"`
-	Machine   topology.Doc      `json:"machine"`
-	Pools     PoolsView         `json:"pools"`
+	Summary    string            `json:"summary"`
+	Machine    topology.Doc      `json:"machine"`
+	Pools      PoolsView         `json:"pools"`
 	FreeByNUMA map[string]string `json:"free_by_numa"`
-	Workloads []Workload        `json:"workloads"`
+	Workloads  []Workload        `json:"workloads"`
 }
 
 // PoolsView are the CPU sets of each QoS class.
@@ -154,7 +154,7 @@ func (n *Node) View() TopologyView {
 	p := n.st.Pools()
 	n.mu.Unlock()
 	v := TopologyView{Summary: n.topo.Summary(), Machine: n.topo.Doc(), FreeByNUMA: map[string]string{},
-		Pools: PoolsView{Reserved: p.Reserved.String(), LSE: p.LSE.String(), LSR: p.LSR.String(), LS: p.LS.String(), BE: p.BE.String()},
+		Pools:     PoolsView{Reserved: p.Reserved.String(), LSE: p.LSE.String(), LSR: p.LSR.String(), LS: p.LS.String(), BE: p.BE.String()},
 		Workloads: n.List()}
 	free := n.topo.Allowed().Difference(p.Reserved).Difference(p.LSE).Difference(p.LSR)
 	for _, id := range n.topo.Nodes() {
