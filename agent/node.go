@@ -71,6 +71,7 @@ type Node struct {
 	metrics *Metrics
 	stop    time.Duration
 	topoPol string
+	closed  bool
 
 	// wl mirrors the store's assignments with their live parts.
 	wl map[string]*entry
@@ -156,6 +157,10 @@ func lockFile(file string) (*os.File, error) {
 func (n *Node) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
 	err := n.db.Close()
 	n.lock.Close()
 	return err
@@ -417,7 +422,7 @@ func (n *Node) reap(e *entry, cmd *exec.Cmd) {
 	err := cmd.Wait()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if cur, ok := n.wl[e.a.Name]; !ok || cur != e || n.db == nil {
+	if cur, ok := n.wl[e.a.Name]; !ok || cur != e || n.closed {
 		return
 	}
 	n.log.Info("workload exited", "name", e.a.Name, "status", fmt.Sprint(err))
