@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -34,6 +35,9 @@ type Server struct {
 	// on every request (a TCP listener must have one).
 	Token string
 	Log   *slog.Logger
+	// HeaderTimeout and BodyTimeout override ReadHeaderTimeout and
+	// ReadTimeout when not zero (tests of slow clients).
+	HeaderTimeout, BodyTimeout time.Duration
 }
 
 // Handler returns the API's routes.
@@ -115,6 +119,8 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // statusOf maps the Node's errors to HTTP status codes.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrInvalid):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, ErrExists), errors.Is(err, ErrRejected):
@@ -128,11 +134,6 @@ func statusOf(err error) int {
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	spec, err := DecodeSpec(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("body larger than %d bytes", MaxBody))
-			return
-		}
 		s.Node.metrics.admitted(0, err)
 		writeError(w, statusOf(err), err)
 		return
@@ -180,8 +181,8 @@ func (s *Server) topology(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
+		ReadHeaderTimeout: cmp.Or(s.HeaderTimeout, ReadHeaderTimeout),
+		ReadTimeout:       cmp.Or(s.BodyTimeout, ReadTimeout),
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path"
 	"strings"
 
@@ -26,6 +27,8 @@ var (
 	// ErrRejected means the node cannot admit the request now (not enough
 	// free CPUs of the kind asked for); it may succeed after a delete.
 	ErrRejected = errors.New("rejected")
+	// ErrTooLarge means a request body exceeds MaxBody (HTTP 413).
+	ErrTooLarge = fmt.Errorf("%w: request body larger than %d bytes", ErrInvalid, MaxBody)
 )
 
 // Bounds of a request.
@@ -64,11 +67,15 @@ type Spec struct {
 // fields, nothing after the object. Errors wrap ErrInvalid.
 func DecodeSpec(r io.Reader) (Spec, error) {
 	body, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
+	var mbe *http.MaxBytesError
+	if len(body) > MaxBody || errors.As(err, &mbe) {
+		return Spec{}, ErrTooLarge
+	}
 	if err != nil {
 		return Spec{}, fmt.Errorf("%w: reading the body: %v", ErrInvalid, err)
 	}
-	if len(body) > MaxBody {
-		return Spec{}, fmt.Errorf("%w: body larger than %d bytes", ErrInvalid, MaxBody)
+	if err := checkKeys(body); err != nil {
+		return Spec{}, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -79,10 +86,46 @@ func DecodeSpec(r io.Reader) (Spec, error) {
 	if dec.More() {
 		return Spec{}, fmt.Errorf("%w: decoding JSON: data after the object", ErrInvalid)
 	}
+	if len(s.Args) == 0 {
+		s.Args = nil
+	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// specKeys are the JSON keys of Spec, spelled exactly.
+var specKeys = map[string]bool{"name": true, "qos": true, "cpus": true, "bind": true, "exclusive": true, "numa": true,
+	"topology_policy": true, "command": true, "args": true, "pid": true, "cgroup": true}
+
+// checkKeys refuses what encoding/json would let through: keys in another
+// case ("Name" fills Name) and a key given twice (the last would win).
+func checkKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("%w: decoding JSON: want one object", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+		}
+		k, _ := t.(string)
+		if !specKeys[k] {
+			return fmt.Errorf("%w: decoding JSON: unknown field %q", ErrInvalid, k)
+		}
+		if seen[k] {
+			return fmt.Errorf("%w: decoding JSON: field %q given twice", ErrInvalid, k)
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+		}
+	}
+	return nil
 }
 
 // ValidateName reports whether name may name a workload: what
