@@ -408,7 +408,7 @@ func (n *Node) enforce(e *entry, cmdPath string) error {
 	// Its own process group: a signal to the agent's (a terminal's ^C)
 	// does not reach workloads, which outlive the agent by design.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := enforce.Start(e.group, cmd); err != nil {
+	if err := enforce.StartThread(e.group, cmd); err != nil {
 		return fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	e.cmd = cmd
@@ -515,7 +515,9 @@ func (n *Node) stopGroup(e *entry) error {
 			return err
 		}
 		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
+			if p != os.Getpid() { // never the agent, whatever a group lists
+				syscall.Kill(p, syscall.SIGKILL)
+			}
 		}
 		err = enforce.RemoveWhenEmpty(e.group, 200*time.Millisecond)
 		if err == nil {
