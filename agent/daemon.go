@@ -105,8 +105,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	for pending := len(lns); pending > 0; {
 		select {
 		case <-tick.C:
-			if _, err := n.Reconcile(); err != nil {
-				log.Warn("reconcile", "err", err)
+			if _, err := n.Sweep(); err != nil {
+				log.Warn("sweep", "err", err)
 			}
 		case err := <-errc:
 			pending--

@@ -106,7 +106,7 @@ func Open(o Options) (*Node, error) {
 		return nil, fmt.Errorf("opening the agent: driver %s cannot list its groups; the agent needs cgroups (v1 or v2)", o.Driver.Name())
 	}
 	if _, err := alloc.NewState(o.Topology, o.Alloc); err != nil {
-		return nil, fmt.Errorf("checking the allocator configuration: %w", err)
+		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
 	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, log: o.Logger, metrics: o.Metrics,
 		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}}

@@ -295,3 +295,37 @@ func TestSecondAgentOnOneStateIsRefused(t *testing.T) {
 		t.Fatalf("second Open = %v, want ErrLocked", err)
 	}
 }
+
+// An adopted process that exits is released by the next Sweep, and its
+// group removed; a live one is kept.
+func TestSweepReleasesExitedAdoptedProcess(t *testing.T) {
+	requireCgroups(t)
+	root := testRoot(t)
+	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	gone, kept := startSleep(t), startSleep(t)
+	for name, pid := range map[string]int{"gone": gone, "kept": kept} {
+		w, err := n.Create(Spec{Name: name, CPUs: f64(0.2), PID: pid})
+		if err != nil {
+			t.Fatalf("Create(%s) = %v", name, err)
+		}
+		if got := allowedList(t, pid); got != w.Cpuset {
+			t.Errorf("adopted %s runs on %s, want %s", name, got, w.Cpuset)
+		}
+	}
+	syscall.Kill(gone, syscall.SIGKILL)
+	var released []string
+	for deadline := time.Now().Add(5 * time.Second); len(released) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if released, err = n.Sweep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff([]string{"gone"}, released); d != "" {
+		t.Errorf("Sweep released (-want +got):\n%s", d)
+	}
+	checkConsistent(t, root, n.List())
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 
@@ -35,7 +36,7 @@ type ReconcileReport map[string]int
 // they are free, else BE) so that no CPU a live group holds is handed out
 // again. Assignments whose group is gone are released; an adopted
 // cgroup (Spec.Cgroup) is kept while it has processes. Open runs it once;
-// the agent runs it periodically to notice adopted processes that exited.
+// the running agent calls the lighter Sweep.
 func (n *Node) Reconcile() (ReconcileReport, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -180,6 +181,44 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Sweep is the light periodic check of a running agent: it releases the
+// workloads whose groups have no process left. Commands the agent started
+// itself are released when they exit (it waits for them), so Sweep reads
+// only the groups of adopted processes and cgroups and of commands started
+// by an earlier agent: an idle agent with only its own children reads
+// nothing at all.
+func (n *Node) Sweep() (released []string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, nil
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
+		e := n.wl[name]
+		if e.cmd != nil || e.group == nil {
+			continue
+		}
+		pids, perr := enforce.Pids(e.group)
+		if perr != nil && !errors.Is(perr, fs.ErrNotExist) {
+			errs = append(errs, perr)
+			continue
+		}
+		if len(pids) > 0 {
+			continue
+		}
+		if err := n.release(e, ActGone); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		released = append(released, name)
+	}
+	if len(released) > 0 {
+		n.log.Info("released workloads whose processes are gone", "names", released)
+	}
+	return released, errors.Join(errs...)
 }
 
 // forget releases an assignment whose workload is gone.

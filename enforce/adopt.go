@@ -93,6 +93,10 @@ func (d *cgDriver) Reopen(l Listed) (Group, error) {
 	}
 	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, l.Dir)}
 	for _, h := range d.hs {
+		// A stat first: ensureDir lists the parent, which costs O(groups).
+		if ok, err := h.exists(path.Join(g.dir, "cgroup.procs")); err == nil && ok {
+			continue
+		}
 		if err := ensureDir(h, g.dir); err != nil {
 			return nil, fmt.Errorf("reopening group %s: %w", name, err)
 		}
