@@ -122,6 +122,11 @@ func BenchmarkRSS500(b *testing.B) {
 		dir := b.TempDir()
 		c := startChild(b, filepath.Join(dir, "a.sock"), filepath.Join(dir, "state.db"), root)
 		cl := NewClient(c.socket, "")
+		if _, err := cl.List(); err != nil {
+			c.kill()
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(procRSS(b, c.cmd.Process.Pid))/(1<<20), "MB-rss-empty")
 		for i := range 500 {
 			if _, err := cl.Create(Spec{Name: fmt.Sprintf("rss-%03d", i), QoS: "LS", CPUs: f64(0.002), Command: "sleep", Args: []string{"600"}}); err != nil {
 				c.kill()

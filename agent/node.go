@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -72,6 +73,7 @@ type Node struct {
 	stop    time.Duration
 	topoPol string
 	closed  bool
+	done    chan struct{}
 
 	// wl mirrors the store's assignments with their live parts.
 	wl map[string]*entry
@@ -130,6 +132,8 @@ func Open(o Options) (*Node, error) {
 		lock.Close()
 		return nil, err
 	}
+	n.done = make(chan struct{})
+	go n.reaper(n.done)
 	return n, nil
 }
 
@@ -161,6 +165,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	close(n.done)
 	err := n.db.Close()
 	n.lock.Close()
 	return err
@@ -412,22 +417,62 @@ func (n *Node) enforce(e *entry, cmdPath string) error {
 		return fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	e.cmd = cmd
-	go n.reap(e, cmd)
 	return nil
 }
 
-// reap waits for a process the agent started and releases its workload
-// when it exits.
-func (n *Node) reap(e *entry, cmd *exec.Cmd) {
-	err := cmd.Wait()
+// reaper releases the workloads whose command exited. One goroutine
+// serves every child: it wakes on SIGCHLD and polls each child with
+// wait4(WNOHANG), instead of one cmd.Wait per child, each of which would
+// hold an OS thread blocked in wait4 (about 64 KiB of RSS per workload).
+func (n *Node) reaper(done <-chan struct{}) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ch:
+			n.reapExited()
+		}
+	}
+}
+
+// reapExited reaps every exited child and releases its workload.
+func (n *Node) reapExited() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if cur, ok := n.wl[e.a.Name]; !ok || cur != e || n.closed {
+	if n.closed {
 		return
 	}
-	n.log.Info("workload exited", "name", e.a.Name, "status", fmt.Sprint(err))
-	if err := n.release(e, "exited"); err != nil {
-		n.log.Warn("releasing an exited workload", "name", e.a.Name, "err", err)
+	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
+		e := n.wl[name]
+		if e.cmd == nil || !reaped(e.cmd, syscall.WNOHANG) {
+			continue
+		}
+		e.cmd = nil
+		n.log.Info("workload exited", "name", name)
+		if err := n.release(e, "exited"); err != nil {
+			n.log.Warn("releasing an exited workload", "name", name, "err", err)
+		}
+	}
+}
+
+// reaped waits for cmd's process with wait4 and the given options and
+// reports whether it is gone (reaped now, or earlier: ECHILD). It then
+// releases the process's handle.
+func reaped(cmd *exec.Cmd, opts int) bool {
+	var ws syscall.WaitStatus
+	for {
+		pid, err := syscall.Wait4(cmd.Process.Pid, &ws, opts, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if pid == 0 || (err != nil && !errors.Is(err, syscall.ECHILD)) {
+			return false
+		}
+		cmd.Process.Release()
+		return true
 	}
 }
 
@@ -484,6 +529,10 @@ func (n *Node) release(e *entry, why string) error {
 		if err := n.stopGroup(e); err != nil {
 			return err
 		}
+	}
+	if e.cmd != nil {
+		reaped(e.cmd, 0) // killed with its group: collect the zombie
+		e.cmd = nil
 	}
 	if err := n.db.DeleteAssignment(e.a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
