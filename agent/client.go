@@ -40,6 +40,9 @@ func NewClient(addr, token string) *Client {
 	return c
 }
 
+// SetTimeout bounds each call (default 30s).
+func (c *Client) SetTimeout(d time.Duration) { c.hc.Timeout = d }
+
 // APIError is an error response of the agent.
 type APIError struct {
 	Status  int

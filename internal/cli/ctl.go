@@ -50,6 +50,15 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
+// agentSocket is the default agent address: $COREPIN_SOCKET, else
+// agent.DefaultSocket.
+func agentSocket() string {
+	if s := os.Getenv("COREPIN_SOCKET"); s != "" {
+		return s
+	}
+	return agent.DefaultSocket
+}
+
 // ctlErr makes the agent's refusals (4xx) bad input, exit 2.
 func ctlErr(err error) error {
 	var ae *agent.APIError
@@ -70,11 +79,7 @@ func newCtlCmd(e *env) *cobra.Command {
 			return Usagef("ctl needs a subcommand: create, list, get, delete or top")
 		},
 	}
-	def := agent.DefaultSocket
-	if s := os.Getenv("COREPIN_SOCKET"); s != "" {
-		def = s
-	}
-	cmd.PersistentFlags().StringVar(&f.socket, "socket", def, "agent socket path, or http://host:port ($COREPIN_SOCKET)")
+	cmd.PersistentFlags().StringVar(&f.socket, "socket", agentSocket(), "agent socket path, or http://host:port ($COREPIN_SOCKET)")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token for a TCP agent")
 	cmd.AddCommand(newCtlCreate(e, f), newCtlList(e, f), newCtlGet(e, f), newCtlDelete(e, f), newCtlTop(e, f))
 	return cmd
