@@ -40,6 +40,10 @@ type Options struct {
 	// Metrics, when not nil, records admissions, rejections and
 	// reconcile actions.
 	Metrics *Metrics
+	// LockWait is how long Open waits for another holder of the state
+	// file (an agent, a local run) to let go; 0 fails at once with
+	// ErrLocked.
+	LockWait time.Duration
 	// TopologyPolicy is given to requests that name none.
 	TopologyPolicy string
 	// StopTimeout bounds how long Delete waits for a workload's
@@ -73,6 +77,7 @@ type Node struct {
 	stop    time.Duration
 	topoPol string
 	closed  bool
+	opts    Options
 	done    chan struct{}
 
 	// wl mirrors the store's assignments with their live parts.
@@ -111,14 +116,14 @@ func Open(o Options) (*Node, error) {
 		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
 	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, log: o.Logger, metrics: o.Metrics,
-		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}}
+		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}, opts: o}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	if n.stop == 0 {
 		n.stop = 5 * time.Second
 	}
-	lock, err := lockFile(o.StatePath + ".lock")
+	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +142,8 @@ func Open(o Options) (*Node, error) {
 	return n, nil
 }
 
-// lockFile takes an exclusive flock on file, without waiting.
-func lockFile(file string) (*os.File, error) {
+// lockFile takes an exclusive flock on file, waiting up to wait.
+func lockFile(file string, wait time.Duration) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
@@ -146,7 +151,15 @@ func lockFile(file string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the state lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	deadline := time.Now().Add(wait)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("locking %s: %w", file, ErrLocked)

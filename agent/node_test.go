@@ -279,7 +279,7 @@ func TestOpenRefusesBadStateAndLeavesItByteIdentical(t *testing.T) {
 	}
 }
 
-func TestSecondAgentOnOneStateIsRefused(t *testing.T) {
+func TestOneHolderPerStateFile(t *testing.T) {
 	requireCgroups(t)
 	root := testRoot(t)
 	state := filepath.Join(t.TempDir(), "state.db")
@@ -293,6 +293,25 @@ func TestSecondAgentOnOneStateIsRefused(t *testing.T) {
 			n2.Close()
 		}
 		t.Fatalf("second Open = %v, want ErrLocked", err)
+	}
+	// With LockWait, a second holder (a local run) waits for the first
+	// to let go, then sees what it admitted.
+	if _, err := n.Create(Spec{Name: "first", CPUs: f64(0.1), Command: "sleep", Args: []string{"600"}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		n.Close()
+	}()
+	o := n.opts
+	o.LockWait = 10 * time.Second
+	n2, err := Open(o)
+	if err != nil {
+		t.Fatalf("Open with LockWait = %v", err)
+	}
+	defer n2.Close()
+	if ws := n2.List(); len(ws) != 1 || ws[0].Name != "first" {
+		t.Errorf("the waiting holder sees %+v, want the first holder's workload", ws)
 	}
 }
 
