@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,23 +17,8 @@ import (
 // iteration is one create and one delete. Run with -benchtime=1000x;
 // it reports p50 and p99 of the create.
 func BenchmarkAdmission(b *testing.B) {
-	requireCgroups(b)
-	root := testRoot(b)
-	dir := b.TempDir()
-	n, err := openNode(b, root, filepath.Join(dir, "state.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Close()
-	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenUnix(socket)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go (&Server{Node: n}).Serve(ctx, ln)
-	cl := NewClient(socket, "")
+	n, _ := newNode(b)
+	cl := NewClient(serve(b, &Server{Node: n}), "")
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,15 +102,8 @@ func hostileRequest(r *rand.Rand) hostile {
 // the agent or get a 5xx, none may succeed, and the state and the live
 // groups stay as they were. make soak sends 10,000 (COREPIN_SOAK_HOSTILE).
 func TestHostileRequests(t *testing.T) {
-	requireCgroups(t)
 	count := soakInt("COREPIN_SOAK_HOSTILE", 1000)
-	root := testRoot(t)
-	dir := t.TempDir()
-	n, err := openNode(t, root, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, root := newNode(t)
 	for _, s := range []Spec{
 		{Name: "keep-lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}},
 		{Name: "keep-ls", CPUs: f64(0.3), Command: "sleep", Args: []string{"600"}},
@@ -122,21 +114,7 @@ func TestHostileRequests(t *testing.T) {
 	}
 	before := n.List()
 	liveBefore := liveGroups(t, root)
-	srv := &Server{Node: n, Metrics: NewMetrics(), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second}
-	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenUnix(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve = %v", err)
-		}
-	}()
+	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)

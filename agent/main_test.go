@@ -202,3 +202,38 @@ func checkConsistent(t testing.TB, root string, ws []Workload) {
 		t.Errorf("live group(s) of %s without a workload in the state: %+v", name, gs)
 	}
 }
+
+// newNode opens a Node on a fresh state file under a fresh cgroup root
+// (skipping without cgroups) and closes it when t ends.
+func newNode(t testing.TB) (*Node, string) {
+	t.Helper()
+	requireCgroups(t)
+	root := testRoot(t)
+	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n, root
+}
+
+// serve serves s on a unix socket in a temporary directory until t ends,
+// and returns the socket's path.
+func serve(t testing.TB, s *Server) string {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := ListenUnix(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+	return socket
+}

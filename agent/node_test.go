@@ -38,13 +38,7 @@ func allowedList(t *testing.T, pid int) string {
 }
 
 func TestAdmitPinsAndReleaseFrees(t *testing.T) {
-	requireCgroups(t)
-	root := testRoot(t)
-	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, root := newNode(t)
 	lse, err := n.Create(Spec{Name: "lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}})
 	if err != nil {
 		t.Fatalf("Create(lse) = %v", err)
@@ -99,13 +93,7 @@ func TestAdmitPinsAndReleaseFrees(t *testing.T) {
 }
 
 func TestExitedCommandIsReleased(t *testing.T) {
-	requireCgroups(t)
-	root := testRoot(t)
-	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, root := newNode(t)
 	if _, err := n.Create(Spec{Name: "short", CPUs: f64(1), Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
@@ -318,13 +306,7 @@ func TestOneHolderPerStateFile(t *testing.T) {
 // An adopted process that exits is released by the next Sweep, and its
 // group removed; a live one is kept.
 func TestSweepReleasesExitedAdoptedProcess(t *testing.T) {
-	requireCgroups(t)
-	root := testRoot(t)
-	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, root := newNode(t)
 	gone, kept := startSleep(t), startSleep(t)
 	for name, pid := range map[string]int{"gone": gone, "kept": kept} {
 		w, err := n.Create(Spec{Name: name, CPUs: f64(0.2), PID: pid})
@@ -337,6 +319,7 @@ func TestSweepReleasesExitedAdoptedProcess(t *testing.T) {
 	}
 	syscall.Kill(gone, syscall.SIGKILL)
 	var released []string
+	var err error
 	for deadline := time.Now().Add(5 * time.Second); len(released) == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		if released, err = n.Sweep(); err != nil {
