@@ -196,35 +196,36 @@ func startSleep(t *testing.T) int {
 func TestOpenRefusesBadStateAndLeavesItByteIdentical(t *testing.T) {
 	requireCgroups(t)
 	root := testRoot(t)
-	newer := func(t *testing.T, file string) {
+	execSQL := func(t *testing.T, file, stmt string) {
+		sdb, err := sql.Open("sqlite", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sdb.Close()
+		if _, err := sdb.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ours := func(t *testing.T, file string) {
 		db, err := store.Open(file)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := db.SaveAssignment(store.Assignment{Name: "a", QoS: "BE", Request: []byte(`{"name":"a"}`)}); err != nil {
+			t.Fatal(err)
+		}
 		db.Close()
-		sdb, err := sql.Open("sqlite", file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sdb.Close()
-		if _, err := sdb.Exec("PRAGMA journal_mode=DELETE; PRAGMA user_version=999"); err != nil {
-			t.Fatal(err)
-		}
+		execSQL(t, file, "PRAGMA journal_mode=DELETE") // one file, no WAL beside it
 	}
-	foreign := func(t *testing.T, file string) {
-		sdb, err := sql.Open("sqlite", file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sdb.Close()
-		if _, err := sdb.Exec("CREATE TABLE customers (id INTEGER)"); err != nil {
-			t.Fatal(err)
-		}
+	newer := func(t *testing.T, file string) {
+		ours(t, file)
+		execSQL(t, file, "PRAGMA user_version=999")
 	}
+	foreign := func(t *testing.T, file string) { execSQL(t, file, "CREATE TABLE customers (id INTEGER)") }
 	corrupt := func(t *testing.T, file string) {
-		newer(t, file) // a valid corepin file...
+		ours(t, file) // a valid corepin file...
 		b, _ := os.ReadFile(file)
-		b = b[:len(b)/2] // ...torn in half
+		b = b[:len(b)/2] // ...torn in half, its pages scrambled
 		for i := 100; i < len(b) && i < 4096; i++ {
 			b[i] ^= 0x5a
 		}
@@ -239,7 +240,7 @@ func TestOpenRefusesBadStateAndLeavesItByteIdentical(t *testing.T) {
 		{name: "not a database", make: notDB, want: store.ErrNotDB},
 		{name: "foreign", make: foreign, want: store.ErrForeign},
 		{name: "newer", make: newer, want: store.ErrTooNew},
-		{name: "corrupt", make: corrupt, want: nil},
+		{name: "corrupt", make: corrupt, want: store.ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "state.db")
