@@ -189,7 +189,17 @@ func (n *Node) Topology() *topology.Topology { return n.topo }
 
 // stateOf builds the allocator state holding as, and the records of each.
 func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]record, error) {
-	st, err := alloc.NewState(n.topo, n.cfg)
+	return stateAndRecords(n.topo, n.cfg, as)
+}
+
+// stateFrom is the allocator state holding as.
+func stateFrom(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, error) {
+	st, _, err := stateAndRecords(t, cfg, as)
+	return st, err
+}
+
+func stateAndRecords(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, map[string]record, error) {
+	st, err := alloc.NewState(t, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -527,6 +537,9 @@ func (n *Node) Delete(name string) error {
 	e, ok := n.wl[name]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if e.rec.Owner != nil {
+		return fmt.Errorf("%w: %q is job %s of a corepin run (pid %d); stop that run to release it", ErrInvalid, name, e.rec.Job, e.rec.Owner.PID)
 	}
 	if err := n.release(e, "deleted"); err != nil {
 		return err

@@ -82,6 +82,13 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 		if o, ok := old[a.Name]; ok && o.a.Generation == a.Generation && o.a.CreatedAt.Equal(a.CreatedAt) {
 			e.cmd = o.cmd
 		}
+		if e.rec.Owner != nil {
+			// A local run's job (StatePlacer): its group is the run's,
+			// not ours. Held until the run, or the next run after a
+			// crash, releases it.
+			n.wl[a.Name] = e
+			continue
+		}
 		if e.rec.Cgroup != "" {
 			g, err := n.lister.OpenExisting(e.rec.Cgroup)
 			if err == nil {

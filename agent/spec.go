@@ -220,4 +220,9 @@ type record struct {
 	// Adopted marks a workload the reconcile found running without an
 	// assignment (a live group after the state was lost).
 	Adopted bool `json:"adopted,omitempty"`
+	// Owner and Job mark a reservation of a local `corepin run` job
+	// (StatePlacer): no group of the agent's, held while the owner or the
+	// job's group lives.
+	Owner *Owner `json:"owner,omitempty"`
+	Job   string `json:"job,omitempty"`
 }

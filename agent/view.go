@@ -26,8 +26,9 @@ type Workload struct {
 	NUMANodes string  `json:"numa_nodes,omitempty"`
 	// Threads is the thread-pool size given to a started command.
 	Threads int `json:"threads"`
-	// Source is command, pid, cgroup or adopted (found running at start
-	// without an assignment).
+	// Source is command, pid, cgroup, adopted (found running at start
+	// without an assignment) or run (a job of a local corepin run, PID
+	// being the run's).
 	Source     string    `json:"source"`
 	Command    []string  `json:"command,omitempty"`
 	PID        int       `json:"pid,omitempty"`
@@ -44,6 +45,9 @@ func (n *Node) view(e *entry) Workload {
 		w.CPUs = *e.rec.CPUs
 	}
 	switch {
+	case e.rec.Owner != nil:
+		w.Source = "run"
+		w.PID = e.rec.Owner.PID
 	case e.rec.Adopted:
 		w.Source = "adopted"
 	case e.rec.Command != "":
