@@ -209,10 +209,11 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	for _, l := range driver.Limitations() {
 		fmt.Fprintf(e.stderr, "corepin: note: %s\n", l)
 	}
-	placer, err := runner.NewAllocPlacer(topo)
+	placer, closePlacer, err := runPlacer(topo, driver, e.stderr)
 	if err != nil {
 		return err
 	}
+	defer closePlacer()
 	rec, err := openRecorder(f, topo, spec, driver.Name())
 	if err != nil {
 		return err
