@@ -119,3 +119,91 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		t.Errorf("agent on a foreign file: exit %d, stderr %q, file %q", code, errOut, b)
 	}
 }
+
+// Issue 10 §2: two `corepin run --mode pinned --cpus 1 --jobs 2` started
+// together, sharing the state file, with and without an agent on it: no
+// two jobs that run at the same time share a CPU. Each job prints its own
+// Cpus_allowed_list and its start and end times.
+func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
+	requireCgroupRoot(t)
+	for _, withAgent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("agent=%v", withAgent), func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state.db")
+			if withAgent {
+				root := fmt.Sprintf("corepin-e2e-runs-%d", os.Getpid())
+				t.Cleanup(func() {
+					for _, d := range []string{"cpuset", "cpu", "cpuacct"} {
+						syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
+					}
+				})
+				a := exec.Command(binary, "agent", "--socket", filepath.Join(dir, "a.sock"), "--state", state, "--cgroup-root", root)
+				if err := a.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { a.Process.Signal(syscall.SIGTERM); a.Wait() }()
+				for i := 0; i < 1000; i++ {
+					if _, err := os.Stat(filepath.Join(dir, "a.sock")); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			job := `grep Cpus_allowed_list /proc/self/status; echo start $(date +%s%N); ` + spin + `; echo end $(date +%s%N)`
+			type span struct {
+				cpus       string
+				start, end int64
+			}
+			var spans []span
+			outs := make([]*strings.Builder, 2)
+			cmds := make([]*exec.Cmd, 2)
+			for i := range cmds {
+				outs[i] = &strings.Builder{}
+				cmds[i] = exec.Command(binary, "run", "--db", filepath.Join(dir, fmt.Sprintf("r%d.db", i)), "--jobs", "2", "--concurrency", "2",
+					"--cpus", "1", "--mode", "pinned", "-o", "json", "--", "sh", "-c", job)
+				cmds[i].Env = append(os.Environ(), "COREPIN_STATE="+state)
+				cmds[i].Stdout = outs[i]
+				var errb strings.Builder
+				cmds[i].Stderr = &errb
+				if err := cmds[i].Start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, c := range cmds {
+				if err := c.Wait(); err != nil {
+					t.Fatalf("run %d: %v", i, err)
+				}
+				for _, j := range decodeJobs(t, outs[i].String()) {
+					var s span
+					for _, l := range strings.Split(j.StdoutTail, "\n") {
+						f := strings.Fields(l)
+						switch {
+						case len(f) == 2 && f[0] == "Cpus_allowed_list:":
+							s.cpus = f[1]
+						case len(f) == 2 && f[0] == "start":
+							fmt.Sscan(f[1], &s.start)
+						case len(f) == 2 && f[0] == "end":
+							fmt.Sscan(f[1], &s.end)
+						}
+					}
+					if s.cpus == "" || s.end == 0 || j.ExitCode != 0 {
+						t.Fatalf("run %d job %d: output %q, exit %d", i, j.Job, j.StdoutTail, j.ExitCode)
+					}
+					spans = append(spans, s)
+				}
+			}
+			if len(spans) != 4 {
+				t.Fatalf("%d jobs, want 4", len(spans))
+			}
+			for i := range spans {
+				for k := i + 1; k < len(spans); k++ {
+					a, b := spans[i], spans[k]
+					overlap := a.start < b.end && b.start < a.end
+					if overlap && a.cpus == b.cpus {
+						t.Errorf("jobs on cpu %s overlap in time: %+v and %+v", a.cpus, a, b)
+					}
+				}
+			}
+		})
+	}
+}
