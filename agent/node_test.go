@@ -332,3 +332,34 @@ func TestSweepReleasesExitedAdoptedProcess(t *testing.T) {
 	}
 	checkConsistent(t, root, n.List())
 }
+
+// A started command gets thread-pool variables sized to its CPUs, and the
+// topology view shows its CPUs taken from the free ones of their node.
+func TestCommandGetsThreadEnvAndTopologyShowsIt(t *testing.T) {
+	n, _ := newNode(t)
+	out := filepath.Join(t.TempDir(), "env")
+	w, err := n.Create(Spec{Name: "env", QoS: "LSE", CPUs: f64(1), Command: "sh",
+		Args: []string{"-c", `echo "$OMP_NUM_THREADS $GOMAXPROCS $COREPIN_CPUSET" > ` + out + `; exec sleep 600`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got, _ = os.ReadFile(out)
+	}
+	if want := "1 1 " + w.Cpuset + "\n"; string(got) != want {
+		t.Errorf("command saw %q, want %q", got, want)
+	}
+	v := n.View()
+	if v.Pools.LSE != w.Cpuset {
+		t.Errorf("LSE pool = %q, want %q", v.Pools.LSE, w.Cpuset)
+	}
+	for node, free := range v.FreeByNUMA {
+		if strings.Contains(","+free+",", ","+w.Cpuset+",") {
+			t.Errorf("node %s lists cpu %s as free while env holds it (free %q)", node, w.Cpuset, free)
+		}
+	}
+	if len(v.Workloads) != 1 || len(v.Machine.CPUs) != n.topo.Online().Size() {
+		t.Errorf("view has %d workloads and %d cpus", len(v.Workloads), len(v.Machine.CPUs))
+	}
+}
