@@ -69,12 +69,8 @@ func (d *cgDriver) List() ([]Listed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing groups: %w", err)
 		}
-		for _, p := range procs {
-			pid, err := strconv.Atoi(p)
-			if err != nil {
-				return nil, fmt.Errorf("listing groups: reading %s/cgroup.procs: pid %q", dir, p)
-			}
-			l.Pids = append(l.Pids, pid)
+		if l.Pids, err = atoiPids(procs); err != nil {
+			return nil, fmt.Errorf("listing groups: reading %s/cgroup.procs: %w", dir, err)
 		}
 		if d.feat.cpuset {
 			if l.CPUs, err = readSet(d.pick("cpuset.cpus"), path.Join(dir, "cpuset.cpus")); err != nil {
@@ -146,11 +142,20 @@ func Pids(g Group) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing processes of group %s: %w", g.Name(), err)
 	}
-	out := make([]int, 0, len(procs))
+	pids, err := atoiPids(procs)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes of group %s: %w", g.Name(), err)
+	}
+	return pids, nil
+}
+
+// atoiPids parses the lines of a cgroup.procs file.
+func atoiPids(procs []string) ([]int, error) {
+	var out []int
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p)
 		if err != nil {
-			return nil, fmt.Errorf("listing processes of group %s: pid %q", g.Name(), p)
+			return nil, fmt.Errorf("pid %q: %w", p, err)
 		}
 		out = append(out, pid)
 	}
