@@ -363,3 +363,57 @@ func TestCommandGetsThreadEnvAndTopologyShowsIt(t *testing.T) {
 		t.Errorf("view has %d workloads and %d cpus", len(v.Workloads), len(v.Machine.CPUs))
 	}
 }
+
+// Adopting an existing cgroup (a container's): its cpuset becomes the
+// assignment; on delete it gets every CPU back and stays in place with its
+// process, which the agent did not start and does not kill.
+func TestAdoptExistingCgroupV1(t *testing.T) {
+	n, root := newNode(t)
+	if cpusetMount() != "/sys/fs/cgroup/cpuset" {
+		t.Skip("skipping: the container cgroup is made by hand on cgroup v1 here")
+	}
+	ctr := root + "-ctr"
+	var dirs []string
+	for _, h := range []string{"cpuset", "cpu", "cpuacct"} {
+		d := filepath.Join("/sys/fs/cgroup", h, ctr)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	all, _ := os.ReadFile("/sys/fs/cgroup/cpuset/cpuset.cpus")
+	mems, _ := os.ReadFile("/sys/fs/cgroup/cpuset/cpuset.mems")
+	os.WriteFile(filepath.Join(dirs[0], "cpuset.cpus"), all, 0)
+	os.WriteFile(filepath.Join(dirs[0], "cpuset.mems"), mems, 0)
+	pid := startSleep(t)
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		time.Sleep(50 * time.Millisecond)
+		for _, d := range dirs {
+			syscall.Rmdir(d)
+		}
+	})
+	w, err := n.Create(Spec{Name: "ctr", QoS: "LSE", CPUs: f64(1), Cgroup: "/" + ctr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dirs[0], "cpuset.cpus"))
+	if strings.TrimSpace(string(got)) != w.Cpuset || allowedList(t, pid) != w.Cpuset {
+		t.Errorf("container cgroup cpuset %q, its process on %s; want %s", got, allowedList(t, pid), w.Cpuset)
+	}
+	if err := n.Delete("ctr"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = os.ReadFile(filepath.Join(dirs[0], "cpuset.cpus"))
+	if want := n.topo.Allowed().String(); strings.TrimSpace(string(got)) != want {
+		t.Errorf("after delete the container cgroup has cpus %q, want all of %s back", got, want)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Error("deleting an adopted cgroup killed its process")
+	}
+}
