@@ -5,7 +5,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz clean
+.PHONY: all build demo test bench fuzz clean soak
 
 all: build
 
@@ -37,3 +37,10 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# The agent's long tests: 20 SIGKILL/restart rounds of the crash test,
+# 10,000 hostile requests, and the idle-CPU / RSS / admission figures.
+soak:
+	COREPIN_SOAK_ROUNDS=20 COREPIN_SOAK_HOSTILE=10000 $(GO) test -count=1 -timeout 30m -run 'TestCrashRestart|TestHostileRequests' -v ./agent
+	COREPIN_IDLE_SECONDS=10 $(GO) test -count=1 -run '^$$' -bench 'BenchmarkIdleAgent|BenchmarkRSS500' -benchtime=1x ./agent
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime=1000x ./agent

@@ -84,7 +84,7 @@
 //	st, _ := g.Stats()
 //	g.Remove()
 //
-// Groups of the cgroup drivers also list their processes (Lister), kill
+// Groups of the cgroup drivers also list their processes (ProcLister), kill
 // them all (Killer: cgroup.kill on v2, SIGKILL passes on v1) and show their
 // control files to measure (ControlFiler). Package proc builds on these to
 // start and stop a process cleanly; most callers want proc, not Start.

@@ -7,16 +7,15 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// Lister is the optional ability of a group to list the processes in it
+// ProcLister is the optional ability of a group to list the processes in it
 // (cgroup.procs). The affinity-only driver has none: a process it was
 // given can leave its process group and is not tracked.
-type Lister interface {
+type ProcLister interface {
 	// Procs returns the pids of the processes in the group.
 	Procs() ([]int, error)
 }
@@ -37,7 +36,7 @@ type ControlFiler interface {
 }
 
 var (
-	_ Lister       = (*cgGroup)(nil)
+	_ ProcLister   = (*cgGroup)(nil)
 	_ Killer       = (*cgGroup)(nil)
 	_ ControlFiler = (*cgGroup)(nil)
 )
@@ -54,13 +53,9 @@ func (g *cgGroup) Procs() ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing processes of group %s: %w", g.name, err)
 	}
-	pids := make([]int, 0, len(ss))
-	for _, s := range ss {
-		pid, err := strconv.Atoi(s)
-		if err != nil {
-			return nil, fmt.Errorf("listing processes of group %s: bad pid %q", g.name, s)
-		}
-		pids = append(pids, pid)
+	pids, err := atoiPids(ss)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes of group %s: %w", g.name, err)
 	}
 	return pids, nil
 }

@@ -399,7 +399,7 @@ func (p *Process) reap() (*os.ProcessState, error) {
 // without a listable group, in its process group.
 func (p *Process) leftovers(leader int) []Leftover {
 	var pids []int
-	if l, ok := p.group.(enforce.Lister); ok {
+	if l, ok := p.group.(enforce.ProcLister); ok {
 		pids, _ = l.Procs()
 	} else {
 		pids = processGroup(leader)

@@ -157,7 +157,7 @@ while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo $pid`},
 	if alive(daemon) {
 		t.Errorf("daemon %d still alive", daemon)
 	}
-	if pids, err := p.Group().(enforce.Lister).Procs(); err == nil {
+	if pids, err := p.Group().(enforce.ProcLister).Procs(); err == nil {
 		t.Errorf("group still exists after Wait, holding %v", pids)
 	}
 }

@@ -40,6 +40,8 @@ var rules = []rule{
 		why: "measure accounts for processes, it never launches or places them"},
 	{from: []string{"store"}, to: []string{"std:net/http", "enforce", "runner", "proc", "measure"},
 		why: "store persists values; it knows neither HTTP nor the system"},
+	{from: []string{"agent/..."}, to: []string{"bench/...", "internal/cli", "cmd/..."},
+		why: "the agent is a front door on the core; the CLI and bench sit beside it, not under it"},
 	{from: []string{"bench/..."}, to: []string{"std:os/exec"},
 		why: "experiments start every process through proc/runner, never os/exec"},
 	{from: core, to: []string{"std:flag", "github.com/spf13/cobra"},

@@ -265,10 +265,11 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	for _, l := range driver.Limitations() {
 		fmt.Fprintf(e.stderr, "corepin: note: %s\n", l)
 	}
-	placer, err := runner.NewAllocPlacer(topo)
+	placer, closePlacer, err := runPlacer(topo, driver, e.stderr)
 	if err != nil {
 		return err
 	}
+	defer closePlacer()
 	if err := rec.begin(topo, spec, driver.Name()); err != nil {
 		return err
 	}

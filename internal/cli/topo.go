@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -22,12 +23,13 @@ cache map), corepin guesses as hwloc does and says so once on stderr.
 Examples:
   corepin topo
   corepin topo -o json
+  corepin topo --socket /run/corepin/corepin.sock   # with a running agent's assignments
   corepin topo --sysfs-root ./dumps/epyc-7402   # a saved dump of another machine`
 
 func init() { register(newTopoCmd) }
 
 func newTopoCmd(e *env) *cobra.Command {
-	var root string
+	var root, socket string
 	cmd := &cobra.Command{
 		Use:   "topo",
 		Short: "Show the CPU topology (like lstopo)",
@@ -39,13 +41,25 @@ func newTopoCmd(e *env) *cobra.Command {
 				return err
 			}
 			printWarnings(e.stderr, t)
+			var v *agent.TopologyView
+			if root == "/" {
+				v = agentView(socket)
+			}
 			if e.JSON() {
+				if v != nil {
+					return e.PrintJSON(topoWithAgent{Doc: t.Doc(), Pools: &v.Pools, Workloads: v.Workloads})
+				}
 				return e.PrintJSON(t.Doc())
 			}
-			return t.Render(e.stdout, topology.RenderOptions{OmitWarnings: true})
+			o := topology.RenderOptions{OmitWarnings: true}
+			if v != nil {
+				o.Mark = markHolders(v)
+			}
+			return t.Render(e.stdout, o)
 		},
 	}
 	cmd.Flags().StringVar(&root, "sysfs-root", "/", "directory holding sys/ (and proc/) of the machine to read")
+	cmd.Flags().StringVar(&socket, "socket", agentSocket(), "agent socket: when an agent answers there, its assignments are drawn on the live machine")
 	return cmd
 }
 

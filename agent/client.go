@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultSocket is where the agent listens and ctl dials by default.
+const DefaultSocket = "/run/corepin/corepin.sock"
+
+// Client talks to an agent's API.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// NewClient returns a client of the agent at addr: a unix socket path, or
+// "http://host:port" (then token is sent as a bearer token).
+func NewClient(addr, token string) *Client {
+	c := &Client{token: token, hc: &http.Client{Timeout: 30 * time.Second}}
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		c.base = strings.TrimSuffix(addr, "/")
+		return c
+	}
+	c.base = "http://corepin"
+	c.hc.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", addr)
+	}}
+	return c
+}
+
+// SetTimeout bounds each call (default 30s).
+func (c *Client) SetTimeout(d time.Duration) { c.hc.Timeout = d }
+
+// APIError is an error response of the agent.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Is lets errors.Is match an APIError with the agent's sentinels by status.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrInvalid:
+		return e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusRequestEntityTooLarge
+	case ErrExists, ErrRejected:
+		return e.Status == http.StatusConflict
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	}
+	return false
+}
+
+func (c *Client) do(method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling the agent: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the agent's answer: %w", err)
+	}
+	if resp.StatusCode != want {
+		var ae apiError
+		if json.Unmarshal(b, &ae) != nil || ae.Error == "" {
+			ae.Error = strings.TrimSpace(string(b))
+		}
+		return &APIError{Status: resp.StatusCode, Message: ae.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decoding the agent's answer: %w", err)
+	}
+	return nil
+}
+
+// Create admits s.
+func (c *Client) Create(s Spec) (Workload, error) {
+	var w Workload
+	err := c.do(http.MethodPost, "/v1/workloads", s, http.StatusCreated, &w)
+	return w, err
+}
+
+// List returns every workload.
+func (c *Client) List() ([]Workload, error) {
+	var out struct {
+		Workloads []Workload `json:"workloads"`
+	}
+	err := c.do(http.MethodGet, "/v1/workloads", nil, http.StatusOK, &out)
+	return out.Workloads, err
+}
+
+// Get returns workload name.
+func (c *Client) Get(name string) (Workload, error) {
+	var w Workload
+	err := c.do(http.MethodGet, "/v1/workloads/"+url.PathEscape(name), nil, http.StatusOK, &w)
+	return w, err
+}
+
+// Delete stops and releases workload name.
+func (c *Client) Delete(name string) error {
+	return c.do(http.MethodDelete, "/v1/workloads/"+url.PathEscape(name), nil, http.StatusNoContent, nil)
+}
+
+// Usage returns every workload's CPU accounting.
+func (c *Client) Usage() ([]Usage, error) {
+	var out struct {
+		Usage []Usage `json:"usage"`
+	}
+	err := c.do(http.MethodGet, "/v1/usage", nil, http.StatusOK, &out)
+	return out.Usage, err
+}
+
+// Topology returns the map with assignments and pools.
+func (c *Client) Topology() (TopologyView, error) {
+	var v TopologyView
+	err := c.do(http.MethodGet, "/v1/topology", nil, http.StatusOK, &v)
+	return v, err
+}
+
+// Healthy reports whether the agent answers /healthz.
+func (c *Client) Healthy() error {
+	return c.do(http.MethodGet, "/healthz", nil, http.StatusOK, nil)
+}
+
+// IsUnreachable reports whether err means no agent answered at all.
+func IsUnreachable(err error) bool {
+	var ae *APIError
+	return err != nil && !errors.As(err, &ae)
+}

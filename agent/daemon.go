@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/topology"
+)
+
+// DefaultState is the agent's state file when neither flag nor config
+// names one.
+const DefaultState = "/var/lib/corepin/agent.db"
+
+// DefaultReconcileInterval is how often a running agent reconciles.
+const DefaultReconcileInterval = 10 * time.Second
+
+// Run is the daemon: it discovers the machine, detects the cgroup driver
+// under c.CgroupRoot, opens the Node (reconciling), serves the API on the
+// unix socket c.Socket (and on c.Listen with a bearer token), reconciles
+// every c.ReconcileInterval, and returns when ctx ends, after a graceful
+// shutdown. ready, if not nil, is called once the API accepts requests.
+func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Socket == "" {
+		c.Socket = DefaultSocket
+	}
+	if c.State == "" {
+		c.State = DefaultState
+	}
+	if c.CgroupRoot == "" {
+		c.CgroupRoot = DefaultCgroupRoot
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	var token string
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return fmt.Errorf("%w: reading token_file: %v", ErrInvalid, err)
+		}
+		token = strings.TrimSpace(string(b))
+		if len(token) < 16 {
+			return fmt.Errorf("%w: token_file %s holds a token shorter than 16 characters", ErrInvalid, c.TokenFile)
+		}
+	}
+	ac, _ := c.AllocConfig()
+	topo, err := topology.Discover(os.DirFS("/"))
+	if err != nil {
+		return fmt.Errorf("discovering the topology: %w", err)
+	}
+	drv, err := enforce.Detect(enforce.WithRoot(c.CgroupRoot))
+	if err != nil {
+		return fmt.Errorf("detecting cgroups: %w", err)
+	}
+	m := NewMetrics()
+	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
+		TopologyPolicy: c.TopologyPolicy})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
+		"machine", topo.Summary(), "workloads", len(n.List()))
+	s := &Server{Node: n, Metrics: m, Log: log}
+	ln, err := ListenUnix(c.Socket)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(c.Socket)
+	lns := []net.Listener{ln}
+	if c.Listen != "" {
+		tl, err := net.Listen("tcp", c.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s: %w", c.Listen, err)
+		}
+		lns = append(lns, tl)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(lns))
+	for i, l := range lns {
+		srv := s
+		if i > 0 {
+			srv = &Server{Node: n, Metrics: m, Log: log, Token: token}
+		}
+		go func() { errc <- srv.Serve(ctx, l) }()
+	}
+	if ready != nil {
+		ready()
+	}
+	tick := time.NewTicker(c.ReconcileInterval)
+	defer tick.Stop()
+	var errs []error
+	for pending := len(lns); pending > 0; {
+		select {
+		case <-tick.C:
+			if _, err := n.Sweep(); err != nil {
+				log.Warn("sweep", "err", err)
+			}
+		case err := <-errc:
+			pending--
+			if err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+			cancel() // one listener failing stops the others
+		}
+	}
+	log.Info("agent stopped; workloads keep running")
+	return errors.Join(errs...)
+}

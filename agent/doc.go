@@ -1,0 +1,49 @@
+// Package agent is corepin's node agent: the one owner of a machine's
+// CPUs. It is a library first. Node owns the state file (store, SQLite in
+// WAL mode), the allocator over it (alloc) and the enforcement groups
+// (enforce); Server is a thin HTTP/JSON front door over a Node; Client is
+// what `corepin ctl` and `corepin topo` use; Run is the daemon.
+//
+// # Admission, release, reconcile
+//
+// Node.Create validates a Spec, lets alloc place it on the assignments
+// read inside the store's write transaction, commits it (Admit), shrinks
+// the LS and BE groups if it took CPUs from their pool, makes its group
+// and starts its command there (enforce.StartThread: the child is born in
+// the group) or moves an existing process or cgroup into it. The API
+// answers after all of that. Node.Delete kills the group's processes,
+// removes the group, then deletes the assignment. Because every
+// assignment is committed before its group exists and outlives it, a
+// crash at any instant leaves only states Reconcile repairs: an
+// assignment with no group or an empty one (released), a live group with
+// its assignment (adopted). A live group without an assignment (the state
+// file was replaced) is admitted for the CPUs it holds, so no CPU a live
+// exclusive group holds is ever handed out again. Open reconciles once;
+// the running agent calls Sweep, which reads only the groups of adopted
+// processes (its own children are reaped on SIGCHLD).
+//
+// An exclusive admission that would leave the LS pool smaller than the LS
+// quotas committed, or an empty pool under live LS or BE work, is
+// rejected (guardPools): a cpuset can not be emptied under running tasks.
+//
+// A state file that is not a SQLite database, is corrupt, belongs to
+// another program or has a newer schema stops Open with the store's
+// sentinel and is left byte-identical. One agent holds a state file at a
+// time (a flock on FILE.lock; ErrLocked).
+//
+// # Without a daemon
+//
+// A front door that runs without an agent (a local `corepin run`) uses
+// the same Node: if an agent answers on the socket, it calls it through
+// Client; otherwise it opens the same state file with Open and
+// Options.LockWait, so concurrent runs wait for each other's admissions
+// instead of double-assigning, and a run that cannot get the lock in time
+// refuses with ErrLocked (exit 2).
+//
+// # Errors
+//
+// ErrInvalid (HTTP 422; ErrTooLarge 413): the request is wrong as
+// written. ErrExists and ErrRejected (409): the node can not admit it now;
+// a Rejection from alloc says which constraint refused it. ErrNotFound
+// (404).
+package agent

@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// hostile is one request that must be refused without a 5xx.
+type hostile struct {
+	kind, method, path string
+	body               []byte
+}
+
+// hostileRequest returns a random bad request.
+func hostileRequest(r *rand.Rand) hostile {
+	valid := `{"name":"ok-1","qos":"LSE","cpus":1,"command":"sleep","args":["600"]}`
+	post := func(kind, body string) hostile {
+		return hostile{kind: kind, method: http.MethodPost, path: "/v1/workloads", body: []byte(body)}
+	}
+	names := []string{"..", "../../etc/passwd", "a/b", ".hidden", "-rf", "a..b", "x\x00y", "énorme", strings.Repeat("n", 300),
+		"", " ", "run-1-2-x", "a b", "%2e%2e", "tasks\n"}
+	enums := []string{`"qos":"GOLD"`, `"bind":"Tight"`, `"exclusive":"Total"`, `"numa":"Nearest"`, `"topology_policy":"strict"`,
+		`"qos":"SYSTEM"`, `"qos":"lse"`, `"qos":7`}
+	sizes := []string{"-1", "0", "1e308", "-0", "1e9", "65", "99999999999999999999", "0.0001", `"2"`, "null", "[1]", "true", "1.5"}
+	switch r.IntN(9) {
+	case 0: // bad JSON
+		cut := valid[:r.IntN(len(valid))]
+		choices := []string{cut, "{", "}", "[]", "null", `{"name":`, "\xff\xfe", `{"name":"a","name":"b"}` + "x", valid + valid, valid + "garbage"}
+		return post("bad-json", choices[r.IntN(len(choices))])
+	case 1: // huge body
+		n := MaxBody + 1 + r.IntN(4*MaxBody)
+		return post("huge", `{"name":"big","cpus":1,"command":"sleep","args":["`+strings.Repeat("a", n)+`"]}`)
+	case 2: // traversal and malformed names in the body
+		name := names[r.IntN(len(names))]
+		return post("name", fmt.Sprintf(`{"name":%q,"cpus":1,"command":"sleep"}`, name))
+	case 3: // traversal names in the path
+		name := names[r.IntN(len(names))]
+		m := []string{http.MethodGet, http.MethodDelete}[r.IntN(2)]
+		p := "/v1/workloads/" + url.PathEscape(name)
+		if r.IntN(2) == 0 {
+			p = "/v1/workloads/" + name
+		}
+		return hostile{kind: "path", method: m, path: p}
+	case 4: // impossible sizes
+		// BE may ask for 0 CPUs (it takes what is left), so it is left out.
+		q := []string{"LSE", "LSR", "LS", ""}[r.IntN(4)]
+		return post("size", fmt.Sprintf(`{"name":"sz","qos":%q,"cpus":%s,"command":"sleep"}`, q, sizes[r.IntN(len(sizes))]))
+	case 5: // unknown enums and fields
+		if r.IntN(3) == 0 {
+			return post("field", `{"name":"f","cpus":1,"command":"sleep","priority":"high"}`)
+		}
+		return post("enum", `{"name":"e","cpus":1,"command":"sleep",`+enums[r.IntN(len(enums))]+`}`)
+	case 6: // what runs in it
+		bodies := []string{
+			`{"name":"w","cpus":1}`,
+			`{"name":"w","cpus":1,"command":"sleep","pid":5}`,
+			`{"name":"w","cpus":1,"pid":1}`,
+			`{"name":"w","cpus":1,"pid":-3}`,
+			`{"name":"w","cpus":1,"pid":99999999}`,
+			`{"name":"w","cpus":1,"pid":4194000}`,
+			`{"name":"w","cpus":1,"cgroup":"../../x"}`,
+			`{"name":"w","cpus":1,"cgroup":"/"}`,
+			`{"name":"w","cpus":1,"cgroup":"no/such/cgroup"}`,
+			`{"name":"w","cpus":1,"command":"/no/such/binary"}`,
+			`{"name":"w","cpus":1,"command":"./relative/x"}`,
+			`{"name":"w","cpus":1,"args":["x"]}`,
+			`{"name":"w","cpus":1,"command":"sleep","args":` + fmt.Sprint(strings.Repeat(`"a",`, MaxArgs+1)) + `"a"]}`,
+		}
+		b := bodies[r.IntN(len(bodies))]
+		b = strings.Replace(b, `"args":"a",`, `"args":["a",`, 1)
+		return post("source", b)
+	case 7: // wrong methods and paths
+		reqs := []hostile{
+			{method: http.MethodPut, path: "/v1/workloads"},
+			{method: http.MethodPatch, path: "/v1/workloads/keep-lse"},
+			{method: http.MethodPost, path: "/v1/topology"},
+			{method: http.MethodGet, path: "/v2/workloads"},
+			{method: http.MethodDelete, path: "/v1/workloads"},
+			{method: http.MethodGet, path: "/v1/workloads/a/b/c"},
+		}
+		h := reqs[r.IntN(len(reqs))]
+		h.kind = "route"
+		return h
+	default: // a valid request for a name that exists: 409, no change
+		return post("exists", `{"name":"keep-ls","cpus":0.1,"command":"sleep","args":["600"]}`)
+	}
+}
+
+// TestHostileRequests sends bad requests of every kind: none may panic
+// the agent or get a 5xx, none may succeed, and the state and the live
+// groups stay as they were. make soak sends 10,000 (COREPIN_SOAK_HOSTILE).
+func TestHostileRequests(t *testing.T) {
+	count := soakInt("COREPIN_SOAK_HOSTILE", 1000)
+	n, root := newNode(t)
+	for _, s := range []Spec{
+		{Name: "keep-lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}},
+		{Name: "keep-ls", CPUs: f64(0.3), Command: "sleep", Args: []string{"600"}},
+	} {
+		if _, err := n.Create(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := n.List()
+	liveBefore := liveGroups(t, root)
+	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+
+	// Slow clients: a header that never ends and a body that never
+	// arrives. The server must drop both while serving everyone else.
+	slowDone := make(chan string, 2)
+	for _, partial := range []string{
+		"POST /v1/workloads HTTP/1.1\r\nHost: x\r\nContent-Le",
+		"POST /v1/workloads HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"name\":",
+	} {
+		go func() {
+			c, err := net.Dial("unix", socket)
+			if err != nil {
+				slowDone <- err.Error()
+				return
+			}
+			defer c.Close()
+			c.Write([]byte(partial))
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			b, _ := io.ReadAll(c) // returns when the server closes
+			if strings.Contains(string(b), " 201 ") {
+				slowDone <- "a slow client got 201"
+				return
+			}
+			slowDone <- ""
+		}()
+	}
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	reqs := make([]hostile, count)
+	for i := range reqs {
+		reqs[i] = hostileRequest(rng)
+	}
+	var mu sync.Mutex
+	byStatus := map[string]map[int]int{}
+	var wg sync.WaitGroup
+	next := make(chan hostile)
+	for range 8 {
+		wg.Go(func() {
+			for h := range next {
+				req, err := http.NewRequest(h.method, "http://agent"+h.path, bytes.NewReader(h.body))
+				if err != nil {
+					continue // a path Go itself refuses to send
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Errorf("%s %s (%s): %v", h.method, h.path, h.kind, err)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				if byStatus[h.kind] == nil {
+					byStatus[h.kind] = map[int]int{}
+				}
+				byStatus[h.kind][resp.StatusCode]++
+				mu.Unlock()
+				if resp.StatusCode >= 500 || (resp.StatusCode < 400 && h.kind != "path") || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent {
+					t.Errorf("%s %s (%s, %.80q): status %d: %s", h.method, h.path, h.kind, h.body, resp.StatusCode, b)
+				}
+			}
+		})
+	}
+	for _, h := range reqs {
+		next <- h
+	}
+	close(next)
+	wg.Wait()
+	for range 2 {
+		select {
+		case msg := <-slowDone:
+			if msg != "" {
+				t.Error(msg)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("a slow client was not dropped within 15s")
+		}
+	}
+	t.Logf("statuses by kind: %v", byStatus)
+	if d := cmp.Diff(before, n.List()); d != "" {
+		t.Errorf("state changed (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(liveBefore, liveGroups(t, root)); d != "" {
+		t.Errorf("live groups changed (-before +after):\n%s", d)
+	}
+}

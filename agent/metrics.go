@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corepin/corepin/alloc"
+)
+
+// Metrics are the agent's Prometheus metrics. A nil *Metrics records
+// nothing, so the Node works without one.
+type Metrics struct {
+	reg        *prometheus.Registry
+	admission  prometheus.Histogram
+	rejections *prometheus.CounterVec
+	reconciles *prometheus.CounterVec
+	pools      *prometheus.GaugeVec
+}
+
+// NewMetrics returns the agent's metrics in a registry of their own, with
+// the Go and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		admission: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "corepin_agent_admission_seconds",
+			Help: "Time from an admission request to the workload running in its group (or the refusal).",
+			// 100us .. ~3.3s
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corepin_agent_rejections_total",
+			Help: "Admissions refused, by reason: invalid, exists, rejected, error.",
+		}, []string{"reason"}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corepin_agent_reconcile_actions_total",
+			Help: "Releases and reconcile actions, by action.",
+		}, []string{"action"}),
+		pools: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "corepin_agent_pool_cpus",
+			Help: "CPUs in each pool.",
+		}, []string{"pool"}),
+	}
+	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry to serve (and to register more on).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) admitted(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.admission.Observe(d.Seconds())
+	if err != nil {
+		m.rejections.WithLabelValues(reasonOf(err)).Inc()
+	}
+}
+
+// reasonOf names the class of an admission error.
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrExists):
+		return "exists"
+	case errors.Is(err, ErrRejected):
+		return "rejected"
+	}
+	return "error"
+}
+
+func (m *Metrics) reconcile(action string) {
+	if m == nil {
+		return
+	}
+	m.reconciles.WithLabelValues(action).Inc()
+}
+
+func (m *Metrics) setPools(p alloc.Pools) {
+	if m == nil {
+		return
+	}
+	for name, s := range map[string]int{"reserved": p.Reserved.Size(), "lse": p.LSE.Size(), "lsr": p.LSR.Size(), "ls": p.LS.Size(), "be": p.BE.Size()} {
+		m.pools.WithLabelValues(name).Set(float64(s))
+	}
+}
+
+// workloadCollector reads each workload's group accounting at scrape
+// time, so an idle agent polls nothing.
+type workloadCollector struct {
+	n                *Node
+	usage, thr, nthr *prometheus.Desc
+}
+
+func newWorkloadCollector(n *Node) *workloadCollector {
+	l := []string{"workload", "qos"}
+	return &workloadCollector{n: n,
+		usage: prometheus.NewDesc("corepin_workload_cpu_seconds_total", "CPU time used by the workload's group.", l, nil),
+		thr:   prometheus.NewDesc("corepin_workload_throttled_seconds_total", "Time the workload's runnable tasks waited on its quota.", l, nil),
+		nthr:  prometheus.NewDesc("corepin_workload_throttled_periods_total", "Periods in which the workload ran out of quota.", l, nil),
+	}
+}
+
+func (c *workloadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.usage
+	ch <- c.thr
+	ch <- c.nthr
+}
+
+func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.n.Usages() {
+		if !u.StatsReadable {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.usage, prometheus.CounterValue, u.UsageS, u.Name, u.QoS)
+		ch <- prometheus.MustNewConstMetric(c.thr, prometheus.CounterValue, u.ThrottledS, u.Name, u.QoS)
+		ch <- prometheus.MustNewConstMetric(c.nthr, prometheus.CounterValue, float64(u.NrThrottled), u.Name, u.QoS)
+	}
+}

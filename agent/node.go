@@ -1,0 +1,605 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
+)
+
+// Options configure Open.
+type Options struct {
+	// StatePath is the SQLite state file (created if missing).
+	StatePath string
+	// Topology is the machine; Alloc the allocator's configuration.
+	Topology *topology.Topology
+	Alloc    alloc.Config
+	// Driver enforces the assignments. It must be a cgroup driver (one
+	// implementing enforce.Lister), since workloads outlive the agent and
+	// are found again by their groups.
+	Driver enforce.Driver
+	// Logger gets structured logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics, when not nil, records admissions, rejections and
+	// reconcile actions.
+	Metrics *Metrics
+	// LockWait is how long Open waits for another holder of the state
+	// file (an agent, a local run) to let go; 0 fails at once with
+	// ErrLocked.
+	LockWait time.Duration
+	// TopologyPolicy is given to requests that name none.
+	TopologyPolicy string
+	// StopTimeout bounds how long Delete waits for a workload's
+	// processes to leave its group after SIGKILL; 0 means 5s.
+	StopTimeout time.Duration
+}
+
+// Node is the one owner of a node's CPUs: the state file, the allocator
+// over it and the enforcement groups. Every front door (the HTTP API, a
+// local `corepin run`, the QoS controller, the NRI plugin) calls the same
+// Node methods. It is safe for concurrent use; admissions and releases run
+// one at a time.
+//
+// Each admission is decided by alloc on the assignments read inside the
+// store's write transaction and committed (SQLite WAL, synchronous=FULL)
+// before the group is made and Create returns; each release removes the
+// group before the assignment. So a crash at any instant leaves either an
+// assignment whose group is missing or empty (released by Reconcile) or a
+// live group with its assignment (adopted): never a live group whose CPUs
+// are free in the state.
+type Node struct {
+	mu      sync.Mutex
+	db      *store.DB
+	lock    *os.File
+	topo    *topology.Topology
+	cfg     alloc.Config
+	drv     enforce.Driver
+	lister  enforce.Lister
+	log     *slog.Logger
+	metrics *Metrics
+	stop    time.Duration
+	topoPol string
+	closed  bool
+	opts    Options
+	done    chan struct{}
+
+	// wl mirrors the store's assignments with their live parts.
+	wl map[string]*entry
+	// st is the allocator state of wl; pools the pools last written to
+	// the LS and BE groups.
+	st    *alloc.State
+	pools alloc.Pools
+}
+
+// entry is one admitted workload.
+type entry struct {
+	a     store.Assignment
+	rec   record
+	group enforce.Group
+	cmd   *exec.Cmd // the process the agent started, while it is the parent
+}
+
+// ErrLocked means another process holds the state file's lock.
+var ErrLocked = errors.New("state file is locked by another corepin agent")
+
+// Open opens (or creates) the state file, takes its lock, and reconciles
+// the state with the live groups (see Reconcile). A state file that is not
+// corepin's, is corrupt, or was written by a newer corepin is refused and
+// left byte-identical (the store's ErrNotDB, ErrCorrupt, ErrForeign,
+// ErrTooNew).
+func Open(o Options) (*Node, error) {
+	if o.Topology == nil || o.Driver == nil || o.StatePath == "" {
+		return nil, fmt.Errorf("opening the agent: state path, topology and driver are required")
+	}
+	l, ok := o.Driver.(enforce.Lister)
+	if !ok {
+		return nil, fmt.Errorf("opening the agent: driver %s cannot list its groups; the agent needs cgroups (v1 or v2)", o.Driver.Name())
+	}
+	if _, err := alloc.NewState(o.Topology, o.Alloc); err != nil {
+		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
+	}
+	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, log: o.Logger, metrics: o.Metrics,
+		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}, opts: o}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	if n.stop == 0 {
+		n.stop = 5 * time.Second
+	}
+	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
+	if err != nil {
+		return nil, err
+	}
+	n.lock = lock
+	if n.db, err = store.Open(o.StatePath); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if _, err := n.Reconcile(); err != nil {
+		n.db.Close()
+		lock.Close()
+		return nil, err
+	}
+	n.done = make(chan struct{})
+	go n.reaper(n.done)
+	return n, nil
+}
+
+// lockFile takes an exclusive flock on file, waiting up to wait.
+func lockFile(file string, wait time.Duration) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the state directory: %w", err)
+	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the state lock: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("locking %s: %w", file, ErrLocked)
+		}
+		return nil, fmt.Errorf("locking %s: %w", file, err)
+	}
+	return f, nil
+}
+
+// Close closes the state file and releases its lock. Workloads keep
+// running in their groups; the next Open adopts them.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	close(n.done)
+	err := n.db.Close()
+	n.lock.Close()
+	return err
+}
+
+// Topology returns the machine the node places on.
+func (n *Node) Topology() *topology.Topology { return n.topo }
+
+// stateOf builds the allocator state holding as, and the records of each.
+func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]record, error) {
+	return stateAndRecords(n.topo, n.cfg, as)
+}
+
+// stateFrom is the allocator state holding as.
+func stateFrom(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, error) {
+	st, _, err := stateAndRecords(t, cfg, as)
+	return st, err
+}
+
+func stateAndRecords(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, map[string]record, error) {
+	st, err := alloc.NewState(t, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := make(map[string]record, len(as))
+	for _, a := range as {
+		rec, aa, err := decodeAssignment(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := st.Assign(aa); err != nil {
+			return nil, nil, fmt.Errorf("loading assignment %q: %w", a.Name, err)
+		}
+		recs[a.Name] = rec
+	}
+	return st, recs, nil
+}
+
+// decodeAssignment reads a stored assignment's record and its allocator form.
+func decodeAssignment(a store.Assignment) (record, alloc.Assignment, error) {
+	var rec record
+	if len(a.Request) > 0 {
+		if err := json.Unmarshal(a.Request, &rec); err != nil {
+			return rec, alloc.Assignment{}, fmt.Errorf("reading assignment %q: %w", a.Name, err)
+		}
+	}
+	set, err := cpuset.Parse(a.Cpuset)
+	if err != nil {
+		return rec, alloc.Assignment{}, fmt.Errorf("reading assignment %q: %w", a.Name, err)
+	}
+	return rec, alloc.Assignment{ID: a.Name, QoS: alloc.QoS(a.QoS), CPUs: set, MilliCPUs: rec.MilliCPUs,
+		Exclusive: alloc.Exclusive(rec.Excl)}, nil
+}
+
+// guardPools refuses an exclusive placement that would starve the shared
+// pools: the LS pool must still hold the LS quotas committed, and a class
+// with live workloads must keep at least one CPU (an empty cpuset under
+// live tasks is what cgroups refuse and what nri-plugins got wrong).
+func guardPools(st *alloc.State, q alloc.QoS) error {
+	if q != alloc.LSE && q != alloc.LSR {
+		return nil
+	}
+	var lsMilli, nLS, nBE int
+	for _, a := range st.Assignments() {
+		switch a.QoS {
+		case alloc.LS:
+			lsMilli += a.MilliCPUs
+			nLS++
+		case alloc.BE:
+			nBE++
+		}
+	}
+	p := st.Pools()
+	if lsMilli > p.LS.Size()*1000 || (nLS > 0 && p.LS.IsEmpty()) {
+		return alloc.Rejection{Constraint: "LS pool", Reason: fmt.Sprintf(
+			"this would leave %d shared CPUs for %d LS workloads holding %d millicpus; delete LS work or ask for fewer CPUs",
+			p.LS.Size(), nLS, lsMilli)}
+	}
+	if nBE > 0 && p.BE.IsEmpty() {
+		return alloc.Rejection{Constraint: "BE pool", Reason: fmt.Sprintf(
+			"this would leave no CPU for %d BE workloads; delete BE work or ask for fewer CPUs", nBE)}
+	}
+	return nil
+}
+
+// Create admits s: the allocator places it on the assignments committed
+// now, the store commits it, its group is made with its CPUs, and what
+// runs in it is started or adopted. On any failure after the commit the
+// admission is rolled back. Errors wrap ErrInvalid, ErrExists,
+// ErrRejected (with the allocator's Rejection), or are failures of the
+// system.
+func (n *Node) Create(s Spec) (Workload, error) {
+	t0 := time.Now()
+	w, err := n.create(s)
+	n.metrics.admitted(time.Since(t0), err)
+	if err != nil {
+		n.log.Info("admission refused", "name", s.Name, "err", err)
+	} else {
+		n.log.Info("admitted", "name", w.Name, "qos", w.QoS, "cpuset", w.Cpuset, "cpus", w.CPUs)
+	}
+	return w, err
+}
+
+func (n *Node) create(s Spec) (Workload, error) {
+	if s.TopologyPolicy == "" {
+		s.TopologyPolicy = n.topoPol
+	}
+	if err := s.Validate(); err != nil {
+		return Workload{}, err
+	}
+	req, _ := s.request() // Validate checked it
+	var cmdPath string
+	switch {
+	case s.Command != "":
+		p, err := exec.LookPath(s.Command)
+		if err != nil {
+			return Workload{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
+		}
+		cmdPath = p
+	case s.PID != 0:
+		if s.PID == os.Getpid() {
+			return Workload{}, fmt.Errorf("%w: workload %q: pid %d is the agent itself", ErrInvalid, s.Name, s.PID)
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(s.PID)); err != nil {
+			return Workload{}, fmt.Errorf("%w: workload %q: no process %d to adopt", ErrInvalid, s.Name, s.PID)
+		}
+	}
+	if req.CPUs > n.topo.Allowed().Size() {
+		return Workload{}, fmt.Errorf("%w: workload %q asks for %d CPUs; this node has %d usable (%s)",
+			ErrInvalid, s.Name, req.CPUs, n.topo.Allowed().Size(), n.topo.Allowed())
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var st *alloc.State
+	a, err := n.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
+		var err error
+		st, _, err = n.stateOf(cur)
+		if err != nil {
+			return store.Assignment{}, err
+		}
+		p, err := st.Allocate(req)
+		if err != nil {
+			return store.Assignment{}, err
+		}
+		if err := guardPools(st, p.QoS); err != nil {
+			return store.Assignment{}, err
+		}
+		rec := record{Spec: s, MilliCPUs: p.MilliCPUs, Excl: string(req.Exclusive), NUMANodes: p.NUMANodes.String(),
+			Threads: threadsFor(p)}
+		if rec.Excl == "" {
+			rec.Excl = string(alloc.ExclusiveNone)
+		}
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return store.Assignment{}, err
+		}
+		out := store.Assignment{QoS: string(p.QoS), Request: doc}
+		if p.QoS == alloc.LSE || p.QoS == alloc.LSR {
+			out.Cpuset = p.CPUs.String()
+		}
+		return out, nil
+	})
+	if err != nil {
+		return Workload{}, classify(s.Name, err)
+	}
+	rec, _, _ := decodeAssignment(a)
+	e := &entry{a: a, rec: rec}
+	n.wl[s.Name] = e
+	n.st = st
+	if err := n.enforce(e, cmdPath); err != nil {
+		n.log.Warn("rolling back admission", "name", s.Name, "err", err)
+		if rerr := n.release(e, "rollback"); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		if errors.Is(err, fs_ErrProcess) {
+			return Workload{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return Workload{}, err
+	}
+	return n.view(e), nil
+}
+
+// fs_ErrProcess marks an adoption whose process or cgroup is not there.
+var fs_ErrProcess = errors.New("nothing to adopt")
+
+// classify maps store and allocator errors to the agent's sentinels.
+func classify(name string, err error) error {
+	var rej alloc.Rejection
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return fmt.Errorf("%w: %q is admitted already; delete it first or pick another name", ErrExists, name)
+	case errors.As(err, &rej):
+		return fmt.Errorf("%w: %w", ErrRejected, rej)
+	case errors.Is(err, alloc.ErrInvalid):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return fmt.Errorf("admitting %q: %w", name, err)
+}
+
+// threadsFor sizes a workload's thread pools to what it was given.
+func threadsFor(p alloc.Placement) int {
+	switch p.QoS {
+	case alloc.LS:
+		return max(1, (p.MilliCPUs+999)/1000)
+	default:
+		return max(1, p.CPUs.Size())
+	}
+}
+
+// resources are the group settings of e in the current state.
+func (n *Node) resources(e *entry) enforce.Resources {
+	pools := n.st.Pools()
+	switch alloc.QoS(e.a.QoS) {
+	case alloc.LS:
+		q := time.Duration(e.rec.MilliCPUs) * enforce.DefaultPeriod / 1000
+		return enforce.Resources{CPUs: pools.LS, Quota: max(q, enforce.MinQuota)}
+	case alloc.BE:
+		return enforce.Resources{CPUs: pools.BE, Idle: true}
+	default:
+		set, _ := cpuset.Parse(e.a.Cpuset)
+		mems, _ := cpuset.Parse(e.rec.NUMANodes)
+		return enforce.Resources{CPUs: set, Mems: mems}
+	}
+}
+
+// enforce shrinks the shared pools if e took CPUs from them, then makes
+// e's group and starts or adopts what runs in it.
+func (n *Node) enforce(e *entry, cmdPath string) error {
+	if err := n.syncPools(); err != nil {
+		return err
+	}
+	r := n.resources(e)
+	s := e.rec.Spec
+	var err error
+	if s.Cgroup != "" {
+		if e.group, err = n.lister.OpenExisting(s.Cgroup); err != nil {
+			return fmt.Errorf("%w: %w", fs_ErrProcess, err)
+		}
+		return e.group.Update(r)
+	}
+	if e.group, err = n.drv.Create(s.Name, r); err != nil {
+		return err
+	}
+	if s.PID != 0 {
+		if err := e.group.AddProc(s.PID); err != nil {
+			return fmt.Errorf("%w: %w", fs_ErrProcess, err)
+		}
+		return nil
+	}
+	cmd := exec.Command(cmdPath, s.Args...)
+	cmd.Args[0] = s.Command
+	cmd.Env = append(os.Environ(), runner.ThreadEnv(e.rec.Threads)...)
+	cmd.Env = append(cmd.Env, "COREPIN_WORKLOAD="+s.Name, "COREPIN_CPUSET="+r.CPUs.String())
+	// Its own process group: a signal to the agent's (a terminal's ^C)
+	// does not reach workloads, which outlive the agent by design.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := enforce.StartThread(e.group, cmd); err != nil {
+		return fmt.Errorf("starting %s: %w", s.Command, err)
+	}
+	e.cmd = cmd
+	return nil
+}
+
+// reaper releases the workloads whose command exited. One goroutine
+// serves every child: it wakes on SIGCHLD and polls each child with
+// wait4(WNOHANG), instead of one cmd.Wait per child, each of which would
+// hold an OS thread blocked in wait4 (about 64 KiB of RSS per workload).
+func (n *Node) reaper(done <-chan struct{}) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ch:
+			n.reapExited()
+		}
+	}
+}
+
+// reapExited reaps every exited child and releases its workload.
+func (n *Node) reapExited() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
+		e := n.wl[name]
+		if e.cmd == nil || !reaped(e.cmd, syscall.WNOHANG) {
+			continue
+		}
+		e.cmd = nil
+		n.log.Info("workload exited", "name", name)
+		if err := n.release(e, "exited"); err != nil {
+			n.log.Warn("releasing an exited workload", "name", name, "err", err)
+		}
+	}
+}
+
+// reaped waits for cmd's process with wait4 and the given options and
+// reports whether it is gone (reaped now, or earlier: ECHILD). It then
+// releases the process's handle.
+func reaped(cmd *exec.Cmd, opts int) bool {
+	var ws syscall.WaitStatus
+	for {
+		pid, err := syscall.Wait4(cmd.Process.Pid, &ws, opts, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if pid == 0 || (err != nil && !errors.Is(err, syscall.ECHILD)) {
+			return false
+		}
+		cmd.Process.Release()
+		return true
+	}
+}
+
+// syncPools writes the current LS and BE pools into the groups of the LS
+// and BE workloads, when they changed since the last write.
+func (n *Node) syncPools() error {
+	p := n.st.Pools()
+	if p.LS.Equals(n.pools.LS) && p.BE.Equals(n.pools.BE) {
+		return nil
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
+		e := n.wl[name]
+		if e.group == nil || (e.a.QoS != string(alloc.LS) && e.a.QoS != string(alloc.BE)) {
+			continue
+		}
+		if err := e.group.Update(n.resources(e)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("resizing the shared pools: %w", err)
+	}
+	n.pools = p
+	n.metrics.setPools(p)
+	return nil
+}
+
+// Delete stops workload name and releases its CPUs: its processes are
+// killed and its group removed (an adopted cgroup gets every CPU of
+// corepin's root back and is left in place), then the assignment is
+// deleted.
+func (n *Node) Delete(name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.wl[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if e.rec.Owner != nil {
+		return fmt.Errorf("%w: %q is job %s of a corepin run (pid %d); stop that run to release it", ErrInvalid, name, e.rec.Job, e.rec.Owner.PID)
+	}
+	if err := n.release(e, "deleted"); err != nil {
+		return err
+	}
+	n.log.Info("deleted", "name", name)
+	return nil
+}
+
+// release stops e's processes, removes its group, deletes its assignment
+// and grows the pools. Callers hold n.mu.
+func (n *Node) release(e *entry, why string) error {
+	if e.group != nil {
+		if err := n.stopGroup(e); err != nil {
+			return err
+		}
+	}
+	if e.cmd != nil {
+		reaped(e.cmd, 0) // killed with its group: collect the zombie
+		e.cmd = nil
+	}
+	if err := n.db.DeleteAssignment(e.a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	delete(n.wl, e.a.Name)
+	if err := n.st.Release(e.a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
+		return err
+	}
+	n.metrics.reconcile(why)
+	return n.syncPools()
+}
+
+// stopGroup empties and removes e's group; for an adopted cgroup it gives
+// the group every CPU back instead.
+func (n *Node) stopGroup(e *entry) error {
+	if e.rec.Cgroup != "" {
+		if err := e.group.Update(enforce.Resources{}); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	deadline := time.Now().Add(n.stop)
+	for {
+		pids, err := enforce.Pids(e.group)
+		if errors.Is(err, os.ErrNotExist) {
+			return e.group.Remove() // gone already in one hierarchy
+		}
+		if err != nil {
+			return err
+		}
+		for _, p := range pids {
+			if p != os.Getpid() { // never the agent, whatever a group lists
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		err = enforce.RemoveWhenEmpty(e.group, 200*time.Millisecond)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stopping workload %q: %w", e.a.Name, err)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/measure"
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
+)
+
+// Owner is the process holding a reservation: its pid and its start time
+// (clock ticks after boot, /proc/PID/stat field 22), which tell it apart
+// from a later process that reuses the pid.
+type Owner struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// ownerOf reads pid's start time.
+func ownerOf(pid int) (Owner, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Owner{}, err
+	}
+	st, err := measure.ParseTaskStat(b)
+	if err != nil {
+		return Owner{}, err
+	}
+	return Owner{PID: pid, Start: st.StartTime}, nil
+}
+
+// alive reports whether o still runs.
+func (o Owner) alive() bool {
+	cur, err := ownerOf(o.PID)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	return err != nil || cur == o // unreadable counts as alive: keep the CPUs
+}
+
+// StatePlacer is a runner.Placer over the agent's state file, for a
+// `corepin run` on a machine with or without a running agent: each pinned
+// job's CPUs are admitted in the same SQLite transaction as the agent's
+// own admissions (store.Admit, BEGIN IMMEDIATE: a host-wide lock), so two
+// runs, or a run and the agent, never hand out one CPU twice. A job that
+// finds no CPUs free waits for them up to Wait, then fails with the
+// allocator's Rejection. Each reservation names its owner (this process);
+// OpenStatePlacer releases those of dead owners whose job groups are
+// empty, so a crashed run's surviving jobs keep their CPUs while they live.
+type StatePlacer struct {
+	db    *store.DB
+	topo  *topology.Topology
+	cfg   alloc.Config
+	self  Owner
+	tpc   int
+	wait  time.Duration
+	seq   int64 // tells apart placers of one process
+	mu    sync.Mutex
+	names map[string]string // job id -> reservation name
+}
+
+var placerSeq atomic.Int64
+
+var _ runner.Placer = (*StatePlacer)(nil)
+
+// OpenStatePlacer opens the state file at path. live, if not nil, lists
+// the runner's groups (its driver), to keep the reservations of a crashed
+// run's jobs that still run.
+func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait time.Duration, live enforce.Lister) (*StatePlacer, error) {
+	self, err := ownerOf(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("reading own start time: %w", err)
+	}
+	if _, err := alloc.NewState(t, cfg); err != nil {
+		return nil, fmt.Errorf("%w: allocator configuration: %v", ErrInvalid, err)
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	p := &StatePlacer{db: db, topo: t, cfg: cfg, self: self, tpc: max(1, t.ThreadsPerCore()), wait: wait, names: map[string]string{}, seq: placerSeq.Add(1)}
+	if err := p.releaseDead(live); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// releaseDead deletes the reservations whose owner died and whose job
+// group (listed by live) has no process left.
+func (p *StatePlacer) releaseDead(live enforce.Lister) error {
+	running := map[string]bool{}
+	if live != nil {
+		ls, err := live.List()
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			if len(l.Pids) > 0 {
+				running[strconv.Itoa(l.OwnerPID)+"/"+l.Name] = true
+			}
+		}
+	}
+	as, err := p.db.Assignments()
+	if err != nil {
+		return err
+	}
+	for _, a := range as {
+		var rec record
+		if json.Unmarshal(a.Request, &rec) != nil || rec.Owner == nil || rec.Owner.alive() {
+			continue
+		}
+		if running[strconv.Itoa(rec.Owner.PID)+"/"+rec.Job] {
+			continue
+		}
+		if err := p.db.DeleteAssignment(a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the state file. Reservations not released stay held
+// until a later OpenStatePlacer finds their owner dead.
+func (p *StatePlacer) Close() error { return p.db.Close() }
+
+// Place admits n exclusive CPUs for job id, waiting for CPUs up to the
+// placer's Wait.
+func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
+	name := fmt.Sprintf("run%d.%d-%s", p.self.PID, p.seq, id)
+	bind := alloc.BindDefault
+	if n%p.tpc == 0 {
+		bind = alloc.BindFullPCPUs
+	}
+	req := alloc.Request{ID: name, CPUs: n, QoS: alloc.LSE, Bind: bind, TopologyPolicy: alloc.TopologyBestEffort}
+	deadline := time.Now().Add(p.wait)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var pl alloc.Placement
+		_, err := p.db.Admit(name, func(cur []store.Assignment) (store.Assignment, error) {
+			st, err := stateFrom(p.topo, p.cfg, cur)
+			if err != nil {
+				return store.Assignment{}, err
+			}
+			if pl, err = st.Allocate(req); err != nil {
+				return store.Assignment{}, err
+			}
+			if err := guardPools(st, alloc.LSE); err != nil {
+				return store.Assignment{}, err
+			}
+			cpus := float64(n)
+			doc, err := json.Marshal(record{Spec: Spec{Name: name, QoS: string(alloc.LSE), CPUs: &cpus}, Excl: string(alloc.ExclusiveNone),
+				NUMANodes: pl.NUMANodes.String(), Threads: n, Owner: &p.self, Job: id})
+			if err != nil {
+				return store.Assignment{}, err
+			}
+			return store.Assignment{QoS: string(alloc.LSE), Cpuset: pl.CPUs.String(), Request: doc}, nil
+		})
+		if err == nil {
+			p.mu.Lock()
+			p.names[id] = name
+			p.mu.Unlock()
+			return runner.Placement{CPUs: pl.CPUs, Mems: pl.NUMANodes}, nil
+		}
+		if !errors.Is(err, alloc.ErrRejected) || time.Now().After(deadline) {
+			return runner.Placement{}, classify(name, err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// Release gives job id's CPUs back.
+func (p *StatePlacer) Release(id string) error {
+	p.mu.Lock()
+	name, ok := p.names[id]
+	delete(p.names, id)
+	p.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: job %q holds no cpus", ErrNotFound, id)
+	}
+	return p.db.DeleteAssignment(name)
+}

@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
+)
+
+func liveTopology(t *testing.T) *topology.Topology {
+	t.Helper()
+	topo, err := topology.Discover(os.DirFS("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.Allowed().Size() < 2 {
+		t.Skipf("skipping: needs 2 CPUs, have %s", topo.Allowed())
+	}
+	return topo
+}
+
+// Two runs on one machine (two placers on one state file) never hold a
+// CPU twice: the second waits for the first to release, or is refused.
+func TestStatePlacerTwoRunsNeverShareACPU(t *testing.T) {
+	topo := liveTopology(t)
+	n := topo.Allowed().Size()
+	state := filepath.Join(t.TempDir(), "state.db")
+	a, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenStatePlacer(state, topo, alloc.Config{}, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pa, err := a.Place("job-0", n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := b.Place("job-0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pa.CPUs.Intersects(pb.CPUs) {
+		t.Fatalf("run a holds %s and run b %s: shared", pa.CPUs, pb.CPUs)
+	}
+	// Every CPU is held: a refuses at once (no wait) ...
+	if _, err := a.Place("job-1", 1); !errors.Is(err, ErrRejected) {
+		t.Fatalf("a.Place on a full machine = %v, want ErrRejected", err)
+	}
+	// ... and b waits until a lets go, then gets a's CPUs.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		a.Release("job-0")
+	}()
+	pb2, err := b.Place("job-1", 1)
+	if err != nil {
+		t.Fatalf("b.Place while waiting = %v", err)
+	}
+	if !pb2.CPUs.IsSubsetOf(pa.CPUs) {
+		t.Errorf("b got %s after a released %s", pb2.CPUs, pa.CPUs)
+	}
+	if err := a.Release("job-0"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("releasing twice = %v, want ErrNotFound", err)
+	}
+}
+
+// listerOf is an enforce.Lister over fixed groups.
+type listerOf []enforce.Listed
+
+func (l listerOf) List() ([]enforce.Listed, error)            { return l, nil }
+func (listerOf) Reopen(enforce.Listed) (enforce.Group, error) { return nil, errors.ErrUnsupported }
+func (listerOf) OpenExisting(string) (enforce.Group, error)   { return nil, errors.ErrUnsupported }
+
+// A crashed run's reservations are released at the next open, except
+// those whose job group still has processes.
+func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
+	topo := liveTopology(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	// A run that has exited: a real process, reaped.
+	dead := exec.Command("true")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ownerOf(dead.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Wait()
+	db, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, job := range []string{"job-0", "job-1"} {
+		rec := record{Spec: Spec{Name: job}, Owner: &o, Job: job}
+		doc, _ := jsonOf(rec)
+		if _, err := db.SaveAssignment(store.Assignment{Name: "dead-" + job, QoS: "LSE", Cpuset: []string{"0", "1"}[i], Request: doc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	live := listerOf{{Name: "job-1", OwnerPID: o.PID, Pids: []int{os.Getpid()}}}
+	p, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	as, err := p.db.Assignments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 1 || as[0].Name != "dead-job-1" {
+		t.Errorf("after open: %+v, want only dead-job-1 (its job still runs)", as)
+	}
+}
+
+// An agent and a local run share the state: the agent never admits a CPU
+// a run holds, shows the run's job, and refuses to delete it.
+func TestAgentSeesRunReservations(t *testing.T) {
+	requireCgroups(t)
+	topo := liveTopology(t)
+	root := testRoot(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	p, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	held, err := p.Place("job-0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := openNode(t, root, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	w, err := n.Create(Spec{Name: "svc", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Cpuset == held.CPUs.String() {
+		t.Fatalf("the agent admitted cpu %s, which run job-0 holds", w.Cpuset)
+	}
+	var run *Workload
+	for _, x := range n.List() {
+		if x.Source == "run" {
+			run = &x
+		}
+	}
+	if run == nil || run.Cpuset != held.CPUs.String() || run.PID != os.Getpid() {
+		t.Fatalf("agent's view of the run's job = %+v, want cpuset %s of pid %d", run, held.CPUs, os.Getpid())
+	}
+	if err := n.Delete(run.Name); !errors.Is(err, ErrInvalid) {
+		t.Errorf("agent Delete of a run's job = %v, want ErrInvalid", err)
+	}
+}
+
+func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }

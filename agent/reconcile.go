@@ -1,0 +1,276 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/store"
+)
+
+// Reconcile actions, as counted in ReconcileReport and the metric
+// corepin_agent_reconcile_actions_total.
+const (
+	ActAdopted  = "adopted"  // a live group kept with its assignment
+	ActOrphan   = "orphan"   // a live group without an assignment, admitted for what it holds
+	ActGone     = "gone"     // an assignment whose group or processes are gone, released
+	ActRemoved  = "removed"  // an empty group without a live assignment, removed
+	ActMerged   = "merged"   // a second live group of one workload, its processes moved
+	ActRepaired = "repaired" // a group whose cpuset differed from its assignment, rewritten
+	ActKept     = "conflict" // a live orphan group that could not be admitted; its CPUs are not free
+)
+
+// ReconcileReport counts what Reconcile did, by action.
+type ReconcileReport map[string]int
+
+// Reconcile makes the state and the live groups agree. For each group
+// under the agent's cgroup root: with an assignment and processes, it is
+// adopted (its cpuset rewritten if it differs); empty, it is removed and
+// its assignment released; with processes but no assignment (a lost or
+// replaced state file), it is admitted for the CPUs it holds (as LSE if
+// they are free, else BE) so that no CPU a live group holds is handed out
+// again. Assignments whose group is gone are released; an adopted
+// cgroup (Spec.Cgroup) is kept while it has processes. Open runs it once;
+// the running agent calls the lighter Sweep.
+func (n *Node) Reconcile() (ReconcileReport, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rep := ReconcileReport{}
+	err := n.reconcile(rep)
+	for act, c := range rep {
+		for range c {
+			n.metrics.reconcile(act)
+		}
+	}
+	if len(rep) > 0 {
+		n.log.Info("reconciled", "actions", map[string]int(rep), "err", err)
+	}
+	return rep, err
+}
+
+func (n *Node) reconcile(rep ReconcileReport) error {
+	as, err := n.db.Assignments()
+	if err != nil {
+		return err
+	}
+	st, recs, err := n.stateOf(as)
+	if err != nil {
+		return fmt.Errorf("loading the state (%s): %w", n.db.Path(), err)
+	}
+	listed, err := n.lister.List()
+	if err != nil {
+		return err
+	}
+	// Keep the entries the agent made itself (their commands are its
+	// children); rebuild the rest.
+	old := n.wl
+	n.wl = map[string]*entry{}
+	n.st = st
+	n.pools = alloc.Pools{}
+	var errs []error
+	byName := map[string][]enforce.Listed{}
+	for _, l := range listed {
+		byName[l.Name] = append(byName[l.Name], l)
+	}
+	for _, a := range as {
+		e := &entry{a: a, rec: recs[a.Name]}
+		if o, ok := old[a.Name]; ok && o.a.Generation == a.Generation && o.a.CreatedAt.Equal(a.CreatedAt) {
+			e.cmd = o.cmd
+		}
+		if e.rec.Owner != nil {
+			// A local run's job (StatePlacer): its group is the run's,
+			// not ours. Held until the run, or the next run after a
+			// crash, releases it.
+			n.wl[a.Name] = e
+			continue
+		}
+		if e.rec.Cgroup != "" {
+			g, err := n.lister.OpenExisting(e.rec.Cgroup)
+			if err == nil {
+				pids, perr := enforce.Pids(g)
+				if perr == nil && len(pids) > 0 {
+					e.group = g
+					n.wl[a.Name] = e
+					rep[ActAdopted]++
+					continue
+				}
+			}
+			errs = append(errs, n.forget(e, rep))
+			continue
+		}
+		gs := byName[a.Name]
+		delete(byName, a.Name)
+		var keep *enforce.Listed
+		for i := range gs {
+			if len(gs[i].Pids) > 0 && keep == nil {
+				keep = &gs[i]
+			}
+		}
+		for i := range gs {
+			l := gs[i]
+			if keep != nil && l.Dir == keep.Dir {
+				continue
+			}
+			g, err := n.lister.Reopen(l)
+			if err == nil && keep != nil && len(l.Pids) > 0 {
+				kg, kerr := n.lister.Reopen(*keep)
+				if kerr == nil {
+					for _, p := range l.Pids {
+						kg.AddProc(p) // a process that exited meanwhile is no loss
+					}
+					rep[ActMerged]++
+				}
+			}
+			if err == nil {
+				err = enforce.RemoveWhenEmpty(g, n.stop)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep[ActRemoved]++
+		}
+		if keep == nil {
+			errs = append(errs, n.forget(e, rep))
+			continue
+		}
+		g, err := n.lister.Reopen(*keep)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.group = g
+		n.wl[a.Name] = e
+		rep[ActAdopted]++
+		if q := alloc.QoS(a.QoS); (q == alloc.LSE || q == alloc.LSR) && keep.CPUs.String() != a.Cpuset {
+			if err := g.Update(n.resources(e)); err != nil {
+				errs = append(errs, err)
+			} else {
+				rep[ActRepaired]++
+			}
+		}
+	}
+	// Groups without an assignment.
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		for _, l := range byName[name] {
+			g, err := n.lister.Reopen(l)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(l.Pids) == 0 {
+				if err := enforce.RemoveWhenEmpty(g, n.stop); err != nil {
+					errs = append(errs, err)
+				} else {
+					rep[ActRemoved]++
+				}
+				continue
+			}
+			if _, dup := n.wl[name]; dup {
+				errs = append(errs, fmt.Errorf("keeping group %s: a second live group of workload %q", l.Dir, name))
+				rep[ActKept]++
+				continue
+			}
+			if err := n.adoptOrphan(l, g); err != nil {
+				errs = append(errs, err)
+				rep[ActKept]++
+				continue
+			}
+			rep[ActOrphan]++
+		}
+	}
+	if err := n.syncPools(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Sweep is the light periodic check of a running agent: it releases the
+// workloads whose groups have no process left. Commands the agent started
+// itself are released when they exit (it waits for them), so Sweep reads
+// only the groups of adopted processes and cgroups and of commands started
+// by an earlier agent: an idle agent with only its own children reads
+// nothing at all.
+func (n *Node) Sweep() (released []string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, nil
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
+		e := n.wl[name]
+		if e.cmd != nil || e.group == nil {
+			continue
+		}
+		pids, perr := enforce.Pids(e.group)
+		if perr != nil && !errors.Is(perr, fs.ErrNotExist) {
+			errs = append(errs, perr)
+			continue
+		}
+		if len(pids) > 0 {
+			continue
+		}
+		if err := n.release(e, ActGone); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		released = append(released, name)
+	}
+	if len(released) > 0 {
+		n.log.Info("released workloads whose processes are gone", "names", released)
+	}
+	return released, errors.Join(errs...)
+}
+
+// forget releases an assignment whose workload is gone.
+func (n *Node) forget(e *entry, rep ReconcileReport) error {
+	if err := n.db.DeleteAssignment(e.a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := n.st.Release(e.a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
+		return err
+	}
+	rep[ActGone]++
+	return nil
+}
+
+// adoptOrphan admits a live group that has no assignment, for the CPUs it
+// holds: LSE when they are all free for an exclusive set, BE otherwise.
+func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
+	rec := record{Spec: Spec{Name: l.Name}, Excl: string(alloc.ExclusiveNone), Adopted: true, Threads: max(1, l.CPUs.Size())}
+	a := store.Assignment{Name: l.Name, QoS: string(alloc.LSE), Cpuset: l.CPUs.String()}
+	probe := n.st.Clone()
+	_, aa, _ := decodeAssignment(a)
+	if l.CPUs.IsEmpty() || probe.Assign(aa) != nil || guardPools(probe, alloc.LSE) != nil {
+		a.QoS, a.Cpuset = string(alloc.BE), ""
+	}
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	a.Request = doc
+	if _, err := n.db.SaveAssignment(a); err != nil {
+		return err
+	}
+	saved, err := n.db.Assignments()
+	if err != nil {
+		return err
+	}
+	for _, s := range saved {
+		if s.Name == l.Name {
+			a = s
+		}
+	}
+	_, aa, _ = decodeAssignment(a)
+	if err := n.st.Assign(aa); err != nil {
+		return err
+	}
+	n.wl[l.Name] = &entry{a: a, rec: rec, group: g}
+	return nil
+}

@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+)
+
+// Sentinel errors of the agent. HTTP maps ErrInvalid to 422, ErrExists and
+// ErrRejected to 409, ErrNotFound to 404.
+var (
+	// ErrInvalid means a request is wrong as written: no state of the
+	// node could admit it.
+	ErrInvalid = errors.New("invalid workload")
+	// ErrExists means a workload of that name is admitted already.
+	ErrExists = errors.New("workload exists")
+	// ErrNotFound means no workload has that name.
+	ErrNotFound = errors.New("no such workload")
+	// ErrRejected means the node cannot admit the request now (not enough
+	// free CPUs of the kind asked for); it may succeed after a delete.
+	ErrRejected = errors.New("rejected")
+	// ErrTooLarge means a request body exceeds MaxBody (HTTP 413).
+	ErrTooLarge = fmt.Errorf("%w: request body larger than %d bytes", ErrInvalid, MaxBody)
+)
+
+// Bounds of a request.
+const (
+	// MaxBody is the largest request body the API reads.
+	MaxBody = 64 << 10
+	// MaxArgs bounds the command line of a workload the agent starts.
+	MaxArgs = 256
+	// MaxNameLen bounds a workload name (a cgroup directory name part).
+	MaxNameLen = 48
+)
+
+// Spec is a workload as a client asks for it: POST /v1/workloads. Exactly
+// one of Command, PID and Cgroup says what runs in it.
+type Spec struct {
+	Name           string   `json:"name"`
+	QoS            string   `json:"qos,omitempty"`
+	CPUs           *float64 `json:"cpus"`
+	Bind           string   `json:"bind,omitempty"`
+	Exclusive      string   `json:"exclusive,omitempty"`
+	NUMA           string   `json:"numa,omitempty"`
+	TopologyPolicy string   `json:"topology_policy,omitempty"`
+	// Command and Args: the agent starts this program inside the
+	// workload's group, with thread-pool variables (OMP_NUM_THREADS, ...)
+	// sized to its CPUs.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// PID adopts a running process (all of its threads).
+	PID int `json:"pid,omitempty"`
+	// Cgroup adopts an existing cgroup (a container's), given relative to
+	// the cgroup mount point.
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// DecodeSpec reads one JSON Spec from r: at most MaxBody bytes, no unknown
+// fields, nothing after the object. Errors wrap ErrInvalid.
+func DecodeSpec(r io.Reader) (Spec, error) {
+	body, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
+	var mbe *http.MaxBytesError
+	if len(body) > MaxBody || errors.As(err, &mbe) {
+		return Spec{}, ErrTooLarge
+	}
+	if err != nil {
+		return Spec{}, fmt.Errorf("%w: reading the body: %v", ErrInvalid, err)
+	}
+	if err := checkKeys(body); err != nil {
+		return Spec{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return Spec{}, fmt.Errorf("%w: decoding JSON: data after the object", ErrInvalid)
+	}
+	if len(s.Args) == 0 {
+		s.Args = nil
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+// specKeys are the JSON keys of Spec, spelled exactly.
+var specKeys = map[string]bool{"name": true, "qos": true, "cpus": true, "bind": true, "exclusive": true, "numa": true,
+	"topology_policy": true, "command": true, "args": true, "pid": true, "cgroup": true}
+
+// checkKeys refuses what encoding/json would let through: keys in another
+// case ("Name" fills Name) and a key given twice (the last would win).
+func checkKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("%w: decoding JSON: want one object", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+		}
+		k, _ := t.(string)
+		if !specKeys[k] {
+			return fmt.Errorf("%w: decoding JSON: unknown field %q", ErrInvalid, k)
+		}
+		if seen[k] {
+			return fmt.Errorf("%w: decoding JSON: field %q given twice", ErrInvalid, k)
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// ValidateName reports whether name may name a workload: what
+// enforce.ValidateName allows (letters, digits, '-', '_', '.'; no "..", no
+// leading '.' or '-'), at most MaxNameLen bytes.
+func ValidateName(name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name %.20q... is longer than %d bytes", ErrInvalid, name, MaxNameLen)
+	}
+	if err := enforce.ValidateName(name); err != nil {
+		return fmt.Errorf("%w: name: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Validate checks s on its own, without the node's state: its name, its
+// vocabulary and sizes (as alloc reads them) and what runs in it. Errors
+// wrap ErrInvalid.
+func (s Spec) Validate() error {
+	if err := ValidateName(s.Name); err != nil {
+		return err
+	}
+	if _, err := s.request(); err != nil {
+		return err
+	}
+	n := 0
+	if s.Command != "" {
+		n++
+	}
+	if s.PID != 0 {
+		n++
+	}
+	if s.Cgroup != "" {
+		n++
+	}
+	switch {
+	case n != 1:
+		return fmt.Errorf("%w: workload %q needs exactly one of command, pid or cgroup (got %d)", ErrInvalid, s.Name, n)
+	case len(s.Args) > 0 && s.Command == "":
+		return fmt.Errorf("%w: workload %q has args but no command", ErrInvalid, s.Name)
+	case len(s.Args) > MaxArgs:
+		return fmt.Errorf("%w: workload %q has %d args; at most %d", ErrInvalid, s.Name, len(s.Args), MaxArgs)
+	case s.PID < 0 || s.PID > 1<<22:
+		return fmt.Errorf("%w: workload %q: pid %d is not a Linux pid", ErrInvalid, s.Name, s.PID)
+	case s.PID == 1:
+		return fmt.Errorf("%w: workload %q: pid 1 (init) cannot be adopted", ErrInvalid, s.Name)
+	}
+	for _, a := range append([]string{s.Command}, s.Args...) {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("%w: workload %q: command or argument contains a NUL byte", ErrInvalid, s.Name)
+		}
+	}
+	if s.Command != "" && !path.IsAbs(s.Command) && strings.Contains(s.Command, "/") {
+		return fmt.Errorf("%w: workload %q: command %q must be absolute or a bare name looked up in PATH", ErrInvalid, s.Name, s.Command)
+	}
+	if s.Cgroup != "" {
+		for _, el := range strings.Split(s.Cgroup, "/") {
+			if el == ".." {
+				return fmt.Errorf("%w: workload %q: cgroup %q climbs out of the mount with \"..\"", ErrInvalid, s.Name, s.Cgroup)
+			}
+		}
+		if strings.ContainsRune(s.Cgroup, 0) || path.Clean("/"+s.Cgroup) == "/" {
+			return fmt.Errorf("%w: workload %q: cgroup %q is not a cgroup below the root", ErrInvalid, s.Name, s.Cgroup)
+		}
+	}
+	return nil
+}
+
+// request converts s to the allocator's request, wrapping alloc's
+// vocabulary errors in ErrInvalid.
+func (s Spec) request() (alloc.Request, error) {
+	rs := alloc.RequestSpec{ID: s.Name, CPUs: s.CPUs, QoS: s.QoS, Bind: s.Bind, Exclusive: s.Exclusive,
+		NUMA: s.NUMA, TopologyPolicy: s.TopologyPolicy}
+	r, err := rs.Request(s.Name)
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("%w: %v", ErrInvalid, strings.TrimPrefix(err.Error(), alloc.ErrInvalid.Error()+": "))
+	}
+	if r.QoS == alloc.SYSTEM {
+		return alloc.Request{}, fmt.Errorf("%w: workload %q: qos SYSTEM is the reserved CPUs and not admitted through the agent", ErrInvalid, s.Name)
+	}
+	return r, nil
+}
+
+// record is what the store keeps per workload as its request document:
+// the spec as admitted plus what the allocator decided beyond the cpuset.
+type record struct {
+	Spec
+	MilliCPUs int    `json:"milli_cpus,omitempty"`
+	Excl      string `json:"exclusive_level,omitempty"`
+	NUMANodes string `json:"numa_nodes,omitempty"`
+	Threads   int    `json:"threads"`
+	// Adopted marks a workload the reconcile found running without an
+	// assignment (a live group after the state was lost).
+	Adopted bool `json:"adopted,omitempty"`
+	// Owner and Job mark a reservation of a local `corepin run` job
+	// (StatePlacer): no group of the agent's, held while the owner or the
+	// job's group lives.
+	Owner *Owner `json:"owner,omitempty"`
+	Job   string `json:"job,omitempty"`
+}

@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		wantErr    error
+		wantIn     string // in the error message
+	}{
+		{name: "command", body: `{"name":"enc-1","qos":"LSE","cpus":2,"command":"ffmpeg","args":["-i","x"]}`},
+		{name: "pid", body: `{"name":"web","cpus":0.5,"pid":4242}`},
+		{name: "cgroup", body: `{"name":"box","cpus":1,"cgroup":"/docker/abc"}`},
+		// Regression (fuzz corpus 8296a81afb43ac16): encoding/json matches
+		// keys case-insensitively, so "nAme" filled Name.
+		{name: "key in another case", body: `{"nAme":"00","cpus":1,"command":"0"}`, wantErr: ErrInvalid, wantIn: `unknown field "nAme"`},
+		{name: "duplicate key", body: `{"name":"a","name":"b","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "twice"},
+		{name: "unknown field", body: `{"name":"a","cpus":1,"command":"x","prio":1}`, wantErr: ErrInvalid, wantIn: "unknown field"},
+		{name: "trailing data", body: `{"name":"a","cpus":1,"command":"x"} {}`, wantErr: ErrInvalid},
+		{name: "traversal name", body: `{"name":"../etc","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "name"},
+		{name: "unknown qos", body: `{"name":"a","qos":"GOLD","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "unknown qos"},
+		{name: "fraction for LSE", body: `{"name":"a","qos":"LSE","cpus":1.5,"command":"x"}`, wantErr: ErrInvalid, wantIn: "whole CPUs"},
+		{name: "impossible size", body: `{"name":"a","cpus":1e12,"command":"x"}`, wantErr: ErrInvalid, wantIn: "outside"},
+		{name: "no source", body: `{"name":"a","cpus":1}`, wantErr: ErrInvalid, wantIn: "exactly one"},
+		{name: "two sources", body: `{"name":"a","cpus":1,"pid":9,"command":"x"}`, wantErr: ErrInvalid, wantIn: "exactly one"},
+		{name: "cgroup traversal", body: `{"name":"a","cpus":1,"cgroup":"a/../../b"}`, wantErr: ErrInvalid, wantIn: ".."},
+		{name: "SYSTEM", body: `{"name":"a","qos":"SYSTEM","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "reserved"},
+		{name: "huge", body: `{"name":"a","cpus":1,"command":"` + strings.Repeat("x", MaxBody) + `"}`, wantErr: ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeSpec(strings.NewReader(tc.body))
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("DecodeSpec = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("DecodeSpec = %v, want %v", err, tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantIn) {
+				t.Errorf("DecodeSpec = %q, want it to mention %q", err, tc.wantIn)
+			}
+		})
+	}
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAgentAndCtlEndToEnd runs the real binary as the agent and drives it
+// with corepin ctl: create, get, list, top and delete, the exit codes of
+// refusals, corepin topo drawing the assignment, and a graceful SIGTERM.
+func TestAgentAndCtlEndToEnd(t *testing.T) {
+	requireCgroupRoot(t)
+	dir := t.TempDir()
+	socket, state := filepath.Join(dir, "a.sock"), filepath.Join(dir, "state.db")
+	root := fmt.Sprintf("corepin-e2e-agent-%d", os.Getpid())
+	t.Cleanup(func() {
+		for _, d := range []string{"cpuset", "cpu", "cpuacct"} {
+			syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
+		}
+	})
+	agent := exec.Command(binary, "agent", "--socket", socket, "--state", state, "--cgroup-root", root)
+	var logs strings.Builder
+	agent.Stderr = &logs
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- agent.Wait() }()
+	defer func() {
+		agent.Process.Kill()
+		<-done
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if c, err := net.Dial("unix", socket); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent did not listen within 20s; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+	ctl := func(args ...string) (string, string, int) {
+		return run(t, append([]string{"ctl", "--socket", socket}, args...)...)
+	}
+	out, errOut, code := ctl("create", "e2e-1", "--cpus", "1", "--qos", "LSE", "-o", "json", "--", "sleep", "600")
+	if code != 0 {
+		t.Fatalf("ctl create: exit %d: %s", code, errOut)
+	}
+	var w struct {
+		Name, QoS, Cpuset string
+	}
+	if err := json.Unmarshal([]byte(out), &w); err != nil || w.Name != "e2e-1" || w.Cpuset == "" {
+		t.Fatalf("ctl create -o json = %q (%v)", out, err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "exists", args: []string{"create", "e2e-1", "--cpus", "1", "--", "sleep", "1"}, wantCode: 2, wantErr: "already"},
+		{name: "unknown qos", args: []string{"create", "x", "--cpus", "1", "--qos", "GOLD", "--", "sleep", "1"}, wantCode: 2, wantErr: "unknown qos"},
+		{name: "traversal", args: []string{"get", "../etc"}, wantCode: 2},
+		{name: "missing", args: []string{"delete", "nope"}, wantCode: 2, wantErr: "no such workload"},
+		{name: "no agent", args: []string{"--socket", filepath.Join(dir, "none.sock"), "list"}, wantCode: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := ctl(tc.args...)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("ctl %v: exit %d, stderr %q; want exit %d and one line mentioning %q", tc.args, code, errOut, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") {
+		t.Errorf("ctl list: exit %d:\n%s", code, out)
+	}
+	if out, _, code := ctl("top", "--interval", "200ms", "-o", "json"); code != 0 || !strings.Contains(out, `"e2e-1"`) {
+		t.Errorf("ctl top: exit %d:\n%s", code, out)
+	}
+	if out, _, code := run(t, "topo", "--socket", socket); code != 0 || !strings.Contains(out, "e2e-1") {
+		t.Errorf("corepin topo with an agent does not show the workload: exit %d:\n%s", code, out)
+	}
+	if out, _, code := run(t, "topo", "--socket", socket, "-o", "json"); code != 0 || !strings.Contains(out, `"workloads"`) || !strings.Contains(out, `"numa_distances"`) {
+		t.Errorf("corepin topo -o json with an agent: exit %d:\n%s", code, out)
+	}
+	if _, errOut, code := ctl("delete", "e2e-1"); code != 0 {
+		t.Fatalf("ctl delete: exit %d: %s", code, errOut)
+	}
+	agent.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Errorf("agent after SIGTERM: %v; log:\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not stop within 30s of SIGTERM")
+	}
+	if _, err := os.Stat(socket); err == nil {
+		t.Error("socket left behind after a graceful stop")
+	}
+	// A state file that is not corepin's: exit 2, one line, file unchanged.
+	bad := filepath.Join(dir, "bad.db")
+	os.WriteFile(bad, []byte("not a database\n"), 0o600)
+	_, errOut, code = run(t, "agent", "--socket", filepath.Join(dir, "b.sock"), "--state", bad, "--cgroup-root", root)
+	if b, _ := os.ReadFile(bad); code != 2 || string(b) != "not a database\n" || !strings.Contains(errOut, "left unchanged") {
+		t.Errorf("agent on a foreign file: exit %d, stderr %q, file %q", code, errOut, b)
+	}
+}
+
+// Issue 10 §2: two `corepin run --mode pinned --cpus 1 --jobs 2` started
+// together, sharing the state file, with and without an agent on it: no
+// two jobs that run at the same time share a CPU. Each job prints its own
+// Cpus_allowed_list and its start and end times.
+func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
+	requireCgroupRoot(t)
+	for _, withAgent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("agent=%v", withAgent), func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state.db")
+			if withAgent {
+				root := fmt.Sprintf("corepin-e2e-runs-%d", os.Getpid())
+				t.Cleanup(func() {
+					for _, d := range []string{"cpuset", "cpu", "cpuacct"} {
+						syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
+					}
+				})
+				a := exec.Command(binary, "agent", "--socket", filepath.Join(dir, "a.sock"), "--state", state, "--cgroup-root", root)
+				if err := a.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { a.Process.Signal(syscall.SIGTERM); a.Wait() }()
+				for i := 0; i < 1000; i++ {
+					if _, err := os.Stat(filepath.Join(dir, "a.sock")); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			job := `grep Cpus_allowed_list /proc/self/status; echo start $(date +%s%N); ` + spin + `; echo end $(date +%s%N)`
+			type span struct {
+				cpus       string
+				start, end int64
+			}
+			var spans []span
+			outs := make([]*strings.Builder, 2)
+			cmds := make([]*exec.Cmd, 2)
+			for i := range cmds {
+				outs[i] = &strings.Builder{}
+				cmds[i] = exec.Command(binary, "run", "--db", filepath.Join(dir, fmt.Sprintf("r%d.db", i)), "--jobs", "2", "--concurrency", "2",
+					"--cpus", "1", "--mode", "pinned", "-o", "json", "--", "sh", "-c", job)
+				cmds[i].Env = append(os.Environ(), "COREPIN_STATE="+state)
+				cmds[i].Stdout = outs[i]
+				var errb strings.Builder
+				cmds[i].Stderr = &errb
+				if err := cmds[i].Start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, c := range cmds {
+				if err := c.Wait(); err != nil {
+					t.Fatalf("run %d: %v", i, err)
+				}
+				for _, j := range decodeJobs(t, outs[i].String()) {
+					var s span
+					for _, l := range strings.Split(j.StdoutTail, "\n") {
+						f := strings.Fields(l)
+						switch {
+						case len(f) == 2 && f[0] == "Cpus_allowed_list:":
+							s.cpus = f[1]
+						case len(f) == 2 && f[0] == "start":
+							fmt.Sscan(f[1], &s.start)
+						case len(f) == 2 && f[0] == "end":
+							fmt.Sscan(f[1], &s.end)
+						}
+					}
+					if s.cpus == "" || s.end == 0 || j.ExitCode != 0 {
+						t.Fatalf("run %d job %d: output %q, exit %d", i, j.Job, j.StdoutTail, j.ExitCode)
+					}
+					spans = append(spans, s)
+				}
+			}
+			if len(spans) != 4 {
+				t.Fatalf("%d jobs, want 4", len(spans))
+			}
+			for i := range spans {
+				for k := i + 1; k < len(spans); k++ {
+					a, b := spans[i], spans[k]
+					overlap := a.start < b.end && b.start < a.end
+					if overlap && a.cpus == b.cpus {
+						t.Errorf("jobs on cpu %s overlap in time: %+v and %+v", a.cpus, a, b)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corepin/corepin/agent"
+)
+
+const ctlUsage = `Talk to a running corepin agent (see corepin agent).
+
+Examples:
+  corepin ctl create enc-1 --cpus 4 --qos LSE --bind FullPCPUs -- ffmpeg -i in.mp4 out.mp4
+  corepin ctl create web --cpus 1.5 --qos LS --pid 4242
+  corepin ctl create box --cpus 2 --cgroup /system.slice/docker-abc.scope
+  corepin ctl list
+  corepin ctl get enc-1 -o json
+  corepin ctl delete enc-1
+  corepin ctl top`
+
+func init() { register(newCtlCmd) }
+
+// ctlFlags are the connection flags every ctl subcommand shares.
+type ctlFlags struct {
+	socket, tokenFile string
+}
+
+func (f *ctlFlags) client() (*agent.Client, error) {
+	addr := f.socket
+	var token string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, Usagef("--token-file: %v", err)
+		}
+		token = string(trimSpace(b))
+	}
+	return agent.NewClient(addr, token), nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// agentSocket is the default agent address: $COREPIN_SOCKET, else
+// agent.DefaultSocket.
+func agentSocket() string {
+	if s := os.Getenv("COREPIN_SOCKET"); s != "" {
+		return s
+	}
+	return agent.DefaultSocket
+}
+
+// ctlErr makes the agent's refusals (4xx) bad input, exit 2.
+func ctlErr(err error) error {
+	var ae *agent.APIError
+	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
+		return &UsageError{Err: err}
+	}
+	return err
+}
+
+func newCtlCmd(e *env) *cobra.Command {
+	f := &ctlFlags{}
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Client of the node agent: create, list, get, delete, top",
+		Long:  ctlUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Usagef("ctl needs a subcommand: create, list, get, delete or top")
+		},
+	}
+	cmd.PersistentFlags().StringVar(&f.socket, "socket", agentSocket(), "agent socket path, or http://host:port ($COREPIN_SOCKET)")
+	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token for a TCP agent")
+	cmd.AddCommand(newCtlCreate(e, f), newCtlList(e, f), newCtlGet(e, f), newCtlDelete(e, f), newCtlTop(e, f))
+	return cmd
+}
+
+func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
+	var s agent.Spec
+	var cpus float64
+	cmd := &cobra.Command{
+		Use:   "create NAME --cpus N [--pid PID | --cgroup PATH | -- CMD ARGS...]",
+		Short: "Admit a workload",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s.Name = args[0]
+			if !cmd.Flags().Changed("cpus") {
+				return Usagef("create needs --cpus")
+			}
+			s.CPUs = &cpus
+			if rest := args[1:]; len(rest) > 0 {
+				if cmd.ArgsLenAtDash() != 1 {
+					return Usagef("give the command after --: corepin ctl create %s --cpus N -- CMD ARGS", s.Name)
+				}
+				s.Command, s.Args = rest[0], rest[1:]
+			}
+			if err := s.Validate(); err != nil {
+				return &UsageError{Err: err}
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			w, err := c.Create(s)
+			if err != nil {
+				return ctlErr(err)
+			}
+			if e.JSON() {
+				return e.PrintJSON(w)
+			}
+			return printWorkloads(e, []agent.Workload{w})
+		},
+	}
+	fl := cmd.Flags()
+	fl.Float64Var(&cpus, "cpus", 0, "CPUs (whole for LSE and LSR; fractions for LS and BE)")
+	fl.StringVar(&s.QoS, "qos", "", "LSE, LSR, LS or BE (default LSE, or LS for a fraction)")
+	fl.StringVar(&s.Bind, "bind", "", "FullPCPUs, SpreadByPCPUs or Default")
+	fl.StringVar(&s.Exclusive, "exclusive", "", "None, PCPULevel or NUMANodeLevel")
+	fl.StringVar(&s.NUMA, "numa", "", "MostAllocated, LeastAllocated or DistributeEvenly")
+	fl.StringVar(&s.TopologyPolicy, "topology-policy", "", "none, best-effort, restricted or single-numa-node")
+	fl.IntVar(&s.PID, "pid", 0, "adopt this running process")
+	fl.StringVar(&s.Cgroup, "cgroup", "", "adopt this existing cgroup (path below the cgroup mount)")
+	return cmd
+}
+
+func newCtlList(e *env, f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List workloads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ws, err := c.List()
+			if err != nil {
+				return ctlErr(err)
+			}
+			if e.JSON() {
+				return e.PrintJSON(map[string]any{"workloads": ws})
+			}
+			return printWorkloads(e, ws)
+		},
+	}
+}
+
+func newCtlGet(e *env, f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one workload",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			w, err := c.Get(args[0])
+			if err != nil {
+				return ctlErr(err)
+			}
+			if e.JSON() {
+				return e.PrintJSON(w)
+			}
+			return printWorkloads(e, []agent.Workload{w})
+		},
+	}
+}
+
+func newCtlDelete(e *env, f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Stop workloads and release their CPUs",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				if err := c.Delete(name); err != nil {
+					return ctlErr(err)
+				}
+				if !e.JSON() {
+					fmt.Fprintf(e.stdout, "workload %q deleted\n", name)
+				}
+			}
+			if e.JSON() {
+				return e.PrintJSON(map[string]any{"deleted": args})
+			}
+			return nil
+		},
+	}
+}
+
+func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "CPU use and throttling of each workload over an interval",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 || interval > time.Minute {
+				return Usagef("--interval %v: give a duration in (0, 1m]", interval)
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			a, err := c.Usage()
+			if err != nil {
+				return ctlErr(err)
+			}
+			time.Sleep(interval)
+			b, err := c.Usage()
+			if err != nil {
+				return ctlErr(err)
+			}
+			type row struct {
+				Name       string  `json:"name"`
+				QoS        string  `json:"qos"`
+				Cpuset     string  `json:"cpuset"`
+				CPUs       float64 `json:"cpus_used"`
+				ThrottledS float64 `json:"throttled_s"`
+				Pids       int     `json:"pids"`
+			}
+			before := map[string]agent.Usage{}
+			for _, u := range a {
+				before[u.Name] = u
+			}
+			var rows []row
+			for _, u := range b {
+				p, ok := before[u.Name]
+				if !ok {
+					continue
+				}
+				rows = append(rows, row{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids,
+					CPUs: (u.UsageS - p.UsageS) / interval.Seconds(), ThrottledS: u.ThrottledS - p.ThrottledS})
+			}
+			if e.JSON() {
+				return e.PrintJSON(map[string]any{"interval_s": interval.Seconds(), "workloads": rows})
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tQOS\tCPUSET\tCPUS USED\tTHROTTLED\tPIDS")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\n", r.Name, r.QoS, r.Cpuset, r.CPUs, r.ThrottledS, r.Pids)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "sampling interval")
+	return cmd
+}
+
+// printWorkloads writes a kubectl-like table.
+func printWorkloads(e *env, ws []agent.Workload) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tQOS\tCPUS\tCPUSET\tNUMA\tSOURCE\tAGE")
+	for _, w := range ws {
+		numa := w.NUMANodes
+		if numa == "" {
+			numa = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", w.Name, w.QoS, w.CPUs, w.Cpuset, numa, w.Source,
+			time.Since(w.CreatedAt).Round(time.Second))
+	}
+	return tw.Flush()
+}
