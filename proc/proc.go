@@ -384,6 +384,8 @@ func (p *Process) reap() (*os.ProcessState, error) {
 	var kerr error
 	if k, ok := p.group.(enforce.Killer); ok {
 		kerr = k.Kill() // also what forked after the listing
+	} else if len(left) > 0 {
+		kerr = waitGone(leader) // SIGKILL is delivered asynchronously
 	}
 	p.stopMu.Lock()
 	p.reaped = true
@@ -451,6 +453,20 @@ func comm(pid int) string {
 		return "?"
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// waitGone waits until no process but the leader is left in process group
+// pgid, for about 2 s, as enforce's Killer does for a group.
+func waitGone(pgid int) error {
+	var left []int
+	for range 200 {
+		left = slices.DeleteFunc(processGroup(pgid), func(pid int) bool { return pid == pgid })
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("killing process group %d: %v still alive after SIGKILL", pgid, left)
 }
 
 // processGroup lists the processes whose process group is pgid.
