@@ -61,7 +61,7 @@ func (d *cgDriver) List() ([]Listed, error) {
 			continue
 		}
 		dir := path.Join(d.base, dn)
-		l := Listed{Name: name, Dir: dn, OwnerPID: o.pid, OwnerAlive: o == d.self || d.alive(o)}
+		l := Listed{Name: name, Dir: dn, OwnerPID: o.PID, OwnerAlive: o == d.self || d.alive(o)}
 		procs, err := readProcs(h, dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed while listing
@@ -84,7 +84,7 @@ func (d *cgDriver) List() ([]Listed, error) {
 
 func (d *cgDriver) Reopen(l Listed) (Group, error) {
 	o, name, ok := parseDirName(l.Dir)
-	if !ok || name != l.Name || o.pid != l.OwnerPID {
+	if !ok || name != l.Name || o.PID != l.OwnerPID {
 		return nil, fmt.Errorf("reopening group %q: %w: directory %q is not a corepin group of that name", l.Name, ErrInvalidName, l.Dir)
 	}
 	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, l.Dir)}

@@ -38,8 +38,8 @@ func TestStartThreadV1(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("%v: %s", err, out.String())
 		}
-		if !strings.Contains(out.String(), "\t"+want.String()+"\n") || !strings.Contains(out.String(), d.self.dirName("st")) {
-			t.Fatalf("round %d: child output %q, want Cpus_allowed_list %s and group %s", i, out.String(), want, d.self.dirName("st"))
+		if !strings.Contains(out.String(), "\t"+want.String()+"\n") || !strings.Contains(out.String(), dirName(d.self, "st")) {
+			t.Fatalf("round %d: child output %q, want Cpus_allowed_list %s and group %s", i, out.String(), want, dirName(d.self, "st"))
 		}
 	}
 }
@@ -67,7 +67,7 @@ func TestListAndReopenV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Listed{{Name: "lst", Dir: d.self.dirName("lst"), OwnerPID: os.Getpid(), OwnerAlive: true, Pids: []int{cmd.Process.Pid}, CPUs: cpus}}
+	want := []Listed{{Name: "lst", Dir: dirName(d.self, "lst"), OwnerPID: os.Getpid(), OwnerAlive: true, Pids: []int{cmd.Process.Pid}, CPUs: cpus}}
 	if diff := cmp.Diff(want, ls, cmp.Comparer(func(a, b interface{ String() string }) bool { return a.String() == b.String() })); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}

@@ -85,7 +85,7 @@ func (d *cgDriver) Create(name string, r Resources) (Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
-	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, d.self.dirName(name))}
+	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, dirName(d.self, name))}
 	for i, h := range d.hs {
 		if err := h.mkdir(g.dir); err != nil {
 			g.removeFrom(d.hs[:i])

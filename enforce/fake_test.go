@@ -177,8 +177,8 @@ func (f *fakeV1) hierarchies() v1Hierarchies {
 // that owner and pid 101 (start 9) are alive.
 func testConfig(root string) config {
 	c := newConfig([]Option{WithRoot(root)})
-	c.self = &owner{100, 5}
-	c.alive = func(o owner) bool { return o == owner{100, 5} || o == owner{101, 9} }
+	c.self = &owner{PID: 100, Start: 5}
+	c.alive = func(o owner) bool { return o == owner{PID: 100, Start: 5} || o == owner{PID: 101, Start: 9} }
 	return c
 }
 

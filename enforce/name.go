@@ -2,11 +2,11 @@ package enforce
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/corepin/corepin/measure"
 )
 
 // MaxNameLen bounds a group or root name. The directory name adds the
@@ -61,20 +61,17 @@ func cleanParent(p string) (string, error) {
 	return rel, nil
 }
 
-// owner identifies a corepin process across pid reuse: its pid and its
-// start time in clock ticks since boot (field 22 of /proc/PID/stat).
-type owner struct {
-	pid   int
-	start uint64
-}
+// owner identifies a corepin process across pid reuse (see
+// measure.Identity): the creator of a group, named in its directory.
+type owner = measure.Identity
 
 // groupPrefix starts every group directory corepin creates.
 const groupPrefix = "run-"
 
 // dirName is the directory of group name owned by o:
 // "run-<pid>-<start>-<name>".
-func (o owner) dirName(name string) string {
-	return groupPrefix + strconv.Itoa(o.pid) + "-" + strconv.FormatUint(o.start, 10) + "-" + name
+func dirName(o owner, name string) string {
+	return groupPrefix + o.String() + "-" + name
 }
 
 // parseDirName splits a directory name made by dirName; ok is false for
@@ -94,46 +91,8 @@ func parseDirName(dir string) (o owner, name string, ok bool) {
 	if err1 != nil || err2 != nil || pid <= 0 || strconv.Itoa(pid) != pidStr {
 		return owner{}, "", false
 	}
-	return owner{pid, start}, name, true
-}
-
-// procStartTime reads the start time of pid from procRoot/PID/stat.
-func procStartTime(procRoot string, pid int) (uint64, error) {
-	b, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces
-	// and parentheses itself; fields resume after the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: no ')'", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// alive reports whether o still runs: its pid exists with the same start
-// time. An unreadable /proc counts as alive, so Cleanup errs on keeping.
-func (o owner) alive(procRoot string) bool {
-	st, err := procStartTime(procRoot, o.pid)
-	if err != nil {
-		return !os.IsNotExist(err)
-	}
-	return st == o.start
+	return owner{PID: pid, Start: start}, name, true
 }
 
 // self is this process as an owner, read once.
-var self = sync.OnceValues(func() (owner, error) {
-	pid := os.Getpid()
-	st, err := procStartTime("/proc", pid)
-	if err != nil {
-		return owner{}, fmt.Errorf("reading own start time: %w", err)
-	}
-	return owner{pid, st}, nil
-})
+var self = measure.Self

@@ -2,7 +2,6 @@ package enforce
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 )
@@ -56,8 +55,8 @@ func TestCleanParent(t *testing.T) {
 }
 
 func TestDirName(t *testing.T) {
-	o := owner{pid: 4242, start: 987654}
-	dn := o.dirName("enc-1.x")
+	o := owner{PID: 4242, Start: 987654}
+	dn := dirName(o, "enc-1.x")
 	if dn != "run-4242-987654-enc-1.x" {
 		t.Errorf("dirName = %q", dn)
 	}
@@ -70,23 +69,5 @@ func TestDirName(t *testing.T) {
 		if _, _, ok := parseDirName(bad); ok {
 			t.Errorf("parseDirName(%q) ok, want rejected", bad)
 		}
-	}
-}
-
-func TestProcStartTime(t *testing.T) {
-	dir := t.TempDir()
-	os.MkdirAll(dir+"/7", 0o755)
-	// A command name with spaces and parentheses, as a process may choose.
-	stat := "7 (a) b (c) S 1 7 7 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 424242 1000 10 18446744073709551615"
-	os.WriteFile(dir+"/7/stat", []byte(stat), 0o644)
-	st, err := procStartTime(dir, 7)
-	if err != nil || st != 424242 {
-		t.Errorf("procStartTime = %d, %v; want 424242", st, err)
-	}
-	if (owner{7, 424242}).alive(dir) != true || (owner{7, 1}).alive(dir) != false || (owner{8, 1}).alive(dir) != false {
-		t.Error("alive() wrong for same, reused and missing pid")
-	}
-	if me, err := self(); err != nil || !me.alive("/proc") {
-		t.Errorf("self() = %v, %v; want this process, alive", me, err)
 	}
 }

@@ -28,7 +28,7 @@ func newConfig(opts []Option) config {
 	}
 	if c.alive == nil {
 		proc := c.procRoot
-		c.alive = func(o owner) bool { return o.alive(proc) }
+		c.alive = func(o owner) bool { return o.Alive(proc) }
 	}
 	return c
 }

@@ -241,7 +241,7 @@ func TestRealV1Cleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// pid 1 is alive but did not start at tick 1<<40: an earlier owner.
-	stale := owner{pid: 1, start: 1 << 40}.dirName("stale")
+	stale := dirName(owner{PID: 1, Start: 1 << 40}, "stale")
 	var want []string
 	for _, mp := range []string{m.CPUSet, m.CPU, m.CPUAcct} {
 		p := filepath.Join(mp, d.base, stale)
