@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/corepin/corepin/measure"
 )
 
 // Run is one invocation of `corepin run` or `corepin bench`: what was run,
@@ -31,6 +33,47 @@ type Run struct {
 	// Jobs is the number of job rows the run has; filled by Runs, ignored
 	// by BeginRun.
 	Jobs int `json:"jobs"`
+	// Owner is the corepin process running the run (measure.Identity in
+	// its String form), set by NewRun; empty in files from before schema 2.
+	Owner string `json:"owner,omitempty"`
+	// InterruptedAt is when a later corepin found the owner gone before
+	// the run finished (MarkInterrupted).
+	InterruptedAt time.Time `json:"interrupted_at,omitzero"`
+	// Status is RunFinished, RunInterrupted, RunRunning or, for an
+	// unfinished run of a file from before schema 2, RunUnknown; filled by
+	// Runs, ignored by BeginRun.
+	Status string `json:"status"`
+}
+
+// Run statuses (Run.Status).
+const (
+	RunFinished    = "finished"
+	RunInterrupted = "interrupted" // its corepin process died before it finished
+	RunRunning     = "running"
+	RunUnknown     = "unfinished" // no owner recorded: may run, may have died
+)
+
+// ownerAlive reports whether the process an Owner string names still runs;
+// an unparsable owner counts as alive, so nothing is marked on a guess.
+func ownerAlive(owner string) bool {
+	id, err := measure.ParseIdentity(owner)
+	return err != nil || id.Alive("/proc")
+}
+
+// status derives a run's status from what the file holds and whether its
+// owner still runs.
+func (r Run) status() string {
+	switch {
+	case !r.FinishedAt.IsZero():
+		return RunFinished
+	case !r.InterruptedAt.IsZero():
+		return RunInterrupted
+	case r.Owner == "":
+		return RunUnknown
+	case !ownerAlive(r.Owner):
+		return RunInterrupted
+	}
+	return RunRunning
 }
 
 // Job is the outcome of one job of a run. Its JSON keys are those of
@@ -106,9 +149,9 @@ func (db *DB) BeginRun(r Run) (int64, error) {
 		r.StartedAt = time.Now()
 	}
 	res, err := db.db.Exec(`INSERT INTO runs
-		(started_at, command, params, corepin_version, kernel, hostname, topology_summary, topology)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		timeArg(r.StartedAt), r.Command, params, r.CorepinVersion, r.Kernel, r.Hostname, r.TopologySummary, topo)
+		(started_at, command, params, corepin_version, kernel, hostname, topology_summary, topology, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		timeArg(r.StartedAt), r.Command, params, r.CorepinVersion, r.Kernel, r.Hostname, r.TopologySummary, topo, r.Owner)
 	if err != nil {
 		return 0, fmt.Errorf("beginning a run: %w", err)
 	}
@@ -136,6 +179,47 @@ func (db *DB) FinishRun(id int64, at time.Time) error {
 		return fmt.Errorf("finishing run %d: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// MarkInterrupted records, for every unfinished run whose owner process
+// is gone, that it was interrupted (now), and returns their ids. A run
+// without an owner (from before schema 2) is left alone: nothing says
+// whether it still runs.
+func (db *DB) MarkInterrupted() ([]int64, error) {
+	var ids []int64
+	err := db.tx(func(tx *sql.Tx) error {
+		rows, err := tx.Query(`SELECT id, owner FROM runs
+			WHERE finished_at IS NULL AND interrupted_at IS NULL AND owner != ''`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			var owner string
+			if err := rows.Scan(&id, &owner); err != nil {
+				rows.Close()
+				return err
+			}
+			if !ownerAlive(owner) {
+				ids = append(ids, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := timeArg(time.Now())
+		for _, id := range ids {
+			if _, err := tx.Exec(`UPDATE runs SET interrupted_at = ? WHERE id = ?`, now, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marking interrupted runs: %w", err)
+	}
+	return ids, nil
 }
 
 // AddJob records one finished job of run runID, committed on its own, so a
@@ -236,7 +320,7 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 	}
 	q := `SELECT id, started_at, finished_at, command, params, corepin_version, kernel,
 		hostname, topology_summary, topology,
-		(SELECT count(*) FROM jobs WHERE jobs.run_id = runs.id)
+		(SELECT count(*) FROM jobs WHERE jobs.run_id = runs.id), owner, interrupted_at
 		FROM runs`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -254,18 +338,20 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 	var out []Run
 	for rows.Next() {
 		var r Run
-		var started, finished, params, topo sql.NullString
+		var started, finished, params, topo, interrupted sql.NullString
 		if err := rows.Scan(&r.ID, &started, &finished, &r.Command, &params, &r.CorepinVersion,
-			&r.Kernel, &r.Hostname, &r.TopologySummary, &topo, &r.Jobs); err != nil {
+			&r.Kernel, &r.Hostname, &r.TopologySummary, &topo, &r.Jobs, &r.Owner, &interrupted); err != nil {
 			return nil, fmt.Errorf("listing runs: %w", err)
 		}
-		var err1, err2 error
+		var err1, err2, err3 error
 		r.StartedAt, err1 = parseTime(started)
 		r.FinishedAt, err2 = parseTime(finished)
-		if err := errors.Join(err1, err2); err != nil {
+		r.InterruptedAt, err3 = parseTime(interrupted)
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, fmt.Errorf("reading run %d: %w", r.ID, err)
 		}
 		r.Params, r.Topology = rawJSON(params), rawJSON(topo)
+		r.Status = r.status()
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

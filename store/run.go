@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corepin/corepin/measure"
 )
 
 // NewRun builds the metadata of a run that starts now on this machine: the
 // one constructor for every command that records one (run, bench). params
 // (the command's flags or experiment parameters) and topology (the
-// `corepin topo -o json` document) are stored as JSON; the kernel release
-// and host name are read here.
+// `corepin topo -o json` document) are stored as JSON; the kernel release,
+// host name and this process's identity (Owner) are read here.
 func NewRun(command string, params any, version, topologySummary string, topology any) (Run, error) {
 	p, err := json.Marshal(params)
 	if err != nil {
@@ -24,9 +26,14 @@ func NewRun(command string, params any, version, topologySummary string, topolog
 		return Run{}, fmt.Errorf("encoding run topology: %w", err)
 	}
 	host, _ := os.Hostname() // an unnamed host is recorded as ""
+	var owner string
+	if self, err := measure.Self(); err == nil {
+		owner = self.String() // without it the run is never marked interrupted
+	}
 	return Run{
 		StartedAt: time.Now(), Command: command, Params: p, CorepinVersion: version,
 		Kernel: KernelRelease(), Hostname: host, TopologySummary: topologySummary, Topology: t,
+		Owner: owner,
 	}, nil
 }
 

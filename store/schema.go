@@ -76,11 +76,17 @@ CREATE TABLE assignments (
 	generation INTEGER NOT NULL CHECK (generation > 0)
 ) STRICT;
 `,
+	// 2: who runs a run (its corepin process: measure.Identity), and when a
+	// later corepin found that process gone before the run finished.
+	`
+ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN interrupted_at TEXT;
+`,
 }
 
 // SchemaVersion is the schema version this binary writes (PRAGMA
 // user_version); Open refuses files with a higher one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 func init() {
 	if len(migrations) != SchemaVersion {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 	path := filepath.Join(xdg, "corepin", "results.db")
 	db := openT(t, path)
 	for _, tc := range []struct{ pragma, want string }{
-		{"user_version", "1"},
+		{"user_version", strconv.Itoa(SchemaVersion)},
 		{"application_id", "1668248165"}, // "core"
 		{"journal_mode", "wal"},
 		{"foreign_keys", "1"},
@@ -96,8 +97,8 @@ func TestOpenEmptyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := openT(t, path)
-	if got := pragma(t, db, "user_version"); got != "1" {
-		t.Errorf("user_version = %s, want 1", got)
+	if got := pragma(t, db, "user_version"); got != strconv.Itoa(SchemaVersion) {
+		t.Errorf("user_version = %s, want %d", got, SchemaVersion)
 	}
 }
 
@@ -138,7 +139,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run.ID, run.FinishedAt, run.Jobs = id, start.Add(time.Minute), 2
+	run.ID, run.FinishedAt, run.Jobs, run.Status = id, start.Add(time.Minute), 2, RunFinished
 	if diff := cmp.Diff([]Run{run}, runs); diff != "" {
 		t.Errorf("Runs (-want +got):\n%s", diff)
 	}
@@ -172,7 +173,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if !errors.Is(err, ErrTooNew) {
 		t.Fatalf("Open = %v, want ErrTooNew", err)
 	}
-	for _, s := range []string{path, "schema version 7", "knows up to 1", "newer corepin"} {
+	for _, s := range []string{path, "schema version 7", "knows up to " + strconv.Itoa(SchemaVersion), "newer corepin"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not say %q", err, s)
 		}
@@ -189,13 +190,14 @@ func TestMigrationsAreOneTransaction(t *testing.T) {
 	openT(t, path).Close()
 	replace(t, &migrations, append(migrations[:len(migrations):len(migrations)],
 		`CREATE TABLE half (x INTEGER); THIS IS NOT SQL;`))
-	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "to schema version 2") {
+	next := strconv.Itoa(SchemaVersion + 1)
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "to schema version "+next) {
 		t.Fatalf("Open with a broken migration = %v, want a migrating error", err)
 	}
-	replace(t, &migrations, migrations[:1])
+	replace(t, &migrations, migrations[:SchemaVersion])
 	db := openT(t, path)
-	if got := pragma(t, db, "user_version"); got != "1" {
-		t.Errorf("user_version = %s, want 1", got)
+	if got := pragma(t, db, "user_version"); got != strconv.Itoa(SchemaVersion) {
+		t.Errorf("user_version = %s, want %d", got, SchemaVersion)
 	}
 	var n int
 	db.db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'half'`).Scan(&n)

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -111,7 +110,6 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	defer os.RemoveAll(dir)
 	var topoText bytes.Buffer
 	_ = topo.Render(&topoText, topology.RenderOptions{})
-	host, _ := os.Hostname()
 	env := &bench.Env{Topo: topo, Driver: driver, Exe: exe, Dir: dir, Quick: f.quick, Log: e.stderr}
 	if f.seed == 0 {
 		f.seed = uint64(time.Now().UnixNano())
@@ -122,12 +120,16 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
+	run, err := store.NewRun("bench", params, Version, topo.Summary(), topo.Doc())
+	if err != nil {
+		return err
+	}
 	report := bench.Report{
-		GeneratedAt: time.Now(), CorepinVersion: Version, Kernel: kernelRelease(), Hostname: host,
+		GeneratedAt: run.StartedAt, CorepinVersion: Version, Kernel: run.Kernel, Hostname: run.Hostname,
 		Quick: f.quick, Driver: driver.Name(), Topology: topo.Doc(), TopologySummary: topo.Summary(),
 		TopologyText: topoText.String(), Commands: params.Commands, Params: params,
 	}
-	db, runID, err := openBenchDB(f, report)
+	db, runID, err := openBenchDB(e, f, run)
 	if err != nil {
 		return err
 	}
@@ -203,7 +205,8 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	return nil
 }
 
-func openBenchDB(f benchFlags, r bench.Report) (*store.DB, int64, error) {
+// openBenchDB opens the results database and records run in it.
+func openBenchDB(e *env, f benchFlags, run store.Run) (*store.DB, int64, error) {
 	path, err := resultsPath(f.db)
 	if err != nil {
 		return nil, 0, err
@@ -212,19 +215,8 @@ func openBenchDB(f benchFlags, r bench.Report) (*store.DB, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	params, err := json.Marshal(r.Params)
-	if err != nil {
-		db.Close()
-		return nil, 0, fmt.Errorf("recording bench parameters: %w", err)
-	}
-	topoJSON, err := json.Marshal(r.Topology)
-	if err != nil {
-		db.Close()
-		return nil, 0, fmt.Errorf("recording the topology: %w", err)
-	}
-	id, err := db.BeginRun(store.Run{StartedAt: r.GeneratedAt, Command: "bench", Params: params,
-		CorepinVersion: r.CorepinVersion, Kernel: r.Kernel, Hostname: r.Hostname,
-		TopologySummary: r.TopologySummary, Topology: topoJSON})
+	noteInterrupted(e.stderr, db)
+	id, err := db.BeginRun(run)
 	if err != nil {
 		db.Close()
 		return nil, 0, err

@@ -182,10 +182,10 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 
 
 func printRuns(w io.Writer, runs []store.Run) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tSTARTED\tFINISHED\tCOMMAND\tJOBS\tHOST")
+	fmt.Fprintln(tw, "ID\tSTARTED\tFINISHED\tSTATUS\tCOMMAND\tJOBS\tHOST")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", r.ID, tableTime(r.StartedAt), tableTime(r.FinishedAt),
-			r.Command, r.Jobs, dash(r.Hostname))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, tableTime(r.StartedAt), tableTime(r.FinishedAt),
+			r.Status, r.Command, r.Jobs, dash(r.Hostname))
 	}
 	return tw.Flush()
 }

@@ -270,7 +270,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 		return err
 	}
 	defer closePlacer()
-	if err := rec.begin(topo, spec, driver.Name()); err != nil {
+	if err := rec.begin(e.stderr, topo, spec, driver.Name()); err != nil {
 		return err
 	}
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/corepin/corepin/runner"
@@ -39,8 +40,22 @@ func openRecorder(f runFlags) (*recorder, error) {
 	return &recorder{db: db}, nil
 }
 
-// begin records the run's metadata.
-func (r *recorder) begin(t *topology.Topology, spec runner.Spec, driver string) error {
+// noteInterrupted marks the runs whose corepin process died before they
+// finished, and says so once on stderr: their rows stay, as recorded.
+func noteInterrupted(w io.Writer, db *store.DB) {
+	ids, err := db.MarkInterrupted()
+	if err != nil {
+		fmt.Fprintf(w, "corepin: warning: %v\n", err)
+		return
+	}
+	for _, id := range ids {
+		fmt.Fprintf(w, "corepin: run %d was interrupted (its corepin process is gone); `corepin results --run %d` has what it finished\n", id, id)
+	}
+}
+
+// begin records the run's metadata, after marking earlier runs whose
+// corepin process died (said on w).
+func (r *recorder) begin(w io.Writer, t *topology.Topology, spec runner.Spec, driver string) error {
 	if r.db == nil {
 		return nil
 	}
@@ -51,6 +66,7 @@ func (r *recorder) begin(t *topology.Topology, spec runner.Spec, driver string) 
 	if err != nil {
 		return err
 	}
+	noteInterrupted(w, r.db)
 	if r.runID, err = r.db.BeginRun(run); err != nil {
 		return err
 	}
@@ -83,6 +99,3 @@ func (r *recorder) Close() error {
 	}
 	return r.db.Close()
 }
-
-// kernelRelease returns uname -r (bench.go's report header).
-func kernelRelease() string { return store.KernelRelease() }
