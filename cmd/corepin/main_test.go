@@ -20,6 +20,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "corepin")
+	// Pinned runs share one state file (issue 10 §2); the tests' runs share
+	// theirs, never the machine's /var/lib/corepin.
+	if os.Getenv("COREPIN_STATE") == "" {
+		os.Setenv("COREPIN_STATE", filepath.Join(dir, "state.db"))
+	}
 	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 	if err != nil {
 		os.Stderr.Write(out)

@@ -24,23 +24,51 @@ const EnvState = "COREPIN_STATE"
 // or the agent hold.
 const placeWait = 10 * time.Minute
 
-// runPlacer returns where this run's pinned jobs take their CPUs from: the
-// state file shared with other runs and the agent, so that no CPU is ever
-// held by two of them (issue 10 §2) -- $COREPIN_STATE if set, else the
-// agent's state file if an agent was ever run here -- or, where there is
-// none, this run's own allocator (the behaviour before the agent). close
-// releases the state file.
-func runPlacer(topo *topology.Topology, driver enforce.Driver, stderr io.Writer) (p runner.Placer, closeFn func() error, err error) {
-	path := os.Getenv(EnvState)
-	if path == "" {
-		if _, err := os.Stat(agent.DefaultState); err != nil {
-			p, err := runner.NewAllocPlacer(topo)
-			return p, func() error { return nil }, err
-		}
-		path = agent.DefaultState
+// sharedState returns the state file pinned runs share with each other
+// and the agent: env ($COREPIN_STATE) if set; else system (the agent's
+// state file), creating its directory if this user may; else user (a
+// file under the user's own state directory, for runs without root),
+// creating its directory. Only these default directories are ever
+// created. It returns "" where none can be written.
+func sharedState(env, system, user string) string {
+	if env != "" {
+		return env
 	}
-	if unix.Access(filepath.Dir(path), unix.W_OK) != nil {
-		fmt.Fprintf(stderr, "corepin: note: cannot write %s: pinned CPUs are not shared with other runs or the agent (set %s)\n", filepath.Dir(path), EnvState)
+	for _, p := range []string{system, user} {
+		if p == "" {
+			continue
+		}
+		dir := filepath.Dir(p)
+		if os.MkdirAll(dir, 0o755) == nil && unix.Access(dir, unix.W_OK) == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// userState is the shared state file of a user who cannot write the
+// agent's: $XDG_STATE_HOME/corepin/state.db (an absolute XDG_STATE_HOME
+// only), else ~/.local/state/corepin/state.db.
+func userState() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "corepin", "state.db")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || !filepath.IsAbs(home) {
+		return ""
+	}
+	return filepath.Join(home, ".local", "state", "corepin", "state.db")
+}
+
+// runPlacer returns where this run's pinned jobs take their CPUs from: the
+// state file shared with other runs and the agent (sharedState), so that
+// no CPU is ever held by two of them even with no agent running (issue 10
+// §2), or, only where no state file can be written at all, this run's own
+// allocator, said on stderr. close releases the state file.
+func runPlacer(topo *topology.Topology, driver enforce.Driver, stderr io.Writer) (p runner.Placer, closeFn func() error, err error) {
+	path := sharedState(os.Getenv(EnvState), agent.DefaultState, userState())
+	if path == "" || unix.Access(filepath.Dir(path), unix.W_OK) != nil {
+		fmt.Fprintf(stderr, "corepin: note: no writable state file (%q): pinned CPUs are not shared with other runs or the agent (set %s)\n", path, EnvState)
 		p, err := runner.NewAllocPlacer(topo)
 		return p, func() error { return nil }, err
 	}

@@ -20,7 +20,18 @@ import (
 // cmd/corepin does.
 func TestMain(m *testing.M) {
 	enforce.ShimMain()
-	os.Exit(m.Run())
+	// Pinned runs share one state file (issue 10 §2); the tests' runs share
+	// theirs, never the machine's /var/lib/corepin.
+	dir, err := os.MkdirTemp("", "corepin-cli")
+	if err != nil {
+		panic(err)
+	}
+	if os.Getenv(EnvState) == "" {
+		os.Setenv(EnvState, filepath.Join(dir, "state.db"))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // Issue 8 §3: input errors of corepin run exit 2 up front, say what to
