@@ -92,7 +92,10 @@ type Sweep struct {
 	Quick           bool            `json:"quick"`
 	Repeats         int             `json:"repeats"`
 	TopologySummary string          `json:"topology"`
-	Jobs            []Job           `json:"-"`
+	// JobSeconds is how long one pod's job is meant to run (the spec's
+	// job_seconds), for a simulated replay.
+	JobSeconds float64 `json:"-"`
+	Jobs       []Job   `json:"-"`
 }
 
 // jobSpec is the "job" section every sweep's spec has (bench's jobSpec).
@@ -145,7 +148,7 @@ func Plan(o Options) (*Sweep, error) {
 	if err := json.Unmarshal(spec, &sp); err != nil {
 		return nil, fmt.Errorf("reading the %s spec: %w", o.Sweep, err)
 	}
-	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary()}
+	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary(), JobSeconds: sp.Job.JobSeconds}
 	n := o.Node.Allowed().Size()
 	for i, p := range exp.Points(&bench.Env{Topo: o.Node, Quick: o.Quick}) {
 		base, err := jobOf(o.Sweep, p, n, sp.JobsPerCPU)
@@ -173,7 +176,9 @@ func Plan(o Options) (*Sweep, error) {
 
 // jobOf maps a bench point onto pods, by the point's public coordinates.
 func jobOf(sweep string, p bench.Point, n, jobsPerCPU int) (Job, error) {
-	bad := func() (Job, error) { return Job{}, fmt.Errorf("%w: %s point %s is not understood", ErrInvalid, sweep, p.Label()) }
+	bad := func() (Job, error) {
+		return Job{}, fmt.Errorf("%w: %s point %s is not understood", ErrInvalid, sweep, p.Label())
+	}
 	switch sweep {
 	case "concurrency":
 		k, err1 := strconv.ParseFloat(p.Get("cpus"), 64)

@@ -106,7 +106,7 @@ func TestJobsResourcesPerMode(t *testing.T) {
 	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
 	type res struct {
 		Mode, QoS, Request, Limit, MemLimit string
-		Parallel                             int32
+		Parallel                            int32
 	}
 	var got []res
 	for _, j := range objs {
