@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -60,21 +58,13 @@ func newExtenderCmd(e *env) *cobra.Command {
 			ext := extender.New(extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes))
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listening: %w", err)
-			}
-			addr := ln.Addr().String()
-			if e.JSON() {
-				err = json.NewEncoder(e.stdout).Encode(struct {
+			ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
+				return struct {
 					Listen string `json:"listen"`
-				}{addr})
-			} else {
-				_, err = fmt.Fprintln(e.stdout, addr)
-			}
+				}{addr}
+			})
 			if err != nil {
-				ln.Close()
-				return fmt.Errorf("printing address: %w", err)
+				return err
 			}
 			srv := &http.Server{Handler: ext.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			errc := make(chan error, 1)

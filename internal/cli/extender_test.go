@@ -2,14 +2,11 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
@@ -17,25 +14,13 @@ import (
 // TestExtenderServesFilter runs `corepin extender` in process on a free
 // port and sends it the scheduler's JSON over real HTTP.
 func TestExtenderServesFilter(t *testing.T) {
-	pr, pw := io.Pipe()
-	var stderr strings.Builder
-	root := NewRoot(strings.NewReader(""), pw, &stderr)
-	root.SetArgs([]string{"extender", "--listen", "127.0.0.1:0", "-o", "json"})
-	ctx, cancel := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() {
-		err := root.ExecuteContext(ctx)
-		pw.Close()
-		errc <- err
-	}()
+	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "-o", "json")
 	var addr struct {
 		Listen string `json:"listen"`
 	}
-	if err := json.NewDecoder(pr).Decode(&addr); err != nil {
-		cancel()
-		t.Fatalf("reading the address: %v (stderr %q, exit %v)", err, stderr.String(), <-errc)
+	if err := json.Unmarshal([]byte(line), &addr); err != nil {
+		t.Fatalf("first line %q: %v", line, err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	body, err := os.ReadFile("../../kube/extender/testdata/filter-single-numa.json")
 	if err != nil {
 		t.Fatal(err)
@@ -53,14 +38,8 @@ func TestExtenderServesFilter(t *testing.T) {
 	if res.Nodes == nil || len(res.Nodes.Items) != 1 || res.Nodes.Items[0].Name != "whole" {
 		t.Errorf("filter kept %+v, want only node whole", res.Nodes)
 	}
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("extender exit = %v, want nil after cancel", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("extender did not stop within 15 s of cancel")
+	if err := stop(); err != nil {
+		t.Errorf("extender exit = %v, want nil after cancel", err)
 	}
 }
 

@@ -58,26 +58,25 @@ func New(opts ...Option) *Extender {
 // shipped scheduler configuration) and GET /healthz.
 func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /filter", func(w http.ResponseWriter, r *http.Request) {
-		args, err := e.decode(w, r)
-		if err != nil {
-			httpError(w, err)
-			return
-		}
-		reply(w, e.Filter(args))
-	})
-	mux.HandleFunc("POST /prioritize", func(w http.ResponseWriter, r *http.Request) {
-		args, err := e.decode(w, r)
-		if err != nil {
-			httpError(w, err)
-			return
-		}
-		reply(w, e.Prioritize(args))
-	})
+	mux.HandleFunc("POST /filter", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
+	mux.HandleFunc("POST /prioritize", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// verb decodes a call's ExtenderArgs, answers 4xx when it cannot, and
+// replies with what answer makes of them.
+func (e *Extender) verb(answer func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		args, err := e.decode(w, r)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		reply(w, answer(args))
+	}
 }
 
 func httpError(w http.ResponseWriter, err error) {
