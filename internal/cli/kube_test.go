@@ -83,6 +83,7 @@ func TestKubeJobsRefusesBadInput(t *testing.T) {
 		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--spec", spec},
 		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--spec", "/nonexistent"},
 		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--memory", "x"},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--namespace", "Not/A/Namespace"},
 		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--sysfs-root", "/"},
 		{"kube", "collect"},
 		{"kube", "collect", "--from", "/nonexistent"},

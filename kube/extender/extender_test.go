@@ -123,6 +123,11 @@ func TestFilterNoNodeCanAlign(t *testing.T) {
 	if diff := cmp.Diff(want, res.FailedNodes); diff != "" {
 		t.Errorf("failed nodes (-want +got):\n%s", diff)
 	}
+	// A node that publishes no corepin state is not corepin's to judge.
+	res = filter(t, New().Handler(), args(t, pod, node("foreign", nil)))
+	if diff := cmp.Diff([]string{"foreign"}, names(res.Nodes)); diff != "" || len(res.FailedNodes) != 0 {
+		t.Errorf("foreign node: kept (-want +got):\n%s failed %v", diff, res.FailedNodes)
+	}
 	// Without the policy the 9 CPUs fit across the two nodes of a.
 	pod.Annotations = nil
 	res = filter(t, New().Handler(), args(t, pod, node("a", map[string]string{AnnotationNUMAFree: "[8,8]"})))

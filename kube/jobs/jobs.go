@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/bench"
@@ -292,6 +293,11 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 	}
 	if o.Image == "" {
 		return nil, fmt.Errorf("%w: no image: give the image that holds corepin", ErrInvalid)
+	}
+	if o.Namespace != "" {
+		if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: namespace %q: %s", ErrInvalid, o.Namespace, errs[0])
+		}
 	}
 	out := make([]batchv1.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {

@@ -166,6 +166,9 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	if _, err := s.Objects(Options{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() without an image: error = %v, want ErrInvalid", err)
 	}
+	if _, err := s.Objects(Options{Image: "i", Namespace: "Bench_NS"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() with namespace Bench_NS: error = %v, want ErrInvalid", err)
+	}
 	if _, err := s.Objects(Options{Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with memory lots: error = %v, want ErrInvalid", err)
 	}
