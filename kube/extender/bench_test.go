@@ -13,17 +13,28 @@ import (
 )
 
 // BenchmarkFilterPrioritize100Nodes times one /filter plus one /prioritize
-// call over HTTP handler plumbing (decode, place, encode) for 100 nodes
-// publishing their full topology, each with its own assignments (so 100
-// cached states), and reports the p99 of a call pair.
+// call through the handler (decode, place on every node, encode) for 100
+// nodes, and reports the p99 of a call pair. "topology": each node
+// publishes its full 16-CPU topology and its own assignments (100 cached
+// states); "numa-free": the coarse fallback annotation.
 func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
-	var nodes []corev1.Node
+	topo := make([]corev1.Node, 0, 100)
+	coarse := make([]corev1.Node, 0, 100)
 	for i := range 100 {
 		// A different CPU held on each node keeps 100 distinct states.
-		nodes = append(nodes, topoNode(b, fmt.Sprintf("node-%03d", i), fmt.Sprintf(`[{"id":"x/held","cpuset":"%d","qos":"LSE"}]`, i%16)))
+		topo = append(topo, topoNode(b, fmt.Sprintf("node-%03d", i), fmt.Sprintf(`[{"id":"x/held","cpuset":"%d","qos":"LSE"}]`, i%16)))
+		coarse = append(coarse, node(fmt.Sprintf("node-%03d", i), map[string]string{AnnotationNUMAFree: fmt.Sprintf("[%d,%d]", 4+i%5, 8-i%3)}))
 	}
 	pod := guaranteedPod("enc", "4", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
-	body := args(b, pod, nodes...)
+	for _, bc := range []struct {
+		name  string
+		nodes []corev1.Node
+	}{{"topology", topo}, {"numa-free", coarse}} {
+		b.Run(bc.name, func(b *testing.B) { benchCalls(b, args(b, pod, bc.nodes...)) })
+	}
+}
+
+func benchCalls(b *testing.B, body []byte) {
 	h := New().Handler()
 	call := func(path string) {
 		rec := httptest.NewRecorder()

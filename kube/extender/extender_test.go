@@ -318,3 +318,35 @@ func TestRequestOf(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentCallsShareTheCache runs filter and prioritize calls at once
+// on one Extender (run with -race): the cached states are only read, each
+// decision works on its own copy, so every call gets the same answer.
+func TestConcurrentCallsShareTheCache(t *testing.T) {
+	ext := New()
+	h := ext.Handler()
+	pod := guaranteedPod("enc", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod, topoNode(t, "a", `[{"id":"x","cpuset":"0-2","qos":"LSE"}]`), topoNode(t, "b", ""))
+	want := filter(t, h, body)
+	errc := make(chan string, 8)
+	for range 8 {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(body)))
+			var got extenderv1.ExtenderFilterResult
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				errc <- err.Error()
+				return
+			}
+			errc <- cmp.Diff(names(want.Nodes), names(got.Nodes)) + cmp.Diff(want.FailedNodes, got.FailedNodes)
+		}()
+	}
+	for range 8 {
+		if d := <-errc; d != "" {
+			t.Errorf("a concurrent call differs: %s", d)
+		}
+	}
+	if n := ext.cache.len(); n != 2 {
+		t.Errorf("cache holds %d states, want 2", n)
+	}
+}
