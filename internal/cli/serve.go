@@ -76,23 +76,11 @@ func newServeCPUCmd(e *env) *cobra.Command {
 			}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+			ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
+				return loadgen.ServiceAddress{Listen: addr, CostMs: float64(cost) / float64(time.Millisecond)}
+			})
 			if err != nil {
-				return fmt.Errorf("listening: %w", err)
-			}
-			addr := ln.Addr().String()
-			if e.JSON() {
-				// One line, not indented: a parent reads the first line.
-				err = json.NewEncoder(e.stdout).Encode(loadgen.ServiceAddress{Listen: addr, CostMs: float64(cost) / float64(time.Millisecond)})
-			} else {
-				_, err = fmt.Fprintln(e.stdout, addr)
-			}
-			if err != nil {
-				ln.Close()
-				return fmt.Errorf("printing address: %w", err)
-			}
-			if f, ok := e.stdout.(interface{ Sync() error }); ok {
-				_ = f.Sync()
+				return err
 			}
 			return svc.Serve(ctx, ln)
 		},
@@ -103,6 +91,32 @@ func newServeCPUCmd(e *env) *cobra.Command {
 	fl.IntVar(&workers, "workers", 0, "requests burning CPU at once (0: no limit beyond GOMAXPROCS)")
 	fl.IntVar(&gomaxprocs, "gomaxprocs", 0, "GOMAXPROCS for the service (0: Go's default)")
 	return cmd
+}
+
+// listenAndAnnounce listens on TCP address listen and prints the bound
+// address as the first line of stdout: the object announce returns, as one
+// JSON line, with -o json, else the address alone. A parent process reads
+// that line, then talks to the service.
+func listenAndAnnounce(ctx context.Context, e *env, listen string, announce func(addr string) any) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	addr := ln.Addr().String()
+	if e.JSON() {
+		// One line, not indented: a parent reads the first line.
+		err = json.NewEncoder(e.stdout).Encode(announce(addr))
+	} else {
+		_, err = fmt.Fprintln(e.stdout, addr)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("printing address: %w", err)
+	}
+	if f, ok := e.stdout.(interface{ Sync() error }); ok {
+		_ = f.Sync()
+	}
+	return ln, nil
 }
 
 // contextOf returns the command's context, or Background when run without one.

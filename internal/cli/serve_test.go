@@ -20,10 +20,18 @@ import (
 // returns the first line it printed.
 func serveInProcess(t *testing.T, args ...string) (firstLine string, stop func() error) {
 	t.Helper()
+	return startInProcess(t, append([]string{"serve", "cpu"}, args...)...)
+}
+
+// startInProcess runs `corepin args...` (a command that serves until
+// cancelled) until the test ends or stop is called, and returns the first
+// line it printed.
+func startInProcess(t *testing.T, args ...string) (firstLine string, stop func() error) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
 	root := NewRoot(strings.NewReader(""), pw, &stderr)
-	root.SetArgs(append([]string{"serve", "cpu"}, args...))
+	root.SetArgs(args)
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
@@ -43,7 +51,7 @@ func serveInProcess(t *testing.T, args ...string) (firstLine string, stop func()
 		case err := <-errc:
 			return err
 		case <-time.After(10 * time.Second):
-			return errors.New("serve did not stop within 10 s of cancel")
+			return errors.New(args[0] + " did not stop within 10 s of cancel")
 		}
 	})
 	t.Cleanup(func() { _ = stop() })

@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/kube/jobs"
+	"github.com/corepin/corepin/sim"
+	"github.com/corepin/corepin/store"
+)
+
+const kubeUsage = `Run corepin's sweeps on a Kubernetes cluster: "kube jobs" writes a sweep as
+numbered Jobs, "kube collect" brings their results into the results database.`
+
+const kubeJobsUsage = `Writes the numbered Kubernetes Jobs of a bench sweep (concurrency, threads or
+throughput) as multi-document YAML on stdout (-o json: one v1 List).
+
+The points are the bench experiment's own for the node type given (--sysfs-root
+or --topology, default this machine), with --spec and --quick meaning what they
+mean for corepin bench. Each point x repeat is one Job, named
+corepin-<sweep>-<index>-r<repeat>: its pods are the point's concurrent jobs;
+requests, limits and the koordinator.sh/qosClass label carry the point's mode
+(pinned: Guaranteed whole CPUs, LSE; quota: limit = request; burst: limit =
+2 x request; unbounded: no limit; all but pinned are LS). A pod runs
+"corepin run ... -o json" on the workload (spin unless the spec says
+transcode; the image needs corepin and /bin/sh) and prints its result as one
+"corepin-result {...}" line for corepin kube collect.
+
+Run the Jobs one at a time, in order, so points do not disturb each other:
+create one, "kubectl wait --for=condition=complete job/NAME", then the next.
+
+--sim-trace writes the sweep as a corepin simulate trace instead (JSON lines):
+replay it over your nodes' topologies before running anything.
+
+Examples:
+  corepin kube jobs --sweep concurrency --image registry.example/corepin:1.0 > sweep.yaml
+  kubectl create --dry-run=server -f sweep.yaml      # the API server checks every Job
+  corepin kube jobs --sweep threads --topology node.json --namespace bench --repeats 5
+  corepin kube jobs --sweep throughput --topology node.json --sim-trace > sweep.jsonl
+  corepin simulate --trace sweep.jsonl --topology node.json --nodes 3`
+
+const kubeCollectUsage = `Reads pod logs of a corepin kube jobs sweep and records each pod's result in
+the results database, as one bench run per sweep, so that corepin report and
+corepin results work on cluster runs as on one machine.
+
+--from DIR reads every regular file in DIR (one pod's log each, as
+"kubectl logs POD > DIR/POD" writes it); --from - reads one stream, e.g.
+"kubectl logs -l corepin.io/sweep=concurrency --prefix --tail=-1". Only lines
+with a "corepin-result {...}" marker count; a log without a usable one is
+skipped with its reason, never fatal. The database is --db FILE, else
+$COREPIN_DB, else corepin's default.
+
+Examples:
+  mkdir logs; for p in $(kubectl get pods -l corepin.io/sweep -o name); do kubectl logs $p > logs/${p#pod/}; done
+  corepin kube collect --from logs
+  kubectl logs -l corepin.io/sweep=threads --tail=-1 | corepin kube collect --from - -o json
+  corepin report          # the collected run`
+
+// Bounds of the kube commands' inputs.
+const (
+	maxSpecBytes = 1 << 20
+	maxLogFiles  = 100000
+)
+
+func init() { register(newKubeCmd) }
+
+func newKubeCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Run sweeps on Kubernetes (jobs, collect)",
+		Long:  kubeUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Usagef("kube needs a subcommand: corepin kube jobs or corepin kube collect")
+		},
+	}
+	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e))
+	return cmd
+}
+
+func newKubeJobsCmd(e *env) *cobra.Command {
+	var (
+		o                   jobs.Options
+		specPath, sysfsRoot string
+		topoPath            string
+		trace               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs --sweep concurrency|threads|throughput",
+		Short: "Write a bench sweep as numbered Kubernetes Jobs",
+		Long:  kubeJobsUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Sweep == "" {
+				return Usagef("--sweep: give one of %s", strings.Join(jobs.Sweeps, ", "))
+			}
+			if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
+				return Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
+			}
+			if specPath != "" {
+				data, err := readBounded(specPath, maxSpecBytes)
+				if err != nil {
+					return Usagef("reading --spec: %v", err)
+				}
+				o.Spec = data
+			}
+			t, err := simTopology(cmd, sysfsRoot, topoPath)
+			if err != nil {
+				return err
+			}
+			o.Node = t
+			s, err := jobs.Plan(o)
+			if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, bench.ErrUsage) {
+				return &UsageError{Err: err}
+			}
+			if err != nil {
+				return err
+			}
+			if trace {
+				return sim.WriteTrace(e.stdout, s.Trace())
+			}
+			objs, err := s.Objects(o)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			if e.JSON() {
+				return e.PrintJSON(map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
+			}
+			return jobs.WriteYAML(e.stdout, objs)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Sweep, "sweep", "", "the sweep: "+strings.Join(jobs.Sweeps, ", "))
+	fl.StringVar(&specPath, "spec", "", "bench spec file (YAML; the section named after the sweep counts)")
+	fl.BoolVar(&o.Quick, "quick", false, "the quick variant of the sweep, as corepin bench --quick")
+	fl.IntVar(&o.Repeats, "repeats", 3, fmt.Sprintf("runs of each point (1 to %d)", jobs.MaxRepeats))
+	fl.StringVar(&o.Image, "image", "corepin/corepin:latest", "container image holding corepin and /bin/sh")
+	fl.StringVar(&o.Binary, "binary", "corepin", "corepin's path inside the image")
+	fl.StringVar(&o.Namespace, "namespace", "default", "namespace of the Jobs")
+	fl.StringVar(&o.Memory, "memory", "512Mi", "each pod's memory request and limit")
+	fl.StringVar(&sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node type (default: this machine)")
+	fl.StringVar(&topoPath, "topology", "", "the node type's corepin topo -o json document (- for stdin)")
+	fl.BoolVar(&trace, "sim-trace", false, "write the sweep as a corepin simulate trace instead of Jobs")
+	return cmd
+}
+
+func newKubeCollectCmd(e *env) *cobra.Command {
+	var from, db string
+	cmd := &cobra.Command{
+		Use:   "collect --from DIR|-",
+		Short: "Record the results of a kube jobs sweep from its pods' logs",
+		Long:  kubeCollectUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var c jobs.Collection
+			switch from {
+			case "":
+				return Usagef("--from: give a directory of pod logs, or - for stdin")
+			case "-":
+				c.Add("stdin", cmd.InOrStdin())
+			default:
+				if err := addLogDir(&c, from); err != nil {
+					return err
+				}
+			}
+			if c.Results() == 0 {
+				for _, s := range c.Skipped {
+					fmt.Fprintf(e.stderr, "skipped %s: %s\n", s.Log, s.Reason)
+				}
+				return Usagef("no corepin-result in %s (%d logs skipped)", from, len(c.Skipped))
+			}
+			path, err := resultsPath(db)
+			if err != nil {
+				return err
+			}
+			d, err := store.Open(path)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			ids, err := c.Record(d, Version)
+			if err != nil {
+				return fmt.Errorf("recording results in %s: %w", path, err)
+			}
+			if e.JSON() {
+				return e.PrintJSON(map[string]any{"run_ids": ids, "results": c.Results(), "db": path,
+					"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)})
+			}
+			for _, s := range c.Skipped {
+				fmt.Fprintf(e.stdout, "skipped %s: %s\n", s.Log, s.Reason)
+			}
+			for _, w := range c.Warnings {
+				fmt.Fprintf(e.stdout, "warning: %s\n", w)
+			}
+			for _, id := range ids {
+				fmt.Fprintf(e.stdout, "recorded run %d in %s (corepin report --run %d)\n", id, path, id)
+			}
+			fmt.Fprintf(e.stdout, "%d results, %d skipped\n", c.Results(), len(c.Skipped))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "directory of pod logs, or - for one stream on stdin")
+	cmd.Flags().StringVar(&db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
+	return cmd
+}
+
+// addLogDir adds every regular file of dir (not its subdirectories).
+func addLogDir(c *jobs.Collection, dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return Usagef("--from: %v", err)
+	}
+	if len(ents) > maxLogFiles {
+		return Usagef("--from %s: %d entries, more than %d", dir, len(ents), maxLogFiles)
+	}
+	for _, de := range ents {
+		if !de.Type().IsRegular() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, de.Name()))
+		if err != nil {
+			c.Skipped = append(c.Skipped, jobs.Skipped{Log: de.Name(), Reason: err.Error()})
+			continue
+		}
+		c.Add(de.Name(), f)
+		f.Close()
+	}
+	return nil
+}
+
+// readBounded reads path, refusing files over limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is longer than %d bytes", path, limit)
+	}
+	return b, nil
+}

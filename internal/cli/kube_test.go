@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// corepin runs the CLI in process and returns its exit code and outputs.
+func corepin(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code := Main(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// writeNode writes a 16-CPU node type (2 NUMA nodes) as a topo document.
+func writeNode(t *testing.T) string {
+	t.Helper()
+	doc := `{"cpus":[`
+	for c := range 16 {
+		if c > 0 {
+			doc += ","
+		}
+		node := (c % 8) / 4
+		doc += `{"cpu":` + itoa(c) + `,"online":true,"allowed":true,"socket":` + itoa(node) + `,"die":0,"numa":` + itoa(node) +
+			`,"l3":` + itoa(node) + `,"core":` + itoa(c%8) + `,"kind":""}`
+	}
+	doc += `],"numa_distances":{"0":[10,21],"1":[21,10]}}`
+	p := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestKubeJobsWritesJobs(t *testing.T) {
+	node := writeNode(t)
+	code, out, errs := corepin(t, "", "kube", "jobs", "--sweep", "threads", "--quick", "--repeats", "1", "--topology", node, "--namespace", "bench")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	docs := strings.Split(strings.TrimPrefix(out, "---\n"), "---\n")
+	if len(docs) < 2 {
+		t.Fatalf("%d documents, want one Job per threads point", len(docs))
+	}
+	for i, d := range docs {
+		var j batchv1.Job
+		if err := yaml.UnmarshalStrict([]byte(d), &j); err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		if j.Namespace != "bench" || !strings.HasPrefix(j.Name, "corepin-threads-") {
+			t.Errorf("document %d: %s/%s, want bench/corepin-threads-*", i, j.Namespace, j.Name)
+		}
+	}
+	code, out, _ = corepin(t, "", "kube", "jobs", "--sweep", "threads", "--quick", "--repeats", "1", "--topology", node, "-o", "json")
+	var list struct {
+		Kind  string        `json:"kind"`
+		Items []batchv1.Job `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || list.Kind != "List" || len(list.Items) != len(docs) {
+		t.Errorf("-o json: exit %d, %v, kind %q, %d items; want a List of %d", code, err, list.Kind, len(list.Items), len(docs))
+	}
+}
+
+func TestKubeJobsRefusesBadInput(t *testing.T) {
+	node := writeNode(t)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte("threads:\n  bogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"kube", "jobs"},
+		{"kube", "jobs", "--sweep", "colocation", "--topology", node},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--repeats", "0"},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--spec", spec},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--spec", "/nonexistent"},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--memory", "x"},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--namespace", "Not/A/Namespace"},
+		{"kube", "jobs", "--sweep", "threads", "--topology", node, "--sysfs-root", "/"},
+		{"kube", "collect"},
+		{"kube", "collect", "--from", "/nonexistent"},
+	} {
+		code, out, errs := corepin(t, "", args...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, %d bytes on stdout, stderr %q; want exit 2, nothing on stdout, one line on stderr", args, code, len(out), errs)
+		}
+	}
+}
+
+// TestKubeSimTraceReplays writes a sweep as a trace and replays it with
+// corepin simulate on the same node type.
+func TestKubeSimTraceReplays(t *testing.T) {
+	node := writeNode(t)
+	code, trace, errs := corepin(t, "", "kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--topology", node, "--sim-trace")
+	if code != 0 {
+		t.Fatalf("kube jobs --sim-trace: exit %d: %s", code, errs)
+	}
+	code, out, errs := corepin(t, trace, "simulate", "--trace", "-", "--topology", node, "--nodes", "1", "--policies", "corepin", "--node-choice", "best-fit", "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Jobs      int `json:"jobs"`
+		Scenarios []struct {
+			Admitted int `json:"admitted"`
+			Rejected int `json:"rejected"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Scenarios) != 1 {
+		t.Fatalf("simulate output %q: %v", out, err)
+	}
+	// quick concurrency: cpus 1, concurrency 1, 2, 4, four modes: 4 x 7 pods.
+	if s := rep.Scenarios[0]; rep.Jobs != 28 || s.Admitted != 28 || s.Rejected != 0 {
+		t.Errorf("replayed %d jobs, admitted %d, rejected %d; want 28, 28, 0", rep.Jobs, s.Admitted, s.Rejected)
+	}
+}
+
+func TestKubeCollectRecordsAndReports(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := func(pod, threads, ops string) string {
+		return `corepin-result {"sweep":"threads","index":` + map[string]string{"2": "0", "4": "1"}[threads] + `,"repeat":0,"point":{"cpus":"4","threads":"` + threads +
+			`"},"pods":1,"quick":true,"repeats":1,"topology":"16 CPUs","spec":{"job":{"workload":"spin","job_seconds":0.4},"cpus":4,"threads":["0.5","1"]},"pod":"` + pod +
+			`","result":{"job":0,"cmd":"corepin workload spin","mode":"unbounded","cpus":4,"wall_s":2,"ops":` + ops + `,"exit_code":0}}` + "\n"
+	}
+	for name, body := range map[string]string{
+		"corepin-threads-000-r0-a": "starting\n" + line("corepin-threads-000-r0-a", "2", "1000"),
+		"corepin-threads-001-r0-b": line("corepin-threads-001-r0-b", "4", "1800"),
+		"garbage":                  "no result here\n",
+	} {
+		if err := os.WriteFile(filepath.Join(logs, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := filepath.Join(dir, "results.db")
+	code, out, errs := corepin(t, "", "kube", "collect", "--from", logs, "--db", db, "-o", "json")
+	if code != 0 {
+		t.Fatalf("kube collect: exit %d: %s", code, errs)
+	}
+	var got struct {
+		RunIDs  []int64 `json:"run_ids"`
+		Results int     `json:"results"`
+		Skipped []struct {
+			Log string `json:"log"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.RunIDs) != 1 || got.Results != 2 || len(got.Skipped) != 1 || got.Skipped[0].Log != "garbage" {
+		t.Fatalf("collect output %s (%v): want one run, 2 results, garbage skipped", out, err)
+	}
+	code, out, errs = corepin(t, "", "report", "--db", db, "--report-dir", filepath.Join(dir, "report"))
+	if code != 0 || !strings.Contains(out, "threads") {
+		t.Fatalf("report: exit %d, stdout %q, stderr %q; want the threads table", code, out, errs)
+	}
+	// rates 1000/2 and 1800/2 ops/s appear in the rebuilt table.
+	if !strings.Contains(out, "500.0") || !strings.Contains(out, "900.0") {
+		t.Errorf("report lacks the collected rates 500.0 and 900.0:\n%s", out)
+	}
+	// Nothing usable: exit 2, nothing recorded.
+	code, _, _ = corepin(t, "no marker\n", "kube", "collect", "--from", "-", "--db", filepath.Join(dir, "other.db"))
+	if code != 2 {
+		t.Errorf("collect of a log without results: exit %d, want 2", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other.db")); err == nil {
+		t.Errorf("collect without results created a database")
+	}
+}

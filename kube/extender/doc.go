@@ -1,0 +1,18 @@
+// Package extender is corepin's kube-scheduler extender: an http.Handler
+// serving the extender protocol (k8s.io/kube-scheduler/extender/v1) whose
+// /filter drops the nodes where a pod's CPUs cannot be placed under its
+// topology policy and CPU wishes, and whose /prioritize scores the rest
+// (0 to extenderv1.MaxExtenderPriority) by the placement each would get.
+//
+// It decides nothing itself: every node's answer is alloc.State.Allocate
+// run on a copy of that node's published state, so the cluster view and the
+// node (the agent, the NRI plugin) cannot disagree about what fits. A node
+// publishes its state in annotations (AnnotationTopology with
+// AnnotationAssigned, or the coarse AnnotationNUMAFree); decoded states are
+// cached by a hash of those annotations. A node that publishes neither is not
+// corepin's to judge and passes with score 0.
+//
+// A pod's wishes are read from the metadata the NRI plugin honours (see
+// RequestOf). The package touches no machine and keeps no state beyond the
+// cache; a malformed request body is a 400, never a panic.
+package extender

@@ -1,0 +1,264 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/corepin/corepin/alloc"
+)
+
+// Defaults of an Extender.
+const (
+	// DefaultMaxBodyBytes bounds a request body: 100 nodes of 256 CPUs
+	// publishing their topology take about 3 MiB.
+	DefaultMaxBodyBytes = 64 << 20
+	// DefaultMaxNodes bounds the nodes of one request.
+	DefaultMaxNodes = 10000
+	// DefaultCacheEntries bounds the decoded node states kept.
+	DefaultCacheEntries = 4096
+)
+
+// ErrBadRequest is wrapped by errors about a request body.
+var ErrBadRequest = errors.New("bad extender request")
+
+// Extender answers the scheduler's filter and prioritize calls. Its methods
+// are safe for concurrent use.
+type Extender struct {
+	maxBody  int64
+	maxNodes int
+	cache    cache
+}
+
+// Option configures an Extender.
+type Option func(*Extender)
+
+// WithMaxBodyBytes bounds request bodies to n bytes.
+func WithMaxBodyBytes(n int64) Option { return func(e *Extender) { e.maxBody = n } }
+
+// WithMaxNodes bounds the nodes of one request to n.
+func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
+
+// New returns an Extender.
+func New(opts ...Option) *Extender {
+	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes, cache: cache{max: DefaultCacheEntries}}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Handler serves POST /filter and POST /prioritize (the verbs of the
+// shipped scheduler configuration) and GET /healthz.
+func (e *Extender) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /filter", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
+	mux.HandleFunc("POST /prioritize", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// verb decodes a call's ExtenderArgs, answers 4xx when it cannot, and
+// replies with what answer makes of them.
+func (e *Extender) verb(answer func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		args, err := e.decode(w, r)
+		if err != nil {
+			httpError(w, err)
+			return
+		}
+		reply(w, answer(args))
+	}
+}
+
+func httpError(w http.ResponseWriter, err error) {
+	code := http.StatusBadRequest
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		code = http.StatusRequestEntityTooLarge
+	}
+	http.Error(w, err.Error(), code)
+}
+
+func reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v) // a write error means the scheduler went away
+}
+
+// wireArgs is ExtenderArgs with its Kubernetes objects left raw: the top
+// level is decoded strictly, the objects leniently, because a newer API
+// server adds fields to Pod and Node that this build does not know.
+type wireArgs struct {
+	Pod       json.RawMessage
+	Nodes     json.RawMessage
+	NodeNames *[]string
+}
+
+func (e *Extender) decode(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	return DecodeArgs(data, e.maxNodes)
+}
+
+// DecodeArgs decodes one ExtenderArgs JSON document: exactly one object,
+// no keys beyond Pod, Nodes and NodeNames, a pod, and a node list of at
+// most maxNodes (NodeNames alone means nodeCacheCapable, which corepin does
+// not support). Errors wrap ErrBadRequest.
+func DecodeArgs(data []byte, maxNodes int) (*extenderv1.ExtenderArgs, error) {
+	var wa wireArgs
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wa); err != nil {
+		return nil, fmt.Errorf("%w: parsing ExtenderArgs: %w", ErrBadRequest, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: parsing ExtenderArgs: trailing data after the JSON object", ErrBadRequest)
+	}
+	if len(wa.Pod) == 0 || string(wa.Pod) == "null" {
+		return nil, fmt.Errorf("%w: ExtenderArgs has no Pod", ErrBadRequest)
+	}
+	if len(wa.Nodes) == 0 || string(wa.Nodes) == "null" {
+		if wa.NodeNames != nil {
+			return nil, fmt.Errorf("%w: ExtenderArgs has NodeNames but no Nodes: set nodeCacheCapable: false for corepin", ErrBadRequest)
+		}
+		return nil, fmt.Errorf("%w: ExtenderArgs has no Nodes", ErrBadRequest)
+	}
+	args := &extenderv1.ExtenderArgs{Pod: new(corev1.Pod), Nodes: new(corev1.NodeList)}
+	if err := json.Unmarshal(wa.Pod, args.Pod); err != nil {
+		return nil, fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err)
+	}
+	if err := json.Unmarshal(wa.Nodes, args.Nodes); err != nil {
+		return nil, fmt.Errorf("%w: parsing Nodes: %w", ErrBadRequest, err)
+	}
+	if n := len(args.Nodes.Items); n > maxNodes {
+		return nil, fmt.Errorf("%w: %d nodes, more than the %d allowed", ErrBadRequest, n, maxNodes)
+	}
+	return args, nil
+}
+
+// verdict is one node's answer for a pod.
+type verdict struct {
+	ok     bool
+	reason string // why not, when !ok
+	score  int64
+}
+
+// judge places req on a copy of the node's state.
+func (e *Extender) judge(node *corev1.Node, req alloc.Request, reqErr error) verdict {
+	ns := e.stateOf(node)
+	if ns == nil {
+		return verdict{ok: true} // not a corepin node: not ours to judge
+	}
+	if reqErr != nil {
+		return verdict{reason: reqErr.Error()}
+	}
+	if ns.err != nil {
+		return verdict{reason: ns.err.Error()}
+	}
+	if ns.st == nil {
+		if req.QoS == alloc.BE {
+			return verdict{ok: true}
+		}
+		return verdict{reason: "no free CPUs"}
+	}
+	st := ns.st.Clone()
+	pl, err := st.Allocate(req)
+	if err != nil {
+		return verdict{reason: Reason(req, err)}
+	}
+	return verdict{ok: true, score: score(pl, ns.free)}
+}
+
+// Filter keeps the nodes where the pod's CPUs can be placed and fails the
+// others with a reason worded like the scheduler's own, identical across
+// nodes for the same cause so that the scheduler can count them.
+func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	req, reqErr := RequestOf(args.Pod)
+	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}}, FailedNodes: extenderv1.FailedNodesMap{}}
+	for i := range args.Nodes.Items {
+		n := &args.Nodes.Items[i]
+		v := e.judge(n, req, reqErr)
+		if v.ok {
+			res.Nodes.Items = append(res.Nodes.Items, *n)
+			continue
+		}
+		res.FailedNodes[n.Name] = v.reason
+	}
+	return res
+}
+
+// Prioritize scores each node 0 to MaxExtenderPriority by the placement
+// the pod would get there; a node that cannot take it scores 0.
+func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
+	req, reqErr := RequestOf(args.Pod)
+	out := make(extenderv1.HostPriorityList, 0, len(args.Nodes.Items))
+	for i := range args.Nodes.Items {
+		n := &args.Nodes.Items[i]
+		v := e.judge(n, req, reqErr)
+		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: v.score})
+	}
+	return &out
+}
+
+// score rates a placement: up to 6 points for alignment (one NUMA node,
+// one socket, one L3 group, no core shared with another workload) and up to
+// 4 for packing (the share of the node's free CPUs it uses, so the tighter
+// node wins and the roomy one stays whole for a large pod). Shared-pool
+// placements (LS, BE) have no alignment to compare and score 5.
+func score(pl alloc.Placement, free int) int64 {
+	if pl.QoS == alloc.LS || pl.QoS == alloc.BE || free <= 0 {
+		return 5
+	}
+	q := pl.Quality
+	align := 6 - 2*(q.NUMANodes-1) - (q.Sockets - 1) - (q.L3Groups - 1) - min(q.SharedCores, 1)
+	align = max(align, 0)
+	pack := (4*pl.CPUs.Size() + free/2) / free
+	return int64(min(max(align+pack, 0), int(extenderv1.MaxExtenderPriority)))
+}
+
+// Reason words a refusal the way the scheduler's own reasons read ("no
+// NUMA node with 9 free CPUs"), with the same text on every node refused
+// for the same cause.
+func Reason(req alloc.Request, err error) string {
+	var rj alloc.Rejection
+	if !errors.As(err, &rj) {
+		return err.Error()
+	}
+	what := "CPUs"
+	if req.Bind == alloc.BindFullPCPUs {
+		what = "CPUs in whole cores"
+	}
+	c := rj.Constraint
+	if req.TopologyPolicy == alloc.TopologySingleNUMANode && (c == "capacity" || c == string(alloc.BindFullPCPUs) || c == alloc.OptFullPCPUsOnly) {
+		// Too few CPUs on the whole node is, under this policy, also too
+		// few on every NUMA node: one reason, counted once per node.
+		c = string(alloc.TopologySingleNUMANode)
+	}
+	switch c {
+	case string(alloc.TopologySingleNUMANode):
+		return fmt.Sprintf("no NUMA node with %d free %s", req.CPUs, what)
+	case string(alloc.TopologyRestricted), string(alloc.TopologyBestEffort):
+		return fmt.Sprintf("no %d free %s on the fewest NUMA nodes that could hold them", req.CPUs, what)
+	case "capacity":
+		return fmt.Sprintf("fewer than %d free exclusive CPUs", req.CPUs)
+	case string(alloc.BindFullPCPUs), alloc.OptFullPCPUsOnly:
+		return fmt.Sprintf("fewer than %d free CPUs in whole cores", req.CPUs)
+	case string(alloc.ExclusivePCPULevel):
+		return fmt.Sprintf("fewer than %d free CPUs on cores without another PCPULevel workload", req.CPUs)
+	case string(alloc.ExclusiveNUMANodeLevel):
+		return fmt.Sprintf("fewer than %d free CPUs on NUMA nodes without another NUMANodeLevel workload", req.CPUs)
+	case "LS pool":
+		return fmt.Sprintf("shared CPU pool cannot take %d more millicpus", req.MilliCPUs)
+	}
+	return rj.Error()
+}

@@ -1,0 +1,352 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/topology"
+)
+
+// post sends body to path on a fresh extender and returns the status and
+// the response body.
+func post(t *testing.T, h http.Handler, path string, body []byte) (int, []byte) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	return rec.Code, rec.Body.Bytes()
+}
+
+func filter(t *testing.T, h http.Handler, body []byte) extenderv1.ExtenderFilterResult {
+	t.Helper()
+	code, out := post(t, h, "/filter", body)
+	if code != http.StatusOK {
+		t.Fatalf("POST /filter = %d %s, want 200", code, out)
+	}
+	var res extenderv1.ExtenderFilterResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("decoding filter result: %v", err)
+	}
+	return res
+}
+
+func prioritize(t *testing.T, h http.Handler, body []byte) map[string]int64 {
+	t.Helper()
+	code, out := post(t, h, "/prioritize", body)
+	if code != http.StatusOK {
+		t.Fatalf("POST /prioritize = %d %s, want 200", code, out)
+	}
+	var res extenderv1.HostPriorityList
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("decoding priorities: %v", err)
+	}
+	m := map[string]int64{}
+	for _, p := range res {
+		m[p.Host] = p.Score
+	}
+	return m
+}
+
+func names(l *corev1.NodeList) []string {
+	var out []string
+	for _, n := range l.Items {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// guaranteedPod asks for cpus whole CPUs with requests equal to limits.
+func guaranteedPod(name, cpus string, annotations, labels map[string]string) *corev1.Pod {
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpus), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", Annotations: annotations, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}},
+	}
+}
+
+func node(name string, annotations map[string]string) corev1.Node {
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+}
+
+func args(t testing.TB, pod *corev1.Pod, nodes ...corev1.Node) []byte {
+	t.Helper()
+	b, err := json.Marshal(extenderv1.ExtenderArgs{Pod: pod, Nodes: &corev1.NodeList{Items: nodes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFilterSingleNUMANodeKeepsTheOnlyAlignedNode(t *testing.T) {
+	body, err := os.ReadFile("testdata/filter-single-numa.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New().Handler()
+	res := filter(t, h, body)
+	if diff := cmp.Diff([]string{"whole"}, names(res.Nodes)); diff != "" {
+		t.Errorf("kept nodes (-want +got):\n%s", diff)
+	}
+	want := extenderv1.FailedNodesMap{"split": "no NUMA node with 6 free CPUs", "lopsided": "no NUMA node with 6 free CPUs"}
+	if diff := cmp.Diff(want, res.FailedNodes); diff != "" {
+		t.Errorf("failed nodes (-want +got):\n%s", diff)
+	}
+	if res.Error != "" {
+		t.Errorf("Error = %q, want none", res.Error)
+	}
+}
+
+func TestFilterNoNodeCanAlign(t *testing.T) {
+	pod := guaranteedPod("big", "9", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod,
+		node("a", map[string]string{AnnotationNUMAFree: "[8,8]"}),
+		node("b", map[string]string{AnnotationNUMAFree: "[4,4]"}),
+		node("c", map[string]string{AnnotationNUMAFree: "[0,6]"}))
+	res := filter(t, New().Handler(), body)
+	if len(res.Nodes.Items) != 0 {
+		t.Errorf("kept %v, want none", names(res.Nodes))
+	}
+	reason := "no NUMA node with 9 free CPUs"
+	want := extenderv1.FailedNodesMap{"a": reason, "b": reason, "c": reason}
+	if diff := cmp.Diff(want, res.FailedNodes); diff != "" {
+		t.Errorf("failed nodes (-want +got):\n%s", diff)
+	}
+	// A node that publishes no corepin state is not corepin's to judge.
+	res = filter(t, New().Handler(), args(t, pod, node("foreign", nil)))
+	if diff := cmp.Diff([]string{"foreign"}, names(res.Nodes)); diff != "" || len(res.FailedNodes) != 0 {
+		t.Errorf("foreign node: kept (-want +got):\n%s failed %v", diff, res.FailedNodes)
+	}
+	// Without the policy the 9 CPUs fit across the two nodes of a.
+	pod.Annotations = nil
+	res = filter(t, New().Handler(), args(t, pod, node("a", map[string]string{AnnotationNUMAFree: "[8,8]"})))
+	if diff := cmp.Diff([]string{"a"}, names(res.Nodes)); diff != "" {
+		t.Errorf("without a policy, kept nodes (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrioritizePrefersTighterAlignedNode(t *testing.T) {
+	pod := guaranteedPod("enc", "4", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod,
+		node("tight", map[string]string{AnnotationNUMAFree: "[4,0]"}),
+		node("roomy", map[string]string{AnnotationNUMAFree: "[8,8]"}),
+		node("split", map[string]string{AnnotationNUMAFree: "[2,2]"}),
+		node("foreign", nil))
+	got := prioritize(t, New().Handler(), body)
+	want := map[string]int64{"tight": 10, "roomy": 7, "split": 0, "foreign": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want +got):\n%s", diff)
+	}
+	// Without a topology policy split can take the pod, but only across
+	// its two NUMA nodes, and scores below both aligned nodes.
+	pod.Annotations = nil
+	got = prioritize(t, New().Handler(), args(t, pod,
+		node("roomy", map[string]string{AnnotationNUMAFree: "[8,8]"}),
+		node("split", map[string]string{AnnotationNUMAFree: "[2,2]"})))
+	if got["split"] >= got["roomy"] || got["split"] == 0 {
+		t.Errorf("scores %v: want split (two NUMA nodes) above 0 and below roomy", got)
+	}
+}
+
+// topoNode publishes a synthetic machine (2 sockets, 1 NUMA node each, 4
+// cores of 2 threads) with the given assignments.
+func topoNode(t testing.TB, name, assigned string) corev1.Node {
+	t.Helper()
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
+	doc, err := json.Marshal(topo.Doc())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := map[string]string{AnnotationTopology: string(doc)}
+	if assigned != "" {
+		ann[AnnotationAssigned] = assigned
+	}
+	return node(name, ann)
+}
+
+func TestFilterPublishedTopologyHonoursAssignments(t *testing.T) {
+	ext := New()
+	h := ext.Handler()
+	pod := guaranteedPod("enc", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	// In the synthetic x86 order node 0 is CPUs 0-3,8-11 and node 1 is
+	// 4-7,12-15; "busy" holds 0-2 and 4-6, leaving 5 free on each node.
+	busy := topoNode(t, "busy", `[{"id":"a/x","cpuset":"0-2","qos":"LSE"},{"id":"a/y","cpuset":"4-6","qos":"LSE"}]`)
+	free := topoNode(t, "free", "")
+	free2 := topoNode(t, "free2", "")
+	res := filter(t, h, args(t, pod, busy, free, free2))
+	if diff := cmp.Diff([]string{"free", "free2"}, names(res.Nodes)); diff != "" {
+		t.Errorf("kept nodes (-want +got):\n%s", diff)
+	}
+	if got, want := res.FailedNodes["busy"], "no NUMA node with 6 free CPUs"; got != want {
+		t.Errorf("reason for busy = %q, want %q", got, want)
+	}
+	if n := ext.cache.len(); n != 2 {
+		t.Errorf("cache holds %d states, want 2 (free and free2 share one)", n)
+	}
+}
+
+func TestFilterBadNodeAndPodMetadata(t *testing.T) {
+	tests := []struct {
+		name   string
+		pod    *corev1.Pod
+		node   corev1.Node
+		reason string // a substring of the failed node's reason
+	}{
+		{name: "numa-free not a list", pod: guaranteedPod("p", "2", nil, nil),
+			node: node("n", map[string]string{AnnotationNUMAFree: "4,0"}), reason: "corepin.io/numa-free"},
+		{name: "numa-free negative", pod: guaranteedPod("p", "2", nil, nil),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[-1]"}), reason: "free CPUs must be"},
+		{name: "topology garbage", pod: guaranteedPod("p", "2", nil, nil),
+			node: node("n", map[string]string{AnnotationTopology: `{"cpus":7}`}), reason: "corepin.io/topology"},
+		{name: "assigned outside the machine", pod: guaranteedPod("p", "2", nil, nil),
+			node: topoNode(t, "n", `[{"id":"x","cpuset":"99","qos":"LSE"}]`), reason: "corepin.io/assigned"},
+		{name: "unknown topology policy", pod: guaranteedPod("p", "2", map[string]string{AnnotationNUMAPolicy: "single"}, nil),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "unknown topology policy"},
+		{name: "exclusive class with a fraction", pod: guaranteedPod("p", "1500m", nil, map[string]string{LabelQoSClass: "LSE"}),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "need whole CPUs"},
+		{name: "resource-spec unknown key", pod: guaranteedPod("p", "2", map[string]string{AnnotationResourceSpec: `{"bind":"FullPCPUs"}`}, nil),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "scheduling.koordinator.sh/resource-spec"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := filter(t, New().Handler(), args(t, tc.pod, tc.node))
+			if len(res.Nodes.Items) != 0 {
+				t.Fatalf("kept %v, want the node failed", names(res.Nodes))
+			}
+			if got := res.FailedNodes["n"]; !strings.Contains(got, tc.reason) {
+				t.Errorf("reason = %q, want it to contain %q", got, tc.reason)
+			}
+		})
+	}
+}
+
+func TestHandlerRefusesBadBodies(t *testing.T) {
+	good := args(t, guaranteedPod("p", "2", nil, nil), node("n", nil))
+	tests := []struct {
+		name string
+		body string
+		max  int64
+		code int
+		msg  string
+	}{
+		{name: "not JSON", body: "hello", code: 400, msg: "parsing ExtenderArgs"},
+		{name: "unknown key", body: `{"Pod":{},"Nodes":{"items":[]},"Extra":1}`, code: 400, msg: "unknown field"},
+		{name: "two documents", body: string(good) + string(good), code: 400, msg: "trailing data"},
+		{name: "no pod", body: `{"Nodes":{"items":[]}}`, code: 400, msg: "no Pod"},
+		{name: "node names only", body: `{"Pod":{},"NodeNames":["a"]}`, code: 400, msg: "nodeCacheCapable: false"},
+		{name: "pod of the wrong type", body: `{"Pod":[],"Nodes":{"items":[]}}`, code: 400, msg: "parsing Pod"},
+		{name: "too large", body: string(good), max: 64, code: 413, msg: "too large"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []Option
+			if tc.max > 0 {
+				opts = append(opts, WithMaxBodyBytes(tc.max))
+			}
+			h := New(opts...).Handler()
+			for _, path := range []string{"/filter", "/prioritize"} {
+				code, out := post(t, h, path, []byte(tc.body))
+				if code != tc.code || !strings.Contains(string(out), tc.msg) {
+					t.Errorf("POST %s = %d %q, want %d containing %q", path, code, out, tc.code, tc.msg)
+				}
+			}
+		})
+	}
+	t.Run("too many nodes", func(t *testing.T) {
+		code, out := post(t, New(WithMaxNodes(1)).Handler(), "/filter", args(t, guaranteedPod("p", "2", nil, nil), node("a", nil), node("b", nil)))
+		if code != 400 || !strings.Contains(string(out), "2 nodes, more than the 1 allowed") {
+			t.Errorf("POST /filter = %d %q, want 400 about 2 nodes", code, out)
+		}
+	})
+	t.Run("GET filter", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		New().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/filter", nil))
+		if rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("GET /filter = %d, want 405", rec.Code)
+		}
+	})
+}
+
+func TestRequestOf(t *testing.T) {
+	burstable := guaranteedPod("b", "2", nil, nil)
+	burstable.Spec.Containers[0].Resources.Limits = nil
+	bestEffort := guaranteedPod("e", "2", nil, nil)
+	bestEffort.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	withInit := guaranteedPod("i", "2", nil, nil)
+	withInit.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: guaranteedPod("", "5", nil, nil).Spec.Containers[0].Resources}}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want alloc.Request
+		err  error
+	}{
+		{name: "guaranteed whole CPUs is LSE", pod: guaranteedPod("g", "4", nil, nil),
+			want: alloc.Request{ID: "bench/g", CPUs: 4, QoS: alloc.LSE}},
+		{name: "guaranteed fraction is LS", pod: guaranteedPod("f", "1500m", nil, nil),
+			want: alloc.Request{ID: "bench/f", MilliCPUs: 1500, QoS: alloc.LS}},
+		{name: "burstable is LS", pod: burstable, want: alloc.Request{ID: "bench/b", MilliCPUs: 2000, QoS: alloc.LS}},
+		{name: "best effort is BE", pod: bestEffort, want: alloc.Request{ID: "bench/e", QoS: alloc.BE}},
+		{name: "init container larger", pod: withInit, want: alloc.Request{ID: "bench/i", CPUs: 5, QoS: alloc.LSE}},
+		{name: "koordinator label and resource spec", pod: guaranteedPod("k", "2",
+			map[string]string{AnnotationResourceSpec: `{"preferredCPUBindPolicy":"FullPCPUs","preferredCPUExclusivePolicy":"PCPULevel"}`, AnnotationNUMAPolicy: "restricted"},
+			map[string]string{LabelQoSClass: "LSR"}),
+			want: alloc.Request{ID: "bench/k", CPUs: 2, QoS: alloc.LSR, Bind: alloc.BindFullPCPUs, Exclusive: alloc.ExclusivePCPULevel, TopologyPolicy: alloc.TopologyRestricted}},
+		{name: "unknown class", pod: guaranteedPod("u", "2", nil, map[string]string{LabelQoSClass: "GOLD"}), err: ErrPod},
+		{name: "resource spec trailing data", pod: guaranteedPod("t", "2", map[string]string{AnnotationResourceSpec: `{}{}`}, nil), err: ErrPod},
+		{name: "no pod", err: ErrPod},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RequestOf(tc.pod)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("RequestOf() error = %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("RequestOf() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestConcurrentCallsShareTheCache runs filter and prioritize calls at once
+// on one Extender (run with -race): the cached states are only read, each
+// decision works on its own copy, so every call gets the same answer.
+func TestConcurrentCallsShareTheCache(t *testing.T) {
+	ext := New()
+	h := ext.Handler()
+	pod := guaranteedPod("enc", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod, topoNode(t, "a", `[{"id":"x","cpuset":"0-2","qos":"LSE"}]`), topoNode(t, "b", ""))
+	want := filter(t, h, body)
+	errc := make(chan string, 8)
+	for range 8 {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(body)))
+			var got extenderv1.ExtenderFilterResult
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				errc <- err.Error()
+				return
+			}
+			errc <- cmp.Diff(names(want.Nodes), names(got.Nodes)) + cmp.Diff(want.FailedNodes, got.FailedNodes)
+		}()
+	}
+	for range 8 {
+		if d := <-errc; d != "" {
+			t.Errorf("a concurrent call differs: %s", d)
+		}
+	}
+	if n := ext.cache.len(); n != 2 {
+		t.Errorf("cache holds %d states, want 2", n)
+	}
+}

@@ -1,0 +1,314 @@
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
+)
+
+// Bounds on what Collect reads.
+const (
+	// MaxLogBytes bounds one log; a longer one is skipped.
+	MaxLogBytes = 64 << 20
+	// MaxLineBytes bounds one log line; a log with a longer line is skipped.
+	MaxLineBytes = 4 << 20
+	// MaxResults bounds the results of one collection.
+	MaxResults = 1 << 20
+)
+
+// Skipped is a log, or a result in it, that Collect could not use.
+type Skipped struct {
+	Log    string `json:"log"`
+	Reason string `json:"reason"`
+}
+
+// result is one pod's result.
+type result struct {
+	m   Marker
+	job runner.JobResult
+	log string
+}
+
+// Collection is what Collect found in a set of logs.
+type Collection struct {
+	results []result
+	Skipped []Skipped `json:"skipped"`
+	// Warnings are facts about points, not about one log: a point with
+	// fewer results than pods, a failed job left out of the metrics.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Results is the number of results collected.
+func (c *Collection) Results() int { return len(c.results) }
+
+// Add reads one pod's log (or several pods' logs in one stream, as
+// `kubectl logs -l ... --prefix` gives them) and keeps every marked result
+// in it. Problems are recorded in c.Skipped, never returned: a bad log
+// must not stop a collection.
+func (c *Collection) Add(name string, r io.Reader) {
+	sc := bufio.NewScanner(io.LimitReader(r, MaxLogBytes+1))
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
+	var read int64
+	found := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		read += int64(len(line)) + 1
+		i := bytes.Index(line, []byte(MarkerPrefix+"{"))
+		if i < 0 {
+			continue
+		}
+		found++
+		res, err := parseMarker(line[i+len(MarkerPrefix):])
+		if err != nil {
+			c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: err.Error()})
+			continue
+		}
+		if len(c.results) >= MaxResults {
+			c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: fmt.Sprintf("more than %d results in one collection", MaxResults)})
+			return
+		}
+		res.log = name
+		c.results = append(c.results, res)
+	}
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: fmt.Sprintf("a line longer than %d bytes", MaxLineBytes)})
+	case err != nil:
+		c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: fmt.Sprintf("reading: %v", err)})
+	case read > MaxLogBytes:
+		c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: fmt.Sprintf("longer than %d bytes; the rest was not read", MaxLogBytes)})
+	case found == 0:
+		c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: "no " + strings.TrimSpace(MarkerPrefix) + " line: not a corepin kube jobs pod, or it did not finish"})
+	}
+}
+
+func parseMarker(b []byte) (result, error) {
+	var r result
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r.m); err != nil {
+		return r, fmt.Errorf("parsing the result line: %w", err)
+	}
+	if dec.More() {
+		return r, errors.New("parsing the result line: trailing data after the JSON object")
+	}
+	m := r.m
+	switch {
+	case !contains(Sweeps, m.Sweep):
+		return r, fmt.Errorf("result of unknown sweep %q", m.Sweep)
+	case m.Index < 0 || m.Index > MaxJobs || m.Repeat < 0 || m.Repeat >= MaxRepeats || m.Pods < 1 || m.Pods > maxPods:
+		return r, fmt.Errorf("result with index %d, repeat %d, pods %d outside the bounds kube jobs writes", m.Index, m.Repeat, m.Pods)
+	case len(m.Result) == 0 || string(m.Result) == "null":
+		return r, fmt.Errorf("pod %s printed no corepin run result (did corepin run fail? see the rest of its log)", m.Pod)
+	}
+	if _, err := bench.ParsePoint(m.Point); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(m.Result, &r.job); err != nil {
+		return r, fmt.Errorf("parsing the corepin run result of pod %s: %w", m.Pod, err)
+	}
+	if r.job.WallS < 0 || r.job.WallS > 1e9 {
+		return r, fmt.Errorf("pod %s: wall_s %v out of range", m.Pod, r.job.WallS)
+	}
+	return r, nil
+}
+
+// group is the results of one point x repeat.
+type group struct {
+	sweep         string
+	index, repeat int
+	point         json.RawMessage
+	pods          int
+	jobs          []runner.JobResult
+}
+
+// Record stores the collection as one bench run per sweep (command
+// "bench", the sweep's spec as its parameters), with every pod's job and,
+// per point and repeat, the metrics the experiment's analysis reads, so
+// `corepin report --run ID` and `corepin results` read it like a local run.
+// It returns the run ids.
+func (c *Collection) Record(db *store.DB, version string) ([]int64, error) {
+	bySweep := map[string][]result{}
+	var sweeps []string
+	for _, r := range c.results {
+		if _, ok := bySweep[r.m.Sweep]; !ok {
+			sweeps = append(sweeps, r.m.Sweep)
+		}
+		bySweep[r.m.Sweep] = append(bySweep[r.m.Sweep], r)
+	}
+	slices.SortFunc(sweeps, func(a, b string) int { return cmp.Compare(slices.Index(Sweeps, a), slices.Index(Sweeps, b)) })
+	var ids []int64
+	for _, s := range sweeps {
+		id, err := c.record(db, version, bySweep[s])
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (c *Collection) record(db *store.DB, version string, rs []result) (int64, error) {
+	ref := rs[0].m
+	groups := map[[2]int]*group{}
+	var keys [][2]int
+	seen := map[string]bool{}
+	for _, r := range rs {
+		m := r.m
+		if m.Quick != ref.Quick || m.Repeats != ref.Repeats || m.Topology != ref.Topology || !bytes.Equal(m.Spec, ref.Spec) {
+			c.Skipped = append(c.Skipped, Skipped{Log: r.log, Reason: fmt.Sprintf("pod %s belongs to another generation of the %s sweep (spec, repeats or node type differ from pod %s)", m.Pod, m.Sweep, ref.Pod)})
+			continue
+		}
+		id := fmt.Sprintf("%d/%d/%s/%d", m.Index, m.Repeat, m.Pod, r.job.Job)
+		if seen[id] {
+			c.Skipped = append(c.Skipped, Skipped{Log: r.log, Reason: fmt.Sprintf("pod %s: a second result for index %d repeat %d", m.Pod, m.Index, m.Repeat)})
+			continue
+		}
+		seen[id] = true
+		k := [2]int{m.Index, m.Repeat}
+		g := groups[k]
+		if g == nil {
+			g = &group{sweep: m.Sweep, index: m.Index, repeat: m.Repeat, point: m.Point, pods: m.Pods}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+		g.jobs = append(g.jobs, r.job)
+	}
+	slices.SortFunc(keys, func(a, b [2]int) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	params := bench.Params{Quick: ref.Quick, Repeats: ref.Repeats, Driver: "kubernetes",
+		Experiments: []bench.ExperimentParams{{Name: ref.Sweep, Spec: ref.Spec}}}
+	pj, err := json.Marshal(params)
+	if err != nil {
+		return 0, fmt.Errorf("recording parameters: %w", err)
+	}
+	id, err := db.BeginRun(store.Run{Command: "bench", Params: pj, CorepinVersion: version, Hostname: "kubernetes",
+		TopologySummary: ref.Topology + " (each node)"})
+	if err != nil {
+		return 0, err
+	}
+	rep := bench.ExperimentReport{Name: ref.Sweep}
+	var first, last time.Time
+	n := 0
+	index := map[int]int{} // point index -> place in rep.Points
+	for _, k := range keys {
+		g := groups[k]
+		for _, j := range g.jobs {
+			row := j.Row()
+			row.Job = n
+			n++
+			if err := db.AddJob(id, row); err != nil {
+				return id, err
+			}
+			if !j.StartedAt.IsZero() && (first.IsZero() || j.StartedAt.Before(first)) {
+				first = j.StartedAt
+			}
+			if j.FinishedAt.After(last) {
+				last = j.FinishedAt
+			}
+		}
+		p, err := bench.ParsePoint(g.point)
+		if err != nil {
+			return id, err
+		}
+		pi, ok := index[g.index]
+		if !ok {
+			pi = len(rep.Points)
+			index[g.index] = pi
+			rep.Points = append(rep.Points, bench.PointResult{Point: p})
+		}
+		ok2 := okJobs(g.jobs)
+		if len(g.jobs) < g.pods {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s point %d repeat %d: %d of %d pods reported", g.sweep, g.index, g.repeat, len(g.jobs), g.pods))
+		}
+		if len(ok2) < len(g.jobs) {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s point %d repeat %d: %d failed jobs left out of the metrics", g.sweep, g.index, g.repeat, len(g.jobs)-len(ok2)))
+		}
+		if len(ok2) == 0 {
+			rep.Points[pi].Errors = append(rep.Points[pi].Errors, "no pod succeeded")
+			continue
+		}
+		ms, err := bench.Measurements(g.sweep, p, g.repeat, metrics(g.sweep, ok2))
+		if err != nil {
+			return id, err
+		}
+		if err := db.AddMeasurement(id, ms...); err != nil {
+			return id, err
+		}
+	}
+	if !first.IsZero() && last.After(first) {
+		rep.Elapsed = last.Sub(first).Seconds()
+	}
+	ems, err := bench.ExperimentMeasurements(rep)
+	if err != nil {
+		return id, err
+	}
+	if err := db.AddMeasurement(id, ems...); err != nil {
+		return id, err
+	}
+	return id, db.FinishRun(id, time.Now())
+}
+
+func okJobs(js []runner.JobResult) []runner.JobResult {
+	var out []runner.JobResult
+	for _, j := range js {
+		if j.ExitCode == 0 && j.Error == "" && j.Signal == "" && j.WallS > 0 {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// work is a job's frames, else its ops, as bench counts it.
+func work(j runner.JobResult) float64 {
+	if j.Frames > 0 {
+		return float64(j.Frames)
+	}
+	return float64(j.Ops)
+}
+
+// metrics are the per-repeat metrics the sweep's bench analysis reads,
+// from the pods of one point (jobs not empty, every wall above 0).
+func metrics(sweep string, jobs []runner.JobResult) bench.Metrics {
+	walls := make([]float64, len(jobs))
+	var mig, thr, total float64
+	var first, last time.Time
+	for i, j := range jobs {
+		walls[i] = j.WallS
+		mig += float64(j.Migrations)
+		thr += j.ThrottledS
+		total += work(j)
+		if first.IsZero() || j.StartedAt.Before(first) {
+			first = j.StartedAt
+		}
+		if j.FinishedAt.After(last) {
+			last = j.FinishedAt
+		}
+	}
+	nj := float64(len(jobs))
+	switch sweep {
+	case "concurrency":
+		return bench.Metrics{"job_wall_s": bench.Median(walls), "job_wall_max_s": slices.Max(walls),
+			"migrations_per_job": mig / nj, "throttled_s_per_job": thr / nj}
+	case "threads":
+		j := jobs[0]
+		return bench.Metrics{"rate": work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}
+	}
+	// throughput: the batch's span over its pods, which ran on several nodes
+	// at once; without start times, the longest job.
+	elapsed := slices.Max(walls)
+	if !first.IsZero() && last.Sub(first).Seconds() > elapsed {
+		elapsed = last.Sub(first).Seconds()
+	}
+	return bench.Metrics{"rate": total / elapsed, "elapsed_s": elapsed, "job_wall_s": bench.Median(walls)}
+}

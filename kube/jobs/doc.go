@@ -1,0 +1,21 @@
+// Package jobs turns a corepin bench sweep (concurrency, threads or
+// throughput) into numbered Kubernetes Jobs, and brings the results their
+// pods print back into the results database, so `corepin report` works on
+// a cluster run as on one machine.
+//
+// The sweep's points are the bench experiment's own (bench.Select,
+// bench.Configure, Experiment.Points) for the node type given, so a spec
+// file means the same on a cluster as under `corepin bench`. Each point x
+// repeat is one Job: its pods are the point's concurrent jobs, each with
+// the point's CPUs as requests and limits per enforcement mode (pinned:
+// Guaranteed whole CPUs and QoS class LSE; quota: limit = request; burst:
+// limit = 2 x request; unbounded: no limit). A pod runs `corepin run ... -o
+// json` on the workload and prints one line "corepin-result {...}" (Marker)
+// holding the point, its place in the sweep and the run's JSON result.
+//
+// Collect reads pod logs (as `kubectl logs` gives them, one per pod or all
+// in one stream), keeps the marked lines and records them (store): the pods'
+// jobs as job rows and, per point and repeat, the metrics the experiment's
+// own analysis reads. A log without a usable result is skipped with a
+// reason, never fatal.
+package jobs

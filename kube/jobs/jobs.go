@@ -1,0 +1,406 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/workload"
+)
+
+// ErrInvalid is wrapped by errors about the options of a sweep.
+var ErrInvalid = errors.New("invalid kube jobs input")
+
+// Sweeps are the bench experiments a cluster sweep can run.
+var Sweeps = []string{"concurrency", "threads", "throughput"}
+
+// Labels and annotations of the generated objects.
+const (
+	LabelSweep      = "corepin.io/sweep"
+	LabelIndex      = "corepin.io/index"
+	LabelRepeat     = "corepin.io/repeat"
+	AnnotationPoint = "corepin.io/point"
+	// MarkerPrefix starts the one log line a pod's result is in.
+	MarkerPrefix = "corepin-result "
+)
+
+// Limits on what a sweep may generate.
+const (
+	MaxRepeats = 100
+	MaxJobs    = 10000
+	maxPods    = 1024 // completions of one Job
+)
+
+// Options describe a sweep to generate.
+type Options struct {
+	// Sweep is concurrency, threads or throughput.
+	Sweep string
+	// Spec is a bench spec file (YAML, may be empty): the section named
+	// after the sweep overrides the defaults, as for `corepin bench --spec`.
+	Spec  []byte
+	Quick bool
+	// Node is the topology of the nodes the Jobs will run on: the sweep
+	// skips points that do not fit it, as bench does on one machine.
+	Node *topology.Topology
+	// Repeats is how many times each point runs (default 3).
+	Repeats int
+	// Image holds corepin at Binary (default "corepin") and /bin/sh.
+	Image, Binary, Namespace string
+	// Memory is each pod's memory request and limit (default 512Mi).
+	Memory string
+}
+
+// Job is one point x repeat of a sweep, before it is a Kubernetes object.
+type Job struct {
+	Index, Repeat int
+	Point         bench.Point
+	// Pods is the number of pods (completions); Parallel run at once.
+	Pods, Parallel int
+	// MilliCPU is each pod's CPU request; LimitMilli its limit, 0 for none.
+	MilliCPU, LimitMilli int64
+	// QoS is the Koordinator QoS class label the pod carries.
+	QoS string
+	// Mode is the point's enforcement mode, as the pod's resources carry it.
+	Mode string
+	// Threads is the workload's thread count: "" (sized to the pod's CPUs
+	// by corepin run), a count, or workload.ThreadsNative.
+	Threads string
+	// Argv is the container's `corepin run` command (the workload after --).
+	Argv []string
+}
+
+// Sweep is a planned sweep: what the Jobs run and what collect needs to
+// record it like a bench run.
+type Sweep struct {
+	Name string `json:"sweep"`
+	// Spec is the experiment's resolved spec, as bench records it.
+	Spec            json.RawMessage `json:"spec"`
+	Quick           bool            `json:"quick"`
+	Repeats         int             `json:"repeats"`
+	TopologySummary string          `json:"topology"`
+	// JobSeconds is how long one pod's job is meant to run (the spec's
+	// job_seconds), for a simulated replay.
+	JobSeconds float64 `json:"-"`
+	Jobs       []Job   `json:"-"`
+}
+
+// jobSpec is the "job" section every sweep's spec has (bench's jobSpec).
+type jobSpec struct {
+	Workload    string  `json:"workload"`
+	JobSeconds  float64 `json:"job_seconds"`
+	ClipWidth   int     `json:"clip_width"`
+	ClipHeight  int     `json:"clip_height"`
+	ClipSeconds int     `json:"clip_seconds"`
+	Preset      string  `json:"preset"`
+}
+
+// Plan resolves o into the Jobs of its sweep.
+func Plan(o Options) (*Sweep, error) {
+	if !contains(Sweeps, o.Sweep) {
+		return nil, fmt.Errorf("%w: sweep %q: choose from %s", ErrInvalid, o.Sweep, strings.Join(Sweeps, ", "))
+	}
+	if o.Node == nil {
+		return nil, fmt.Errorf("%w: no node topology", ErrInvalid)
+	}
+	if o.Repeats == 0 {
+		o.Repeats = 3
+	}
+	if o.Repeats < 1 || o.Repeats > MaxRepeats {
+		return nil, fmt.Errorf("%w: repeats %d: want 1 to %d", ErrInvalid, o.Repeats, MaxRepeats)
+	}
+	if o.Binary == "" {
+		o.Binary = "corepin"
+	}
+	exps, err := bench.Select([]string{o.Sweep})
+	if err != nil {
+		return nil, err
+	}
+	if err := bench.Configure(exps, o.Spec, o.Quick); err != nil {
+		return nil, err
+	}
+	exp := exps[0]
+	c, ok := exp.(bench.Configurable)
+	if !ok {
+		return nil, fmt.Errorf("%w: sweep %s has no spec", ErrInvalid, o.Sweep)
+	}
+	spec, err := json.Marshal(c.CurrentSpec())
+	if err != nil {
+		return nil, fmt.Errorf("recording the %s spec: %w", o.Sweep, err)
+	}
+	var sp struct {
+		Job        jobSpec `json:"job"`
+		JobsPerCPU int     `json:"jobs_per_cpu"`
+	}
+	if err := json.Unmarshal(spec, &sp); err != nil {
+		return nil, fmt.Errorf("reading the %s spec: %w", o.Sweep, err)
+	}
+	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary(), JobSeconds: sp.Job.JobSeconds}
+	n := o.Node.Allowed().Size()
+	for i, p := range exp.Points(&bench.Env{Topo: o.Node, Quick: o.Quick}) {
+		base, err := jobOf(o.Sweep, p, n, sp.JobsPerCPU)
+		if err != nil {
+			return nil, err
+		}
+		if base.Pods < 1 || base.Pods > maxPods {
+			return nil, fmt.Errorf("%w: point %s needs %d pods: want 1 to %d", ErrInvalid, p.Label(), base.Pods, maxPods)
+		}
+		base.Argv = runArgv(o.Binary, sp.Job, base, p.Get("write") == "yes")
+		for r := range o.Repeats {
+			j := base
+			j.Index, j.Repeat, j.Point = i, r, p
+			s.Jobs = append(s.Jobs, j)
+			if len(s.Jobs) > MaxJobs {
+				return nil, fmt.Errorf("%w: more than %d Jobs; use fewer points or repeats", ErrInvalid, MaxJobs)
+			}
+		}
+	}
+	if len(s.Jobs) == 0 {
+		return nil, fmt.Errorf("%w: sweep %s has no point that fits a node of %s", ErrInvalid, o.Sweep, s.TopologySummary)
+	}
+	return s, nil
+}
+
+// jobOf maps a bench point onto pods, by the point's public coordinates.
+func jobOf(sweep string, p bench.Point, n, jobsPerCPU int) (Job, error) {
+	bad := func() (Job, error) {
+		return Job{}, fmt.Errorf("%w: %s point %s is not understood", ErrInvalid, sweep, p.Label())
+	}
+	switch sweep {
+	case "concurrency":
+		k, err1 := strconv.ParseFloat(p.Get("cpus"), 64)
+		c, err2 := strconv.Atoi(p.Get("concurrency"))
+		if err1 != nil || err2 != nil || k <= 0 {
+			return bad()
+		}
+		j := Job{Pods: c, Parallel: c, MilliCPU: int64(math.Round(k * 1000)), Mode: p.Get("mode")}
+		switch j.Mode {
+		case "pinned":
+			j.LimitMilli, j.QoS = j.MilliCPU, "LSE"
+		case "quota":
+			j.LimitMilli, j.QoS = j.MilliCPU, "LS"
+		case "burst":
+			j.LimitMilli, j.QoS = 2*j.MilliCPU, "LS"
+		case "unbounded":
+			j.QoS = "LS"
+		default:
+			return bad()
+		}
+		return j, nil
+	case "threads":
+		k, err := strconv.Atoi(p.Get("cpus"))
+		if err != nil || k < 1 {
+			return bad()
+		}
+		t := p.Get("threads")
+		if t == "auto" {
+			t = workload.ThreadsNative // the encoder's own auto, as bench runs it
+		}
+		return Job{Pods: 1, Parallel: 1, MilliCPU: int64(k) * 1000, LimitMilli: int64(k) * 1000, QoS: "LSE", Mode: "pinned", Threads: t}, nil
+	case "throughput":
+		jobs := max(1, jobsPerCPU*n)
+		cfg := p.Get("config")
+		if cfg == "default" {
+			// Every job at once, unpinned, sharing the node.
+			return Job{Pods: jobs, Parallel: jobs, MilliCPU: max(int64(n)*1000/int64(jobs), 1), QoS: "LS", Mode: "unbounded", Threads: workload.ThreadsNative}, nil
+		}
+		w, k, ok := strings.Cut(cfg, "x")
+		workers, err1 := strconv.Atoi(w)
+		kk, err2 := strconv.Atoi(k)
+		if !ok || err1 != nil || err2 != nil || workers < 1 || kk < 1 {
+			return bad()
+		}
+		return Job{Pods: jobs, Parallel: workers, MilliCPU: int64(kk) * 1000, LimitMilli: int64(kk) * 1000, QoS: "LSE", Mode: "pinned"}, nil
+	}
+	return bad()
+}
+
+// runArgv is the container's `corepin run` command: one job on the pod's
+// CPUs (the pod's cgroup enforces the mode, so inside it runs unbounded),
+// with the workload sized as the point says.
+func runArgv(bin string, js jobSpec, j Job, write bool) []string {
+	cpus := strconv.FormatFloat(float64(j.MilliCPU)/1000, 'f', -1, 64)
+	runThreads, wThreads := "auto", "{threads}"
+	switch j.Threads {
+	case "":
+	case workload.ThreadsNative:
+		wThreads = workload.ThreadsNative
+	default:
+		runThreads = j.Threads
+	}
+	var w []string
+	if js.Workload == bench.WorkloadTranscode {
+		w = workload.TranscodeArgs(workload.ClipOptions{Width: js.ClipWidth, Height: js.ClipHeight, Seconds: js.ClipSeconds},
+			workload.TranscodeOptions{Preset: js.Preset}, wThreads)
+		if write {
+			w = append(w, "--write")
+		}
+	} else {
+		// auto means transcode only where the node has ffmpeg, which the
+		// generator cannot see: the cluster sweep measures spin unless
+		// the spec asks for transcode.
+		w = workload.SpinArgs(time.Duration(js.JobSeconds*float64(time.Second)), wThreads)
+	}
+	argv := []string{bin, "run", "--jobs", "1", "--concurrency", "1", "--cpus", cpus, "--mode", "unbounded", "--threads", runThreads, "-o", "json", "--", bin}
+	return append(argv, w...)
+}
+
+// Marker is the result line a pod prints after MarkerPrefix.
+type Marker struct {
+	Sweep   string          `json:"sweep"`
+	Index   int             `json:"index"`
+	Repeat  int             `json:"repeat"`
+	Point   json.RawMessage `json:"point"`
+	Pods    int             `json:"pods"`
+	Quick   bool            `json:"quick"`
+	Repeats int             `json:"repeats"`
+	// Topology is the summary of the node type the sweep was sized for.
+	Topology string          `json:"topology"`
+	Spec     json.RawMessage `json:"spec"`
+	Pod      string          `json:"pod"`
+	// Result is the `corepin run -o json` job object.
+	Result json.RawMessage `json:"result"`
+}
+
+// Name is the Job's name: corepin-<sweep>-<index>-r<repeat>.
+func (s *Sweep) name(j Job) string {
+	return fmt.Sprintf("corepin-%s-%03d-r%d", s.Name, j.Index, j.Repeat)
+}
+
+// Objects returns the sweep's Jobs as Kubernetes objects.
+func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
+	mem := o.Memory
+	if mem == "" {
+		mem = "512Mi"
+	}
+	memQ, err := resource.ParseQuantity(mem)
+	if err != nil || memQ.Sign() <= 0 {
+		return nil, fmt.Errorf("%w: memory %q: want a Kubernetes quantity such as 512Mi", ErrInvalid, mem)
+	}
+	if o.Image == "" {
+		return nil, fmt.Errorf("%w: no image: give the image that holds corepin", ErrInvalid)
+	}
+	if o.Namespace != "" {
+		if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: namespace %q: %s", ErrInvalid, o.Namespace, errs[0])
+		}
+	}
+	out := make([]batchv1.Job, 0, len(s.Jobs))
+	for _, j := range s.Jobs {
+		pj, err := json.Marshal(j.Point)
+		if err != nil {
+			return nil, err
+		}
+		labels := map[string]string{LabelSweep: s.Name, LabelIndex: fmt.Sprintf("%03d", j.Index), LabelRepeat: strconv.Itoa(j.Repeat)}
+		podLabels := map[string]string{extender.LabelQoSClass: j.QoS}
+		for k, v := range labels {
+			podLabels[k] = v
+		}
+		ann := map[string]string{AnnotationPoint: string(pj)}
+		req := corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(j.MilliCPU, resource.DecimalSI), corev1.ResourceMemory: memQ}
+		lim := corev1.ResourceList{}
+		if j.LimitMilli > 0 {
+			lim[corev1.ResourceCPU] = *resource.NewMilliQuantity(j.LimitMilli, resource.DecimalSI)
+		}
+		if j.QoS == "LSE" {
+			lim[corev1.ResourceMemory] = memQ // Guaranteed: every limit equals its request
+		}
+		script, err := s.script(j, pj, o.Binary)
+		if err != nil {
+			return nil, err
+		}
+		pods, par := int32(j.Pods), int32(j.Parallel)
+		backoff := int32(0)
+		out = append(out, batchv1.Job{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: metav1.ObjectMeta{Name: s.name(j), Namespace: o.Namespace, Labels: labels, Annotations: ann},
+			Spec: batchv1.JobSpec{
+				Parallelism: &par, Completions: &pods, BackoffLimit: &backoff,
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: ann},
+					Spec: corev1.PodSpec{
+						RestartPolicy: corev1.RestartPolicyNever,
+						Containers: []corev1.Container{{
+							Name: "job", Image: o.Image, Command: []string{"/bin/sh", "-c", script},
+							Env:       []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"}},
+							Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
+						}},
+					},
+				},
+			},
+		})
+	}
+	return out, nil
+}
+
+// script runs the point's command and prints its last stdout line as the
+// marked result, keeping the command's exit status.
+func (s *Sweep) script(j Job, point []byte, bin string) (string, error) {
+	m := Marker{Sweep: s.Name, Index: j.Index, Repeat: j.Repeat, Point: point, Pods: j.Pods, Quick: s.Quick,
+		Repeats: s.Repeats, Topology: s.TopologySummary, Spec: s.Spec}
+	head, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	// head ends with ,"pod":"","result":null}; the shell fills both in.
+	prefix, ok := strings.CutSuffix(string(head), `"pod":"","result":null}`)
+	if !ok {
+		return "", fmt.Errorf("encoding the result marker of %s", s.name(j))
+	}
+	return fmt.Sprintf("%s > /tmp/corepin-run.json\nrc=$?\nprintf '%%s%%s%%s%%s%%s}\\n' %s %s \"$HOSTNAME\" '\",\"result\":' \"$(tail -n 1 /tmp/corepin-run.json)\"\nexit $rc\n",
+		shellJoin(j.Argv), shellQuote(MarkerPrefix), shellQuote(prefix+`"pod":"`)), nil
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// WriteYAML writes jobs as one multi-document YAML stream.
+func WriteYAML(w io.Writer, jobs []batchv1.Job) error {
+	for i := range jobs {
+		b, err := yaml.Marshal(&jobs[i])
+		if err != nil {
+			return fmt.Errorf("encoding job %s: %w", jobs[i].Name, err)
+		}
+		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
+			return fmt.Errorf("writing jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,202 @@
+package jobs
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/topology"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// node16 is a 16-CPU node: 2 sockets, one NUMA node each, 4 cores of 2
+// threads per node.
+func node16() *topology.Topology {
+	return topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
+}
+
+func plan(t *testing.T, o Options) (*Sweep, []batchv1.Job) {
+	t.Helper()
+	s, err := Plan(o)
+	if err != nil {
+		t.Fatalf("Plan(%s) error = %v", o.Sweep, err)
+	}
+	objs, err := s.Objects(o)
+	if err != nil {
+		t.Fatalf("Objects() error = %v", err)
+	}
+	return s, objs
+}
+
+// splitYAML splits a multi-document stream on its "---" lines.
+func splitYAML(b []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range bytes.Split(b, []byte("---\n")) {
+		if len(bytes.TrimSpace(d)) > 0 {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+func TestJobsGolden(t *testing.T) {
+	for _, sweep := range Sweeps {
+		t.Run(sweep, func(t *testing.T) {
+			o := Options{Sweep: sweep, Quick: true, Node: node16(), Repeats: 2, Image: "registry.example/corepin:test", Namespace: "bench"}
+			s, objs := plan(t, o)
+			var buf bytes.Buffer
+			if err := WriteYAML(&buf, objs); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", t.Name()+".golden.yaml")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), buf.String()); diff != "" {
+				t.Errorf("YAML differs from %s (-want +got):\n%s", golden, diff)
+			}
+			// Every document is a batch/v1 Job, strictly, numbered in order.
+			docs := splitYAML(buf.Bytes())
+			if len(docs) != len(s.Jobs) {
+				t.Fatalf("%d documents, want %d", len(docs), len(s.Jobs))
+			}
+			for i, d := range docs {
+				var j batchv1.Job
+				if err := yaml.UnmarshalStrict(d, &j); err != nil {
+					t.Fatalf("document %d is not a batch/v1 Job: %v", i, err)
+				}
+				want := fmt.Sprintf("corepin-%s-%03d-r%d", sweep, s.Jobs[i].Index, s.Jobs[i].Repeat)
+				if j.APIVersion != "batch/v1" || j.Kind != "Job" || j.Name != want || j.Namespace != "bench" {
+					t.Errorf("document %d: %s %s %s/%s, want batch/v1 Job bench/%s", i, j.APIVersion, j.Kind, j.Namespace, j.Name, want)
+				}
+				c := j.Spec.Template.Spec.Containers[0]
+				if *j.Spec.Completions != int32(s.Jobs[i].Pods) || c.Resources.Requests.Cpu().MilliValue() != s.Jobs[i].MilliCPU {
+					t.Errorf("document %d: completions %d cpu %s, want %d and %dm", i, *j.Spec.Completions, c.Resources.Requests.Cpu(), s.Jobs[i].Pods, s.Jobs[i].MilliCPU)
+				}
+			}
+		})
+	}
+}
+
+// TestJobsResourcesPerMode checks the concurrency sweep's mapping of an
+// enforcement mode onto a pod's requests, limits and QoS class.
+func TestJobsResourcesPerMode(t *testing.T) {
+	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [3]\n  modes: [pinned, quota, burst, unbounded]\n")
+	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
+	type res struct {
+		Mode, QoS, Request, Limit, MemLimit string
+		Parallel                            int32
+	}
+	var got []res
+	for _, j := range objs {
+		c := j.Spec.Template.Spec.Containers[0]
+		lim := ""
+		if q, ok := c.Resources.Limits["cpu"]; ok {
+			lim = q.String()
+		}
+		mem := ""
+		if q, ok := c.Resources.Limits["memory"]; ok {
+			mem = q.String()
+		}
+		p, err := bench.ParsePoint([]byte(j.Annotations[AnnotationPoint]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res{p.Get("mode"), j.Spec.Template.Labels["koordinator.sh/qosClass"], c.Resources.Requests.Cpu().String(), lim, mem, *j.Spec.Parallelism})
+	}
+	want := []res{
+		{Mode: "pinned", QoS: "LSE", Request: "2", Limit: "2", MemLimit: "512Mi", Parallel: 3},
+		{Mode: "quota", QoS: "LS", Request: "2", Limit: "2", Parallel: 3},
+		{Mode: "burst", QoS: "LS", Request: "2", Limit: "4", Parallel: 3},
+		{Mode: "unbounded", QoS: "LS", Request: "2", Parallel: 3},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("per-mode resources (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		msg  string
+	}{
+		{name: "unknown sweep", o: Options{Sweep: "colocation", Node: node16()}, msg: "choose from concurrency, threads, throughput"},
+		{name: "no node", o: Options{Sweep: "threads"}, msg: "no node topology"},
+		{name: "too many repeats", o: Options{Sweep: "threads", Node: node16(), Repeats: 101}, msg: "want 1 to 100"},
+		{name: "spec unknown field", o: Options{Sweep: "threads", Node: node16(), Spec: []byte("threads:\n  cpu: 2\n")}, msg: "field cpu not found"},
+		{name: "nothing fits", o: Options{Sweep: "concurrency", Node: node16(), Spec: []byte("concurrency:\n  cpus: [64]\n")}, msg: "no point that fits"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Plan(tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("Plan() error = %v, want one containing %q", err, tc.msg)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, bench.ErrUsage) {
+				t.Errorf("Plan() error = %v, want it to match ErrInvalid or bench.ErrUsage", err)
+			}
+		})
+	}
+	s, err := Plan(Options{Sweep: "threads", Node: node16(), Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Objects(Options{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() without an image: error = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Objects(Options{Image: "i", Namespace: "Bench_NS"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() with namespace Bench_NS: error = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Objects(Options{Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() with memory lots: error = %v, want ErrInvalid", err)
+	}
+}
+
+// runScript runs a generated container script under /bin/sh with a fake
+// corepin first on PATH that prints out as `corepin run -o json` would.
+func runScript(t *testing.T, script, pod, out string, code int) []byte {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	bin := t.TempDir()
+	fake := fmt.Sprintf("#!%s\necho 'workload noise {\"job\":9}'\nprintf '%%s\\n' '%s'\nexit %d\n", sh, out, code)
+	if err := os.WriteFile(filepath.Join(bin, "corepin"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sh, "-c", script)
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod}
+	cmd.Dir = t.TempDir()
+	got, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == code) {
+		t.Fatalf("script: %v", err)
+	}
+	if code != 0 && err == nil {
+		t.Fatalf("script exited 0, want %d (the run's status)", code)
+	}
+	return got
+}
