@@ -158,10 +158,10 @@ type State struct {
 
 // Action kinds, as counted in metrics.
 const (
-	ActShrink   = "shrink"            // the level went down
-	ActGrow     = "grow"              // the level went up
-	ActHold     = "hold"              // nothing changed
-	ActBackoff  = "backoff"           // interference cut the cap
+	ActShrink   = "shrink"   // the level went down
+	ActGrow     = "grow"     // the level went up
+	ActHold     = "hold"     // nothing changed
+	ActBackoff  = "backoff"  // interference cut the cap
 	ActFallback = "fallback" // the BE pool was empty: reserved or busy LSR CPUs
 )
 
