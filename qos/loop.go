@@ -1,0 +1,297 @@
+package qos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/measure"
+)
+
+// DefaultTick is the loop's period: short enough to take CPUs back from a
+// batch within a few of a service's requests, long enough that reading
+// every LS thread's schedstat stays below 1% of a CPU.
+const DefaultTick = 200 * time.Millisecond
+
+// MaxLSThreads bounds the LS threads read per tick; beyond it the run
+// delay of the first MaxLSThreads is used.
+const MaxLSThreads = 4096
+
+// Member is one LS (or LSR, LSE) workload the loop watches.
+type Member struct {
+	Group enforce.Group
+	// CPUs are an LSR member's bound CPUs, lent to BE while it is idle.
+	CPUs cpuset.CPUSet
+	LSR  bool
+	// Resources are its settings, the base of a CFS burst grant.
+	Resources enforce.Resources
+}
+
+// Loop reads signals through measure, decides with Decide and writes the
+// plan through enforce, once per Tick. The zero values of the optional
+// fields are usable; Pools, BE and LS are required.
+type Loop struct {
+	Config Config
+	Tick   time.Duration
+	// Proc is the procfs root (os.DirFS("/proc")).
+	Proc fs.FS
+	// Pools returns the node's pools now.
+	Pools func() alloc.Pools
+	// BE returns the BE groups to apply the plan to, and their base
+	// settings (idle, weight); the plan sets cpuset and quota.
+	BE func() ([]enforce.Group, enforce.Resources)
+	// LS returns the LS workloads whose signals count.
+	LS func() []Member
+	// Slice, when set and the kernel takes it, is requested for every LS
+	// thread each tick (EEVDF, sched_setattr).
+	Slice time.Duration
+	// Burst grants CFS burst to throttled LS members with a quota.
+	Burst bool
+	// SystemPSI lets the system-wide /proc/pressure/cpu stand in for LS
+	// groups without cpu.pressure (cgroup v1). Off by default: it counts
+	// BE's own waiting tasks too, so under a saturating batch it reads
+	// high whatever LS feels.
+	SystemPSI bool
+	// Report, when set, receives every tick's outcome.
+	Report func(Report)
+
+	mu    sync.Mutex
+	state State
+	prev  sample
+	last  Report
+}
+
+// Report is one tick's outcome.
+type Report struct {
+	At      time.Time
+	Signals Signals
+	State   State
+	Plan    Plan
+	// Slice says what the slice lever did: "", "1ms", or why not.
+	Slice string
+	// Bursts counts LS members granted a burst this tick.
+	Bursts int
+	Err    error
+}
+
+// sample is one reading of the cumulative counters the signals derive from.
+type sample struct {
+	at        time.Time
+	busy      time.Duration // every CPU's busy time (/proc/stat)
+	beUsage   time.Duration
+	lsWait    time.Duration // LS threads' run delay
+	periods   uint64
+	throttled uint64
+	psi       time.Duration // "some" stall total
+	hasPSI    bool
+	lsrBusy   map[string]time.Duration // usage per LSR member
+}
+
+// signals returns what happened between a and b.
+func signals(a, b sample, lsr []Member) Signals {
+	wall := b.at.Sub(a.at)
+	if wall <= 0 || a.at.IsZero() {
+		return Signals{}
+	}
+	var s Signals
+	if d := (b.busy - a.busy) - (b.beUsage - a.beUsage); d > 0 {
+		s.LSUsage = d.Seconds() / wall.Seconds()
+	}
+	if d := b.lsWait - a.lsWait; d > 0 {
+		s.RunqWait = time.Duration(float64(d) / wall.Seconds())
+	}
+	if p := b.periods - a.periods; b.periods > a.periods && b.throttled >= a.throttled {
+		s.Throttled = float64(b.throttled-a.throttled) / float64(p)
+	}
+	if a.hasPSI && b.hasPSI && b.psi > a.psi {
+		s.PSI = 100 * (b.psi - a.psi).Seconds() / wall.Seconds()
+	}
+	var busy []int
+	for _, m := range lsr {
+		name := m.Group.Name()
+		if used := b.lsrBusy[name] - a.lsrBusy[name]; used.Seconds()/wall.Seconds() > 0.05*float64(m.CPUs.Size()) {
+			busy = append(busy, m.CPUs.List()...)
+		}
+	}
+	s.LSRBusy = cpuset.New(busy...)
+	return s
+}
+
+// read takes one sample. Errors of single members (a workload that just
+// exited) are skipped; only the node's own counters are required.
+func (l *Loop) read(be []enforce.Group, ls []Member) (sample, error) {
+	s := sample{at: time.Now(), lsrBusy: map[string]time.Duration{}}
+	busy, err := measure.ReadCPUBusy(l.Proc, cpuset.CPUSet{})
+	if err != nil {
+		return s, err
+	}
+	s.busy = busy
+	for _, g := range be {
+		if st, err := g.Stats(); err == nil {
+			s.beUsage += st.Usage
+		}
+	}
+	threads := 0
+	var groupPSI bool
+	for _, m := range ls {
+		st, err := m.Group.Stats()
+		if err == nil {
+			s.periods += st.NrPeriods
+			s.throttled += st.NrThrottled
+			if m.LSR {
+				s.lsrBusy[m.Group.Name()] = st.Usage
+			}
+		}
+		if cf, ok := m.Group.(enforce.ControlFiler); ok {
+			if p, err := measure.ReadPSI(cf.ControlFS(), "cpu.pressure"); err == nil {
+				s.psi += p.Some.Total
+				groupPSI = true
+			}
+		}
+		pl, ok := m.Group.(enforce.ProcLister)
+		if !ok {
+			continue
+		}
+		pids, err := pl.Procs()
+		if err != nil {
+			continue
+		}
+		for _, pid := range pids {
+			if threads >= MaxLSThreads {
+				break
+			}
+			threads++
+			if d, err := measure.RunDelay(l.Proc, pid); err == nil {
+				s.lsWait += d
+			}
+		}
+	}
+	s.hasPSI = groupPSI
+	if !groupPSI && l.SystemPSI {
+		if p, err := measure.ReadPSI(l.Proc, measure.PSIFile); err == nil {
+			s.psi, s.hasPSI = p.Some.Total, true
+		}
+	}
+	return s, nil
+}
+
+// Step runs one tick: read, decide, apply. A failure to apply to one BE
+// group does not stop the others; the errors are joined.
+func (l *Loop) Step() Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := l.Config.WithDefaults()
+	if l.Proc == nil {
+		l.Proc = os.DirFS("/proc")
+	}
+	be, base := l.BE()
+	ls := l.LS()
+	rep := Report{At: time.Now()}
+	cur, err := l.read(be, ls)
+	if err != nil {
+		rep.Err = fmt.Errorf("reading signals: %w", err)
+		l.last = rep
+		return rep
+	}
+	var lsr []Member
+	for _, m := range ls {
+		if m.LSR {
+			lsr = append(lsr, m)
+		}
+	}
+	rep.Signals = signals(l.prev, cur, lsr)
+	l.prev = cur
+	st, plan, err := Decide(cfg, l.Pools(), l.state, rep.Signals)
+	if err != nil {
+		rep.Err = err
+		l.last = rep
+		return rep
+	}
+	l.state, rep.State, rep.Plan = st, st, plan
+	var errs []error
+	if len(be) > 0 {
+		r := plan.Resources(base)
+		for _, g := range be {
+			if err := g.Update(r); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if l.Burst && rep.Signals.Throttled > 0 {
+		for _, m := range ls {
+			if r, ok := LSBurst(m.Resources, rep.Signals.Throttled); ok {
+				if err := m.Group.Update(r); err == nil {
+					rep.Bursts++
+				}
+			}
+		}
+	}
+	rep.Slice = l.applySlice(ls)
+	rep.Err = errors.Join(errs...)
+	l.last = rep
+	return rep
+}
+
+// applySlice requests l.Slice for every LS thread where the kernel takes it.
+func (l *Loop) applySlice(ls []Member) string {
+	if l.Slice == 0 {
+		return ""
+	}
+	if f := ProbeThreads(); f.Slice != Supported {
+		return "slice " + f.Slice.String() + ": kernel default slices"
+	}
+	for _, m := range ls {
+		if pl, ok := m.Group.(enforce.ProcLister); ok {
+			pids, _ := pl.Procs()
+			for _, pid := range pids {
+				_ = enforce.SetThreadSched(pid, enforce.ThreadSched{Slice: l.Slice}) // best effort: a thread may exit meanwhile
+			}
+		}
+	}
+	return l.Slice.String()
+}
+
+// Last returns the latest tick's report.
+func (l *Loop) Last() Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// Run ticks until ctx ends. It validates the config first.
+func (l *Loop) Run(ctx context.Context) error {
+	if err := l.Config.WithDefaults().Validate(); err != nil {
+		return err
+	}
+	if l.Pools == nil || l.BE == nil || l.LS == nil {
+		return fmt.Errorf("starting the qos loop: %w: Pools, BE and LS are required", ErrInvalidConfig)
+	}
+	tick := cmpOrDur(l.Tick, DefaultTick)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		rep := l.Step()
+		if l.Report != nil {
+			l.Report(rep)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func cmpOrDur(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
