@@ -86,6 +86,8 @@ type Node struct {
 	// the LS and BE groups.
 	st    *alloc.State
 	pools alloc.Pools
+	// qos is the QoS controller's host, when StartQoS runs it.
+	qos *qosHost
 }
 
 // entry is one admitted workload.
@@ -398,7 +400,7 @@ func (n *Node) resources(e *entry) enforce.Resources {
 	case alloc.LS:
 		return runner.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
 	case alloc.BE:
-		return runner.ClassResources(q, k, pools.BE, cpuset.CPUSet{})
+		return n.bePlanned(runner.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
 		set, _ := cpuset.Parse(e.a.Cpuset)
 		mems, _ := cpuset.Parse(e.rec.NUMANodes)
