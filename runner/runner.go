@@ -147,6 +147,11 @@ type Runner struct {
 	// Output, if set, receives each job's stdout when it ends, whole jobs
 	// at a time (like GNU parallel --group).
 	Output func(job int, stdout []byte)
+	// OnGroup, if set, is called with a job's group once its process
+	// started (live) and again once it ended (not live), from the job's
+	// goroutine: the QoS loop of `corepin run --qos BE` follows the live
+	// groups this way.
+	OnGroup func(job int, g enforce.Group, live bool)
 }
 
 // Run runs every job of spec and returns their results in job order. When
@@ -337,6 +342,10 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 	}
 	out.startedOK = true
 	started(out.Cpuset)
+	if r.OnGroup != nil && p.Group() != nil {
+		r.OnGroup(i, p.Group(), true)
+		defer r.OnGroup(i, p.Group(), false)
+	}
 	ex, err := p.Wait()
 	if err != nil {
 		out.Error = err.Error()

@@ -555,3 +555,22 @@ func TestClassResources(t *testing.T) {
 		})
 	}
 }
+
+// TestRunOnGroup: each job's live group is reported once started and
+// again once ended, so a QoS loop can follow the batch's groups.
+func TestRunOnGroup(t *testing.T) {
+	d, _ := realDriver(t)
+	var mu sync.Mutex
+	var events []string
+	r := &Runner{Driver: d, Pool: online(t), OnGroup: func(job int, g enforce.Group, live bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf("%d %s %v", job, g.Name(), live))
+	}}
+	if _, err := r.Run(context.Background(), Spec{Commands: [][]string{{"true"}}, Concurrency: 1, CPUs: 1, Mode: Unbounded, QoS: BE}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0 job-0 true", "0 job-0 false"}, events); diff != "" {
+		t.Errorf("OnGroup events (-want +got):\n%s", diff)
+	}
+}
