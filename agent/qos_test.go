@@ -86,3 +86,22 @@ func TestStartQoSReal(t *testing.T) {
 		t.Errorf("QoSStatus() lever %q mechanism %q, want a lever and cpuset", st.Lever, st.Mechanism)
 	}
 }
+
+// FuzzParseConfig: no input makes ParseConfig panic or hang, and a config
+// it accepts (qos section included) validates.
+func FuzzParseConfig(f *testing.F) {
+	f.Add("qos:\n  enabled: true\n  mechanism: quota\n  threshold: 0.5\n  slice: 1ms\n")
+	f.Add("reserved_cpus: 0\nqos:\n  tick: 20ms\n  backoff: 0.9\n  runq_high: 1s\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseConfig(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseConfig accepted %q, Validate = %v", s, err)
+		}
+		if err := c.QoS.Config.WithDefaults().Validate(); err != nil {
+			t.Fatalf("ParseConfig accepted qos %+v: %v", c.QoS, err)
+		}
+	})
+}
