@@ -73,35 +73,19 @@ func TaskSlice(tid int) (slice time.Duration, idle bool, err error) {
 	return time.Duration(a.Runtime), a.Policy == unix.SCHED_IDLE, nil
 }
 
-// SetThreadSched applies s to every thread of process pid, in passes until
-// one finds no new thread (threads created meanwhile inherit from their
-// creator). A thread that exits meanwhile is skipped.
+// SetThreadSched applies s to every thread of process pid (eachThread:
+// threads created meanwhile inherit from their creator). A thread that
+// exits meanwhile is skipped.
 func SetThreadSched(pid int, s ThreadSched) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	done := map[int]bool{}
-	for pass := 0; pass < 16; pass++ {
-		tids, err := threads(pid)
-		if err != nil {
-			return err
+	return eachThread(pid, func(tid int) error {
+		if err := SetTaskSched(tid, s); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("scheduling pid %d: %w", pid, err)
 		}
-		fresh := 0
-		for _, tid := range tids {
-			if done[tid] {
-				continue
-			}
-			fresh++
-			done[tid] = true
-			if err := SetTaskSched(tid, s); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("scheduling pid %d: %w", pid, err)
-			}
-		}
-		if fresh == 0 {
-			return nil
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // KernelAtLeast reports whether the running kernel is at least
