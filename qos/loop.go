@@ -81,17 +81,36 @@ type Report struct {
 	Err    error
 }
 
-// sample is one reading of the cumulative counters the signals derive from.
+// sample is one reading of the cumulative counters the signals derive
+// from. Per-member counters are keyed by group name or pid, so a member
+// that came or went between two samples adds nothing to a delta (its
+// whole history would otherwise read as one tick's use or wait).
 type sample struct {
 	at        time.Time
-	busy      time.Duration // every CPU's busy time (/proc/stat)
-	beUsage   time.Duration
-	lsWait    time.Duration // LS threads' run delay
-	periods   uint64
-	throttled uint64
-	psi       time.Duration // "some" stall total
-	hasPSI    bool
+	busy      time.Duration            // every CPU's busy time (/proc/stat)
+	be        map[string]time.Duration // usage per BE group
+	wait      map[int]time.Duration    // run delay per LS process
+	periods   map[string]uint64        // CFS periods per LS group
+	throttled map[string]uint64        // throttled periods per LS group
+	psi       map[string]time.Duration // "some" stall total per source
 	lsrBusy   map[string]time.Duration // usage per LSR member
+}
+
+func newSample() sample {
+	return sample{at: time.Now(), be: map[string]time.Duration{}, wait: map[int]time.Duration{}, periods: map[string]uint64{},
+		throttled: map[string]uint64{}, psi: map[string]time.Duration{}, lsrBusy: map[string]time.Duration{}}
+}
+
+// delta sums b[k]-a[k] over the keys in both samples whose counter did
+// not go backwards.
+func delta[K comparable, V ~int64 | ~uint64](a, b map[K]V) V {
+	var sum V
+	for k, vb := range b {
+		if va, ok := a[k]; ok && vb >= va {
+			sum += vb - va
+		}
+	}
+	return sum
 }
 
 // signals returns what happened between a and b.
@@ -101,17 +120,17 @@ func signals(a, b sample, lsr []Member) Signals {
 		return Signals{}
 	}
 	var s Signals
-	if d := (b.busy - a.busy) - (b.beUsage - a.beUsage); d > 0 {
+	if d := (b.busy - a.busy) - delta(a.be, b.be); d > 0 {
 		s.LSUsage = d.Seconds() / wall.Seconds()
 	}
-	if d := b.lsWait - a.lsWait; d > 0 {
+	if d := delta(a.wait, b.wait); d > 0 {
 		s.RunqWait = time.Duration(float64(d) / wall.Seconds())
 	}
-	if p := b.periods - a.periods; b.periods > a.periods && b.throttled >= a.throttled {
-		s.Throttled = float64(b.throttled-a.throttled) / float64(p)
+	if p := delta(a.periods, b.periods); p > 0 {
+		s.Throttled = min(1, float64(delta(a.throttled, b.throttled))/float64(p))
 	}
-	if a.hasPSI && b.hasPSI && b.psi > a.psi {
-		s.PSI = 100 * (b.psi - a.psi).Seconds() / wall.Seconds()
+	if d := delta(a.psi, b.psi); d > 0 {
+		s.PSI = min(100, 100*d.Seconds()/wall.Seconds())
 	}
 	var busy []int
 	for _, m := range lsr {
@@ -127,7 +146,7 @@ func signals(a, b sample, lsr []Member) Signals {
 // read takes one sample. Errors of single members (a workload that just
 // exited) are skipped; only the node's own counters are required.
 func (l *Loop) read(be []enforce.Group, ls []Member) (sample, error) {
-	s := sample{at: time.Now(), lsrBusy: map[string]time.Duration{}}
+	s := newSample()
 	busy, err := measure.ReadCPUBusy(l.Proc, cpuset.CPUSet{})
 	if err != nil {
 		return s, err
@@ -135,24 +154,21 @@ func (l *Loop) read(be []enforce.Group, ls []Member) (sample, error) {
 	s.busy = busy
 	for _, g := range be {
 		if st, err := g.Stats(); err == nil {
-			s.beUsage += st.Usage
+			s.be[g.Name()] = st.Usage
 		}
 	}
 	threads := 0
-	var groupPSI bool
 	for _, m := range ls {
-		st, err := m.Group.Stats()
-		if err == nil {
-			s.periods += st.NrPeriods
-			s.throttled += st.NrThrottled
+		name := m.Group.Name()
+		if st, err := m.Group.Stats(); err == nil {
+			s.periods[name], s.throttled[name] = st.NrPeriods, st.NrThrottled
 			if m.LSR {
-				s.lsrBusy[m.Group.Name()] = st.Usage
+				s.lsrBusy[name] = st.Usage
 			}
 		}
 		if cf, ok := m.Group.(enforce.ControlFiler); ok {
 			if p, err := measure.ReadPSI(cf.ControlFS(), "cpu.pressure"); err == nil {
-				s.psi += p.Some.Total
-				groupPSI = true
+				s.psi[name] = p.Some.Total
 			}
 		}
 		pl, ok := m.Group.(enforce.ProcLister)
@@ -169,14 +185,13 @@ func (l *Loop) read(be []enforce.Group, ls []Member) (sample, error) {
 			}
 			threads++
 			if d, err := measure.RunDelay(l.Proc, pid); err == nil {
-				s.lsWait += d
+				s.wait[pid] = d
 			}
 		}
 	}
-	s.hasPSI = groupPSI
-	if !groupPSI && l.SystemPSI {
+	if len(s.psi) == 0 && l.SystemPSI {
 		if p, err := measure.ReadPSI(l.Proc, measure.PSIFile); err == nil {
-			s.psi, s.hasPSI = p.Some.Total, true
+			s.psi["/"] = p.Some.Total
 		}
 	}
 	return s, nil

@@ -37,10 +37,14 @@ func (g *recGroup) Remove() error                 { return nil }
 func TestSignals(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	lsr := &recGroup{name: "lsr"}
-	a := sample{at: t0, busy: 10 * time.Second, beUsage: 4 * time.Second, lsWait: time.Second, periods: 100, throttled: 10,
-		psi: time.Second, hasPSI: true, lsrBusy: map[string]time.Duration{"lsr": 0}}
-	b := sample{at: t0.Add(time.Second), busy: 11500 * time.Millisecond, beUsage: 5 * time.Second, lsWait: 1100 * time.Millisecond,
-		periods: 110, throttled: 12, psi: 1200 * time.Millisecond, hasPSI: true, lsrBusy: map[string]time.Duration{"lsr": 500 * time.Millisecond}}
+	a := sample{at: t0, busy: 10 * time.Second, be: map[string]time.Duration{"be": 4 * time.Second},
+		wait: map[int]time.Duration{7: time.Second, 8: time.Second}, periods: map[string]uint64{"ls": 100}, throttled: map[string]uint64{"ls": 10},
+		psi: map[string]time.Duration{"ls": time.Second}, lsrBusy: map[string]time.Duration{"lsr": 0}}
+	// pid 8 exited and pid 9 started with an hour of wait behind it, a
+	// BE group came with an hour of use: neither counts.
+	b := sample{at: t0.Add(time.Second), busy: 11500 * time.Millisecond, be: map[string]time.Duration{"be": 5 * time.Second, "new-be": time.Hour},
+		wait: map[int]time.Duration{7: 1100 * time.Millisecond, 9: time.Hour}, periods: map[string]uint64{"ls": 110}, throttled: map[string]uint64{"ls": 12},
+		psi: map[string]time.Duration{"ls": 1200 * time.Millisecond}, lsrBusy: map[string]time.Duration{"lsr": 500 * time.Millisecond}}
 	got := signals(a, b, []Member{{Group: lsr, CPUs: cpuset.New(3), LSR: true}})
 	want := Signals{LSUsage: 0.5, RunqWait: 100 * time.Millisecond, Throttled: 0.2, PSI: 20, LSRBusy: cpuset.New(3)}
 	if !got.LSRBusy.Equals(want.LSRBusy) || got.RunqWait != want.RunqWait || !near(got.LSUsage, want.LSUsage) ||
