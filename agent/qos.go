@@ -23,6 +23,7 @@ import (
 //	  mechanism: cpuset      # or quota
 //	  threshold: 0.65        # Koordinator's suppression threshold
 //	  slice: 1ms             # EEVDF slice for LS threads (Linux 6.12+)
+//	  be_slice: 100us        # and for BE threads: a pick of BE ends sooner
 //	  burst: true            # CFS burst for throttled LS workloads
 type QoSConfig struct {
 	Enabled bool `yaml:"enabled"`
@@ -30,6 +31,8 @@ type QoSConfig struct {
 	Tick time.Duration `yaml:"tick"`
 	// Slice is requested for every LS thread where the kernel takes it.
 	Slice time.Duration `yaml:"slice"`
+	// BESlice is requested for every BE thread (qos.Loop.BESlice).
+	BESlice time.Duration `yaml:"be_slice"`
 	// Burst grants CFS burst to throttled LS workloads.
 	Burst bool `yaml:"burst"`
 	// SystemPSI uses /proc/pressure/cpu where groups have no pressure
@@ -45,6 +48,9 @@ func (c QoSConfig) Validate() error {
 	}
 	if err := (enforce.ThreadSched{Slice: c.Slice}).Validate(); err != nil {
 		return fmt.Errorf("%w: qos.slice %v: give %v to %v", ErrInvalid, c.Slice, enforce.MinSlice, enforce.MaxSlice)
+	}
+	if err := (enforce.ThreadSched{Slice: c.BESlice}).Validate(); err != nil {
+		return fmt.Errorf("%w: qos.be_slice %v: give %v to %v", ErrInvalid, c.BESlice, enforce.MinSlice, enforce.MaxSlice)
 	}
 	if err := c.Config.WithDefaults().Validate(); err != nil {
 		return fmt.Errorf("%w: qos: %v", ErrInvalid, err)
@@ -90,7 +96,7 @@ func (n *Node) StartQoS(ctx context.Context, c QoSConfig) error {
 		return err
 	}
 	h := &qosHost{st: QoSStatus{Mechanism: string(c.Config.WithDefaults().Mechanism), Actions: map[string]uint64{}}}
-	h.loop = &qos.Loop{Config: c.Config, Tick: c.Tick, Slice: c.Slice, Burst: c.Burst, SystemPSI: c.SystemPSI,
+	h.loop = &qos.Loop{Config: c.Config, Tick: c.Tick, Slice: c.Slice, BESlice: c.BESlice, Burst: c.Burst, SystemPSI: c.SystemPSI,
 		Pools: func() alloc.Pools {
 			n.mu.Lock()
 			defer n.mu.Unlock()

@@ -238,6 +238,7 @@ func TestColocationPlacements(t *testing.T) {
 		{policy: polSuppressQuota, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polInterference, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polSlice, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polBESlice, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polQoS, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polThreadIdle, svcCPUs: "0-2", batchCP: "0-2"},
 	} {

@@ -26,26 +26,31 @@ const (
 	polSuppressQuota  = "suppress-quota"  // the same budget as a CFS quota on BE
 	polInterference   = "interference"    // AIMD on the service's run-queue wait and throttling
 	polSlice          = "slice"           // a 1 ms EEVDF slice for the service's threads (Linux 6.12+)
+	polBESlice        = "be-slice"        // a 0.1 ms EEVDF slice for the batch's threads: a pick of the idle batch ends sooner
 	polThreadIdle     = "sched-idle"      // SCHED_IDLE on every batch thread, no cpu.idle
 	polQoS            = "qos"             // the full controller: budget, interference and slice
 )
 
 // qosPolicies are the policies that run the controller's loop or levers.
-var qosPolicies = []string{polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polThreadIdle, polQoS}
+var qosPolicies = []string{polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polBESlice, polThreadIdle, polQoS}
 
 // qosTick is the loop's period in the experiment: a tenth of a second
 // takes CPUs back within a few requests of the built-in service.
 const qosTick = 100 * time.Millisecond
 
-// qosSlice is the slice requested for the service's threads.
-const qosSlice = time.Millisecond
+// qosSlice is the slice requested for the service's threads, qosBESlice
+// the one for the batch's (the kernel's minimum).
+const (
+	qosSlice   = time.Millisecond
+	qosBESlice = enforce.MinSlice
+)
 
 // qosSetup is what a controller policy runs for one point: a loop
 // config (nil for a lever-only policy), a slice, per-thread SCHED_IDLE.
 type qosSetup struct {
-	loop       *qos.Config
-	slice      time.Duration
-	threadIdle bool
+	loop           *qos.Config
+	slice, beSlice time.Duration
+	threadIdle     bool
 }
 
 // qosSetupFor returns the controller setup of policy, or false for a
@@ -60,10 +65,12 @@ func qosSetupFor(policy string) (qosSetup, bool) {
 		return qosSetup{loop: &qos.Config{Mechanism: qos.Cpuset, InterferenceOnly: true}}, true
 	case polSlice:
 		return qosSetup{slice: qosSlice}, true
+	case polBESlice:
+		return qosSetup{beSlice: qosBESlice}, true
 	case polThreadIdle:
 		return qosSetup{threadIdle: true}, true
 	case polQoS:
-		return qosSetup{loop: &qos.Config{Mechanism: qos.Cpuset}, slice: qosSlice}, true
+		return qosSetup{loop: &qos.Config{Mechanism: qos.Cpuset}, slice: qosSlice, beSlice: qosBESlice}, true
 	}
 	return qosSetup{}, false
 }
@@ -78,7 +85,7 @@ func sliceAll(svc *proc.Process, slice time.Duration) error {
 		}
 	}
 	for _, pid := range pids {
-		if err := enforce.SetThreadSched(pid, enforce.ThreadSched{Slice: slice}); err != nil {
+		if err := enforce.SetThreadSlice(pid, slice); err != nil {
 			return err
 		}
 	}
@@ -112,13 +119,22 @@ func startQoS(ctx context.Context, policy string, work cpuset.CPUSet, svc *proc.
 			}
 		}
 	}
-	if s.slice != 0 && svc != nil {
+	if s.slice != 0 || s.beSlice != 0 {
+		var err error
 		if f := qos.ProbeThreads(); f.Slice != qos.Supported {
-			q.slice = "none (slice " + f.Slice.String() + ")"
-		} else if err := sliceAll(svc, s.slice); err != nil {
+			err = fmt.Errorf("slice %s", f.Slice)
+		}
+		if err == nil && s.slice != 0 && svc != nil {
+			err = sliceAll(svc, s.slice)
+		}
+		for _, p := range batch {
+			if err == nil && s.beSlice != 0 {
+				err = enforce.SetThreadSlice(p.Pid(), s.beSlice)
+			}
+		}
+		q.slice = "applied"
+		if err != nil {
 			q.slice = "none (" + err.Error() + ")"
-		} else {
-			q.slice = s.slice.String()
 		}
 	}
 	if s.loop == nil {
@@ -128,7 +144,7 @@ func startQoS(ctx context.Context, policy string, work cpuset.CPUSet, svc *proc.
 	if svc != nil && svc.Group() != nil {
 		ls = []qos.Member{{Group: svc.Group()}}
 	}
-	l := &qos.Loop{Config: *s.loop, Tick: qosTick, Proc: os.DirFS("/proc"), Slice: s.slice,
+	l := &qos.Loop{Config: *s.loop, Tick: qosTick, Proc: os.DirFS("/proc"), Slice: s.slice, BESlice: s.beSlice,
 		Pools: func() alloc.Pools { return alloc.Pools{LS: work} },
 		BE:    func() ([]enforce.Group, enforce.Resources) { return []enforce.Group{bg}, batchRes },
 		LS:    func() []qos.Member { return ls },
@@ -186,7 +202,7 @@ func qosTable(svc string, pts []PointResult) (Table, bool) {
 		}
 		slice := "-"
 		if v := p.Median("qos_slice_applied"); !math.IsNaN(v) {
-			slice = map[bool]string{true: "1ms", false: "not taken"}[v >= 0.5]
+			slice = map[bool]string{true: "taken", false: "not taken"}[v >= 0.5]
 		}
 		t.Rows = append(t.Rows, []string{pol, fmtF(p.Median("qos_be_cpus")), fmtF(p.Median("qos_shrinks_per_s")),
 			fmtF(p.Median("qos_grows_per_s")), fmtF(p.Median("qos_backoffs_per_s")), slice})

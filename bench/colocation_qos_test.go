@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/qos"
 )
 
@@ -24,7 +25,10 @@ func TestQoSSetupFor(t *testing.T) {
 	if s, _ := qosSetupFor(polSuppressQuota); s.loop == nil || s.loop.Mechanism != qos.Quota || !s.loop.UsageOnly {
 		t.Errorf("suppress-quota = %+v, want a usage-only quota loop", s.loop)
 	}
-	if s, _ := qosSetupFor(polQoS); s.loop == nil || s.slice == 0 || s.loop.UsageOnly || s.loop.InterferenceOnly {
+	if s, _ := qosSetupFor(polBESlice); s.beSlice != enforce.MinSlice || s.slice != 0 || s.loop != nil {
+		t.Errorf("be-slice = %+v, want only the kernel's minimum slice on the batch", s)
+	}
+	if s, _ := qosSetupFor(polQoS); s.loop == nil || s.slice == 0 || s.beSlice == 0 || s.loop.UsageOnly || s.loop.InterferenceOnly {
 		t.Errorf("qos = %+v, want the full loop with a slice", s)
 	}
 }
@@ -46,7 +50,7 @@ func TestQoSTable(t *testing.T) {
 	}
 	want := [][]string{
 		{polSuppressCpuset, "1.60", "3.00", "1.00", "0.00", "-"},
-		{polSlice, "-", "-", "-", "-", "1ms"},
+		{polSlice, "-", "-", "-", "-", "taken"},
 		{polThreadIdle, "-", "-", "-", "-", "-"},
 	}
 	if diff := cmp.Diff(want, tab.Rows); diff != "" {

@@ -221,7 +221,7 @@ func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 			pl.batchRes.Idle = true // BE borrows the LSR CPUs when idle
 			pl.batchDriver = e.be
 		}
-	case polCorepin, polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polQoS:
+	case polCorepin, polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polBESlice, polQoS:
 		pl.batchRes.Idle = true
 		pl.batchDriver = e.be
 	case polThreadIdle:

@@ -22,10 +22,13 @@ type ThreadSched struct {
 	// Idle puts the thread in SCHED_IDLE: it runs only when no normal
 	// thread on its CPU wants to (sched(7)).
 	Idle bool
-	// Slice, when set and Idle is not, keeps the thread SCHED_OTHER at
-	// its nice value and asks EEVDF for this slice (sched_attr.sched_runtime,
-	// Linux 6.12+): a shorter slice gets a thread on a CPU sooner after it
-	// wakes. Older kernels ignore it; TaskSlice reads back what was kept.
+	// Slice asks EEVDF for this slice (sched_attr.sched_runtime, Linux
+	// 6.12+; a SCHED_OTHER thread keeps its nice value). A shorter slice
+	// gets a latency-sensitive thread on a CPU sooner after it wakes; on a
+	// best-effort thread it bounds how long it runs once picked, and a
+	// group's entity takes its children's shortest slice where the kernel
+	// propagates it. Older kernels ignore it, and so does 6.18 for a
+	// SCHED_IDLE thread; TaskSlice reads back what was kept.
 	Slice time.Duration
 }
 
@@ -34,9 +37,6 @@ type ThreadSched struct {
 func (s ThreadSched) Validate() error {
 	if s.Slice != 0 && (s.Slice < MinSlice || s.Slice > MaxSlice) {
 		return fmt.Errorf("%w: slice %v outside [%v, %v]", ErrInvalidResources, s.Slice, MinSlice, MaxSlice)
-	}
-	if s.Idle && s.Slice != 0 {
-		return fmt.Errorf("%w: a slice on a SCHED_IDLE thread", ErrInvalidResources)
 	}
 	return nil
 }
@@ -54,7 +54,7 @@ func SetTaskSched(tid int, s ThreadSched) error {
 	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL, Nice: cur.Nice, Runtime: uint64(s.Slice)}
 	if s.Idle {
-		attr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+		attr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE, Runtime: uint64(s.Slice)}
 	}
 	if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
 		return fmt.Errorf("setting the scheduling of thread %d: %w", tid, err)
@@ -96,4 +96,31 @@ func KernelAtLeast(major, minor int) bool {
 		return false
 	}
 	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// SetThreadSlice requests slice (see ThreadSched.Slice; 0: the kernel
+// default) for every thread of process pid, keeping each thread's policy
+// (SCHED_OTHER or SCHED_IDLE) and nice value. A thread that exits
+// meanwhile is skipped.
+func SetThreadSlice(pid int, slice time.Duration) error {
+	if err := (ThreadSched{Slice: slice}).Validate(); err != nil {
+		return err
+	}
+	return eachThread(pid, func(tid int) error {
+		cur, err := unix.SchedGetAttr(tid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the scheduling of thread %d: %w", tid, err)
+		}
+		if cur.Policy != unix.SCHED_NORMAL && cur.Policy != unix.SCHED_IDLE && cur.Policy != unix.SCHED_BATCH {
+			return nil // a real-time thread has no fair slice
+		}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: cur.Policy, Nice: cur.Nice, Runtime: uint64(slice)}
+		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("setting the slice of thread %d: %w", tid, err)
+		}
+		return nil
+	})
 }

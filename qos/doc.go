@@ -49,7 +49,13 @@
 // Probe reports, once per process and tri-state (cilium's FeatureTest), which
 // of the newer levers this kernel takes: cpu.idle, the minimal weight,
 // SCHED_IDLE per thread and, on EEVDF kernels (Linux 6.12+), a shorter
-// requested slice for LS threads set with sched_setattr(2) (sched_runtime is
-// the slice on SCHED_OTHER). Levers picks the best available and says which
-// it used and why the others were not.
+// requested slice set with sched_setattr(2) (sched_runtime is the slice on
+// SCHED_OTHER). BestLever picks the best BE priority lever available and
+// says why the others were not used. Loop.Slice asks a short slice for LS
+// threads (they win the CPU sooner after waking); Loop.BESlice asks the
+// kernel's minimum for BE threads in an idle group: an idle entity still
+// gets a pick now and then, and holds the CPU for its whole slice, which
+// on a 2-CPU machine is a few milliseconds of a service's tail. Linux 6.18
+// keeps the default slice for SCHED_IDLE threads, so BESlice acts on BE
+// run under cpu.idle, not under per-thread SCHED_IDLE.
 package qos

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,8 +51,13 @@ type Loop struct {
 	// LS returns the LS workloads whose signals count.
 	LS func() []Member
 	// Slice, when set and the kernel takes it, is requested for every LS
-	// thread each tick (EEVDF, sched_setattr).
+	// thread each tick (EEVDF, sched_setattr): LS work wins the CPU sooner
+	// after it wakes.
 	Slice time.Duration
+	// BESlice, likewise, for every BE thread: once picked (an idle
+	// entity still gets a pick now and then, for its whole slice), BE
+	// holds the CPU at most this long before LS gets it back.
+	BESlice time.Duration
 	// Burst grants CFS burst to throttled LS members with a quota.
 	Burst bool
 	// SystemPSI lets the system-wide /proc/pressure/cpu stand in for LS
@@ -248,29 +254,38 @@ func (l *Loop) Step() Report {
 			}
 		}
 	}
-	rep.Slice = l.applySlice(ls)
+	var lsGroups []enforce.Group
+	for _, m := range ls {
+		lsGroups = append(lsGroups, m.Group)
+	}
+	rep.Slice = applySlice("ls", lsGroups, l.Slice)
+	if b := applySlice("be", be, l.BESlice); b != "" {
+		rep.Slice = strings.TrimPrefix(rep.Slice+", "+b, ", ")
+	}
 	rep.Err = errors.Join(errs...)
 	l.last = rep
 	return rep
 }
 
-// applySlice requests l.Slice for every LS thread where the kernel takes it.
-func (l *Loop) applySlice(ls []Member) string {
-	if l.Slice == 0 {
+// applySlice requests slice for every thread of groups where the kernel
+// takes it, and says what it did ("ls 1ms", or why not; "" without a
+// slice). A thread that exits meanwhile is skipped.
+func applySlice(who string, groups []enforce.Group, slice time.Duration) string {
+	if slice == 0 {
 		return ""
 	}
 	if f := ProbeThreads(); f.Slice != Supported {
-		return "slice " + f.Slice.String() + ": kernel default slices"
+		return who + " slice " + f.Slice.String() + ": kernel default"
 	}
-	for _, m := range ls {
-		if pl, ok := m.Group.(enforce.ProcLister); ok {
+	for _, g := range groups {
+		if pl, ok := g.(enforce.ProcLister); ok {
 			pids, _ := pl.Procs()
 			for _, pid := range pids {
-				_ = enforce.SetThreadSched(pid, enforce.ThreadSched{Slice: l.Slice}) // best effort: a thread may exit meanwhile
+				_ = enforce.SetThreadSlice(pid, slice) // best effort: keeps SCHED_IDLE threads idle
 			}
 		}
 	}
-	return l.Slice.String()
+	return who + " " + slice.String()
 }
 
 // Last returns the latest tick's report.
