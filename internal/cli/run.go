@@ -300,7 +300,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 		},
 	}
 	var q *runQoS
-	if spec.QoS == runner.BE && driver.Name() != enforce.NameAffinity {
+	if spec.QoS == runner.BE && spec.Mode != runner.Pinned && driver.Name() != enforce.NameAffinity {
 		qctx, qstop := context.WithCancel(ctx)
 		defer qstop()
 		q = startRunQoS(qctx, r, pool, e.stderr)

@@ -22,7 +22,8 @@ import (
 // when no agent does: usage-driven suppression (Koordinator's budget) of
 // the batch's groups on pool, against whatever else the machine runs. It
 // knows no LS groups, so the interference signals (which need the LS
-// threads) stay off; the agent runs the full controller.
+// threads) stay off; the agent runs the full controller. Pinned BE jobs
+// keep their own CPUs: the loop runs only over jobs on the shared pool.
 type runQoS struct {
 	loop *qos.Loop
 	mu   sync.Mutex
