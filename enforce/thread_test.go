@@ -33,12 +33,7 @@ func TestThreadSchedValidate(t *testing.T) {
 // TestSetThreadSchedReal sets SCHED_IDLE and a requested slice on a real
 // child process and reads both back from the kernel.
 func TestSetThreadSchedReal(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep binary: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	pid := cmd.Process.Pid
+	pid := startSleeper(t)
 
 	if err := SetThreadSched(pid, ThreadSched{Idle: true}); err != nil {
 		t.Fatalf("SetThreadSched(idle) error: %v", err)
@@ -62,12 +57,7 @@ func TestSetThreadSchedReal(t *testing.T) {
 // TestSetThreadSliceKeepsPolicy: a slice on a SCHED_IDLE process keeps it
 // SCHED_IDLE (BE threads stay idle under the controller's BE slice).
 func TestSetThreadSliceKeepsPolicy(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep binary: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	pid := cmd.Process.Pid
+	pid := startSleeper(t)
 	if err := SetThreadSched(pid, ThreadSched{Idle: true}); err != nil {
 		t.Fatalf("SetThreadSched(idle) error: %v", err)
 	}
@@ -89,4 +79,15 @@ func TestSetThreadSliceKeepsPolicy(t *testing.T) {
 	if slice, idle, err := TaskSlice(pid); err != nil || idle || (KernelAtLeast(6, 12) && slice != 200*time.Microsecond) {
 		t.Errorf("TaskSlice() = %v idle %v, %v; want 200µs on a fair thread", slice, idle, err)
 	}
+}
+
+// startSleeper starts a real child process that lives until t ends.
+func startSleeper(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep binary: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
 }
