@@ -23,10 +23,14 @@
 //     and LSUsage every non-BE CPU use (LS, LSR, LSE and system).
 //  2. Interference cap C, an AIMD loop on what LS work feels:
 //     e = max(PSI/PSIHigh, RunqWait/RunqHigh, Throttled/ThrottleHigh)
-//     where PSI is "cpu some avg10" of the LS groups (system-wide
-//     /proc/pressure/cpu on cgroup v1, whose groups have no pressure file),
+//     where PSI is the LS groups' "cpu some" stall share over the tick
+//     (the avg10 quantity, at tick resolution, from cpu.pressure totals),
 //     RunqWait the run-queue wait of LS threads per second of wall time
 //     (schedstat field 2), Throttled the share of LS CFS periods throttled.
+//     On cgroup v1 groups have no pressure file; the system-wide
+//     /proc/pressure/cpu stands in only with Loop.SystemPSI, since it
+//     counts BE's own waiting tasks and reads high under any saturating
+//     batch. RunqWait is v1's per-LS signal: the same stall, per thread.
 //     If e >= 1: C = max(Min, C x Backoff) (multiplicative decrease);
 //     if e <= Low: C = C + GrowStep (additive increase); otherwise C holds.
 //
