@@ -145,6 +145,16 @@ func (c *Client) Usage() ([]Usage, error) {
 	return out.Usage, err
 }
 
+// QoS returns the QoS controller's latest tick, or nil when the agent
+// runs none.
+func (c *Client) QoS() (*QoSStatus, error) {
+	var out struct {
+		QoS *QoSStatus `json:"qos"`
+	}
+	err := c.do(http.MethodGet, "/v1/usage", nil, http.StatusOK, &out)
+	return out.QoS, err
+}
+
 // Topology returns the map with assignments and pools.
 func (c *Client) Topology() (TopologyView, error) {
 	var v TopologyView

@@ -42,6 +42,9 @@ type Config struct {
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
 	// LogFormat is text (default) or json.
 	LogFormat string `yaml:"log_format"`
+	// QoS configures the QoS controller over BE workloads (off unless
+	// qos.enabled).
+	QoS QoSConfig `yaml:"qos"`
 }
 
 // DefaultCgroupRoot is the agent's root group name in each hierarchy.
@@ -90,6 +93,9 @@ func (c Config) Validate() error {
 		if err := ValidateName(c.CgroupRoot); err != nil {
 			return fmt.Errorf("cgroup_root: %w", err)
 		}
+	}
+	if err := c.QoS.Validate(); err != nil {
+		return err
 	}
 	switch alloc.TopologyPolicy(c.TopologyPolicy) {
 	case "", alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:

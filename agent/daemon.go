@@ -88,6 +88,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if c.QoS.Enabled {
+		if err := n.StartQoS(ctx, c.QoS); err != nil {
+			return err
+		}
+		log.Info("qos controller started", "mechanism", c.QoS.WithDefaults().Mechanism, "slice", c.QoS.Slice, "burst", c.QoS.Burst)
+	}
 	errc := make(chan error, len(lns))
 	for i, l := range lns {
 		srv := s

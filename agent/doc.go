@@ -40,6 +40,16 @@
 // instead of double-assigning, and a run that cannot get the lock in time
 // refuses with ErrLocked (exit 2).
 //
+// # QoS controller
+//
+// With `qos: {enabled: true}` in the config, Run starts package qos's loop
+// over the node's workloads (StartQoS): it shrinks the BE workloads'
+// cpuset (or caps their quota) as LS usage and interference grow, within
+// the current BE pool, never onto LSE CPUs. Its latest tick is in GET
+// /v1/usage ("qos"), `corepin ctl top` and the corepin_qos and
+// corepin_qos_actions_total metrics. Group settings of BE workloads follow
+// its latest plan (resources), so an admission never undoes a shrink.
+//
 // # Errors
 //
 // ErrInvalid (HTTP 422; ErrTooLarge 413): the request is wrong as

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/qos"
 )
 
 // Metrics are the agent's Prometheus metrics. A nil *Metrics records
@@ -17,6 +18,8 @@ type Metrics struct {
 	rejections *prometheus.CounterVec
 	reconciles *prometheus.CounterVec
 	pools      *prometheus.GaugeVec
+	qos        *prometheus.GaugeVec
+	qosActions *prometheus.CounterVec
 }
 
 // NewMetrics returns the agent's metrics in a registry of their own, with
@@ -42,8 +45,16 @@ func NewMetrics() *Metrics {
 			Name: "corepin_agent_pool_cpus",
 			Help: "CPUs in each pool.",
 		}, []string{"pool"}),
+		qos: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "corepin_qos",
+			Help: "The QoS controller's latest tick: be_pool_cpus, be_cpus, be_level_cpus, be_quota_seconds, suppression, ls_usage_cpus, psi_some, runq_wait_ratio, throttled_ratio.",
+		}, []string{"value"}),
+		qosActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corepin_qos_actions_total",
+			Help: "The QoS controller's actions, by kind: shrink, grow, hold, backoff, fallback, burst.",
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools,
+	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools, m.qos, m.qosActions,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -120,5 +131,23 @@ func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.usage, prometheus.CounterValue, u.UsageS, u.Name, u.QoS)
 		ch <- prometheus.MustNewConstMetric(c.thr, prometheus.CounterValue, u.ThrottledS, u.Name, u.QoS)
 		ch <- prometheus.MustNewConstMetric(c.nthr, prometheus.CounterValue, float64(u.NrThrottled), u.Name, u.QoS)
+	}
+}
+
+func (m *Metrics) qosTick(r qos.Report) {
+	if m == nil {
+		return
+	}
+	for k, v := range map[string]float64{"be_pool_cpus": float64(r.Plan.Pool.Size()), "be_cpus": float64(r.Plan.CPUs.Size()),
+		"be_level_cpus": r.State.Level, "be_quota_seconds": r.Plan.Quota.Seconds(), "suppression": r.Plan.Suppression,
+		"ls_usage_cpus": r.Signals.LSUsage, "psi_some": r.Signals.PSI, "runq_wait_ratio": r.Signals.RunqWait.Seconds(),
+		"throttled_ratio": r.Signals.Throttled} {
+		m.qos.WithLabelValues(k).Set(v)
+	}
+	for _, a := range r.Plan.Actions {
+		m.qosActions.WithLabelValues(a).Inc()
+	}
+	if r.Bursts > 0 {
+		m.qosActions.WithLabelValues("burst").Add(float64(r.Bursts))
 	}
 }

@@ -86,6 +86,8 @@ type Node struct {
 	// the LS and BE groups.
 	st    *alloc.State
 	pools alloc.Pools
+	// qos is the QoS controller's host, when StartQoS runs it.
+	qos *qosHost
 }
 
 // entry is one admitted workload.
@@ -392,16 +394,17 @@ func threadsFor(p alloc.Placement) int {
 // resources are the group settings of e in the current state.
 func (n *Node) resources(e *entry) enforce.Resources {
 	pools := n.st.Pools()
-	switch alloc.QoS(e.a.QoS) {
+	q := alloc.QoS(e.a.QoS)
+	k := float64(e.rec.MilliCPUs) / 1000
+	switch q {
 	case alloc.LS:
-		q := time.Duration(e.rec.MilliCPUs) * enforce.DefaultPeriod / 1000
-		return enforce.Resources{CPUs: pools.LS, Quota: max(q, enforce.MinQuota)}
+		return runner.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
 	case alloc.BE:
-		return enforce.Resources{CPUs: pools.BE, Idle: true}
+		return n.bePlanned(runner.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
 		set, _ := cpuset.Parse(e.a.Cpuset)
 		mems, _ := cpuset.Parse(e.rec.NUMANodes)
-		return enforce.Resources{CPUs: set, Mems: mems}
+		return runner.ClassResources(q, k, set, mems)
 	}
 }
 

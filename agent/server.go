@@ -168,7 +168,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) usage(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"usage": s.Node.Usages()})
+	body := map[string]any{"usage": s.Node.Usages()}
+	if q := s.Node.QoSStatus(); q != nil {
+		body["qos"] = q
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) topology(w http.ResponseWriter, _ *http.Request) {

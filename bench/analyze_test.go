@@ -234,6 +234,13 @@ func TestColocationPlacements(t *testing.T) {
 		{policy: polLSE, svcCPUs: "0-1", batchCP: "2"},
 		{policy: polLSR, svcCPUs: "0-1", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polCorepin, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polSuppressCpuset, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polSuppressQuota, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polInterference, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polSlice, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polBESlice, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polQoS, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
+		{policy: polThreadIdle, svcCPUs: "0-2", batchCP: "0-2"},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			pl, err := e.place(env, tc.policy)

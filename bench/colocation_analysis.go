@@ -105,6 +105,9 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 	}
 	bars.Series = []Series{barS, cpuS}
 	a.Tables = append(a.Tables, t)
+	if qt, ok := qosTable(svc, pts); ok {
+		a.Tables = append(a.Tables, qt)
+	}
 	a.Charts = append(a.Charts, bars, cdf)
 	if math.IsNaN(aloneP99) || len(scores) == 0 {
 		return ""

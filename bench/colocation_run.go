@@ -186,8 +186,8 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	// The batch: one CPU-saturating spin process per CPU it may use, each
 	// with as many threads, running past the end of the load.
 	var batch []*proc.Process
+	var bg enforce.Group
 	if policy != polAlone {
-		var bg enforce.Group
 		if pl.sameGroup && svcProc != nil {
 			bg = svcProc.Group()
 		} else {
@@ -213,6 +213,12 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 			return nil, err
 		}
 		time.Sleep(300 * time.Millisecond) // let the batch saturate the CPUs
+	}
+	qctx, qstop := context.WithCancel(ctx)
+	defer qstop()
+	q, err := startQoS(qctx, policy, pl.svcCPUs.Union(pl.batchCPUs), svcProc, batch, bg, pl.batchRes)
+	if err != nil {
+		return nil, err
 	}
 	m := Metrics{}
 	batchBefore := sumCPU(batch)
@@ -253,6 +259,8 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		}
 	}
 	elapsed := time.Since(start).Seconds()
+	qstop()
+	q.metrics(m, elapsed)
 	if len(batch) > 0 {
 		m["batch_cpus"] = (sumCPU(batch) - batchBefore).Seconds() / elapsed
 	}

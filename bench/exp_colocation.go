@@ -38,8 +38,8 @@ const (
 )
 
 // AllPolicies lists every colocation policy, baselines first.
-var AllPolicies = []string{polAlone, polBatchAlone, polNone, polNice, polNiceBatchLim, polNiceSvcLim, polNiceBothLim,
-	polWeight, polIdle, polLSE, polLSR, polCorepin}
+var AllPolicies = append([]string{polAlone, polBatchAlone, polNone, polNice, polNiceBatchLim, polNiceSvcLim, polNiceBothLim,
+	polWeight, polIdle, polLSE, polLSR, polCorepin}, qosPolicies...)
 
 type colocationSpec struct {
 	Services []string `yaml:"services" json:"services"`
@@ -88,7 +88,7 @@ func (e *colocationExp) Spec(quick bool) any {
 	if quick {
 		// Fewer policies, each measured long enough for a p99 of ~800
 		// requests: the bar compares p99s within 10%.
-		e.spec.Policies = []string{polAlone, polBatchAlone, polNone, polNice, polIdle, polCorepin}
+		e.spec.Policies = []string{polAlone, polBatchAlone, polNone, polNice, polIdle, polCorepin, polQoS}
 		e.spec.NginxPolicies = []string{polAlone, polNone, polCorepin}
 		e.spec.Warmup = 500 * time.Millisecond
 		e.spec.Duration = 5 * time.Second
@@ -221,9 +221,12 @@ func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 			pl.batchRes.Idle = true // BE borrows the LSR CPUs when idle
 			pl.batchDriver = e.be
 		}
-	case polCorepin:
+	case polCorepin, polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polBESlice, polQoS:
 		pl.batchRes.Idle = true
 		pl.batchDriver = e.be
+	case polThreadIdle:
+		// corepin's own root, not the idle BE root: SCHED_IDLE per
+		// thread (startQoS) is the only lever, as on kernels before 5.15.
 	}
 	return pl, nil
 }

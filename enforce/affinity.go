@@ -187,6 +187,28 @@ func applyPlan(pid int, p affinityPlan) error {
 	if p.Idle {
 		attr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
 	}
+	return eachThread(pid, func(tid int) error {
+		if err := unix.SchedSetaffinityDynamic(tid, mask); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("setting affinity of thread %d to %s: %w", tid, p.CPUs, err)
+		}
+		err := unix.SchedSetAttr(tid, &attr, 0)
+		if errors.Is(err, unix.EPERM) && !p.Idle && p.Nice < 0 {
+			// Without CAP_SYS_NICE a thread may not be raised above
+			// nice 0 (sched(7)); it stays at nice 0 (see Limitations).
+			fallback := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+			err = unix.SchedSetAttr(tid, &fallback, 0)
+		}
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("setting scheduling policy of thread %d: %w", tid, err)
+		}
+		return nil
+	})
+}
+
+// eachThread calls fn once on every thread of pid. Threads created
+// meanwhile inherit from a thread already done, or show up in the next
+// pass; passes repeat until one finds no new thread. fn's error stops it.
+func eachThread(pid int, fn func(tid int) error) error {
 	done := map[int]bool{}
 	for pass := 0; ; pass++ {
 		tids, err := threads(pid)
@@ -199,18 +221,8 @@ func applyPlan(pid int, p affinityPlan) error {
 				continue
 			}
 			fresh++
-			if err := unix.SchedSetaffinityDynamic(tid, mask); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("setting affinity of thread %d to %s: %w", tid, p.CPUs, err)
-			}
-			err := unix.SchedSetAttr(tid, &attr, 0)
-			if errors.Is(err, unix.EPERM) && !p.Idle && p.Nice < 0 {
-				// Without CAP_SYS_NICE a thread may not be raised above
-				// nice 0 (sched(7)); it stays at nice 0 (see Limitations).
-				fallback := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
-				err = unix.SchedSetAttr(tid, &fallback, 0)
-			}
-			if err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("setting scheduling policy of thread %d: %w", tid, err)
+			if err := fn(tid); err != nil {
+				return err
 			}
 			done[tid] = true
 		}
@@ -218,7 +230,7 @@ func applyPlan(pid int, p affinityPlan) error {
 			return nil
 		}
 		if pass > 100 {
-			return fmt.Errorf("setting affinity of pid %d: threads keep appearing", pid)
+			return fmt.Errorf("visiting the threads of pid %d: threads keep appearing", pid)
 		}
 	}
 }

@@ -147,6 +147,11 @@ type Runner struct {
 	// Output, if set, receives each job's stdout when it ends, whole jobs
 	// at a time (like GNU parallel --group).
 	Output func(job int, stdout []byte)
+	// OnGroup, if set, is called with a job's group once its process
+	// started (live) and again once it ended (not live), from the job's
+	// goroutine: the QoS loop of `corepin run --qos BE` follows the live
+	// groups this way.
+	OnGroup func(job int, g enforce.Group, live bool)
 }
 
 // Run runs every job of spec and returns their results in job order. When
@@ -240,7 +245,9 @@ func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 //   - BE, whatever the mode: idle (cpu.idle, SCHED_IDLE without cgroups)
 //     and no weight, since the kernel takes no weight on an idle group.
 //
-// period 0 means enforce.DefaultPeriod.
+// A quota never falls below enforce.MinQuota. period 0 means
+// enforce.DefaultPeriod. The agent maps its workloads through
+// ClassResources, so a class gets the same settings from both front doors.
 func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period time.Duration) enforce.Resources {
 	if period == 0 {
 		period = enforce.DefaultPeriod
@@ -251,10 +258,10 @@ func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period t
 		res.Mems = mems
 	case Quota:
 		res.Period = period
-		res.Quota = time.Duration(k * float64(period))
+		res.Quota = max(time.Duration(k*float64(period)), enforce.MinQuota)
 	case Burst:
 		res.Period = period
-		res.Quota = time.Duration(2 * k * float64(period))
+		res.Quota = max(time.Duration(2*k*float64(period)), enforce.MinQuota)
 	case Unbounded:
 		res.Weight = uint64(math.Min(enforce.MaxWeight, math.Max(1, math.Round(k*enforce.DefaultWeight))))
 	}
@@ -263,6 +270,27 @@ func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period t
 		res.Idle = true
 	}
 	return res
+}
+
+// ClassMode is the enforcement mode a QoS class gets when none is asked
+// for: BE unbounded (idle), LS quota, the bound classes (SYSTEM, LSE, LSR)
+// pinned.
+func ClassMode(q QoS) Mode {
+	switch q {
+	case BE:
+		return Unbounded
+	case LS:
+		return Quota
+	default:
+		return Pinned
+	}
+}
+
+// ClassResources is Resources in q's own mode (ClassMode) at the default
+// period: the settings of a workload of class q given k CPUs, on cpus (its
+// bound set, or the pool its class draws from) with memory nodes mems.
+func ClassResources(q QoS, k float64, cpus, mems cpuset.CPUSet) enforce.Resources {
+	return Resources(ClassMode(q), q, k, cpus, mems, 0)
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {
@@ -314,6 +342,10 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 	}
 	out.startedOK = true
 	started(out.Cpuset)
+	if r.OnGroup != nil && p.Group() != nil {
+		r.OnGroup(i, p.Group(), true)
+		defer r.OnGroup(i, p.Group(), false)
+	}
 	ex, err := p.Wait()
 	if err != nil {
 		out.Error = err.Error()

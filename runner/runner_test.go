@@ -409,6 +409,7 @@ func TestResources(t *testing.T) {
 		{name: "unbounded LS weighs K", mode: Unbounded, qos: LS, k: 3, cpus: pool, want: enforce.Resources{CPUs: pool, Weight: 300}},
 		{name: "unbounded weight clamped", mode: Unbounded, qos: LS, k: 1000, cpus: pool, want: enforce.Resources{CPUs: pool, Weight: enforce.MaxWeight}},
 		{name: "BE is idle, never weighted", mode: Unbounded, qos: BE, k: 2, cpus: pool, want: enforce.Resources{CPUs: pool, Idle: true}},
+		{name: "tiny quota clamped to the kernel minimum", mode: Quota, qos: LS, k: 0.001, cpus: pool, want: enforce.Resources{CPUs: pool, Quota: enforce.MinQuota, Period: enforce.DefaultPeriod}},
 		{name: "BE quota keeps its quota", mode: Quota, qos: BE, k: 1, cpus: pool, want: enforce.Resources{CPUs: pool, Quota: 100 * time.Millisecond, Period: enforce.DefaultPeriod, Idle: true}},
 	}
 	for _, tc := range tests {
@@ -528,5 +529,48 @@ func TestJobResultRow(t *testing.T) {
 	}
 	if (JobResult{}).Row().Extra != nil {
 		t.Error("Row().Extra of a plain job is not empty")
+	}
+}
+
+func TestClassResources(t *testing.T) {
+	pool, set, mems := cpuset.Range(0, 7), cpuset.New(2, 3), cpuset.New(0)
+	tests := []struct {
+		name       string
+		qos        QoS
+		k          float64
+		cpus, mems cpuset.CPUSet
+		want       enforce.Resources
+	}{
+		{name: "LSE pinned with its memory nodes", qos: LSE, k: 2, cpus: set, mems: mems, want: enforce.Resources{CPUs: set, Mems: mems}},
+		{name: "LSR pinned", qos: LSR, k: 2, cpus: set, mems: mems, want: enforce.Resources{CPUs: set, Mems: mems}},
+		{name: "LS quota of its milli-CPUs", qos: LS, k: 0.25, cpus: pool, want: enforce.Resources{CPUs: pool, Quota: 25 * time.Millisecond, Period: enforce.DefaultPeriod}},
+		{name: "BE idle, no quota, no weight", qos: BE, k: 4, cpus: pool, want: enforce.Resources{CPUs: pool, Idle: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ClassResources(tc.qos, tc.k, tc.cpus, tc.mems)
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+				t.Errorf("ClassResources() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRunOnGroup: each job's live group is reported once started and
+// again once ended, so a QoS loop can follow the batch's groups.
+func TestRunOnGroup(t *testing.T) {
+	d, _ := realDriver(t)
+	var mu sync.Mutex
+	var events []string
+	r := &Runner{Driver: d, Pool: online(t), OnGroup: func(job int, g enforce.Group, live bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf("%d %s %v", job, g.Name(), live))
+	}}
+	if _, err := r.Run(context.Background(), Spec{Commands: [][]string{{"true"}}, Concurrency: 1, CPUs: 1, Mode: Unbounded, QoS: BE}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0 job-0 true", "0 job-0 false"}, events); diff != "" {
+		t.Errorf("OnGroup events (-want +got):\n%s", diff)
 	}
 }

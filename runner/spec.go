@@ -153,14 +153,7 @@ func (s Spec) Normalize() (Spec, error) {
 		}
 	}
 	if s.Mode == "" {
-		switch s.QoS {
-		case BE:
-			s.Mode = Unbounded
-		case LS:
-			s.Mode = Quota
-		default:
-			s.Mode = Pinned
-		}
+		s.Mode = ClassMode(s.QoS)
 	}
 	if _, err := ParseMode(string(s.Mode)); err != nil {
 		return Spec{}, err

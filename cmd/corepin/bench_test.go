@@ -22,7 +22,7 @@ concurrency:
   cpus: [1]
 colocation:
   services: [cpu]
-  policies: [alone, none, corepin]
+  policies: [alone, none, corepin, qos, suppress-quota]
   warmup: 200ms
   duration: 1s
 `), 0o644); err != nil {
@@ -34,7 +34,8 @@ colocation:
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"== concurrency", "penalty", "== colocation", "p99 / alone", "Recommendation:", "Report: "} {
+	for _, want := range []string{"== concurrency", "penalty", "== colocation", "p99 / alone", "Recommendation:", "Report: ",
+		"Colocation controller actions", "suppress-quota"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}

@@ -24,7 +24,7 @@ type rule struct {
 var frontDoors = []string{"internal/cli", "cmd/...", "agent/...", "kube/...", "bench/..."}
 
 // core are the packages below the front doors, in the order data flows.
-var core = []string{"cpuset", "topology", "alloc", "plan", "enforce", "measure", "store", "proc", "runner", "sim", "workload", "loadgen", "netbench"}
+var core = []string{"cpuset", "topology", "alloc", "plan", "enforce", "measure", "qos", "store", "proc", "runner", "sim", "workload", "loadgen", "netbench"}
 
 var rules = []rule{
 	{from: core, to: frontDoors, why: "core packages never import a front door (CLI, agent, kube, bench)"},
@@ -38,6 +38,8 @@ var rules = []rule{
 		why: "enforce applies a decision, it never chooses CPUs"},
 	{from: []string{"measure"}, to: []string{"enforce", "alloc", "runner", "proc", "store"},
 		why: "measure accounts for processes, it never launches or places them"},
+	{from: []string{"qos"}, to: []string{"runner", "proc", "store", "sim", "workload", "loadgen", "netbench"},
+		why: "qos decides and applies BE's allowance through measure and enforce; runner and the agent host it"},
 	{from: []string{"store"}, to: []string{"std:net/http", "enforce", "runner", "proc", "alloc", "plan"},
 		why: "store persists values; it knows neither HTTP nor groups nor placement"},
 	{from: []string{"agent/..."}, to: []string{"bench/...", "internal/cli", "cmd/..."},

@@ -3,7 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -247,15 +250,29 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 				rows = append(rows, row{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids,
 					CPUs: (u.UsageS - p.UsageS) / interval.Seconds(), ThrottledS: u.ThrottledS - p.ThrottledS})
 			}
+			q, err := c.QoS()
+			if err != nil {
+				return ctlErr(err)
+			}
 			if e.JSON() {
-				return e.PrintJSON(map[string]any{"interval_s": interval.Seconds(), "workloads": rows})
+				out := map[string]any{"interval_s": interval.Seconds(), "workloads": rows}
+				if q != nil {
+					out["qos"] = q
+				}
+				return e.PrintJSON(out)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tQOS\tCPUSET\tCPUS USED\tTHROTTLED\tPIDS")
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\n", r.Name, r.QoS, r.Cpuset, r.CPUs, r.ThrottledS, r.Pids)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if q != nil {
+				fmt.Fprint(e.stdout, qosLines(q))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "sampling interval")
@@ -275,4 +292,26 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 			time.Since(w.CreatedAt).Round(time.Second))
 	}
 	return tw.Flush()
+}
+
+// qosLines renders the QoS controller's status under ctl top's table.
+func qosLines(q *agent.QoSStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "QOS %s via %s: BE on %s of pool %s (level %.2f CPUs, suppression %.0f%%", q.Mechanism, q.Lever, q.BECpuset, q.BEPool, q.Level, 100*q.Suppression)
+	if q.BEQuotaMS > 0 {
+		fmt.Fprintf(&b, ", quota %.1fms", q.BEQuotaMS)
+	}
+	fmt.Fprintf(&b, ")\nQOS signals: LS usage %.2f CPUs, psi %.1f%%, run-queue wait %.1fms/s, throttled %.0f%%", q.LSUsage, q.PSI, q.RunqWaitMS, 100*q.Throttled)
+	if q.Slice != "" {
+		fmt.Fprintf(&b, ", slice %s", q.Slice)
+	}
+	var acts []string
+	for _, k := range slices.Sorted(maps.Keys(q.Actions)) {
+		acts = append(acts, fmt.Sprintf("%s=%d", k, q.Actions[k]))
+	}
+	fmt.Fprintf(&b, "\nQOS actions: %s\n", strings.Join(acts, " "))
+	if q.Error != "" {
+		fmt.Fprintf(&b, "QOS error: %s\n", q.Error)
+	}
+	return b.String()
 }

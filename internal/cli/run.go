@@ -299,9 +299,18 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 			}
 		},
 	}
+	var q *runQoS
+	if spec.QoS == runner.BE && spec.Mode != runner.Pinned && driver.Name() != enforce.NameAffinity {
+		qctx, qstop := context.WithCancel(ctx)
+		defer qstop()
+		q = startRunQoS(qctx, r, pool, e.stderr)
+	}
 	start := time.Now()
 	results, runErr := r.Run(ctx, spec)
 	elapsed := time.Since(start)
+	if q != nil {
+		fmt.Fprint(e.stderr, q.summary())
+	}
 	progress.finish()
 	sum := runner.Summarize(results, elapsed)
 	rec.finish()

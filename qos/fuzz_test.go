@@ -1,0 +1,51 @@
+package qos
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+)
+
+// FuzzDecide feeds Decide arbitrary pools (as 64-bit masks split four
+// ways), states and signals, NaN and infinities included, and checks the
+// invariants of checkPlan and that the state stays within the pool.
+func FuzzDecide(f *testing.F) {
+	f.Add(uint64(0x1), uint64(0x6), uint64(0x18), uint64(0xe0), 0.0, 0.0, 0.0, 0.0, int64(0), 0.0, uint64(0), false)
+	f.Add(uint64(0), uint64(0xf), uint64(0), uint64(0), 5.0, 5.0, 3.0, 50.0, int64(time.Second), 1.0, uint64(0), true)
+	f.Fuzz(func(t *testing.T, res, lse, lsr, ls uint64, level, capv, usage, psi float64, runq int64, thr float64, busy uint64, quota bool) {
+		mask := func(m uint64) cpuset.CPUSet {
+			var cs []int
+			for c := range 64 {
+				if m&(1<<c) != 0 {
+					cs = append(cs, c)
+				}
+			}
+			return cpuset.New(cs...)
+		}
+		pools := alloc.Pools{Reserved: mask(res), LSE: mask(lse), LSR: mask(lsr), LS: mask(ls)}
+		cfg := DefaultConfig()
+		if quota {
+			cfg.Mechanism = Quota
+		}
+		st, p, err := Decide(cfg, pools, State{Level: level, Cap: capv},
+			Signals{LSUsage: usage, PSI: psi, RunqWait: time.Duration(runq), Throttled: thr, LSRBusy: mask(busy)})
+		if errors.Is(err, ErrNoCPUs) {
+			if !pools.Reserved.Union(pools.LSR).Union(pools.LS).Difference(pools.LSE).IsEmpty() {
+				t.Fatalf("ErrNoCPUs with non-LSE CPUs in %+v", pools)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPlan(t, pools, p)
+		n := float64(p.Pool.Size())
+		if math.IsNaN(st.Level) || st.Level < 1 || st.Level > n || math.IsNaN(st.Cap) || st.Cap > n {
+			t.Fatalf("state %+v outside [1, %v]", st, n)
+		}
+	})
+}
