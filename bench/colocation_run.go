@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,11 +26,9 @@ const stopGrace = time.Second
 // loadTail bounds the load generator's JSON result (CDF included).
 const loadTail = 1 << 20
 
-// party is one started process of a point and what ends it: its pipe, if
-// its output is read, is closed once it has stopped.
+// party is one started process of a point.
 type party struct {
-	p    *proc.Process
-	pipe io.Closer
+	p *proc.Process
 }
 
 // stopAll stops the parties in order (the batch before the service it may
@@ -43,39 +38,9 @@ func stopAll(parties []party, groups []enforce.Group) {
 		if pt.p != nil {
 			_, _ = pt.p.Stop(stopGrace)
 		}
-		if pt.pipe != nil {
-			pt.pipe.Close()
-		}
 	}
 	for _, g := range groups {
 		_ = enforce.RemoveWhenEmpty(g, 5*time.Second)
-	}
-}
-
-// firstLine returns the first line read from r, or an error once timeout
-// passes or r ends without one. A goroutine keeps draining r after the
-// line, so the writer never blocks on a full pipe, and closes r when the
-// writer closes its end.
-func firstLine(r io.ReadCloser, timeout time.Duration) ([]byte, error) {
-	lines := make(chan []byte, 1)
-	go func() {
-		br := bufio.NewReader(io.LimitReader(r, 64<<10))
-		line, err := br.ReadBytes('\n')
-		if err == nil {
-			lines <- line[:len(line)-1]
-		}
-		close(lines)
-		_, _ = io.Copy(io.Discard, r)
-		r.Close()
-	}()
-	select {
-	case line, ok := <-lines:
-		if !ok {
-			return nil, errors.New("the output ended before its first line")
-		}
-		return line, nil
-	case <-time.After(timeout):
-		return nil, fmt.Errorf("no line of output within %v", timeout)
 	}
 }
 
@@ -99,26 +64,15 @@ func sumCPU(ps []*proc.Process) time.Duration {
 func (e *colocationExp) startService(ctx context.Context, env *Env, svc string, spec proc.Spec) (party, string, error) {
 	switch svc {
 	case svcCPU:
-		// The service's stdout is a pipe read by one goroutine (firstLine),
-		// never a buffer polled while another goroutine writes it.
-		pr, pw := io.Pipe()
+		// loadgen.StartService reads the announced address from a pipe,
+		// in one goroutine (issue 8: a polled buffer raced), and stops the
+		// service if it never announces one.
 		spec.Argv = []string{env.Exe, "serve", "cpu", "--listen", "127.0.0.1:0", "--cost", fmt.Sprintf("%gms", e.spec.CostMS), "-o", "json"}
-		spec.Stdout = pw
-		p, err := proc.Start(ctx, spec)
+		sp, err := loadgen.StartService(ctx, spec, 10*time.Second)
 		if err != nil {
-			pw.Close()
-			return party{}, "", err
+			return party{}, "", fmt.Errorf("starting the cpu service: %w", err)
 		}
-		pt := party{p: p, pipe: pw}
-		line, err := firstLine(pr, 10*time.Second)
-		if err != nil {
-			return pt, "", fmt.Errorf("reading the cpu service's address: %w", err)
-		}
-		var v loadgen.ServiceAddress
-		if err := json.Unmarshal(line, &v); err != nil || v.Listen == "" {
-			return pt, "", fmt.Errorf("reading the service's address from %q: %v", line, err)
-		}
-		return pt, "http://" + v.Listen + "/", waitHTTP(ctx, v.Listen)
+		return party{p: sp.Proc}, sp.URL, waitHTTP(ctx, sp.Addr)
 	case svcNginx:
 		port, err := freePort()
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/corepin/corepin/enforce"
@@ -44,48 +43,5 @@ func TestStartServiceCPUReadsAddressWithoutRace(t *testing.T) {
 	}
 	if want := "http://" + ln.Addr().String() + "/"; url != want {
 		t.Errorf("startService URL = %q, want %q", url, want)
-	}
-}
-
-func TestFirstLine(t *testing.T) {
-	tests := []struct {
-		name    string
-		input   string
-		want    string
-		wantErr string
-	}{
-		{name: "line", input: "{\"listen\":\"x\"}\nrest\n", want: "{\"listen\":\"x\"}"},
-		{name: "no newline", input: "partial", wantErr: "ended before its first line"},
-		{name: "empty", input: "", wantErr: "ended before its first line"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { w.WriteString(tc.input); w.Close() }()
-			got, err := firstLine(r, 5e9)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("firstLine(%q) error = %v, want %q", tc.input, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || string(got) != tc.want {
-				t.Errorf("firstLine(%q) = %q, %v, want %q", tc.input, got, err, tc.want)
-			}
-		})
-	}
-}
-
-func TestFirstLineTimesOut(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := firstLine(r, 1e6); err == nil || !strings.Contains(err.Error(), "no line of output") {
-		t.Errorf("firstLine on a silent writer: error = %v, want a timeout", err)
 	}
 }
