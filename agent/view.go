@@ -27,8 +27,8 @@ type Workload struct {
 	// Threads is the thread-pool size given to a started command.
 	Threads int `json:"threads"`
 	// Source is command, pid, cgroup, adopted (found running at start
-	// without an assignment) or run (a job of a local corepin run, PID
-	// being the run's).
+	// without an assignment), run (a job of a local corepin run, PID
+	// being the run's) or container (a container of the NRI plugin).
 	Source     string    `json:"source"`
 	Command    []string  `json:"command,omitempty"`
 	PID        int       `json:"pid,omitempty"`
@@ -45,6 +45,8 @@ func (n *Node) view(e *entry) Workload {
 		w.CPUs = *e.rec.CPUs
 	}
 	switch {
+	case e.rec.Container != nil:
+		w.Source = "container"
 	case e.rec.Owner != nil:
 		w.Source = "run"
 		w.PID = e.rec.Owner.PID
