@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/cpuset"
 )
 
 // Pod metadata corepin honours, Koordinator's names.
@@ -149,15 +150,17 @@ func sharesOf(milli int64) uint64 {
 func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
 	cpu := ctr.GetLinux().GetResources().GetCpu()
 	shares = cpu.GetShares().GetValue()
+	shares = min(shares, sharesOf(maxMilli))
 	req = int64((shares*1000 + sharesPerCPU/2) / sharesPerCPU)
 	if shares <= minShares {
 		req = 0
 	}
 	if q := cpu.GetQuota().GetValue(); q > 0 {
-		period := int64(cpu.GetPeriod().GetValue())
-		if period <= 0 {
-			period = defaultPeriod
+		period := int64(defaultPeriod)
+		if p := cpu.GetPeriod().GetValue(); p >= 1000 && p <= 1000000 { // the kernel's range: 1ms..1s
+			period = int64(p)
 		}
+		q = min(q, maxMilli*period/1000) // no overflow below
 		limit = (q*1000 + period - 1) / period
 	}
 	return min(req, maxMilli), min(limit, maxMilli), shares
@@ -204,6 +207,9 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error)
 		milli = max(milli, 1)
 	default:
 		milli = max(milli, 1)
+	}
+	if milli > (cpuset.MaxCPU+1)*1000 {
+		return s, "", fmt.Errorf("%w: the container asks for %dm CPU, more than the %d CPUs corepin can place", ErrInvalid, milli, cpuset.MaxCPU+1)
 	}
 	cpus := float64(milli) / 1000
 	s.CPUs = &cpus
