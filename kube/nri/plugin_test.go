@@ -2,6 +2,8 @@ package nri
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,20 +44,29 @@ func newRuntime(t *testing.T, dir string) *fakeRuntime {
 	t.Helper()
 	f := &fakeRuntime{t: t, sock: filepath.Join(dir, "nri.sock"), pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{},
 		synced: make(chan struct{}, 8), pushed: make(chan []*api.ContainerUpdate, 8)}
+	f.start(dir)
+	return f
+}
+
+// start starts the runtime (again: a containerd restart keeps the
+// containers).
+func (f *fakeRuntime) start(dir string) {
+	f.t.Helper()
 	r, err := adaptation.New("fake-runtime", "0.0.1", f.sync, f.update, adaptation.WithSocketPath(f.sock),
 		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")))
 	if err != nil {
-		t.Fatalf("adaptation.New: %v", err)
+		f.t.Fatalf("adaptation.New: %v", err)
 	}
 	if err := r.Start(); err != nil {
-		t.Fatalf("starting the runtime: %v", err)
+		f.t.Fatalf("starting the runtime: %v", err)
 	}
 	// Start synchronises the (no) pre-installed plugins at once: that is
 	// not a plugin's Synchronize.
 	<-f.synced
+	f.mu.Lock()
 	f.syncs = nil
+	f.mu.Unlock()
 	f.r = r
-	return f
 }
 
 func (f *fakeRuntime) sync(ctx context.Context, cb adaptation.SyncCB) error {
@@ -428,4 +439,90 @@ func TestRemoveContainerReleases(t *testing.T) {
 		t.Fatalf("assignments after remove = %v (%v), want none", got, err)
 	}
 	f.mustCreate(podSpec{name: "third", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 16384, quota: 1600000})
+}
+
+func TestRunReconnectsAfterRuntimeRestart(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	// The in-process runtime's Stop leaves external plugins' connections
+	// open (a real containerd exits, which closes them): record them to
+	// close them at the "restart".
+	var conns []net.Conn
+	var mu sync.Mutex
+	dial := stub.WithDialer(func(path string) (net.Conn, error) {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	})
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock), dial) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	pinned := lse.Linux.Resources.Cpu.Cpus
+
+	f.r.Stop() // containerd stops; the containers keep running
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	f.start(dir)
+	t.Cleanup(func() { f.r.Stop() })
+	f.waitSync() // the plugin came back by itself
+	f.mu.Lock()
+	last := f.syncs[len(f.syncs)-1]
+	f.mu.Unlock()
+	if len(last) != 0 {
+		t.Errorf("Synchronize after the restart answered %d updates, want none", len(last))
+	}
+	if got := f.cpusets()[lse.Id]; got != pinned {
+		t.Errorf("cpuset after the restart = %q, want %q", got, pinned)
+	}
+	f.r.BlockPluginSync().Unblock()
+	second := f.mustCreate(podSpec{name: "after", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 2048, quota: 200000})
+	a, _ := cpuset.Parse(pinned)
+	b, _ := cpuset.Parse(second.Linux.Resources.Cpu.Cpus)
+	if b.Size() != 2 || !a.Intersection(b).IsEmpty() {
+		t.Errorf("container created after the restart got %s, want 2 CPUs apart from %s", b, a)
+	}
+}
+
+// TestPolicyKubeletGivesKubeletCpusets shows that a node migrating from
+// kubelet's static CPU manager gets the cpusets kubelet's engine (alloc
+// PolicyKubelet, parity-tested in alloc) gives the same Guaranteed
+// containers, in order, with the same reserved CPUs.
+func TestPolicyKubeletGivesKubeletCpusets(t *testing.T) {
+	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), cfg)
+	f.connect(p)
+	want, err := alloc.NewState(topology.MustSynthetic(twoNodes), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{3, 2, 5, 1} {
+		name := fmt.Sprintf("g%d", i)
+		c := f.mustCreate(podSpec{name: name, shares: uint64(n * 1024), quota: int64(n * 100000)})
+		pl, err := want.Allocate(alloc.Request{ID: name, CPUs: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Linux.Resources.Cpu.Cpus; got != pl.CPUs.String() {
+			t.Errorf("Guaranteed %d-CPU container %s got %q, kubelet's static policy gives %q", n, name, got, pl.CPUs)
+		}
+	}
 }
