@@ -215,7 +215,9 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.Info("admitted a running container", "id", ctr.GetId(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
 		}
 	}
-	return p.repair(func(string) bool { return true })
+	ups, err := p.repair(func(string) bool { return true })
+	p.log.Info("synchronized", "containers", len(running), "managed", len(have), "updates", len(ups))
+	return ups, err
 }
 
 // repair answers an update for each container (chosen by want) whose
