@@ -118,7 +118,9 @@ func ParseResourceSpec(s string) (ResourceSpec, error) {
 }
 
 // bind is the bind policy rs asks for.
-func (rs ResourceSpec) bind() string { return cmpOr(rs.RequiredCPUBindPolicy, rs.PreferredCPUBindPolicy) }
+func (rs ResourceSpec) bind() string {
+	return cmpOr(rs.RequiredCPUBindPolicy, rs.PreferredCPUBindPolicy)
+}
 
 func cmpOr(a, b string) string {
 	if a != "" {

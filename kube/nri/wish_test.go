@@ -82,7 +82,7 @@ func TestSpecOf(t *testing.T) {
 		{name: "no cpu resources is BE", ctr: &api.Container{Id: "c"}, want: agent.Spec{QoS: "BE", CPUs: f(0.001)}},
 		{name: "label LSR with resource spec", labels: map[string]string{LabelQoSClass: "LSR"},
 			annotations: map[string]string{AnnotationResourceSpec: `{"preferredCPUBindPolicy":"SpreadByPCPUs","preferredCPUExclusivePolicy":"NUMANodeLevel"}`},
-			ctr: container(4096, 400000), want: agent.Spec{QoS: "LSR", CPUs: f(4), Bind: "SpreadByPCPUs", Exclusive: "NUMANodeLevel"}},
+			ctr:         container(4096, 400000), want: agent.Spec{QoS: "LSR", CPUs: f(4), Bind: "SpreadByPCPUs", Exclusive: "NUMANodeLevel"}},
 		{name: "label BE on a burstable container", labels: map[string]string{LabelQoSClass: "BE"}, ctr: container(512, 0),
 			want: agent.Spec{QoS: "BE", CPUs: f(0.5)}},
 		{name: "default bind is no bind", labels: map[string]string{LabelQoSClass: "LSE"},
