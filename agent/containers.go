@@ -3,7 +3,6 @@ package agent
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -144,20 +143,7 @@ func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (Cont
 		if err := guardPools(st, p.QoS); err != nil {
 			return store.Assignment{}, err
 		}
-		rec := record{Spec: s, MilliCPUs: p.MilliCPUs, Excl: string(req.Exclusive), NUMANodes: p.NUMANodes.String(),
-			Threads: threadsFor(p), Container: &ref}
-		if rec.Excl == "" {
-			rec.Excl = string(alloc.ExclusiveNone)
-		}
-		doc, err := json.Marshal(rec)
-		if err != nil {
-			return store.Assignment{}, err
-		}
-		out := store.Assignment{QoS: string(p.QoS), Request: doc}
-		if p.QoS == alloc.LSE || p.QoS == alloc.LSR {
-			out.Cpuset = p.CPUs.String()
-		}
-		return out, nil
+		return assignmentOf(s, req, p, &ref)
 	})
 	if errors.Is(err, store.ErrExists) {
 		got, gerr := c.lookup(ref.ID)

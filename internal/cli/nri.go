@@ -2,7 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"os"
 
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/spf13/cobra"
@@ -43,17 +42,9 @@ func newNRICmd(e *env) *cobra.Command {
 		Long:  nriUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c agent.Config
-			if config != "" {
-				f, err := os.Open(config)
-				if err != nil {
-					return Usagef("--config: %v", err)
-				}
-				c, err = agent.ParseConfig(f)
-				f.Close()
-				if err != nil {
-					return Usagef("--config %s: %v", config, err)
-				}
+			c, err := loadAgentConfig(config)
+			if err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("state") || c.State == "" {
 				c.State = state

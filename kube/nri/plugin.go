@@ -266,33 +266,38 @@ func ResourcesOf(ca agent.ContainerAssignment) Resources {
 	return r
 }
 
-func adjustmentOf(ca agent.ContainerAssignment) *api.ContainerAdjustment {
+// cpuSetter is what api.ContainerAdjustment and api.ContainerUpdate share.
+type cpuSetter interface {
+	SetLinuxCPUSetCPUs(string)
+	SetLinuxCPUSetMems(string)
+	SetLinuxCPUShares(uint64)
+	SetLinuxCPUQuota(int64)
+	SetLinuxCPUPeriod(int64)
+}
+
+// set writes ResourcesOf(ca) into s.
+func set(s cpuSetter, ca agent.ContainerAssignment) {
 	r := ResourcesOf(ca)
-	adj := &api.ContainerAdjustment{}
 	if r.Cpus != "" {
-		adj.SetLinuxCPUSetCPUs(r.Cpus)
-		adj.SetLinuxCPUSetMems(r.Mems)
+		s.SetLinuxCPUSetCPUs(r.Cpus)
+		s.SetLinuxCPUSetMems(r.Mems)
 	}
-	adj.SetLinuxCPUShares(r.Shares)
+	s.SetLinuxCPUShares(r.Shares)
 	if r.Quota > 0 {
-		adj.SetLinuxCPUQuota(r.Quota)
-		adj.SetLinuxCPUPeriod(int64(r.Period))
+		s.SetLinuxCPUQuota(r.Quota)
+		s.SetLinuxCPUPeriod(int64(r.Period))
 	}
+}
+
+func adjustmentOf(ca agent.ContainerAssignment) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	set(adj, ca)
 	return adj
 }
 
 func updateOf(ca agent.ContainerAssignment) *api.ContainerUpdate {
-	r := ResourcesOf(ca)
 	u := &api.ContainerUpdate{ContainerId: ca.Ref.ID}
-	if r.Cpus != "" {
-		u.SetLinuxCPUSetCPUs(r.Cpus)
-		u.SetLinuxCPUSetMems(r.Mems)
-	}
-	u.SetLinuxCPUShares(r.Shares)
-	if r.Quota > 0 {
-		u.SetLinuxCPUQuota(r.Quota)
-		u.SetLinuxCPUPeriod(int64(r.Period))
-	}
+	set(u, ca)
 	return u
 }
 

@@ -2,6 +2,7 @@ package nri
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,14 +120,7 @@ func ParseResourceSpec(s string) (ResourceSpec, error) {
 
 // bind is the bind policy rs asks for.
 func (rs ResourceSpec) bind() string {
-	return cmpOr(rs.RequiredCPUBindPolicy, rs.PreferredCPUBindPolicy)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return cmp.Or(rs.RequiredCPUBindPolicy, rs.PreferredCPUBindPolicy)
 }
 
 // CPU resources as the kubelet writes them (pkg/kubelet/cm: MilliCPUToShares,
@@ -205,10 +199,8 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error)
 		if milli == 0 || milli%1000 != 0 {
 			return s, "", fmt.Errorf("%w: a %s container needs whole CPUs (set limits.cpu = requests.cpu to an integer); it has %dm", ErrInvalid, q, milli)
 		}
-	case "BE":
-		milli = max(milli, 1)
 	default:
-		milli = max(milli, 1)
+		milli = max(milli, 1) // LS and BE: at least present
 	}
 	if milli > (cpuset.MaxCPU+1)*1000 {
 		return s, "", fmt.Errorf("%w: the container asks for %dm CPU, more than the %d CPUs corepin can place", ErrInvalid, milli, cpuset.MaxCPU+1)
