@@ -22,6 +22,7 @@ import (
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -272,7 +273,7 @@ func (n *node) removePod(id string) {
 
 // live is what the kernel says about a container: its process's affinity
 // and its cgroup's cpuset.
-type live struct{ Affinity, CPUs, Mems string }
+type live struct{ Affinity, CPUs, Mems, Shares string }
 
 func (n *node) liveOf(ctrID string) live {
 	n.t.Helper()
@@ -304,6 +305,10 @@ func (n *node) liveOf(ctrID string) live {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpu") {
+			b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares"))
+			l.Shares = strings.TrimSpace(string(b))
+		}
 		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuset") {
 			dir := filepath.Join("/sys/fs/cgroup/cpuset", parts[2])
 			c, _ := os.ReadFile(filepath.Join(dir, "cpuset.cpus"))
@@ -352,7 +357,8 @@ func (n *node) check(ids map[string]string) map[string]live {
 		}
 		l := n.liveOf(id)
 		out[name] = l
-		want := live{Affinity: a.CPUs.String(), CPUs: a.CPUs.String(), Mems: a.Mems.String()}
+		want := live{Affinity: a.CPUs.String(), CPUs: a.CPUs.String(), Mems: a.Mems.String(),
+			Shares: fmt.Sprint(nri.ResourcesOf(a).Shares)}
 		if l != want {
 			n.t.Errorf("%s: live %+v, corepin assigned %+v (%s)", name, l, want, a.QoS)
 		}
