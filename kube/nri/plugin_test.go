@@ -217,6 +217,16 @@ func (f *fakeRuntime) cpusets() map[string]string {
 	return m
 }
 
+// connected is a runtime with a plugin on a fresh state file, synchronised.
+func connected(t *testing.T, cfg alloc.Config) (*fakeRuntime, *Plugin) {
+	t.Helper()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), cfg)
+	f.connect(p)
+	return f, p
+}
+
 // socketDir is a short directory for unix sockets (t.TempDir paths can
 // pass the 108-byte limit).
 func socketDir(t *testing.T) string {
@@ -247,10 +257,7 @@ var (
 )
 
 func TestCreateLSEFullPCPUsGetsWholeCoresOnOneNode(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{Reserved: cpuset.New(0)})
-	f.connect(p)
+	f, _ := connected(t, alloc.Config{Reserved: cpuset.New(0)})
 	ctr := f.mustCreate(lse4)
 	cpu := ctr.Linux.Resources.Cpu
 	set, err := cpuset.Parse(cpu.Cpus)
@@ -310,10 +317,7 @@ func TestCreateBEGetsBEPoolWithIdleWeight(t *testing.T) {
 }
 
 func TestCreateLSGetsSharesAndQuota(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
-	f.connect(p)
+	f, _ := connected(t, alloc.Config{})
 	c := f.mustCreate(ls1500)
 	cpu := c.Linux.Resources.Cpu
 	if cpu.Cpus != "0-15" || cpu.Shares.GetValue() != 1536 || cpu.Quota.GetValue() != 150000 || cpu.Period.GetValue() != 100000 {
@@ -394,10 +398,7 @@ func TestSynchronizeRepairsAMovedContainer(t *testing.T) {
 }
 
 func TestUpdateContainerAnsweredWithPin(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
-	f.connect(p)
+	f, _ := connected(t, alloc.Config{})
 	lse := f.mustCreate(lse4)
 	pinned := lse.Linux.Resources.Cpu.Cpus
 	f.mu.Lock()
@@ -420,10 +421,7 @@ func TestUpdateContainerAnsweredWithPin(t *testing.T) {
 }
 
 func TestRemoveContainerReleases(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
-	f.connect(p)
+	f, p := connected(t, alloc.Config{})
 	full := podSpec{name: "all", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 16384, quota: 1600000}
 	c := f.mustCreate(full)
 	if _, _, err := f.create(podSpec{name: "second", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 1024, quota: 100000}); err == nil {
@@ -506,10 +504,7 @@ func TestRunReconnectsAfterRuntimeRestart(t *testing.T) {
 // containers, in order, with the same reserved CPUs.
 func TestPolicyKubeletGivesKubeletCpusets(t *testing.T) {
 	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), cfg)
-	f.connect(p)
+	f, _ := connected(t, cfg)
 	want, err := alloc.NewState(topology.MustSynthetic(twoNodes), cfg)
 	if err != nil {
 		t.Fatal(err)
