@@ -70,6 +70,9 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 	if err != nil || w.Source != "container" || w.Cpuset != ca.CPUs.String() {
 		t.Fatalf("agent Get = %+v (%v), want source container on %s", w, err, ca.CPUs)
 	}
+	if err := n.Delete(ContainerName("ctr1")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("agent Delete of a runtime's container = %v, want ErrInvalid (the runtime owns it)", err)
+	}
 	if _, err := n.Create(Spec{Name: "all", QoS: "LSE", CPUs: f64(float64(topo.Allowed().Size())), Command: "sleep", Args: []string{"60"}}); !errors.Is(err, ErrRejected) {
 		t.Errorf("agent admitted every CPU while a container holds %s: %v", ca.CPUs, err)
 	}

@@ -547,6 +547,9 @@ func (n *Node) Delete(name string) error {
 	if e.rec.Owner != nil {
 		return fmt.Errorf("%w: %q is job %s of a corepin run (pid %d); stop that run to release it", ErrInvalid, name, e.rec.Job, e.rec.Owner.PID)
 	}
+	if c := e.rec.Container; c != nil {
+		return fmt.Errorf("%w: %q is container %s of pod %s, run by the container runtime; delete the pod to release it", ErrInvalid, name, c.Name, c.Pod)
+	}
 	if err := n.release(e, "deleted"); err != nil {
 		return err
 	}
