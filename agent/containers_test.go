@@ -77,3 +77,38 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 		t.Errorf("agent admitted every CPU while a container holds %s: %v", ca.CPUs, err)
 	}
 }
+
+// An agent that is running when the plugin admits a container shows it
+// (/v1/workloads) and counts its CPUs as taken (/v1/topology), and
+// forgets it when the plugin releases it.
+func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
+	n, _ := newNode(t)
+	topo := n.Topology()
+	c, err := OpenContainers(n.db.Path(), topo, alloc.Config{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ca, err := c.Admit(ContainerRef{ID: "late", Pod: "default/p"}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := n.View()
+	if v.Pools.LSE != ca.CPUs.String() {
+		t.Errorf("/v1/topology LSE pool = %q, want the container's %s", v.Pools.LSE, ca.CPUs)
+	}
+	for node, free := range v.FreeByNUMA {
+		if cpuset.MustParse(free).Intersects(ca.CPUs) {
+			t.Errorf("/v1/topology shows CPUs %s of node %s free; the container holds %s", free, node, ca.CPUs)
+		}
+	}
+	if ws := n.List(); len(ws) != 1 || ws[0].Name != ContainerName("late") {
+		t.Errorf("/v1/workloads = %+v, want the container", ws)
+	}
+	if err := c.Release("late"); err != nil {
+		t.Fatal(err)
+	}
+	if ws := n.List(); len(ws) != 0 {
+		t.Errorf("/v1/workloads after the plugin released = %+v, want none", ws)
+	}
+}

@@ -87,6 +87,9 @@ func (n *Node) Get(name string) (Workload, error) {
 
 // List returns every workload, by name.
 func (n *Node) List() []Workload {
+	if err := n.Refresh(); err != nil {
+		n.log.Warn("reading what others committed to the state", "err", err)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make([]Workload, 0, len(n.wl))
@@ -156,6 +159,9 @@ type PoolsView struct {
 
 // View returns the topology with the current assignments.
 func (n *Node) View() TopologyView {
+	if err := n.Refresh(); err != nil {
+		n.log.Warn("reading what others committed to the state", "err", err)
+	}
 	n.mu.Lock()
 	p := n.st.Pools()
 	n.mu.Unlock()
