@@ -27,7 +27,8 @@ type ContainerRef struct {
 }
 
 // MaxContainerIDLen bounds a runtime's container id (containerd's are 64
-// hex digits).
+// hex digits) and the pod and container names kept with it (Kubernetes
+// allows 253 bytes).
 const MaxContainerIDLen = 256
 
 // ContainerAssignment is what a runtime must apply to one container.
@@ -112,6 +113,11 @@ func ContainerName(id string) string {
 func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (ContainerAssignment, error) {
 	if ref.ID == "" || len(ref.ID) > MaxContainerIDLen || strings.ContainsRune(ref.ID, 0) {
 		return ContainerAssignment{}, fmt.Errorf("%w: container id %.40q is empty, has a NUL or is longer than %d bytes", ErrInvalid, ref.ID, MaxContainerIDLen)
+	}
+	for _, f := range []string{ref.Pod, ref.PodUID, ref.Name} {
+		if len(f) > MaxContainerIDLen {
+			return ContainerAssignment{}, fmt.Errorf("%w: container %.40s: pod or container name %.40q... is longer than %d bytes", ErrInvalid, ref.ID, f, MaxContainerIDLen)
+		}
 	}
 	s.Name = ContainerName(ref.ID)
 	s.Command, s.Args, s.PID, s.Cgroup = "", nil, 0, ""

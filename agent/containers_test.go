@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corepin/corepin/alloc"
@@ -34,6 +35,9 @@ func TestContainersAdmitIsIdempotentAndReleases(t *testing.T) {
 	}
 	if _, err := c.Admit(ContainerRef{ID: ""}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Admit without an id = %v, want ErrInvalid", err)
+	}
+	if _, err := c.Admit(ContainerRef{ID: "long", Pod: strings.Repeat("p", MaxContainerIDLen+1)}, Spec{QoS: "LS", CPUs: f64(1)}, cpuset.CPUSet{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Admit with a %d-byte pod name = %v, want ErrInvalid", MaxContainerIDLen+1, err)
 	}
 	if err := c.Release(ref.ID); err != nil {
 		t.Fatal(err)
