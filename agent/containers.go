@@ -273,3 +273,18 @@ func (c *Containers) resolve(a store.Assignment, rec record, pools alloc.Pools) 
 	ca.Mems = nodesOf(c.topo, ca.CPUs)
 	return ca
 }
+
+// Pools are the pools of the whole state (every front door's workloads).
+func (c *Containers) Pools() (alloc.Pools, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	as, err := c.db.Assignments()
+	if err != nil {
+		return alloc.Pools{}, err
+	}
+	st, err := stateFrom(c.topo, c.cfg, as)
+	if err != nil {
+		return alloc.Pools{}, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
+	}
+	return st.Pools(), nil
+}

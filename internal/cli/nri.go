@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
+	"os"
 
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/spf13/cobra"
 
 	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nri"
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 const nriUsage = `Run corepin as an NRI plugin (name "corepin", index 10) of containerd or
@@ -27,6 +31,10 @@ NRI is fail-open: a pod annotated required-plugins.noderesource.dev:
 '["corepin"]' is refused while the plugin is away (containerd's
 default_validator must be enabled; see deploy/kubernetes/containerd-nri.toml).
 
+With --publish-nrt (in a pod) it keeps a NodeResourceTopology object
+(topology.node.k8s.io/v1alpha2, named after --node-name) up to date with the
+free CPUs of each NUMA node; the CRD must be installed.
+
 Examples:
   corepin nri
   corepin nri --config /etc/corepin/agent.yaml --state /var/lib/corepin/agent.db
@@ -35,7 +43,8 @@ Examples:
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
-	var state, config, socket, root string
+	var state, config, socket, root, nodeName string
+	var publishNRT bool
 	cmd := &cobra.Command{
 		Use:   "nri",
 		Short: "Run the NRI plugin (pins Kubernetes containers under containerd or CRI-O)",
@@ -61,7 +70,20 @@ func newNRICmd(e *env) *cobra.Command {
 			if c.LogFormat == "json" {
 				h = slog.NewJSONHandler(e.stderr, nil)
 			}
-			p, err := nri.New(nri.Options{State: c.State, Topology: topo, Alloc: ac, TopologyPolicy: c.TopologyPolicy, Logger: slog.New(h)})
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, TopologyPolicy: c.TopologyPolicy, Logger: slog.New(h)}
+			if publishNRT {
+				if nodeName == "" {
+					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
+				}
+				pub, err := nrt.InCluster()
+				if err != nil {
+					return Usagef("--publish-nrt: %v", err)
+				}
+				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
+					return pub.Publish(ctx, nrt.Build(nodeName, topo, pools, c.TopologyPolicy))
+				}
+			}
+			p, err := nri.New(o)
 			if isAgentUsage(err) {
 				return &UsageError{Err: err}
 			}
@@ -83,5 +105,7 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.StringVar(&config, "config", "", "YAML config of corepin agent (reserved CPUs, policy, options, topology policy)")
 	fl.StringVar(&socket, "nri-socket", "", "the runtime's NRI socket (default /var/run/nri/nri.sock)")
 	fl.StringVar(&root, "sysfs-root", "/", "directory holding sys/ of the machine to place on")
+	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
+	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 func TestNRIRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -27,6 +28,8 @@ func TestNRIRefusesBadInput(t *testing.T) {
 		{name: "reserved beyond the machine", args: []string{"--config", write("r.yaml", "reserved_cpus: \"0-99\"\n"), "--sysfs-root", smallDump(t),
 			"--state", filepath.Join(dir, "s.db")}, want: "reserved"},
 		{name: "state file not ours", args: []string{"--state", notDB, "--sysfs-root", smallDump(t)}, want: "not.db"},
+		{name: "nrt without a node name", args: []string{"--publish-nrt", "--node-name", "", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "n.db")}, want: "--node-name"},
+		{name: "nrt outside a pod", args: []string{"--publish-nrt", "--node-name", "n1", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "o.db")}, want: "not running in a Kubernetes pod"},
 		{name: "bad sysfs root", args: []string{"--sysfs-root", filepath.Join(dir, "nowhere")}, want: "--sysfs-root"},
 	}
 	for _, tc := range tests {

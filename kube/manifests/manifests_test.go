@@ -87,7 +87,8 @@ func TestChartRendersValidObjects(t *testing.T) {
 				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
 		{name: "kubelet migration without rbac", overrides: map[string]any{"policy": "kubelet", "reservedCPUs": "0-1,32-33",
 			"policyOptions": []any{"full-pcpus-only", "strict-cpu-reservation"}, "topologyPolicy": "single-numa-node",
-			"rbac": map[string]any{"create": false}, "nodeSelector": map[string]any{"corepin.io/enabled": "true"}},
+			"rbac": map[string]any{"create": false}, "nodeSelector": map[string]any{"corepin.io/enabled": "true"},
+			"nodeResourceTopology": map[string]any{"publish": true}},
 			wantKinds: []string{"ConfigMap", "DaemonSet"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0-1,32-33", Policy: "kubelet",
 				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json"}},
@@ -111,7 +112,12 @@ func TestChartRendersValidObjects(t *testing.T) {
 			if fmt.Sprintf("%+v", cfg) != fmt.Sprintf("%+v", tc.wantCfg) {
 				t.Errorf("config = %+v, want %+v", cfg, tc.wantCfg)
 			}
-			checkDaemonSet(t, objs["DaemonSet"].(*appsv1.DaemonSet), cm, objs["ServiceAccount"] != nil)
+			ds := objs["DaemonSet"].(*appsv1.DaemonSet)
+			checkDaemonSet(t, ds, cm, objs["ServiceAccount"] != nil)
+			publish, _ := tc.overrides["nodeResourceTopology"].(map[string]any)
+			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--publish-nrt=true"); got != (publish["publish"] == true) {
+				t.Errorf("--publish-nrt in args = %v, want %v", got, publish["publish"] == true)
+			}
 			if tc.overrides["nodeSelector"] != nil {
 				if got := objs["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec.NodeSelector["corepin.io/enabled"]; got != "true" {
 					t.Errorf("nodeSelector corepin.io/enabled = %q, want \"true\"", got)
@@ -167,7 +173,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	flags := map[string]string{}
 	for _, a := range c.Args[1:] {
 		k, v, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state"}, k) {
+		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt"}, k) {
 			t.Errorf("argument %q is not a --flag=value of corepin nri", a)
 		}
 		flags[k] = v
@@ -198,6 +204,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	}
 	if v := vols["state"].HostPath; v == nil || !strings.HasPrefix("/var/lib/corepin/agent.db", v.Path+"/") {
 		t.Errorf("the state file is not on the host (%+v)", vols["state"])
+	}
+	if _, ok := flags["--publish-nrt"]; ok {
+		var env bool
+		for _, e := range c.Env {
+			env = env || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
+		}
+		if !env {
+			t.Errorf("--publish-nrt without NODE_NAME from spec.nodeName: %+v", c.Env)
+		}
 	}
 	sc := c.SecurityContext
 	if sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||

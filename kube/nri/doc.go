@@ -29,7 +29,9 @@
 //
 // Plugin.Run owns the connection: when the runtime restarts (stub.Run
 // returns), it reconnects with a doubling back-off (100ms..5s) and
-// Synchronize runs again.
+// Synchronize runs again. With Options.Publish it also publishes the
+// node's pools after each change (`corepin nri --publish-nrt`: a
+// NodeResourceTopology object, package kube/nrt).
 //
 // # What a pod asks for
 //

@@ -43,6 +43,11 @@ type Options struct {
 	TopologyPolicy string
 	// Logger gets structured logs; nil discards them.
 	Logger *slog.Logger
+	// Publish, when not nil, is called by Run with the node's pools after
+	// each change of the state (a NodeResourceTopology publisher), one
+	// call at a time, the latest pools only; a failure is logged and
+	// retried after the next change or 30 seconds.
+	Publish func(context.Context, alloc.Pools) error
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -58,6 +63,9 @@ type Plugin struct {
 	// as the plugin knows (from Synchronize and its own answers).
 	applied map[string]cpuset.CPUSet
 	stub    stub.Stub
+
+	publish func(context.Context, alloc.Pools) error
+	changed chan struct{} // capacity 1: a change not yet published
 }
 
 // New opens the state file and returns a plugin over it.
@@ -66,7 +74,8 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, changed: make(chan struct{}, 1)}
+	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -91,6 +100,11 @@ const (
 // with a doubling back-off and connects again; every connect begins with
 // Synchronize. opts add to the plugin's name and index (a socket path).
 func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
+	if p.publish != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); p.publishLoop(ctx) }()
+	}
 	wait := minBackoff
 	for ctx.Err() == nil {
 		t0 := time.Now()
@@ -110,6 +124,35 @@ func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
 		wait = min(2*wait, maxBackoff)
 	}
 	return nil
+}
+
+// publishLoop calls p.publish after each change until ctx ends.
+func (p *Plugin) publishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.changed:
+		case <-time.After(30 * time.Second):
+		}
+		pools, err := p.c.Pools()
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = p.publish(pctx, pools)
+			cancel()
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("publishing the node's topology", "err", err)
+		}
+	}
+}
+
+// touched notes a change of the state for publishLoop.
+func (p *Plugin) touched() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (p *Plugin) runOnce(ctx context.Context, opts []stub.Option) error {
@@ -217,6 +260,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	}
 	ups, err := p.repair(func(string) bool { return true })
 	p.log.Info("synchronized", "containers", len(running), "managed", len(have), "updates", len(ups))
+	p.touched()
 	return ups, err
 }
 
@@ -317,6 +361,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, fmt.Errorf("corepin: container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
 	}
 	p.applied[ctr.GetId()] = ca.CPUs
+	p.touched()
 	p.log.Info("admitted", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
 	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
 	if err != nil {
@@ -377,6 +422,7 @@ func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
 	}
 	if _, ok := p.applied[id]; ok {
 		p.log.Info("released", "id", id)
+		p.touched()
 	}
 	delete(p.applied, id)
 	return p.repair(func(string) bool { return true })

@@ -521,3 +521,36 @@ func TestPolicyKubeletGivesKubeletCpusets(t *testing.T) {
 		}
 	}
 }
+
+// Run publishes the pools (a NodeResourceTopology) at start and after an
+// admission changed them.
+func TestRunPublishesPoolsAfterChanges(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	t.Cleanup(f.r.Stop)
+	published := make(chan alloc.Pools, 16)
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes),
+		Publish: func(_ context.Context, pl alloc.Pools) error { published <- pl; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pl := <-published:
+			if pl.LSE.String() == lse.Linux.Resources.Cpu.Cpus {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no publication showing the LSE container's CPUs %s within 10s", lse.Linux.Resources.Cpu.Cpus)
+		}
+	}
+}
