@@ -5,7 +5,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz clean soak
+.PHONY: all build demo test bench fuzz clean soak e2e-node
 
 all: build
 
@@ -44,3 +44,20 @@ soak:
 	COREPIN_SOAK_ROUNDS=20 COREPIN_SOAK_HOSTILE=10000 $(GO) test -count=1 -timeout 30m -run 'TestCrashRestart|TestHostileRequests' -v ./agent
 	COREPIN_IDLE_SECONDS=10 $(GO) test -count=1 -run '^$$' -bench 'BenchmarkIdleAgent|BenchmarkRSS500' -benchtime=1x ./agent
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime=1000x ./agent
+
+# The NRI plugin under a real containerd (opt-in, root; not in .ci/run):
+# a private containerd built from its Go module once per version into
+# .cache/bin, Debian runc, busybox images built locally (umoci, skopeo),
+# pods through the CRI. See test/e2enode and ../shared/kube-testing.md §2.
+CONTAINERD_VERSION ?= v2.4.2
+E2E_BIN := $(CURDIR)/.cache/bin/containerd-$(CONTAINERD_VERSION)
+e2e-node: build
+	@test "$$(id -u)" = 0 || { echo "e2e-node needs root"; exit 2; }
+	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
+	  { echo "e2e-node needs: apt-get install runc busybox-static umoci skopeo"; exit 2; }
+	@test -x $(E2E_BIN)/containerd-shim-runc-v2 || GOBIN=$(E2E_BIN) $(GO) install \
+	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
+	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
+	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+	cd test/e2enode && COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(CURDIR)/.cache/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .

@@ -114,6 +114,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 			if _, err := n.Sweep(); err != nil {
 				log.Warn("sweep", "err", err)
 			}
+			if err := n.Refresh(); err != nil {
+				log.Warn("refresh", "err", err)
+			}
 		case err := <-errc:
 			pending--
 			if err != nil && !errors.Is(err, net.ErrClosed) {

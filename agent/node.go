@@ -329,20 +329,7 @@ func (n *Node) create(s Spec) (Workload, error) {
 		if err := guardPools(st, p.QoS); err != nil {
 			return store.Assignment{}, err
 		}
-		rec := record{Spec: s, MilliCPUs: p.MilliCPUs, Excl: string(req.Exclusive), NUMANodes: p.NUMANodes.String(),
-			Threads: threadsFor(p)}
-		if rec.Excl == "" {
-			rec.Excl = string(alloc.ExclusiveNone)
-		}
-		doc, err := json.Marshal(rec)
-		if err != nil {
-			return store.Assignment{}, err
-		}
-		out := store.Assignment{QoS: string(p.QoS), Request: doc}
-		if p.QoS == alloc.LSE || p.QoS == alloc.LSR {
-			out.Cpuset = p.CPUs.String()
-		}
-		return out, nil
+		return assignmentOf(s, req, p, nil)
 	})
 	if err != nil {
 		return Workload{}, classify(s.Name, err)
@@ -362,6 +349,25 @@ func (n *Node) create(s Spec) (Workload, error) {
 		return Workload{}, err
 	}
 	return n.view(e), nil
+}
+
+// assignmentOf is what the store keeps for s, admitted as p for req;
+// container, when not nil, marks a runtime's container (Containers).
+func assignmentOf(s Spec, req alloc.Request, p alloc.Placement, container *ContainerRef) (store.Assignment, error) {
+	rec := record{Spec: s, MilliCPUs: p.MilliCPUs, Excl: string(req.Exclusive), NUMANodes: p.NUMANodes.String(),
+		Threads: threadsFor(p), Container: container}
+	if rec.Excl == "" {
+		rec.Excl = string(alloc.ExclusiveNone)
+	}
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return store.Assignment{}, err
+	}
+	out := store.Assignment{QoS: string(p.QoS), Request: doc}
+	if p.QoS == alloc.LSE || p.QoS == alloc.LSR {
+		out.Cpuset = p.CPUs.String()
+	}
+	return out, nil
 }
 
 // fs_ErrProcess marks an adoption whose process or cgroup is not there.
@@ -543,6 +549,9 @@ func (n *Node) Delete(name string) error {
 	}
 	if e.rec.Owner != nil {
 		return fmt.Errorf("%w: %q is job %s of a corepin run (pid %d); stop that run to release it", ErrInvalid, name, e.rec.Job, e.rec.Owner.PID)
+	}
+	if c := e.rec.Container; c != nil {
+		return fmt.Errorf("%w: %q is container %s of pod %s, run by the container runtime; delete the pod to release it", ErrInvalid, name, c.Name, c.Pod)
 	}
 	if err := n.release(e, "deleted"); err != nil {
 		return err

@@ -82,10 +82,10 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 		if o, ok := old[a.Name]; ok && o.a.Generation == a.Generation && o.a.CreatedAt.Equal(a.CreatedAt) {
 			e.cmd = o.cmd
 		}
-		if e.rec.Owner != nil {
-			// A local run's job (StatePlacer): its group is the run's,
-			// not ours. Held until the run, or the next run after a
-			// crash, releases it.
+		if e.rec.Owner != nil || e.rec.Container != nil {
+			// A local run's job (StatePlacer) or a runtime's container
+			// (Containers): its group is theirs, not ours. Held until
+			// the run or the NRI plugin releases it.
 			n.wl[a.Name] = e
 			continue
 		}

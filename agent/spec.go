@@ -225,4 +225,8 @@ type record struct {
 	// job's group lives.
 	Owner *Owner `json:"owner,omitempty"`
 	Job   string `json:"job,omitempty"`
+	// Container marks a container a runtime runs and enforces (the NRI
+	// plugin, Containers): no group of the agent's, held until the
+	// runtime reports the container removed or gone.
+	Container *ContainerRef `json:"container,omitempty"`
 }

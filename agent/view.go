@@ -27,8 +27,8 @@ type Workload struct {
 	// Threads is the thread-pool size given to a started command.
 	Threads int `json:"threads"`
 	// Source is command, pid, cgroup, adopted (found running at start
-	// without an assignment) or run (a job of a local corepin run, PID
-	// being the run's).
+	// without an assignment), run (a job of a local corepin run, PID
+	// being the run's) or container (a container of the NRI plugin).
 	Source     string    `json:"source"`
 	Command    []string  `json:"command,omitempty"`
 	PID        int       `json:"pid,omitempty"`
@@ -45,6 +45,8 @@ func (n *Node) view(e *entry) Workload {
 		w.CPUs = *e.rec.CPUs
 	}
 	switch {
+	case e.rec.Container != nil:
+		w.Source = "container"
 	case e.rec.Owner != nil:
 		w.Source = "run"
 		w.PID = e.rec.Owner.PID
@@ -85,6 +87,9 @@ func (n *Node) Get(name string) (Workload, error) {
 
 // List returns every workload, by name.
 func (n *Node) List() []Workload {
+	if err := n.Refresh(); err != nil {
+		n.log.Warn("reading what others committed to the state", "err", err)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make([]Workload, 0, len(n.wl))
@@ -154,6 +159,9 @@ type PoolsView struct {
 
 // View returns the topology with the current assignments.
 func (n *Node) View() TopologyView {
+	if err := n.Refresh(); err != nil {
+		n.log.Warn("reading what others committed to the state", "err", err)
+	}
 	n.mu.Lock()
 	p := n.st.Pools()
 	n.mu.Unlock()

@@ -34,17 +34,9 @@ func newAgentCmd(e *env) *cobra.Command {
 		Long:  agentUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c agent.Config
-			if config != "" {
-				f, err := os.Open(config)
-				if err != nil {
-					return Usagef("--config: %v", err)
-				}
-				c, err = agent.ParseConfig(f)
-				f.Close()
-				if err != nil {
-					return Usagef("--config %s: %v", config, err)
-				}
+			c, err := loadAgentConfig(config)
+			if err != nil {
+				return err
 			}
 			fl := cmd.Flags()
 			for _, o := range []struct {
@@ -63,7 +55,7 @@ func newAgentCmd(e *env) *cobra.Command {
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			err := agent.Run(ctx, c, slog.New(h), nil)
+			err = agent.Run(ctx, c, slog.New(h), nil)
 			if isAgentUsage(err) {
 				return &UsageError{Err: err}
 			}
@@ -89,4 +81,22 @@ func isAgentUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// loadAgentConfig reads the YAML config at path (none: the zero Config);
+// any problem with it is bad input.
+func loadAgentConfig(path string) (agent.Config, error) {
+	if path == "" {
+		return agent.Config{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return agent.Config{}, Usagef("--config: %v", err)
+	}
+	defer f.Close()
+	c, err := agent.ParseConfig(f)
+	if err != nil {
+		return agent.Config{}, Usagef("--config %s: %v", path, err)
+	}
+	return c, nil
 }

@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
+)
+
+// ContainerRef names a container that a runtime (containerd, CRI-O) runs
+// and enforces: the NRI plugin's unit of admission.
+type ContainerRef struct {
+	// ID is the runtime's container id.
+	ID string `json:"id"`
+	// Pod is namespace/name of its pod, Name the container's name in it.
+	Pod    string `json:"pod,omitempty"`
+	PodUID string `json:"pod_uid,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// MaxContainerIDLen bounds a runtime's container id (containerd's are 64
+// hex digits) and the pod and container names kept with it (Kubernetes
+// allows 253 bytes).
+const MaxContainerIDLen = 256
+
+// ContainerAssignment is what a runtime must apply to one container.
+type ContainerAssignment struct {
+	Ref ContainerRef
+	// Name is the workload name in the state file (/v1/workloads).
+	Name string
+	QoS  alloc.QoS
+	// CPUs is the exclusive set of an LSE or LSR container, or the pool an
+	// LS or BE container shares now; Mems the NUMA nodes of CPUs (memory
+	// follows the CPUs).
+	CPUs cpuset.CPUSet
+	Mems cpuset.CPUSet
+	// MilliCPUs is the quota of an LS container (0: none).
+	MilliCPUs int
+}
+
+// Containers admits and releases runtime containers on the agent's state
+// file, with the agent's allocator and pool guard: the NRI plugin's core.
+// Like StatePlacer it needs no agent to run and no lock beyond the
+// store's write transaction (BEGIN IMMEDIATE), so the agent, local runs
+// and the plugin never hand out one CPU twice. It writes no cgroup: the
+// runtime applies what it answers. The agent's Reconcile keeps container
+// assignments (it has no group for them); Containers.Sync releases those
+// the runtime no longer runs.
+type Containers struct {
+	mu      sync.Mutex
+	db      *store.DB
+	topo    *topology.Topology
+	cfg     alloc.Config
+	topoPol string
+}
+
+// OpenContainers opens (or creates) the state file at path for topology t
+// and allocator configuration cfg; topologyPolicy is given to requests
+// that name none.
+func OpenContainers(path string, t *topology.Topology, cfg alloc.Config, topologyPolicy string) (*Containers, error) {
+	if t == nil || path == "" {
+		return nil, fmt.Errorf("opening the container state: state path and topology are required")
+	}
+	if _, err := alloc.NewState(t, cfg); err != nil {
+		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
+	}
+	if topologyPolicy != "" {
+		if _, err := (alloc.RequestSpec{TopologyPolicy: topologyPolicy, CPUs: ptr(1.0)}).Request("probe"); err != nil {
+			return nil, fmt.Errorf("%w: topology policy: %v", ErrInvalid, err)
+		}
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Containers{db: db, topo: t, cfg: cfg, topoPol: topologyPolicy}, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Close closes the state file; assignments stay held.
+func (c *Containers) Close() error { return c.db.Close() }
+
+// Topology returns the machine placed on.
+func (c *Containers) Topology() *topology.Topology { return c.topo }
+
+// ContainerName is the workload name of container id in the state file:
+// "nri-" and the id when that is a valid name, else "nri-" and a hash.
+func ContainerName(id string) string {
+	n := "nri-" + id
+	if ValidateName(n) == nil {
+		return n
+	}
+	h := sha256.Sum256([]byte(id))
+	return "nri-" + hex.EncodeToString(h[:])[:40]
+}
+
+// Admit admits container ref for s (its name is set here; what runs in it
+// is the runtime's). A container admitted already gets its assignment
+// back unchanged, so a runtime's retry or a resynchronisation never moves
+// it. If prefer holds exactly the CPUs an exclusive request asks for and
+// they are all free, the container keeps them (a live container found
+// pinned after the state was lost). Errors wrap ErrInvalid or ErrRejected
+// (with the allocator's Rejection).
+func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (ContainerAssignment, error) {
+	if ref.ID == "" || len(ref.ID) > MaxContainerIDLen || strings.ContainsRune(ref.ID, 0) {
+		return ContainerAssignment{}, fmt.Errorf("%w: container id %.40q is empty, has a NUL or is longer than %d bytes", ErrInvalid, ref.ID, MaxContainerIDLen)
+	}
+	for _, f := range []string{ref.Pod, ref.PodUID, ref.Name} {
+		if len(f) > MaxContainerIDLen {
+			return ContainerAssignment{}, fmt.Errorf("%w: container %.40s: pod or container name %.40q... is longer than %d bytes", ErrInvalid, ref.ID, f, MaxContainerIDLen)
+		}
+	}
+	s.Name = ContainerName(ref.ID)
+	s.Command, s.Args, s.PID, s.Cgroup = "", nil, 0, ""
+	if s.TopologyPolicy == "" {
+		s.TopologyPolicy = c.topoPol
+	}
+	req, err := s.request()
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	if req.CPUs > c.topo.Allowed().Size() {
+		return ContainerAssignment{}, fmt.Errorf("%w: container %s asks for %d CPUs; this node has %d usable (%s)",
+			ErrInvalid, ref.ID, req.CPUs, c.topo.Allowed().Size(), c.topo.Allowed())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var st *alloc.State
+	a, err := c.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
+		var err error
+		if st, err = stateFrom(c.topo, c.cfg, cur); err != nil {
+			return store.Assignment{}, err
+		}
+		p, ok := keep(st, req, prefer)
+		if !ok {
+			if p, err = st.Allocate(req); err != nil {
+				return store.Assignment{}, err
+			}
+		}
+		if err := guardPools(st, p.QoS); err != nil {
+			return store.Assignment{}, err
+		}
+		return assignmentOf(s, req, p, &ref)
+	})
+	if errors.Is(err, store.ErrExists) {
+		got, gerr := c.lookup(ref.ID)
+		if gerr == nil {
+			return got, nil
+		}
+		return ContainerAssignment{}, classify(s.Name, errors.Join(err, gerr))
+	}
+	if err != nil {
+		return ContainerAssignment{}, classify(s.Name, err)
+	}
+	rec, _, err := decodeAssignment(a)
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	return c.resolve(a, rec, st.Pools()), nil
+}
+
+// keep places req on prefer when prefer is an exclusive request's size
+// and free in st.
+func keep(st *alloc.State, req alloc.Request, prefer cpuset.CPUSet) (alloc.Placement, bool) {
+	q := req.QoS
+	if q == "" {
+		q = alloc.LSE
+	}
+	if (q != alloc.LSE && q != alloc.LSR) || prefer.Size() != req.CPUs || !prefer.IsSubsetOf(st.Topology().Allowed()) {
+		return alloc.Placement{}, false
+	}
+	if err := st.Assign(alloc.Assignment{ID: req.ID, QoS: q, CPUs: prefer, Exclusive: req.Exclusive}); err != nil {
+		return alloc.Placement{}, false
+	}
+	return alloc.Placement{ID: req.ID, QoS: q, CPUs: prefer, NUMANodes: nodesOf(st.Topology(), prefer)}, true
+}
+
+// nodesOf is the set of NUMA nodes holding a CPU of set.
+func nodesOf(t *topology.Topology, set cpuset.CPUSet) cpuset.CPUSet {
+	var ids []int
+	for _, n := range t.NodesWithCPUs() {
+		if !t.NodeCPUs(n).Intersection(set).IsEmpty() {
+			ids = append(ids, int(n))
+		}
+	}
+	return cpuset.New(ids...)
+}
+
+// Release gives container id's CPUs back. Releasing a container that
+// holds none is not an error (the runtime reports stop and remove both).
+func (c *Containers) Release(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.db.DeleteAssignment(ContainerName(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Get returns container id's assignment, resolved against the current
+// pools; ErrNotFound if it holds none.
+func (c *Containers) Get(id string) (ContainerAssignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lookup(id)
+}
+
+func (c *Containers) lookup(id string) (ContainerAssignment, error) {
+	all, err := c.list()
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	for _, ca := range all {
+		if ca.Ref.ID == id {
+			return ca, nil
+		}
+	}
+	return ContainerAssignment{}, fmt.Errorf("%w: container %.80q", ErrNotFound, id)
+}
+
+// List returns every container assignment, sorted by container id, each
+// resolved against the current pools.
+func (c *Containers) List() ([]ContainerAssignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.list()
+}
+
+func (c *Containers) list() ([]ContainerAssignment, error) {
+	as, err := c.db.Assignments()
+	if err != nil {
+		return nil, err
+	}
+	st, recs, err := stateAndRecords(c.topo, c.cfg, as)
+	if err != nil {
+		return nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
+	}
+	pools := st.Pools()
+	var out []ContainerAssignment
+	for _, a := range as {
+		if rec := recs[a.Name]; rec.Container != nil {
+			out = append(out, c.resolve(a, rec, pools))
+		}
+	}
+	slices.SortFunc(out, func(a, b ContainerAssignment) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
+	return out, nil
+}
+
+// resolve is a's assignment as the runtime applies it under pools.
+func (c *Containers) resolve(a store.Assignment, rec record, pools alloc.Pools) ContainerAssignment {
+	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS)}
+	if rec.Container != nil {
+		ca.Ref = *rec.Container
+	}
+	switch ca.QoS {
+	case alloc.LS:
+		ca.CPUs, ca.MilliCPUs = pools.LS, rec.MilliCPUs
+	case alloc.BE:
+		ca.CPUs = pools.BE
+	default:
+		ca.CPUs, _ = cpuset.Parse(a.Cpuset) // stateAndRecords parsed it
+	}
+	ca.Mems = nodesOf(c.topo, ca.CPUs)
+	return ca
+}
+
+// Pools are the pools of the whole state (every front door's workloads).
+func (c *Containers) Pools() (alloc.Pools, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	as, err := c.db.Assignments()
+	if err != nil {
+		return alloc.Pools{}, err
+	}
+	st, err := stateFrom(c.topo, c.cfg, as)
+	if err != nil {
+		return alloc.Pools{}, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
+	}
+	return st.Pools(), nil
+}

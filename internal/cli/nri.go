@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/spf13/cobra"
+
+	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nri"
+	"github.com/corepin/corepin/kube/nrt"
+)
+
+const nriUsage = `Run corepin as an NRI plugin (name "corepin", index 10) of containerd or
+CRI-O: every container of every pod is admitted through the agent's state
+file and allocator (the same --config as corepin agent: reserved_cpus,
+policy, policy_options, topology_policy) and the runtime applies the
+answer: cpuset cpus and mems, CPU shares, the LS quota, the BE pool at the
+lowest weight. UpdateContainer keeps the pin; stop and remove release it;
+every (re)connect resynchronises without moving correct containers. The
+plugin reconnects by itself when the runtime restarts. It writes no cgroup.
+
+Pods choose with the label koordinator.sh/qosClass (LSE|LSR|LS|BE) and the
+annotation scheduling.koordinator.sh/resource-spec
+('{"preferredCPUBindPolicy":"FullPCPUs","preferredCPUExclusivePolicy":"PCPULevel"}');
+otherwise the kubelet's QoS decides (Guaranteed with whole CPUs: LSE).
+NRI is fail-open: a pod annotated required-plugins.noderesource.dev:
+'["corepin"]' is refused while the plugin is away (containerd's
+default_validator must be enabled; see deploy/kubernetes/containerd-nri.toml).
+
+With --publish-nrt (in a pod) it keeps a NodeResourceTopology object
+(topology.node.k8s.io/v1alpha2, named after --node-name) up to date with the
+free CPUs of each NUMA node; the CRD must be installed.
+
+Examples:
+  corepin nri
+  corepin nri --config /etc/corepin/agent.yaml --state /var/lib/corepin/agent.db
+  corepin nri --nri-socket /run/containerd-test/nri.sock --sysfs-root /`
+
+func init() { register(newNRICmd) }
+
+func newNRICmd(e *env) *cobra.Command {
+	var state, config, socket, root, nodeName string
+	var publishNRT bool
+	cmd := &cobra.Command{
+		Use:   "nri",
+		Short: "Run the NRI plugin (pins Kubernetes containers under containerd or CRI-O)",
+		Long:  nriUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := loadAgentConfig(config)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("state") || c.State == "" {
+				c.State = state
+			}
+			ac, err := c.AllocConfig()
+			if err != nil {
+				return Usagef("--config %s: %v", config, err)
+			}
+			topo, err := openTopology("--sysfs-root", root)
+			if err != nil {
+				return err
+			}
+			var h slog.Handler = slog.NewTextHandler(e.stderr, nil)
+			if c.LogFormat == "json" {
+				h = slog.NewJSONHandler(e.stderr, nil)
+			}
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, TopologyPolicy: c.TopologyPolicy, Logger: slog.New(h)}
+			if publishNRT {
+				if nodeName == "" {
+					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
+				}
+				pub, err := nrt.InCluster()
+				if err != nil {
+					return Usagef("--publish-nrt: %v", err)
+				}
+				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
+					return pub.Publish(ctx, nrt.Build(nodeName, topo, pools, c.TopologyPolicy))
+				}
+			}
+			p, err := nri.New(o)
+			if isAgentUsage(err) {
+				return &UsageError{Err: err}
+			}
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			var opts []stub.Option
+			if socket != "" {
+				opts = append(opts, stub.WithSocketPath(socket))
+			}
+			return p.Run(ctx, opts...)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", agent.DefaultState, "state file (SQLite), shared with corepin agent")
+	fl.StringVar(&config, "config", "", "YAML config of corepin agent (reserved CPUs, policy, options, topology policy)")
+	fl.StringVar(&socket, "nri-socket", "", "the runtime's NRI socket (default /var/run/nri/nri.sock)")
+	fl.StringVar(&root, "sysfs-root", "/", "directory holding sys/ of the machine to place on")
+	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
+	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt")
+	return cmd
+}

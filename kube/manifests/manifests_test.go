@@ -1,0 +1,298 @@
+package manifests
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/agent"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/kubernetes/corepin-nri.yaml from the chart's defaults")
+
+const (
+	chartDir  = "../../deploy/helm/corepin"
+	plainFile = "../../deploy/kubernetes/corepin-nri.yaml"
+	tomlFile  = "../../deploy/kubernetes/containerd-nri.toml"
+)
+
+var defaultRelease = Release{Name: "corepin", Namespace: "kube-system"}
+
+// objects decodes every document of stream strictly (unknown fields are
+// errors) into its typed Kubernetes object, by apiVersion and kind.
+func objects(t *testing.T, stream []byte) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for i, doc := range Documents(stream) {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, doc)
+		}
+		var obj any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "apps/v1 DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			obj = &rbacv1.ClusterRole{}
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
+		default:
+			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("document %d (%s): %v\n%s", i, tm.Kind, err, doc)
+		}
+		if _, dup := out[tm.Kind]; dup {
+			t.Fatalf("two %s documents", tm.Kind)
+		}
+		out[tm.Kind] = obj
+	}
+	return out
+}
+
+func render(t *testing.T, overrides map[string]any) []byte {
+	t.Helper()
+	b, err := Render(os.DirFS(chartDir), defaultRelease, overrides)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	return b
+}
+
+func TestChartRendersValidObjects(t *testing.T) {
+	tests := []struct {
+		name      string
+		overrides map[string]any
+		wantKinds []string
+		wantCfg   agent.Config
+	}{
+		{name: "defaults", wantKinds: []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
+		{name: "kubelet migration without rbac", overrides: map[string]any{"policy": "kubelet", "reservedCPUs": "0-1,32-33",
+			"policyOptions": []any{"full-pcpus-only", "strict-cpu-reservation"}, "topologyPolicy": "single-numa-node",
+			"rbac": map[string]any{"create": false}, "nodeSelector": map[string]any{"corepin.io/enabled": "true"},
+			"nodeResourceTopology": map[string]any{"publish": true}},
+			wantKinds: []string{"ConfigMap", "DaemonSet"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0-1,32-33", Policy: "kubelet",
+				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := objects(t, render(t, tc.overrides))
+			var kinds []string
+			for k := range objs {
+				kinds = append(kinds, k)
+			}
+			slices.Sort(kinds)
+			if !slices.Equal(kinds, tc.wantKinds) {
+				t.Fatalf("kinds = %v, want %v", kinds, tc.wantKinds)
+			}
+			cm := objs["ConfigMap"].(*corev1.ConfigMap)
+			cfg, err := agent.ParseConfig(strings.NewReader(cm.Data["config.yaml"]))
+			if err != nil {
+				t.Fatalf("the ConfigMap's config.yaml is not a valid corepin config: %v\n%s", err, cm.Data["config.yaml"])
+			}
+			if fmt.Sprintf("%+v", cfg) != fmt.Sprintf("%+v", tc.wantCfg) {
+				t.Errorf("config = %+v, want %+v", cfg, tc.wantCfg)
+			}
+			ds := objs["DaemonSet"].(*appsv1.DaemonSet)
+			checkDaemonSet(t, ds, cm, objs["ServiceAccount"] != nil)
+			publish, _ := tc.overrides["nodeResourceTopology"].(map[string]any)
+			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--publish-nrt=true"); got != (publish["publish"] == true) {
+				t.Errorf("--publish-nrt in args = %v, want %v", got, publish["publish"] == true)
+			}
+			if tc.overrides["nodeSelector"] != nil {
+				if got := objs["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec.NodeSelector["corepin.io/enabled"]; got != "true" {
+					t.Errorf("nodeSelector corepin.io/enabled = %q, want \"true\"", got)
+				}
+			}
+			if cr, ok := objs["ClusterRole"].(*rbacv1.ClusterRole); ok {
+				var nrt bool
+				for _, r := range cr.Rules {
+					nrt = nrt || (slices.Contains(r.APIGroups, "topology.node.k8s.io") && slices.Contains(r.Resources, "noderesourcetopologies") &&
+						slices.Contains(r.Verbs, "create") && slices.Contains(r.Verbs, "update"))
+				}
+				if !nrt {
+					t.Errorf("ClusterRole does not allow creating and updating noderesourcetopologies: %+v", cr.Rules)
+				}
+				crb := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding)
+				sa := objs["ServiceAccount"].(*corev1.ServiceAccount)
+				if crb.RoleRef.Name != cr.Name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa.Name || crb.Subjects[0].Namespace != sa.Namespace {
+					t.Errorf("ClusterRoleBinding %+v does not bind ClusterRole %s to ServiceAccount %s/%s", crb, cr.Name, sa.Namespace, sa.Name)
+				}
+			}
+		})
+	}
+}
+
+// checkDaemonSet checks what the plugin needs from its pod: the selector
+// matching the template, the runtime's socket, the state directory, the
+// host's sysfs, the config at the path the args name, and no privilege.
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, withSA bool) {
+	t.Helper()
+	if ds.Namespace != defaultRelease.Namespace || cm.Namespace != ds.Namespace {
+		t.Errorf("namespaces: DaemonSet %q, ConfigMap %q, want %q", ds.Namespace, cm.Namespace, defaultRelease.Namespace)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil || sel.Empty() {
+		t.Fatalf("DaemonSet selector %v: %v", ds.Spec.Selector, err)
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the pod template's labels %v", k, v, ds.Spec.Template.Labels)
+		}
+	}
+	pod := ds.Spec.Template.Spec
+	if (pod.ServiceAccountName != "") != withSA {
+		t.Errorf("serviceAccountName = %q with rbac.create %v", pod.ServiceAccountName, withSA)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "nri" {
+		t.Errorf("container image %q args %v, want an image running `corepin nri`", c.Image, c.Args)
+	}
+	flags := map[string]string{}
+	for _, a := range c.Args[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt"}, k) {
+			t.Errorf("argument %q is not a --flag=value of corepin nri", a)
+		}
+		flags[k] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	for name := range mounts {
+		if _, ok := vols[name]; !ok {
+			t.Errorf("mount %s has no volume", name)
+		}
+	}
+	if m := mounts["config"]; vols["config"].ConfigMap == nil || vols["config"].ConfigMap.Name != cm.Name ||
+		filepath.Join(m.MountPath, "config.yaml") != flags["--config"] {
+		t.Errorf("--config %q is not config.yaml of ConfigMap %s mounted at %q", flags["--config"], cm.Name, m.MountPath)
+	}
+	if v := vols["nri"].HostPath; v == nil || v.Path != flags["--nri-socket"] || mounts["nri"].MountPath != flags["--nri-socket"] ||
+		v.Type == nil || *v.Type != corev1.HostPathSocket {
+		t.Errorf("--nri-socket %q is not the host's socket mounted at the same path (%+v)", flags["--nri-socket"], vols["nri"])
+	}
+	if v := vols["sys"].HostPath; v == nil || v.Path != "/sys" || mounts["sys"].MountPath != filepath.Join(flags["--sysfs-root"], "sys") || !mounts["sys"].ReadOnly {
+		t.Errorf("--sysfs-root %q does not hold the host's /sys read-only", flags["--sysfs-root"])
+	}
+	if v := vols["state"].HostPath; v == nil || !strings.HasPrefix("/var/lib/corepin/agent.db", v.Path+"/") {
+		t.Errorf("the state file is not on the host (%+v)", vols["state"])
+	}
+	if _, ok := flags["--publish-nrt"]; ok {
+		var env bool
+		for _, e := range c.Env {
+			env = env || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
+		}
+		if !env {
+			t.Errorf("--publish-nrt without NODE_NAME from spec.nodeName: %+v", c.Env)
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("securityContext %+v: the plugin writes no cgroup and needs no privilege or capability", sc)
+	}
+	if len(pod.Tolerations) == 0 || pod.PriorityClassName != "system-node-critical" {
+		t.Errorf("the plugin must run on every node (tolerations %v) at system-node-critical (%q)", pod.Tolerations, pod.PriorityClassName)
+	}
+}
+
+func TestRenderRefusesMissingValues(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: x\nversion: 0.1.0\n",
+		"values.yaml":       "a: 1\n",
+		"templates/cm.yaml": "v: {{ .Values.nope }}\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+	}
+	if _, err := Render(os.DirFS(dir), defaultRelease, nil); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("Render with a missing value = %v, want an error naming it", err)
+	}
+}
+
+// The plain manifest is the chart rendered with its defaults; -update
+// rewrites it.
+func TestPlainManifestIsTheChartsDefaults(t *testing.T) {
+	want := append([]byte("# corepin NRI plugin: deploy/helm/corepin rendered with its default values\n"+
+		"# (namespace kube-system). Regenerate: go test ./kube/manifests -update\n"), render(t, nil)...)
+	if *update {
+		if err := os.WriteFile(plainFile, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(plainFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the chart rendered with its defaults; run go test ./kube/manifests -update", plainFile)
+	}
+	objects(t, got)
+}
+
+func TestContainerdSnippetEnablesNRIWithValidator(t *testing.T) {
+	b, err := os.ReadFile(tomlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Version int `toml:"version"`
+		Plugins struct {
+			NRI struct {
+				Disable                   bool   `toml:"disable"`
+				SocketPath                string `toml:"socket_path"`
+				PluginRegistrationTimeout string `toml:"plugin_registration_timeout"`
+				PluginRequestTimeout      string `toml:"plugin_request_timeout"`
+				DefaultValidator          struct {
+					Enable bool `toml:"enable"`
+				} `toml:"default_validator"`
+			} `toml:"io.containerd.nri.v1.nri"`
+		} `toml:"plugins"`
+	}
+	dec := toml.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("parsing %s: %v", tomlFile, err)
+	}
+	nri := cfg.Plugins.NRI
+	if cfg.Version < 3 || nri.Disable || !nri.DefaultValidator.Enable {
+		t.Errorf("snippet: version %d, disable %v, default_validator.enable %v; want version >= 3, NRI on, validator on", cfg.Version, nri.Disable, nri.DefaultValidator.Enable)
+	}
+	objs := objects(t, render(t, nil))
+	var mounted bool
+	for _, v := range objs["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec.Volumes {
+		mounted = mounted || (v.HostPath != nil && v.HostPath.Path == nri.SocketPath)
+	}
+	if !mounted {
+		t.Errorf("the DaemonSet does not mount the snippet's NRI socket %s", nri.SocketPath)
+	}
+}

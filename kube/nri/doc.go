@@ -1,0 +1,65 @@
+// Package nri is corepin's NRI plugin (https://github.com/containerd/nri):
+// containerd (>= 1.7, NRI on by default in 2.x) and CRI-O ask it about
+// every container of every pod and apply what it answers. It runs on the
+// agent's core: agent.Containers admits through the agent's state file
+// and allocator (one state, one alloc config: policy, options, reserved
+// CPUs), so `corepin agent`, local `corepin run`s and the plugin never
+// hand out one CPU twice. The plugin writes no cgroup and needs no root
+// for its decisions: the runtime applies the adjustments.
+//
+// # Events
+//
+//   - CreateContainer admits the container and answers its cpuset cpus and
+//     mems (memory follows the CPUs: the NUMA nodes of its CPUs), its CPU
+//     shares (kubelet's mapping, 1024 per CPU) and, for LS, a CFS quota of
+//     its size. A BE container gets the BE pool and cpu.shares 2 (BEShares),
+//     the lowest weight: NRI has no cpu.idle field, so BE is not SCHED_IDLE.
+//     The same answer carries updates for shared (LS, BE) containers whose
+//     pool the admission shrank.
+//   - UpdateContainer (kubelet's UpdateContainerResources, an in-place
+//     resize) is answered with the container's pin, which would otherwise be
+//     overwritten.
+//   - StopContainer and RemoveContainer release the container's CPUs and
+//     grow the pools of the shared containers.
+//   - Synchronize, on every connect, releases the assignments of containers
+//     that are gone, admits live containers it does not know (an exclusive
+//     container keeps the cpuset it holds when that is free and the right
+//     size, so a lost state file moves nothing), and updates only the
+//     containers whose cpuset differs from their assignment.
+//
+// Plugin.Run owns the connection: when the runtime restarts (stub.Run
+// returns), it reconnects with a doubling back-off (100ms..5s) and
+// Synchronize runs again. With Options.Publish it also publishes the
+// node's pools after each change (`corepin nri --publish-nrt`: a
+// NodeResourceTopology object, package kube/nrt).
+//
+// # What a pod asks for
+//
+// The label koordinator.sh/qosClass (LSE, LSR, LS, BE) names the class;
+// the annotation scheduling.koordinator.sh/resource-spec (JSON, at most
+// MaxResourceSpec bytes, strictly parsed: ParseResourceSpec) gives
+// preferredCPUBindPolicy (Default, FullPCPUs, SpreadByPCPUs) and
+// preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel). Without the
+// label the kubelet's QoS is read from the container's CPU resources:
+// Guaranteed with whole CPUs is LSE, Guaranteed with a fraction and
+// Burstable are LS (sized at the limit, else the request), BestEffort is
+// BE. With `policy: kubelet` the exclusive containers get the cpusets the
+// kubelet's static CPU manager would give them (run the kubelet with
+// cpuManagerPolicy: none, or its reconcile rewrites them). A container
+// whose metadata can not be read or that the node can not admit is
+// refused with the reason, not started unpinned.
+//
+// # Fail-open
+//
+// NRI is fail-open: a container created while the plugin is not connected
+// (not deployed yet, restarting) runs unpinned on every CPU, and the next
+// Synchronize admits and pins it. A pod that must never run unpinned sets
+// the annotation
+//
+//	required-plugins.noderesource.dev: '["corepin"]'
+//
+// with containerd's default validator enabled
+// ([plugins.'io.containerd.nri.v1.nri'] default_validator = { enable = true });
+// the runtime then refuses its containers while corepin is not connected.
+// deploy/kubernetes/containerd-nri.toml is that snippet.
+package nri

@@ -1,0 +1,429 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// Registration of the plugin with the runtime.
+const (
+	// PluginName is the name the plugin registers under (and the one
+	// AnnotationRequiredPlugins lists).
+	PluginName = "corepin"
+	// PluginIdx orders corepin among the runtime's plugins.
+	PluginIdx = "10"
+	// BEShares is the cpu.shares of a BE container: the kernel's lowest
+	// cgroup v1 weight (cgroup v2 weight 1). NRI has no cpu.idle field, so
+	// BE gets the lowest weight instead of SCHED_IDLE.
+	BEShares = 2
+)
+
+// Options configure New.
+type Options struct {
+	// State is the agent's state file, shared with `corepin agent` and
+	// local runs.
+	State string
+	// Topology is the machine (topology.Open of a sysfs root).
+	Topology *topology.Topology
+	// Alloc is the allocator's configuration: policy, options, reserved CPUs.
+	Alloc alloc.Config
+	// TopologyPolicy is given to requests that name none.
+	TopologyPolicy string
+	// Logger gets structured logs; nil discards them.
+	Logger *slog.Logger
+	// Publish, when not nil, is called by Run with the node's pools after
+	// each change of the state (a NodeResourceTopology publisher), one
+	// call at a time, the latest pools only; a failure is logged and
+	// retried after the next change or 30 seconds.
+	Publish func(context.Context, alloc.Pools) error
+}
+
+// Plugin is corepin's NRI plugin: the runtime asks it about each container
+// and applies what it answers (cpuset cpus and mems, CPU shares and
+// quota). It admits through agent.Containers, the agent's state and
+// allocator, and writes no cgroup itself.
+type Plugin struct {
+	c   *agent.Containers
+	log *slog.Logger
+
+	mu sync.Mutex
+	// applied is what the runtime last applied per container id, as far
+	// as the plugin knows (from Synchronize and its own answers).
+	applied map[string]cpuset.CPUSet
+	stub    stub.Stub
+
+	publish func(context.Context, alloc.Pools) error
+	changed chan struct{} // capacity 1: a change not yet published
+}
+
+// New opens the state file and returns a plugin over it.
+func New(o Options) (*Plugin, error) {
+	c, err := agent.OpenContainers(o.State, o.Topology, o.Alloc, o.TopologyPolicy)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, changed: make(chan struct{}, 1)}
+	p.changed <- struct{}{} // publish once at start
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// Close closes the state file. Assignments stay held.
+func (p *Plugin) Close() error { return p.c.Close() }
+
+// Containers is the admission core the plugin runs on.
+func (p *Plugin) Containers() *agent.Containers { return p.c }
+
+// Backoff bounds between reconnect attempts.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// Run connects to the runtime and serves it until ctx ends. When the
+// connection drops (a containerd restart: stub.Run returns "ttrpc: server
+// closed", then "connection refused" until the socket is back), it waits
+// with a doubling back-off and connects again; every connect begins with
+// Synchronize. opts add to the plugin's name and index (a socket path).
+func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
+	if p.publish != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); p.publishLoop(ctx) }()
+	}
+	wait := minBackoff
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		err := p.runOnce(ctx, opts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(t0) > 10*maxBackoff {
+			wait = minBackoff
+		}
+		p.log.Warn("runtime connection lost; reconnecting", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+	return nil
+}
+
+// publishLoop calls p.publish after each change until ctx ends.
+func (p *Plugin) publishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.changed:
+		case <-time.After(30 * time.Second):
+		}
+		pools, err := p.c.Pools()
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = p.publish(pctx, pools)
+			cancel()
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("publishing the node's topology", "err", err)
+		}
+	}
+}
+
+// touched notes a change of the state for publishLoop.
+func (p *Plugin) touched() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Plugin) runOnce(ctx context.Context, opts []stub.Option) error {
+	s, err := p.NewStub(opts...)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// NewStub is a stub serving p, registered as PluginName at PluginIdx.
+func (p *Plugin) NewStub(opts ...stub.Option) (stub.Stub, error) {
+	s, err := stub.New(p, append([]stub.Option{stub.WithPluginName(PluginName), stub.WithPluginIdx(PluginIdx)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the NRI stub: %w", err)
+	}
+	p.mu.Lock()
+	p.stub = s
+	p.mu.Unlock()
+	return s, nil
+}
+
+// Interfaces of pkg/stub the plugin implements.
+var (
+	_ stub.SynchronizeInterface     = (*Plugin)(nil)
+	_ stub.CreateContainerInterface = (*Plugin)(nil)
+	_ stub.UpdateContainerInterface = (*Plugin)(nil)
+	_ stub.StopContainerInterface   = (*Plugin)(nil)
+	_ stub.RemoveContainerInterface = (*Plugin)(nil)
+)
+
+// refOf names ctr of pod for the state file.
+func refOf(pod *api.PodSandbox, ctr *api.Container) agent.ContainerRef {
+	return agent.ContainerRef{ID: ctr.GetId(), Pod: pod.GetNamespace() + "/" + pod.GetName(), PodUID: pod.GetUid(), Name: ctr.GetName()}
+}
+
+// live reports whether the runtime still runs (or will run) ctr.
+func live(ctr *api.Container) bool { return ctr.GetState() != api.ContainerState_CONTAINER_STOPPED }
+
+// Synchronize runs on every connect with all of the runtime's pods and
+// containers. It releases the assignments of containers that are gone,
+// admits live containers it does not know (keeping an exclusive cpuset
+// they hold already when it is free and the right size), and answers
+// updates only for containers whose cpuset differs from their assignment:
+// correct containers are not moved.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	podOf := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		podOf[pod.GetId()] = pod
+	}
+	running := map[string]*api.Container{}
+	p.applied = map[string]cpuset.CPUSet{}
+	for _, ctr := range ctrs {
+		if !live(ctr) {
+			continue
+		}
+		running[ctr.GetId()] = ctr
+		if cur, err := cpuset.Parse(ctr.GetLinux().GetResources().GetCpu().GetCpus()); err == nil {
+			p.applied[ctr.GetId()] = cur
+		}
+	}
+	known, err := p.c.List()
+	if err != nil {
+		return nil, fmt.Errorf("reading the state: %w", err)
+	}
+	have := map[string]bool{}
+	for _, ca := range known {
+		if running[ca.Ref.ID] == nil {
+			if err := p.c.Release(ca.Ref.ID); err != nil {
+				return nil, fmt.Errorf("releasing gone container %s: %w", ca.Ref.ID, err)
+			}
+			p.log.Info("released a container that is gone", "id", ca.Ref.ID, "pod", ca.Ref.Pod)
+			continue
+		}
+		have[ca.Ref.ID] = true
+	}
+	// Exclusive containers first, so that a pinned container keeps its
+	// CPUs before a shared one's admission shrinks the pools.
+	for _, pass := range []bool{true, false} {
+		for _, ctr := range ctrs {
+			if running[ctr.GetId()] == nil || have[ctr.GetId()] {
+				continue
+			}
+			pod := podOf[ctr.GetPodSandboxId()]
+			s, why, err := SpecOf(pod, ctr)
+			if err != nil {
+				if !pass {
+					p.log.Warn("leaving a container unmanaged", "id", ctr.GetId(), "err", err)
+				}
+				continue
+			}
+			if (s.QoS == "LSE" || s.QoS == "LSR") != pass {
+				continue
+			}
+			ca, err := p.c.Admit(refOf(pod, ctr), s, p.applied[ctr.GetId()])
+			if err != nil {
+				p.log.Warn("leaving a container unmanaged", "id", ctr.GetId(), "err", err)
+				continue
+			}
+			have[ctr.GetId()] = true
+			p.log.Info("admitted a running container", "id", ctr.GetId(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
+		}
+	}
+	ups, err := p.repair(func(string) bool { return true })
+	p.log.Info("synchronized", "containers", len(running), "managed", len(have), "updates", len(ups))
+	p.touched()
+	return ups, err
+}
+
+// repair answers an update for each container (chosen by want) whose
+// applied cpuset differs from its assignment now. Callers hold p.mu.
+func (p *Plugin) repair(want func(id string) bool) ([]*api.ContainerUpdate, error) {
+	all, err := p.c.List()
+	if err != nil {
+		return nil, fmt.Errorf("reading the state: %w", err)
+	}
+	var ups []*api.ContainerUpdate
+	for _, ca := range all {
+		cur, ok := p.applied[ca.Ref.ID]
+		if !ok || !want(ca.Ref.ID) || cur.Equals(ca.CPUs) {
+			continue
+		}
+		ups = append(ups, updateOf(ca))
+		p.applied[ca.Ref.ID] = ca.CPUs
+	}
+	return ups, nil
+}
+
+// Resources are the CPU settings corepin gives a container.
+type Resources struct {
+	Cpus, Mems string
+	Shares     uint64
+	// Quota and Period are the CFS bandwidth (microseconds); Quota 0
+	// leaves the runtime's value.
+	Quota  int64
+	Period uint64
+}
+
+// ResourcesOf is what the runtime applies for ca: its CPUs and the NUMA
+// nodes they span; shares of its size (kubelet's mapping) for LSE, LSR and
+// LS, a quota of its size for LS, and BEShares for BE.
+func ResourcesOf(ca agent.ContainerAssignment) Resources {
+	r := Resources{Cpus: ca.CPUs.String(), Mems: ca.Mems.String()}
+	switch ca.QoS {
+	case alloc.BE:
+		r.Shares = BEShares
+	case alloc.LS:
+		r.Shares = sharesOf(int64(ca.MilliCPUs))
+		r.Quota, r.Period = int64(ca.MilliCPUs)*defaultPeriod/1000, defaultPeriod
+	default:
+		r.Shares = sharesOf(int64(ca.CPUs.Size()) * 1000)
+	}
+	return r
+}
+
+// cpuSetter is what api.ContainerAdjustment and api.ContainerUpdate share.
+type cpuSetter interface {
+	SetLinuxCPUSetCPUs(string)
+	SetLinuxCPUSetMems(string)
+	SetLinuxCPUShares(uint64)
+	SetLinuxCPUQuota(int64)
+	SetLinuxCPUPeriod(int64)
+}
+
+// set writes ResourcesOf(ca) into s.
+func set(s cpuSetter, ca agent.ContainerAssignment) {
+	r := ResourcesOf(ca)
+	if r.Cpus != "" {
+		s.SetLinuxCPUSetCPUs(r.Cpus)
+		s.SetLinuxCPUSetMems(r.Mems)
+	}
+	s.SetLinuxCPUShares(r.Shares)
+	if r.Quota > 0 {
+		s.SetLinuxCPUQuota(r.Quota)
+		s.SetLinuxCPUPeriod(int64(r.Period))
+	}
+}
+
+func adjustmentOf(ca agent.ContainerAssignment) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	set(adj, ca)
+	return adj
+}
+
+func updateOf(ca agent.ContainerAssignment) *api.ContainerUpdate {
+	u := &api.ContainerUpdate{ContainerId: ca.Ref.ID}
+	set(u, ca)
+	return u
+}
+
+// CreateContainer admits ctr and answers its adjustment, plus updates for
+// the shared containers whose pool the admission shrank. A container whose
+// metadata can not be read, or that the node can not admit, is refused
+// with the reason.
+func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	s, why, err := SpecOf(pod, ctr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("corepin: container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ca, err := p.c.Admit(refOf(pod, ctr), s, cpuset.CPUSet{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("corepin: container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+	}
+	p.applied[ctr.GetId()] = ca.CPUs
+	p.touched()
+	p.log.Info("admitted", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
+	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
+	if err != nil {
+		return nil, nil, err
+	}
+	return adjustmentOf(ca), ups, nil
+}
+
+// UpdateContainer keeps the assignment: when the runtime is asked to
+// change a container's resources (kubelet's UpdateContainerResources,
+// which would overwrite the cpuset), it answers with the container's pin.
+func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ca, err := p.c.Get(ctr.GetId())
+	if errors.Is(err, agent.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.applied[ctr.GetId()] = ca.CPUs
+	return []*api.ContainerUpdate{updateOf(ca)}, nil
+}
+
+// StopContainer releases ctr's CPUs and answers updates for the shared
+// containers whose pool grew.
+func (p *Plugin) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.release(ctr.GetId())
+}
+
+// RemoveContainer releases ctr's CPUs (if StopContainer did not) and
+// sends the shared containers whose pool grew their update.
+func (p *Plugin) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	ups, err := p.release(ctr.GetId())
+	s := p.stub
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if len(ups) > 0 && s != nil {
+		// Not from inside the runtime's request: it holds its lock.
+		go func() {
+			if failed, err := s.UpdateContainers(ups); err != nil || len(failed) > 0 {
+				p.log.Warn("updating the shared pools", "err", err, "failed", len(failed))
+			}
+		}()
+	}
+	return nil
+}
+
+func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
+	if err := p.c.Release(id); err != nil {
+		return nil, fmt.Errorf("releasing container %s: %w", id, err)
+	}
+	if _, ok := p.applied[id]; ok {
+		p.log.Info("released", "id", id)
+		p.touched()
+	}
+	delete(p.applied, id)
+	return p.repair(func(string) bool { return true })
+}

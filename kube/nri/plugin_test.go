@@ -1,0 +1,556 @@
+package nri
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// twoNodes is a 2-socket machine, one NUMA node each, 4 cores of 2 SMT
+// threads per node: node 0 holds CPUs 0-3,8-11, node 1 4-7,12-15.
+var twoNodes = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}
+
+// fakeRuntime is an in-process NRI runtime (pkg/adaptation, the library
+// containerd embeds) over a real unix socket, holding pods and containers
+// with the CPU resources it last applied.
+type fakeRuntime struct {
+	t    *testing.T
+	r    *adaptation.Adaptation
+	sock string
+
+	mu     sync.Mutex
+	pods   map[string]*api.PodSandbox
+	ctrs   map[string]*api.Container
+	syncs  [][]*api.ContainerUpdate // what each Synchronize answered
+	synced chan struct{}            // receives after each Synchronize
+	pushed chan []*api.ContainerUpdate
+}
+
+func newRuntime(t *testing.T, dir string) *fakeRuntime {
+	t.Helper()
+	f := &fakeRuntime{t: t, sock: filepath.Join(dir, "nri.sock"), pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{},
+		synced: make(chan struct{}, 8), pushed: make(chan []*api.ContainerUpdate, 8)}
+	f.start(dir)
+	return f
+}
+
+// start starts the runtime (again: a containerd restart keeps the
+// containers).
+func (f *fakeRuntime) start(dir string) {
+	f.t.Helper()
+	r, err := adaptation.New("fake-runtime", "0.0.1", f.sync, f.update, adaptation.WithSocketPath(f.sock),
+		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")))
+	if err != nil {
+		f.t.Fatalf("adaptation.New: %v", err)
+	}
+	if err := r.Start(); err != nil {
+		f.t.Fatalf("starting the runtime: %v", err)
+	}
+	// Start synchronises the (no) pre-installed plugins at once: that is
+	// not a plugin's Synchronize.
+	<-f.synced
+	f.mu.Lock()
+	f.syncs = nil
+	f.mu.Unlock()
+	f.r = r
+}
+
+func (f *fakeRuntime) sync(ctx context.Context, cb adaptation.SyncCB) error {
+	f.mu.Lock()
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, p := range f.pods {
+		pods = append(pods, p)
+	}
+	for _, c := range f.ctrs {
+		ctrs = append(ctrs, c)
+	}
+	f.mu.Unlock()
+	ups, err := cb(ctx, pods, ctrs)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.apply(ups)
+	f.syncs = append(f.syncs, ups)
+	f.mu.Unlock()
+	f.synced <- struct{}{}
+	return nil
+}
+
+func (f *fakeRuntime) update(ctx context.Context, ups []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	f.mu.Lock()
+	f.apply(ups)
+	f.mu.Unlock()
+	f.pushed <- ups
+	return nil, nil
+}
+
+// apply applies updates the way a runtime writes them to the cgroup.
+// Callers hold f.mu.
+func (f *fakeRuntime) apply(ups []*api.ContainerUpdate) {
+	for _, u := range ups {
+		if c, ok := f.ctrs[u.GetContainerId()]; ok {
+			setCPU(c, u.GetLinux().GetResources().GetCpu())
+		}
+	}
+}
+
+// setCPU merges the set fields of cpu into c's resources.
+func setCPU(c *api.Container, cpu *api.LinuxCPU) {
+	if cpu == nil {
+		return
+	}
+	cur := c.Linux.Resources.Cpu
+	if cpu.Cpus != "" {
+		cur.Cpus = cpu.Cpus
+	}
+	if cpu.Mems != "" {
+		cur.Mems = cpu.Mems
+	}
+	if cpu.Shares != nil {
+		cur.Shares = cpu.Shares
+	}
+	if cpu.Quota != nil {
+		cur.Quota = cpu.Quota
+	}
+	if cpu.Period != nil {
+		cur.Period = cpu.Period
+	}
+}
+
+// connect starts a stub for p and waits for its Synchronize.
+func (f *fakeRuntime) connect(p *Plugin) stub.Stub {
+	f.t.Helper()
+	s, err := p.NewStub(stub.WithSocketPath(f.sock))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		f.t.Fatalf("starting the stub: %v", err)
+	}
+	f.t.Cleanup(s.Stop)
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	return s
+}
+
+func (f *fakeRuntime) waitSync() {
+	f.t.Helper()
+	select {
+	case <-f.synced:
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("no Synchronize within 10s")
+	}
+}
+
+// podSpec describes a test pod with one container.
+type podSpec struct {
+	name        string
+	labels      map[string]string
+	annotations map[string]string
+	// shares, quota: the container's CPU resources as the kubelet writes them.
+	shares uint64
+	quota  int64
+}
+
+// create runs the pod and creates its container, applying the
+// adjustment and the updates to other containers as a runtime does.
+func (f *fakeRuntime) create(ps podSpec) (*api.Container, *api.CreateContainerResponse, error) {
+	f.t.Helper()
+	pod := &api.PodSandbox{Id: "pod-" + ps.name, Name: ps.name, Namespace: "default", Uid: "uid-" + ps.name,
+		Labels: ps.labels, Annotations: ps.annotations}
+	cpu := &api.LinuxCPU{Shares: api.UInt64(ps.shares), Cpus: "0-15", Mems: "0-1"}
+	if ps.quota > 0 {
+		cpu.Quota, cpu.Period = api.Int64(ps.quota), api.UInt64(uint64(100000))
+	}
+	ctr := &api.Container{Id: "ctr-" + ps.name, PodSandboxId: pod.Id, Name: "main", State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: cpu}}}
+	ctx := context.Background()
+	if err := f.r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}); err != nil {
+		f.t.Fatalf("RunPodSandbox: %v", err)
+	}
+	rsp, err := f.r.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	if err != nil {
+		return nil, nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	setCPU(ctr, rsp.GetAdjust().GetLinux().GetResources().GetCpu())
+	ctr.State = api.ContainerState_CONTAINER_RUNNING
+	f.pods[pod.Id], f.ctrs[ctr.Id] = pod, ctr
+	f.apply(rsp.GetUpdate())
+	return ctr, rsp, nil
+}
+
+func (f *fakeRuntime) mustCreate(ps podSpec) *api.Container {
+	f.t.Helper()
+	c, _, err := f.create(ps)
+	if err != nil {
+		f.t.Fatalf("CreateContainer %s: %v", ps.name, err)
+	}
+	return c
+}
+
+// cpusets is each container's applied cpuset.
+func (f *fakeRuntime) cpusets() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[string]string{}
+	for id, c := range f.ctrs {
+		m[id] = c.Linux.Resources.Cpu.Cpus
+	}
+	return m
+}
+
+// connected is a runtime with a plugin on a fresh state file, synchronised.
+func connected(t *testing.T, cfg alloc.Config) (*fakeRuntime, *Plugin) {
+	t.Helper()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), cfg)
+	f.connect(p)
+	return f, p
+}
+
+// socketDir is a short directory for unix sockets (t.TempDir paths can
+// pass the 108-byte limit).
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nri-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func newPlugin(t *testing.T, state string, cfg alloc.Config) *Plugin {
+	t.Helper()
+	p, err := New(Options{State: state, Topology: topology.MustSynthetic(twoNodes), Alloc: cfg})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+var (
+	lse4 = podSpec{name: "lse", labels: map[string]string{LabelQoSClass: "LSE"},
+		annotations: map[string]string{AnnotationResourceSpec: `{"preferredCPUBindPolicy":"FullPCPUs"}`}, shares: 4096, quota: 400000}
+	be     = podSpec{name: "be", shares: 2}
+	ls1500 = podSpec{name: "ls", shares: 1024, quota: 150000}
+)
+
+func TestCreateLSEFullPCPUsGetsWholeCoresOnOneNode(t *testing.T) {
+	f, _ := connected(t, alloc.Config{Reserved: cpuset.New(0)})
+	ctr := f.mustCreate(lse4)
+	cpu := ctr.Linux.Resources.Cpu
+	set, err := cpuset.Parse(cpu.Cpus)
+	if err != nil || set.Size() != 4 {
+		t.Fatalf("cpuset = %q (%v), want 4 CPUs", cpu.Cpus, err)
+	}
+	topo := topology.MustSynthetic(twoNodes)
+	nodes := map[topology.NodeID]bool{}
+	for _, id := range set.List() {
+		c, _ := topo.CPU(id)
+		nodes[c.NUMA] = true
+		if core := topo.CoreCPUs(c.Core); !core.IsSubsetOf(set) {
+			t.Errorf("cpuset %s holds CPU %d but not all of its core %s", set, id, core)
+		}
+	}
+	if len(nodes) != 1 {
+		t.Errorf("cpuset %s spans %d NUMA nodes, want 1", set, len(nodes))
+	}
+	for n := range nodes {
+		if want := cpuset.New(int(n)).String(); cpu.Mems != want {
+			t.Errorf("mems = %q, want %q (memory follows the CPUs)", cpu.Mems, want)
+		}
+	}
+	if set.Contains(0) {
+		t.Errorf("cpuset %s holds reserved CPU 0", set)
+	}
+	if got := cpu.Shares.GetValue(); got != 4096 {
+		t.Errorf("shares = %d, want 4096", got)
+	}
+}
+
+func TestCreateBEGetsBEPoolWithIdleWeight(t *testing.T) {
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	// strict-cpu-reservation keeps the reserved CPUs out of the shared
+	// pools (as kubelet's option does).
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{Reserved: cpuset.New(0, 8), Options: []string{"strict-cpu-reservation"}})
+	f.connect(p)
+	bec := f.mustCreate(be)
+	if got, want := bec.Linux.Resources.Cpu.Cpus, "1-7,9-15"; got != want {
+		t.Errorf("BE cpuset = %q, want the BE pool %q", got, want)
+	}
+	if got := bec.Linux.Resources.Cpu.Shares.GetValue(); got != BEShares {
+		t.Errorf("BE shares = %d, want %d", got, BEShares)
+	}
+	if got, want := bec.Linux.Resources.Cpu.Mems, "0-1"; got != want {
+		t.Errorf("BE mems = %q, want %q", got, want)
+	}
+	// An exclusive admission shrinks the BE pool: the runtime is told in
+	// the same CreateContainer answer.
+	lse := f.mustCreate(lse4)
+	lseSet, _ := cpuset.Parse(lse.Linux.Resources.Cpu.Cpus)
+	beSet, _ := cpuset.Parse(f.cpusets()[bec.Id])
+	if want := cpuset.New(1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15).Difference(lseSet); !beSet.Equals(want) {
+		t.Errorf("BE cpuset after LSE %s = %s, want %s", lseSet, beSet, want)
+	}
+}
+
+func TestCreateLSGetsSharesAndQuota(t *testing.T) {
+	f, _ := connected(t, alloc.Config{})
+	c := f.mustCreate(ls1500)
+	cpu := c.Linux.Resources.Cpu
+	if cpu.Cpus != "0-15" || cpu.Shares.GetValue() != 1536 || cpu.Quota.GetValue() != 150000 || cpu.Period.GetValue() != 100000 {
+		t.Errorf("LS cpu = cpus %q shares %d quota %d period %d, want 0-15, 1536, 150000, 100000",
+			cpu.Cpus, cpu.Shares.GetValue(), cpu.Quota.GetValue(), cpu.Period.GetValue())
+	}
+}
+
+func TestPluginRestartResynchronisesWithoutMoving(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	t.Cleanup(f.r.Stop)
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := newPlugin(t, state, alloc.Config{Reserved: cpuset.New(0)})
+	s := f.connect(p)
+	f.mustCreate(lse4)
+	f.mustCreate(ls1500)
+	f.mustCreate(be)
+	before := f.cpusets()
+	want, err := p.Containers().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	p.Close()
+
+	tests := []struct {
+		name  string
+		state string
+	}{
+		{name: "same state file", state: state},
+		// The state file was lost: the live exclusive container keeps
+		// the cores it holds.
+		{name: "state file lost", state: filepath.Join(t.TempDir(), "fresh.db")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p2 := newPlugin(t, tc.state, alloc.Config{Reserved: cpuset.New(0)})
+			s2 := f.connect(p2)
+			defer s2.Stop()
+			f.mu.Lock()
+			last := f.syncs[len(f.syncs)-1]
+			f.mu.Unlock()
+			if len(last) != 0 {
+				t.Errorf("Synchronize answered %d updates, want none: %v", len(last), last)
+			}
+			if diff := cmp.Diff(before, f.cpusets()); diff != "" {
+				t.Errorf("live cpusets changed (-before +after):\n%s", diff)
+			}
+			got, err := p2.Containers().List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+				t.Errorf("assignments changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSynchronizeRepairsAMovedContainer(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	t.Cleanup(f.r.Stop)
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := newPlugin(t, state, alloc.Config{})
+	s := f.connect(p)
+	lse := f.mustCreate(lse4)
+	pinned := lse.Linux.Resources.Cpu.Cpus
+	s.Stop()
+	f.mu.Lock()
+	lse.Linux.Resources.Cpu.Cpus = "0-15" // someone (kubelet) overwrote it while the plugin was away
+	f.mu.Unlock()
+	f.connect(p)
+	if got := f.cpusets()[lse.Id]; got != pinned {
+		t.Errorf("cpuset after resync = %q, want the pin %q back", got, pinned)
+	}
+}
+
+func TestUpdateContainerAnsweredWithPin(t *testing.T) {
+	f, _ := connected(t, alloc.Config{})
+	lse := f.mustCreate(lse4)
+	pinned := lse.Linux.Resources.Cpu.Cpus
+	f.mu.Lock()
+	pod := f.pods[lse.PodSandboxId]
+	f.mu.Unlock()
+	rsp, err := f.r.UpdateContainer(context.Background(), &api.UpdateContainerRequest{Pod: pod, Container: lse,
+		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15", Shares: api.UInt64(uint64(4096))}}})
+	if err != nil {
+		t.Fatalf("UpdateContainer: %v", err)
+	}
+	var got string
+	for _, u := range rsp.GetUpdate() {
+		if u.GetContainerId() == lse.Id {
+			got = u.GetLinux().GetResources().GetCpu().GetCpus()
+		}
+	}
+	if got != pinned {
+		t.Errorf("UpdateContainer answered cpuset %q for %s, want the pin %q (updates: %v)", got, lse.Id, pinned, rsp.GetUpdate())
+	}
+}
+
+func TestRemoveContainerReleases(t *testing.T) {
+	f, p := connected(t, alloc.Config{})
+	full := podSpec{name: "all", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 16384, quota: 1600000}
+	c := f.mustCreate(full)
+	if _, _, err := f.create(podSpec{name: "second", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 1024, quota: 100000}); err == nil {
+		t.Fatal("a second LSE container was admitted on a full node")
+	}
+	f.mu.Lock()
+	pod := f.pods[c.PodSandboxId]
+	f.mu.Unlock()
+	if err := f.r.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: c}); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if got, err := p.Containers().List(); err != nil || len(got) != 0 {
+		t.Fatalf("assignments after remove = %v (%v), want none", got, err)
+	}
+	f.mustCreate(podSpec{name: "third", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 16384, quota: 1600000})
+}
+
+func TestRunReconnectsAfterRuntimeRestart(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	// The in-process runtime's Stop leaves external plugins' connections
+	// open (a real containerd exits, which closes them): record them to
+	// close them at the "restart".
+	var conns []net.Conn
+	var mu sync.Mutex
+	dial := stub.WithDialer(func(path string) (net.Conn, error) {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	})
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock), dial) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	pinned := lse.Linux.Resources.Cpu.Cpus
+
+	f.r.Stop() // containerd stops; the containers keep running
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	f.start(dir)
+	t.Cleanup(func() { f.r.Stop() })
+	f.waitSync() // the plugin came back by itself
+	f.mu.Lock()
+	last := f.syncs[len(f.syncs)-1]
+	f.mu.Unlock()
+	if len(last) != 0 {
+		t.Errorf("Synchronize after the restart answered %d updates, want none", len(last))
+	}
+	if got := f.cpusets()[lse.Id]; got != pinned {
+		t.Errorf("cpuset after the restart = %q, want %q", got, pinned)
+	}
+	f.r.BlockPluginSync().Unblock()
+	second := f.mustCreate(podSpec{name: "after", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 2048, quota: 200000})
+	a, _ := cpuset.Parse(pinned)
+	b, _ := cpuset.Parse(second.Linux.Resources.Cpu.Cpus)
+	if b.Size() != 2 || !a.Intersection(b).IsEmpty() {
+		t.Errorf("container created after the restart got %s, want 2 CPUs apart from %s", b, a)
+	}
+}
+
+// TestPolicyKubeletGivesKubeletCpusets shows that a node migrating from
+// kubelet's static CPU manager gets the cpusets kubelet's engine (alloc
+// PolicyKubelet, parity-tested in alloc) gives the same Guaranteed
+// containers, in order, with the same reserved CPUs.
+func TestPolicyKubeletGivesKubeletCpusets(t *testing.T) {
+	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	f, _ := connected(t, cfg)
+	want, err := alloc.NewState(topology.MustSynthetic(twoNodes), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{3, 2, 5, 1} {
+		name := fmt.Sprintf("g%d", i)
+		c := f.mustCreate(podSpec{name: name, shares: uint64(n * 1024), quota: int64(n * 100000)})
+		pl, err := want.Allocate(alloc.Request{ID: name, CPUs: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Linux.Resources.Cpu.Cpus; got != pl.CPUs.String() {
+			t.Errorf("Guaranteed %d-CPU container %s got %q, kubelet's static policy gives %q", n, name, got, pl.CPUs)
+		}
+	}
+}
+
+// Run publishes the pools (a NodeResourceTopology) at start and after an
+// admission changed them.
+func TestRunPublishesPoolsAfterChanges(t *testing.T) {
+	dir := socketDir(t)
+	f := newRuntime(t, dir)
+	t.Cleanup(f.r.Stop)
+	published := make(chan alloc.Pools, 16)
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes),
+		Publish: func(_ context.Context, pl alloc.Pools) error { published <- pl; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pl := <-published:
+			if pl.LSE.String() == lse.Linux.Resources.Cpu.Cpus {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no publication showing the LSE container's CPUs %s within 10s", lse.Linux.Resources.Cpu.Cpus)
+		}
+	}
+}

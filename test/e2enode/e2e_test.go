@@ -1,0 +1,486 @@
+package e2enode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nri"
+	"github.com/corepin/corepin/topology"
+)
+
+const (
+	busyboxImage = "localhost/corepin/busybox:1"
+	pauseImage   = "localhost/corepin/pause:1"
+	cgroupParent = "/corepin-test"
+)
+
+// node is one private containerd with the corepin plugin.
+type node struct {
+	t       *testing.T
+	dir     string // short: unix socket paths stay under 108 bytes
+	bin     string // containerd, ctr, containerd-shim-runc-v2
+	corepin string
+	ctd     *exec.Cmd
+	plugin  *exec.Cmd
+	plugLog string
+	rt      runtimeapi.RuntimeServiceClient
+	conn    *grpc.ClientConn
+	pods    []string
+}
+
+func (n *node) sock() string { return filepath.Join(n.dir, "run", "containerd.sock") }
+
+func (n *node) run(name string, args ...string) string {
+	n.t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "PATH="+n.bin+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// images builds the busybox and pause images into cache (once).
+func (n *node) images(cache string) (busybox, pause string) {
+	n.t.Helper()
+	busybox, pause = filepath.Join(cache, "busybox.tar"), filepath.Join(cache, "pause.tar")
+	if _, err := os.Stat(pause); err == nil {
+		return busybox, pause
+	}
+	w := n.t.TempDir()
+	sh := fmt.Sprintf(`set -e
+cd %s
+umoci init --layout oci
+umoci new --image oci:base
+umoci unpack --image oci:base bundle
+mkdir -p bundle/rootfs/bin bundle/rootfs/etc bundle/rootfs/tmp
+cp /bin/busybox bundle/rootfs/bin/busybox
+chroot bundle/rootfs /bin/busybox --install -s /bin
+echo 'root:x:0:0:root:/:/bin/sh' > bundle/rootfs/etc/passwd
+echo 'root:x:0:' > bundle/rootfs/etc/group
+umoci repack --image oci:busybox bundle
+umoci config --image oci:busybox --config.cmd /bin/sh --config.env PATH=/bin
+umoci config --image oci:busybox --tag pause --config.cmd /bin/sleep --config.cmd infinity
+skopeo copy oci:oci:pause docker-archive:pause.tar:%s
+skopeo copy oci:oci:busybox docker-archive:busybox.tar:%s
+mkdir -p %s
+cp busybox.tar pause.tar %s/
+`, w, pauseImage, busyboxImage, cache, cache)
+	n.run("sh", "-c", sh)
+	return busybox, pause
+}
+
+func (n *node) writeConfig() string {
+	d := n.dir
+	cfg := fmt.Sprintf(`version = 4
+root  = '%[1]s/root'
+state = '%[1]s/state'
+imports = []
+[plugins]
+  'io.containerd.server.v1.grpc'.address = '%[1]s/run/containerd.sock'
+  'io.containerd.server.v1.ttrpc'.address = '%[1]s/run/containerd.sock.ttrpc'
+  'io.containerd.internal.v1.opt'.path = '%[1]s/opt'
+  'io.containerd.shim.v1.manager'.socket_dir = '%[1]s/run/s'
+  'io.containerd.cri.v1.images'.pinned_images.sandbox = '%[2]s'
+[plugins.'io.containerd.nri.v1.nri']
+  socket_path = '%[1]s/run/nri.sock'
+  plugin_path = '%[1]s/nri/plugins'
+  plugin_config_path = '%[1]s/nri/conf.d'
+  default_validator = { enable = true }
+[plugins.'io.containerd.cri.v1.runtime']
+  netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
+  cni = { conf_dir = '%[1]s/cni/net.d' }
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+  options = { BinaryName = '/usr/sbin/runc', SystemdCgroup = false, Root = '%[1]s/run/runc' }
+`, d, pauseImage)
+	p := filepath.Join(d, "containerd.toml")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+	return p
+}
+
+// startContainerd starts containerd and waits for its CRI.
+func (n *node) startContainerd() {
+	n.t.Helper()
+	log, err := os.OpenFile(filepath.Join(n.dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(n.bin, "containerd"), "--config", filepath.Join(n.dir, "containerd.toml"))
+	cmd.Env = append(os.Environ(), "PATH="+n.bin+":"+os.Getenv("PATH"))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	log.Close()
+	n.ctd = cmd
+	if n.conn == nil {
+		conn, err := grpc.NewClient("unix://"+n.sock(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		n.conn, n.rt = conn, runtimeapi.NewRuntimeServiceClient(conn)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := n.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("containerd's CRI did not answer in 30s: %v (log %s)", err, filepath.Join(n.dir, "containerd.log"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (n *node) stopContainerd() {
+	n.t.Helper()
+	if n.ctd == nil {
+		return
+	}
+	n.ctd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { n.ctd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		n.ctd.Process.Kill()
+		<-done
+	}
+	n.ctd = nil
+}
+
+// startPlugin starts `corepin nri` and waits for its first Synchronize.
+func (n *node) startPlugin() {
+	n.t.Helper()
+	n.plugLog = filepath.Join(n.dir, fmt.Sprintf("nri-%d.log", time.Now().UnixNano()))
+	log, err := os.Create(n.plugLog)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cmd := exec.Command(n.corepin, "nri", "--nri-socket", filepath.Join(n.dir, "run", "nri.sock"),
+		"--config", filepath.Join(n.dir, "corepin.yaml"), "--state", filepath.Join(n.dir, "state.db"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	log.Close()
+	n.plugin = cmd
+	n.waitSyncs(1)
+}
+
+// waitSyncs waits until the current plugin has synchronised k times.
+func (n *node) waitSyncs(k int) {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(n.plugLog)
+		if bytes.Count(b, []byte("msg=synchronized")) >= k {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("the plugin did not synchronise %d times in 30s:\n%s", k, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (n *node) killPlugin() {
+	if n.plugin != nil {
+		n.plugin.Process.Kill()
+		n.plugin.Wait()
+		n.plugin = nil
+	}
+}
+
+// pod asks for a pod with one busybox container.
+type pod struct {
+	name   string
+	labels map[string]string
+	shares int64
+	quota  int64
+}
+
+func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	uid := fmt.Sprintf("%s-%d", p.name, time.Now().UnixNano())
+	logDir := filepath.Join(n.dir, "logs", uid)
+	os.MkdirAll(logDir, 0o755)
+	sc := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: uid},
+		Labels:   p.labels, LogDirectory: logDir,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent + "/pod" + uid,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
+	}
+	t0 := time.Now()
+	rp, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sc})
+	if err != nil {
+		n.t.Fatalf("RunPodSandbox %s: %v", p.name, err)
+	}
+	n.pods = append(n.pods, rp.PodSandboxId)
+	res := &runtimeapi.LinuxContainerResources{CpuShares: p.shares, CpuQuota: p.quota}
+	if p.quota > 0 {
+		res.CpuPeriod = 100000
+	}
+	rc, err := n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: rp.PodSandboxId, SandboxConfig: sc,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, Image: &runtimeapi.ImageSpec{Image: busyboxImage},
+			Command: []string{"/bin/sleep", "3600"}, LogPath: "main.log", Labels: p.labels,
+			Linux: &runtimeapi.LinuxContainerConfig{Resources: res}}})
+	if err != nil {
+		n.t.Fatalf("CreateContainer %s: %v", p.name, err)
+	}
+	if _, err := n.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: rc.ContainerId}); err != nil {
+		n.t.Fatalf("StartContainer %s: %v", p.name, err)
+	}
+	return rc.ContainerId, time.Since(t0)
+}
+
+func (n *node) removePod(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	n.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	n.pods = slices.DeleteFunc(n.pods, func(p string) bool { return p == id })
+}
+
+// live is what the kernel says about a container: its process's affinity
+// and its cgroup's cpuset.
+type live struct{ Affinity, CPUs, Mems, Shares string }
+
+func (n *node) liveOf(ctrID string) live {
+	n.t.Helper()
+	st, err := n.rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: ctrID, Verbose: true})
+	if err != nil {
+		n.t.Fatalf("ContainerStatus: %v", err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
+		n.t.Fatalf("ContainerStatus info: %v", err)
+	}
+	var l live
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", info.Pid))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Cpus_allowed_list:"); ok {
+			l.Affinity = strings.TrimSpace(v)
+		}
+	}
+	f.Close()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpu") {
+			b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares"))
+			l.Shares = strings.TrimSpace(string(b))
+		}
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuset") {
+			dir := filepath.Join("/sys/fs/cgroup/cpuset", parts[2])
+			c, _ := os.ReadFile(filepath.Join(dir, "cpuset.cpus"))
+			m, _ := os.ReadFile(filepath.Join(dir, "cpuset.mems"))
+			l.CPUs, l.Mems = strings.TrimSpace(string(c)), strings.TrimSpace(string(m))
+		}
+	}
+	return l
+}
+
+// assigned is what corepin's state says, per container id.
+func (n *node) assigned() map[string]agent.ContainerAssignment {
+	n.t.Helper()
+	topo, err := topology.Open("/")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	c, err := agent.OpenContainers(filepath.Join(n.dir, "state.db"), topo, alloc.Config{Reserved: cpuset.New(0)}, "")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer c.Close()
+	all, err := c.List()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	m := map[string]agent.ContainerAssignment{}
+	for _, a := range all {
+		m[a.Ref.ID] = a
+	}
+	return m
+}
+
+// check asserts that every container runs where corepin assigned it and
+// that no CPU is held by two exclusive containers; it returns the live view.
+func (n *node) check(ids map[string]string) map[string]live {
+	n.t.Helper()
+	as := n.assigned()
+	out := map[string]live{}
+	var held cpuset.CPUSet
+	for name, id := range ids {
+		a, ok := as[id]
+		if !ok {
+			n.t.Errorf("%s (%s) holds no assignment", name, id)
+			continue
+		}
+		l := n.liveOf(id)
+		out[name] = l
+		want := live{Affinity: a.CPUs.String(), CPUs: a.CPUs.String(), Mems: a.Mems.String(),
+			Shares: fmt.Sprint(nri.ResourcesOf(a).Shares)}
+		if l != want {
+			n.t.Errorf("%s: live %+v, corepin assigned %+v (%s)", name, l, want, a.QoS)
+		}
+		if a.QoS == alloc.LSE || a.QoS == alloc.LSR {
+			if !held.Intersection(a.CPUs).IsEmpty() {
+				n.t.Errorf("%s: CPUs %s doubled (exclusive CPUs held: %s)", name, a.CPUs, held)
+			}
+			held = held.Union(a.CPUs)
+		}
+	}
+	return out
+}
+
+func rssKB(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)*50/100], s[min(len(s)-1, len(s)*99/100)]
+}
+
+func TestNodeWithContainerd(t *testing.T) {
+	bin, corepin := os.Getenv("COREPIN_E2E_BIN"), os.Getenv("COREPIN_BIN")
+	if os.Geteuid() != 0 || bin == "" || corepin == "" {
+		t.Skip("skipping: needs root, COREPIN_E2E_BIN (containerd, ctr, shim) and COREPIN_BIN; run make e2e-node")
+	}
+	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("skipping: %s missing (apt-get install runc busybox-static umoci skopeo)", tool)
+		}
+	}
+	dir, err := os.MkdirTemp("", "cpe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{t: t, dir: dir, bin: bin, corepin: corepin}
+	t.Cleanup(func() {
+		for _, id := range slices.Clone(n.pods) {
+			n.removePod(id)
+		}
+		n.killPlugin()
+		n.stopContainerd()
+		if n.conn != nil {
+			n.conn.Close()
+		}
+		exec.Command("sh", "-c", "find /sys/fs/cgroup/*"+cgroupParent+" -depth -type d -exec rmdir {} \\; 2>/dev/null").Run()
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		} else {
+			t.Logf("kept %s for inspection", dir)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, "corepin.yaml"), []byte("reserved_cpus: \"0\"\npolicy: corepin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	busybox, pause := n.images(filepath.Join(filepath.Dir(bin), "..", "images"))
+	n.writeConfig()
+	n.startContainerd()
+	for _, img := range []string{pause, busybox} {
+		n.run(filepath.Join(bin, "ctr"), "--address", n.sock(), "-n", "k8s.io", "images", "import", img)
+	}
+	n.startPlugin()
+
+	ids := map[string]string{}
+	ids["lse"], _ = n.startPod(pod{name: "lse", labels: map[string]string{"koordinator.sh/qosClass": "LSE"}, shares: 1024, quota: 100000})
+	ids["ls"], _ = n.startPod(pod{name: "ls", shares: 512, quota: 50000})
+	ids["be"], _ = n.startPod(pod{name: "be", shares: 2})
+	before := n.check(ids)
+	t.Logf("assigned and live: %+v", before)
+	if got := before["lse"].CPUs; got != "1" {
+		t.Errorf("LSE pod runs on %q, want CPU 1 (CPU 0 is reserved)", got)
+	}
+
+	t.Run("plugin killed and restarted", func(t *testing.T) {
+		n.t = t
+		n.killPlugin()
+		n.startPlugin()
+		if after := n.check(ids); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("after a plugin restart: %+v, before %+v", after, before)
+		}
+	})
+	t.Run("containerd restarted", func(t *testing.T) {
+		n.t = t
+		n.stopContainerd()
+		n.startContainerd()
+		n.waitSyncs(2) // the plugin reconnected by itself
+		if after := n.check(ids); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("after a containerd restart: %+v, before %+v", after, before)
+		}
+	})
+	n.t = t
+
+	// Pod-start latency (RunPodSandbox + CreateContainer + StartContainer),
+	// one pod at a time, each removed before the next: reported, not asserted.
+	const pods = 50
+	measure := func() []time.Duration {
+		var ds []time.Duration
+		for i := range pods {
+			_, took := n.startPod(pod{name: fmt.Sprintf("lat%d", i), shares: 512, quota: 50000})
+			ds = append(ds, took)
+			n.removePod(n.pods[len(n.pods)-1])
+		}
+		return ds
+	}
+	with := measure()
+	rss := rssKB(n.plugin.Process.Pid)
+	n.killPlugin()
+	without := measure()
+	w50, w99 := percentiles(with)
+	o50, o99 := percentiles(without)
+	report := fmt.Sprintf("pod start over %d pods: with corepin p50 %v p99 %v; without p50 %v p99 %v; plugin RSS %s\n",
+		pods, w50.Round(time.Millisecond), w99.Round(time.Millisecond), o50.Round(time.Millisecond), o99.Round(time.Millisecond), rss)
+	t.Log(report)
+	if out := os.Getenv("COREPIN_E2E_REPORT"); out != "" {
+		os.WriteFile(out, []byte(report), 0o644)
+	}
+}
