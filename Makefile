@@ -47,12 +47,14 @@ soak:
 	COREPIN_IDLE_SECONDS=10 $(GO) test -count=1 -run '^$$' -bench 'BenchmarkIdleAgent|BenchmarkRSS500' -benchtime=1x ./agent
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime=1000x ./agent
 
-# The NRI plugin under a real containerd (opt-in, root; not in .ci/run):
-# a private containerd built from its Go module once per version into
-# .cache/bin, Debian runc, busybox images built locally (umoci, skopeo),
-# pods through the CRI. See test/e2enode and ../shared/kube-testing.md §2.
+# The NRI plugin under a real containerd (root; .ci/run runs it): a
+# private containerd built from its Go module once per version into
+# $(COREPIN_CACHE) (outside the clone, so CI's fresh clones reuse it),
+# Debian runc, busybox images built locally (umoci, skopeo), pods through
+# the CRI. See test/e2enode and ../shared/kube-testing.md §2.
 CONTAINERD_VERSION ?= v2.4.2
-E2E_BIN := $(CURDIR)/.cache/bin/containerd-$(CONTAINERD_VERSION)
+COREPIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/corepin
+E2E_BIN := $(COREPIN_CACHE)/bin/containerd-$(CONTAINERD_VERSION)
 e2e-node: build
 	@test "$$(id -u)" = 0 || { echo "e2e-node needs root"; exit 2; }
 	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
@@ -62,4 +64,4 @@ e2e-node: build
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 	cd test/e2enode && COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
-	  COREPIN_E2E_REPORT=$(CURDIR)/.cache/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .

@@ -59,6 +59,7 @@ type runFlags struct {
 	noDB        bool
 	driver      string
 	sample      time.Duration
+	suppress    bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -84,6 +85,7 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.threads, "threads", "auto", "threads per job: auto (= its CPUs) or a number, at most 16 per CPU")
 	fl.StringVar(&f.db, "db", "", "results database (default $COREPIN_DB or ~/.local/share/corepin/results.db)")
 	fl.BoolVar(&f.noDB, "no-db", false, "do not record results")
+	fl.BoolVar(&f.suppress, "suppress", false, "with --qos BE and no agent: also shrink the batch's CPUs as the rest of the machine's load grows (Koordinator's budget); off by default, since on a 2-CPU machine cpu.idle alone kept the service's p99 as low and the batch 96% of the idle CPU where suppression kept 55% (corepin bench colocation)")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	return cmd
@@ -228,6 +230,9 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if err != nil {
 		return &UsageError{Err: err}
 	}
+	if f.suppress && spec.QoS != runner.BE {
+		return Usagef("--suppress applies to --qos BE only")
+	}
 	if f.driver == enforce.NameAffinity && needsCgroup(spec.Mode) {
 		return Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
@@ -300,7 +305,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 		},
 	}
 	var q *runQoS
-	if spec.QoS == runner.BE && spec.Mode != runner.Pinned && driver.Name() != enforce.NameAffinity {
+	if f.suppress && spec.QoS == runner.BE && spec.Mode != runner.Pinned && driver.Name() != enforce.NameAffinity {
 		qctx, qstop := context.WithCancel(ctx)
 		defer qstop()
 		q = startRunQoS(qctx, r, pool, e.stderr)

@@ -18,7 +18,7 @@ import (
 	"github.com/corepin/corepin/runner"
 )
 
-// runQoS is the QoS loop `corepin run --qos BE` runs over its own batch
+// runQoS is the QoS loop `corepin run --qos BE --suppress` runs over its own batch
 // when no agent does: usage-driven suppression (Koordinator's budget) of
 // the batch's groups on pool, against whatever else the machine runs. It
 // knows no LS groups, so the interference signals (which need the LS

@@ -18,7 +18,7 @@ func TestRunQoSBELoop(t *testing.T) {
 	if agentRunning() {
 		t.Skip("skipping: an agent runs here and controls BE work")
 	}
-	out, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "BE", "--cpus", "1", "--",
+	out, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "BE", "--suppress", "--cpus", "1", "--",
 		"sh", "-c", "sleep 0.6; grep Cpus_allowed_list /proc/self/status")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)

@@ -58,6 +58,7 @@ func TestRunBadInputExitsTwoBeforeAnyJob(t *testing.T) {
 	}{
 		{name: "BE pinned", args: []string{"--qos", "BE", "--mode", "pinned"}, msg: "drop --mode pinned"},
 		{name: "LSE quota", args: []string{"--qos", "LSE", "--mode", "quota"}, msg: "use --mode pinned"},
+		{name: "suppress without BE", args: []string{"--qos", "LS", "--suppress"}, msg: "--suppress applies to --qos BE only"},
 		{name: "threads 100000", args: []string{"--threads", "100000"}, msg: "per CPU of this machine"},
 		{name: "cpus 1e9", args: []string{"--cpus", "1e9", "--mode", "quota"}, msg: "or fewer"},
 		{name: "pinned concurrency x cpus", args: []string{"--concurrency", "1000", "--jobs", "1000"}, msg: "use --concurrency"},
