@@ -210,14 +210,48 @@ func groupLayout(ncat, n int) (width vg.Length, offset func(i int) vg.Length) {
 	}
 }
 
-func boxPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
+// grouped is a chart of one group of boxes or bars per category, a member
+// per series: what boxPlot and barPlot share before and after drawing.
+type grouped struct {
+	p      *plot.Plot
+	cats   []string
+	width  vg.Length
+	offset func(i int) vg.Length
+}
+
+// newGrouped lays out c's categories, or returns errNoData without any.
+func newGrouped(c bench.Chart) (grouped, error) {
 	cats := categories(c)
 	if len(cats) == 0 {
-		return nil, nil, errNoData
+		return grouped{}, errNoData
 	}
 	p := newPlot(c)
 	addGrid(p, false)
 	width, offset := groupLayout(len(cats), len(c.Series))
+	return grouped{p: p, cats: cats, width: width, offset: offset}, nil
+}
+
+// finish names the categories, keeps the outer members of a group inside
+// the axis and drops a legend of one entry; errNoData if nothing was drawn.
+func (g grouped) finish(drawn int, legend []legendEntry) (*plot.Plot, []legendEntry, error) {
+	if drawn == 0 {
+		return nil, nil, errNoData
+	}
+	g.p.NominalX(g.cats...)
+	g.p.X.Min = math.Min(g.p.X.Min, -0.5)
+	g.p.X.Max = math.Max(g.p.X.Max, float64(len(g.cats))-0.5)
+	if len(legend) < 2 {
+		legend = nil
+	}
+	return g.p, legend, nil
+}
+
+func boxPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
+	g, err := newGrouped(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, cats, width, offset := g.p, g.cats, g.width, g.offset
 	var legend []legendEntry
 	drawn := 0
 	for i, s := range c.Series {
@@ -258,27 +292,15 @@ func boxPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
 			legend = append(legend, legendEntry{name: s.Name, thumb: rectThumb{fill, col}})
 		}
 	}
-	if drawn == 0 {
-		return nil, nil, errNoData
-	}
-	p.NominalX(cats...)
-	// Keep the outer boxes of a group inside the axis.
-	p.X.Min = math.Min(p.X.Min, -0.5)
-	p.X.Max = math.Max(p.X.Max, float64(len(cats))-0.5)
-	if len(legend) < 2 {
-		legend = nil
-	}
-	return p, legend, nil
+	return g.finish(drawn, legend)
 }
 
 func barPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
-	cats := categories(c)
-	if len(cats) == 0 {
-		return nil, nil, errNoData
+	g, err := newGrouped(c)
+	if err != nil {
+		return nil, nil, err
 	}
-	p := newPlot(c)
-	addGrid(p, false)
-	width, offset := groupLayout(len(cats), len(c.Series))
+	p, cats, width, offset := g.p, g.cats, g.width, g.offset
 	var legend []legendEntry
 	drawn := 0
 	for i, s := range c.Series {
@@ -306,22 +328,13 @@ func barPlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
 			legend = append(legend, legendEntry{name: s.Name, thumb: rectThumb{seriesColor(i), seriesColor(i)}})
 		}
 	}
-	if drawn == 0 {
-		return nil, nil, errNoData
-	}
-	p.NominalX(cats...)
-	p.X.Min = math.Min(p.X.Min, -0.5)
-	p.X.Max = math.Max(p.X.Max, float64(len(cats))-0.5)
 	if p.Y.Min > 0 {
 		p.Y.Min = 0 // bars start at zero
 	}
 	if p.Y.Max > 0 {
 		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.05 // headroom under the title
 	}
-	if len(legend) < 2 {
-		legend = nil
-	}
-	return p, legend, nil
+	return g.finish(drawn, legend)
 }
 
 func linePlot(c bench.Chart) (*plot.Plot, []legendEntry, error) {
