@@ -5,7 +5,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz clean soak e2e-node
+.PHONY: all build demo test bench fuzz clean soak e2e-node test-kube e2e-cluster kube-bin
 
 all: build
 
@@ -65,3 +65,35 @@ e2e-node: build
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 	cd test/e2enode && COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .
+
+# The scheduler extender against Kubernetes' own scheduler code, in the
+# nested module test/kube (k8s.io/kubernetes never enters the product's
+# go.mod): L1 kube-scheduler's HTTP extender client, L2 an in-process
+# kube-apiserver + etcd + the full default scheduler. etcd is built once per
+# version from that module into $(COREPIN_CACHE); a cold build of the
+# Kubernetes packages takes about 15 CPU-minutes, later runs reuse GOCACHE.
+# See ../shared/kube-testing.md §5.
+KUBE_VERSION ?= v1.36.3
+ETCD_VERSION ?= v3.6.8
+KUBE_BIN := $(COREPIN_CACHE)/bin/kube-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
+$(KUBE_BIN)/etcd:
+	@mkdir -p $(KUBE_BIN)
+	cd test/kube && $(GO) build -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+
+test-kube: $(KUBE_BIN)/etcd
+	cd test/kube && PATH=$(KUBE_BIN):$$PATH $(GO) test -count=1 -timeout 30m -v . ./kubetest
+
+# Real kube-apiserver and kube-scheduler binaries (built once per version
+# into $(COREPIN_CACHE), 6-7 minutes each cold), the real corepin
+# extender and the shipped scheduler configuration; corepin kube jobs
+# output for every sweep type through the API server. No kubelet: nodes
+# are API objects. See test/kube/e2ecluster and ../shared/kube-testing.md §6.
+$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler:
+	@mkdir -p $(KUBE_BIN)
+	cd test/kube && $(GO) build -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
+
+kube-bin: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler
+
+e2e-cluster: build kube-bin
+	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-cluster-report.txt $(GO) test -count=1 -timeout 20m -v ./e2ecluster

@@ -1,0 +1,531 @@
+// Package e2ecluster runs corepin's scheduler extender and sweep Jobs
+// against a real control plane: etcd, kube-apiserver and kube-scheduler
+// binaries built from the Kubernetes modules (make e2e-cluster caches
+// them), the real `corepin extender`, and the scheduler configuration the
+// deploy manifests ship. There is no kubelet: nodes are API objects, pods
+// are bound or refused and Jobs are accepted, none runs.
+package e2ecluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/test/kube/kubetest"
+)
+
+// env names what make e2e-cluster hands the test.
+const (
+	envBin     = "COREPIN_KUBE_BIN" // directory with etcd, kube-apiserver, kube-scheduler
+	envCorepin = "COREPIN_BIN"      // the corepin binary
+	envReport  = "COREPIN_E2E_REPORT"
+)
+
+// repoRoot is the product repository (this module sits at test/kube).
+const repoRoot = "../../.."
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *logBuf
+	done chan struct{}
+}
+
+// cluster is one running control plane.
+type cluster struct {
+	t       *testing.T
+	dir     string
+	bin     string
+	token   string
+	api     string // https://127.0.0.1:port
+	procs   []*proc
+	cfg     *rest.Config
+	cs      kubernetes.Interface
+	timings []string
+}
+
+func (c *cluster) note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	c.t.Log(line)
+	c.timings = append(c.timings, line)
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start runs a component in its own process group, its output kept for
+// the failure report.
+func (c *cluster) start(name, path string, args ...string) *proc {
+	c.t.Helper()
+	buf := &logBuf{}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = buf, buf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: buf, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	c.procs = append(c.procs, p)
+	return p
+}
+
+// stop stops the components in reverse order of start (scheduler,
+// extender, apiserver, etcd): SIGTERM, then SIGKILL after 15 s (the
+// apiserver's graceful stop takes about 8 s).
+func (c *cluster) stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if c.t.Failed() {
+			c.t.Logf("---- %s output (last 4 KiB) ----\n%s", p.name, tail(p.log.String(), 4096))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// logBuf keeps a component's output; the process writes while a failing
+// test reads.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitOK polls url until it answers 200 "ok" (etcd: {"health":"true"}), or fails the test after
+// limit, naming the component and whether its process died.
+func (c *cluster) waitOK(p *proc, url, token string, limit time.Duration) time.Duration {
+	c.t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	start := time.Now()
+	for time.Since(start) < limit {
+		select {
+		case <-p.done:
+			c.t.Fatalf("%s exited while starting:\n%s", p.name, tail(p.log.String(), 4096))
+		default:
+		}
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if rsp, err := client.Do(req); err == nil {
+			body, _ := io.ReadAll(io.LimitReader(rsp.Body, 1024))
+			rsp.Body.Close()
+			healthy := strings.TrimSpace(string(body)) == "ok" || strings.Contains(string(body), `"health":"true"`)
+			if rsp.StatusCode == http.StatusOK && healthy {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("%s not healthy at %s after %v:\n%s", p.name, url, limit, tail(p.log.String(), 4096))
+	return 0
+}
+
+func (c *cluster) write(name string, data []byte) string {
+	c.t.Helper()
+	p := filepath.Join(c.dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+func need(t *testing.T) (bin, corepin string) {
+	bin, corepin = os.Getenv(envBin), os.Getenv(envCorepin)
+	if bin == "" || corepin == "" {
+		t.Skipf("run through make e2e-cluster (%s and %s unset)", envBin, envCorepin)
+	}
+	for _, b := range []string{filepath.Join(bin, "etcd"), filepath.Join(bin, "kube-apiserver"), filepath.Join(bin, "kube-scheduler"), corepin} {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("%v (make e2e-cluster builds it)", err)
+		}
+	}
+	return bin, corepin
+}
+
+// startControlPlane starts etcd and kube-apiserver (bearer-token admin,
+// AlwaysAllow, self-signed serving cert) and returns a client.
+func startControlPlane(t *testing.T, bin string) *cluster {
+	dir, err := os.MkdirTemp("", "kc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, dir: dir, bin: bin, token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())}
+	t.Cleanup(func() {
+		c.stop()
+		os.RemoveAll(dir)
+	})
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saKey := c.write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	saPub := c.write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	tokens := c.write("tokens.csv", []byte(c.token+",admin,admin,system:masters\n"))
+
+	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	begin := time.Now()
+	etcd := c.start("etcd", filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
+	c.waitOK(etcd, etcdURL+"/health", "", 30*time.Second)
+	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	api := c.start("kube-apiserver", filepath.Join(bin, "kube-apiserver"),
+		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+filepath.Join(dir, "certs"),
+		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
+		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
+	c.waitOK(api, c.api+"/readyz", c.token, 90*time.Second)
+	c.note("kube-apiserver ready %.1f s after etcd started", time.Since(begin).Seconds())
+
+	c.cfg = &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
+	c.cs, err = kubernetes.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *cluster) kubeconfig() string {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, c.api, c.token)
+	return c.write("kubeconfig", []byte(cfg))
+}
+
+// shippedSchedulerConfig is deploy/kubernetes/scheduler/scheduler-config.yaml
+// with only what differs on this machine changed: the kubeconfig path and
+// the extender's port.
+func shippedSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kubernetes/scheduler/scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("the shipped scheduler config: %v", err)
+	}
+	cc, _ := cfg["clientConnection"].(map[string]any)
+	if cc == nil {
+		t.Fatal("the shipped scheduler config has no clientConnection")
+	}
+	cc["kubeconfig"] = kubeconfig
+	exts, _ := cfg["extenders"].([]any)
+	if len(exts) != 1 {
+		t.Fatalf("the shipped scheduler config has %d extenders, want corepin's only", len(exts))
+	}
+	ext := exts[0].(map[string]any)
+	prefix, _ := ext["urlPrefix"].(string)
+	if !strings.HasPrefix(prefix, "http://127.0.0.1:") {
+		t.Fatalf("urlPrefix %q: the test expects the shipped loopback extender", prefix)
+	}
+	ext["urlPrefix"] = fmt.Sprintf("http://127.0.0.1:%d", extPort)
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// startScheduler runs the real corepin extender and kube-scheduler with
+// the shipped configuration.
+func (c *cluster) startScheduler(corepin string) {
+	t := c.t
+	extPort, schedPort := freePort(t), freePort(t)
+	ext := c.start("corepin extender", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", extPort))
+	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", extPort), "", 20*time.Second)
+	kc := c.kubeconfig()
+	cfg := c.write("scheduler-config.yaml", shippedSchedulerConfig(t, kc, extPort))
+	begin := time.Now()
+	s := c.start("kube-scheduler", filepath.Join(c.bin, "kube-scheduler"), "--config="+cfg,
+		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
+		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc)
+	c.waitOK(s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
+	c.note("kube-scheduler healthy %.1f s after start", time.Since(begin).Seconds())
+}
+
+func TestRealSchedulerWithShippedConfig(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	c.startScheduler(corepin)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, n := range kubetest.Nodes(t) {
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", n.Name, err)
+		}
+	}
+	// Let the scheduler's informers see the three nodes: a pod created
+	// before would be judged on fewer.
+	time.Sleep(time.Second)
+
+	created := time.Now()
+	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc", "default", "6"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bound time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		if p.Spec.NodeName != "" {
+			bound = time.Since(created)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod enc not bound: %v", err)
+	}
+	if pod.Spec.NodeName != "aligned" {
+		t.Fatalf("pod enc bound to %q, want aligned", pod.Spec.NodeName)
+	}
+	c.note("pod enc (6 CPUs, single-numa-node) bound to %s %d ms after creation", pod.Spec.NodeName, bound.Milliseconds())
+
+	big, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("big", "default", "9"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, big.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				msg = cond.Message
+				return true, nil
+			}
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("pod big bound to %s", p.Spec.NodeName)
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod big not Unschedulable: %v", err)
+	}
+	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."
+	if !strings.HasPrefix(msg, want) {
+		t.Fatalf("pod big: message %q, want it to start %q", msg, want)
+	}
+	c.note("pod big (9 CPUs, single-numa-node): Unschedulable: %s", msg)
+	c.report(t)
+}
+
+// jobsResource maps the kinds `corepin kube jobs` writes to API resources.
+var jobsResource = map[string]schema.GroupVersionResource{
+	"batch/v1/Job": {Group: "batch", Version: "v1", Resource: "jobs"},
+	"v1/ConfigMap": {Version: "v1", Resource: "configmaps"},
+	"v1/Namespace": {Version: "v1", Resource: "namespaces"},
+	"v1/Pod":       {Version: "v1", Resource: "pods"},
+}
+
+func TestKubeJobsAcceptedByRealAPIServer(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := c.write("node-type.json", []byte(kubetest.TopologyDoc(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, sweep := range []string{"concurrency", "threads", "throughput"} {
+		for _, quick := range []bool{true, false} {
+			args := []string{"kube", "jobs", "--sweep", sweep, "--topology", topo, "--image", "corepin/corepin:e2e", "--repeats", "2"}
+			name := sweep
+			if quick {
+				args = append(args, "--quick")
+				name += " --quick"
+			}
+			var stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, corepin, args...)
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("corepin %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+			}
+			objs := decodeYAMLStream(t, out)
+			if len(objs) == 0 {
+				t.Fatalf("%s: no objects", name)
+			}
+			kinds := map[string]int{}
+			for _, o := range objs {
+				gvk := o.GroupVersionKind()
+				key := strings.TrimPrefix(gvk.Group+"/"+gvk.Version+"/"+gvk.Kind, "/")
+				res, ok := jobsResource[key]
+				if !ok {
+					t.Fatalf("%s: object %s of kind %s: the test knows no resource for it", name, o.GetName(), key)
+				}
+				kinds[gvk.Kind]++
+				ns := o.GetNamespace()
+				var ri dynamic.ResourceInterface = dyn.Resource(res)
+				if ns != "" {
+					if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+						t.Fatal(err)
+					}
+					ri = dyn.Resource(res).Namespace(ns)
+				}
+				// Server-side dry run: full validation and admission, nothing stored.
+				if _, err := ri.Create(ctx, o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+					t.Fatalf("%s: server-side dry run of %s %s refused: %v", name, gvk.Kind, o.GetName(), err)
+				}
+				if quick {
+					// And for real: the quick sweep is created and read back.
+					if _, err := ri.Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+						t.Fatalf("%s: creating %s %s: %v", name, gvk.Kind, o.GetName(), err)
+					}
+				}
+			}
+			c.note("corepin kube jobs --sweep %s: %d objects %v accepted by kube-apiserver (server-side dry run, strict field validation)", name, len(objs), kinds)
+		}
+	}
+	jobs, err := c.cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) == 0 {
+		t.Fatal("no Jobs stored after creating the quick sweeps")
+	}
+	c.note("%d Jobs of the quick sweeps created and listed back", len(jobs.Items))
+	c.report(t)
+}
+
+func isAlreadyExists(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "already exists")
+}
+
+// decodeYAMLStream reads a multi-document YAML (or JSON) stream, as
+// kubectl apply -f does, and flattens List objects.
+func decodeYAMLStream(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding corepin kube jobs output: %v", err)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.IsList() {
+			l, err := u.ToList()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			continue
+		}
+		out = append(out, u)
+	}
+}
+
+// report appends the test's figures to $COREPIN_E2E_REPORT.
+func (c *cluster) report(t *testing.T) {
+	path := os.Getenv(envReport)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Logf("report: %v", err)
+		return
+	}
+	defer f.Close()
+	b, _ := json.Marshal(map[string]any{"test": t.Name(), "at": time.Now().UTC().Format(time.RFC3339), "notes": c.timings})
+	fmt.Fprintf(f, "%s\n", b)
+}
