@@ -39,7 +39,11 @@
 // the annotation scheduling.koordinator.sh/resource-spec (JSON, at most
 // MaxResourceSpec bytes, strictly parsed: ParseResourceSpec) gives
 // preferredCPUBindPolicy (Default, FullPCPUs, SpreadByPCPUs) and
-// preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel). Without the
+// preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel); the
+// annotation corepin.io/numa-policy (none, best-effort, restricted,
+// single-numa-node) is the container's topology policy, else the node's
+// configured default applies. The scheduler extender reads the same
+// metadata through the same code (package kube/podmeta). Without the
 // label the kubelet's QoS is read from the container's CPU resources:
 // Guaranteed with whole CPUs is LSE, Guaranteed with a fraction and
 // Burstable are LS (sized at the limit, else the request), BestEffort is

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -553,4 +554,59 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 			t.Fatalf("no publication showing the LSE container's CPUs %s within 10s", lse.Linux.Resources.Cpu.Cpus)
 		}
 	}
+}
+
+// TestNUMAPolicyAnnotationAlignsTheContainer shows that the plugin honours
+// the pod annotation corepin.io/numa-policy as the container's topology
+// policy (issue 13: the extender filtered nodes for single-numa-node and the
+// node then placed the pod across NUMA nodes). Under the kubelet policy
+// with no default topology policy, a 4-CPU container after a 5-CPU one is
+// spread over both nodes; annotated single-numa-node it gets node 1 only.
+// A bad value is refused with a message naming the annotation.
+func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
+	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	topo := topology.MustSynthetic(twoNodes)
+	nodesOf := func(set string) map[topology.NodeID]bool {
+		s, err := cpuset.Parse(set)
+		if err != nil {
+			t.Fatalf("cpuset %q: %v", set, err)
+		}
+		m := map[topology.NodeID]bool{}
+		for _, id := range s.List() {
+			c, _ := topo.CPU(id)
+			m[c.NUMA] = true
+		}
+		return m
+	}
+	five := podSpec{name: "five", shares: 5 * 1024, quota: 500000}
+	tests := []struct {
+		name      string
+		policy    map[string]string
+		wantNodes int
+	}{
+		{name: "no annotation: the node's default spreads it", wantNodes: 2},
+		{name: "single-numa-node", policy: map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, wantNodes: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := connected(t, cfg)
+			f.mustCreate(five)
+			c := f.mustCreate(podSpec{name: "four", annotations: tc.policy, shares: 4 * 1024, quota: 400000})
+			set := c.Linux.Resources.Cpu.Cpus
+			if got := nodesOf(set); len(got) != tc.wantNodes || cpuset.MustParse(set).Size() != 4 {
+				t.Errorf("4-CPU container got %s on NUMA nodes %v, want 4 CPUs on %d node(s)", set, got, tc.wantNodes)
+			}
+		})
+	}
+	t.Run("bad value refused", func(t *testing.T) {
+		f, p := connected(t, cfg)
+		_, _, err := f.create(podSpec{name: "bad", annotations: map[string]string{AnnotationNUMAPolicy: "single"}, shares: 2048, quota: 200000})
+		want := `annotation corepin.io/numa-policy "single" is not one of none, best-effort, restricted, single-numa-node`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("CreateContainer with a bad numa-policy = %v, want an error containing %q", err, want)
+		}
+		if got, err := p.Containers().List(); err != nil || len(got) != 0 {
+			t.Errorf("assignments after the refusal = %v (%v), want none", got, err)
+		}
+	})
 }
