@@ -154,4 +154,3 @@ func (a *Annotator) Annotate(ctx context.Context, st *alloc.State) error {
 	}
 	return a.Publisher.AnnotateNode(ctx, a.Node, ann)
 }
-

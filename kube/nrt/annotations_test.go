@@ -128,7 +128,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	if ann[AnnotationTopology] != nil || ann[AnnotationAssigned] != nil || ann[AnnotationNUMAFree] == nil {
 		t.Fatalf("fallback annotations %v: want numa-free set, topology and assigned removed", ann)
 	}
-	if got, want := *ann[AnnotationNUMAFree], "[191" + strings.Repeat(",192", 15) + "]"; got != want {
+	if got, want := *ann[AnnotationNUMAFree], "[191"+strings.Repeat(",192", 15)+"]"; got != want {
 		t.Errorf("%s = %s, want %s (CPU 0 reserved)", AnnotationNUMAFree, got, want)
 	}
 	var logs strings.Builder
