@@ -31,7 +31,9 @@
 // returns), it reconnects with a doubling back-off (100ms..5s) and
 // Synchronize runs again. With Options.Publish it also publishes the
 // node's pools after each change (`corepin nri --publish-nrt`: a
-// NodeResourceTopology object, package kube/nrt).
+// NodeResourceTopology object, package kube/nrt), and with Options.Annotate
+// the node annotations the scheduler extender reads (`corepin nri
+// --annotate-node`: nrt.Annotator merge-patches the Node).
 //
 // # What a pod asks for
 //

@@ -2,8 +2,11 @@ package nri
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -609,4 +613,57 @@ func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
 			t.Errorf("assignments after the refusal = %v (%v), want none", got, err)
 		}
 	})
+}
+
+// Run keeps the node's annotations (nrt.Annotator, a JSON merge patch of
+// the Node) up to date: after an admission the published assignments hold
+// the container's CPUs.
+func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
+	type patch struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	patches := make(chan patch, 16)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p patch
+		if r.Method != http.MethodPatch || r.URL.Path != "/api/v1/nodes/n1" || r.Header.Get("Content-Type") != "application/merge-patch+json" ||
+			json.NewDecoder(r.Body).Decode(&p) != nil {
+			http.Error(w, "unexpected", http.StatusBadRequest)
+			return
+		}
+		patches <- p
+	}))
+	defer api.Close()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	a := &nrt.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), Annotate: a.Annotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pt := <-patches:
+			ann := pt.Metadata.Annotations
+			if ann[nrt.AnnotationTopology] == nil || ann[nrt.AnnotationAssigned] == nil {
+				t.Fatalf("patch without the topology and assignments: %v", ann)
+			}
+			if strings.Contains(*ann[nrt.AnnotationAssigned], want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no annotation showing the LSE container (%s) within 10s", want)
+		}
+	}
 }
