@@ -276,15 +276,26 @@ func (c *Containers) resolve(a store.Assignment, rec record, pools alloc.Pools) 
 
 // Pools are the pools of the whole state (every front door's workloads).
 func (c *Containers) Pools() (alloc.Pools, error) {
+	st, err := c.State()
+	if err != nil {
+		return alloc.Pools{}, err
+	}
+	return st.Pools(), nil
+}
+
+// State is the allocator's state of the whole state file (every front
+// door's workloads), a copy the caller owns: what a node publishes for
+// the cluster's view of it.
+func (c *Containers) State() (*alloc.State, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	as, err := c.db.Assignments()
 	if err != nil {
-		return alloc.Pools{}, err
+		return nil, err
 	}
 	st, err := stateFrom(c.topo, c.cfg, as)
 	if err != nil {
-		return alloc.Pools{}, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
+		return nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
 	}
-	return st.Pools(), nil
+	return st, nil
 }

@@ -46,6 +46,9 @@ var rules = []rule{
 		why: "the agent is a front door on the core; the CLI and bench sit beside it, not under it"},
 	{from: []string{"bench/..."}, to: []string{"std:os/exec"},
 		why: "experiments start every process through proc/runner, never os/exec"},
+	{from: []string{"kube/podmeta"}, to: append([]string{"std:os", "std:os/exec", "std:io/fs", "std:net", "std:net/http", "std:syscall",
+		"k8s.io/api/...", "k8s.io/apimachinery/...", "github.com/containerd/nri/...", "agent/...", "internal/cli", "cmd/...", "bench/..."}, core[3:]...),
+		why: "podmeta reads pod metadata from plain values: no I/O, no Kubernetes or NRI types, nothing beyond alloc, so the extender and the NRI plugin share it"},
 	{from: core, to: []string{"std:flag", "github.com/spf13/cobra"},
 		why: "command lines are parsed in internal/cli only"},
 }
@@ -130,6 +133,8 @@ func TestRulesMatch(t *testing.T) {
 		{"...", module + "/topology", true},
 		{"...", "fmt", false},
 		{"github.com/spf13/cobra", "github.com/spf13/cobra", true},
+		{"k8s.io/api/...", "k8s.io/api/core/v1", true},
+		{"kube/podmeta", module + "/kube/podmeta", true},
 	}
 	for _, tc := range tests {
 		if got := matches(tc.pattern, tc.pkg); got != tc.want {

@@ -22,7 +22,8 @@ placement each would get. Both run corepin's allocator on the state each node
 publishes in its annotations: corepin.io/topology (the compact
 "corepin topo -o json" document) with corepin.io/assigned (the "assigned" list
 of "corepin plan"), or the coarse corepin.io/numa-free ("[4,0]": free CPUs per
-NUMA node). Nodes publishing neither pass, scored 0. GET /healthz answers ok.
+NUMA node); corepin nri --annotate-node (chart value annotateNode) keeps them
+up to date. Nodes publishing neither pass, scored 0. GET /healthz answers ok.
 
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
 configuration is deploy/kubernetes/scheduler/scheduler-config.yaml.

@@ -35,16 +35,23 @@ With --publish-nrt (in a pod) it keeps a NodeResourceTopology object
 (topology.node.k8s.io/v1alpha2, named after --node-name) up to date with the
 free CPUs of each NUMA node; the CRD must be installed.
 
+With --annotate-node (in a pod) it keeps the annotations corepin extender
+reads on its own Node (named by --node-name; needs patch on nodes):
+corepin.io/topology and corepin.io/assigned, or only corepin.io/numa-free
+when the topology would pass 256 KiB. Both publish after every
+synchronisation and every admission or release, coalesced.
+
 Examples:
   corepin nri
   corepin nri --config /etc/corepin/agent.yaml --state /var/lib/corepin/agent.db
-  corepin nri --nri-socket /run/containerd-test/nri.sock --sysfs-root /`
+  corepin nri --nri-socket /run/containerd-test/nri.sock --sysfs-root /
+  corepin nri --annotate-node --node-name "$NODE_NAME"`
 
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
 	var state, config, socket, root, nodeName string
-	var publishNRT bool
+	var publishNRT, annotateNode bool
 	cmd := &cobra.Command{
 		Use:   "nri",
 		Short: "Run the NRI plugin (pins Kubernetes containers under containerd or CRI-O)",
@@ -83,6 +90,16 @@ func newNRICmd(e *env) *cobra.Command {
 					return pub.Publish(ctx, nrt.Build(nodeName, topo, pools, c.TopologyPolicy))
 				}
 			}
+			if annotateNode {
+				if nodeName == "" {
+					return Usagef("--annotate-node needs --node-name (or $NODE_NAME): the node to annotate")
+				}
+				pub, err := nrt.InCluster()
+				if err != nil {
+					return Usagef("--annotate-node: %v", err)
+				}
+				o.Annotate = (&nrt.Annotator{Publisher: pub, Node: nodeName, Log: o.Logger}).Annotate
+			}
 			p, err := nri.New(o)
 			if isAgentUsage(err) {
 				return &UsageError{Err: err}
@@ -106,6 +123,7 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.StringVar(&socket, "nri-socket", "", "the runtime's NRI socket (default /var/run/nri/nri.sock)")
 	fl.StringVar(&root, "sysfs-root", "/", "directory holding sys/ of the machine to place on")
 	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
-	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt")
+	fl.BoolVar(&annotateNode, "annotate-node", false, "publish the node's topology and assignments as the annotations corepin extender reads (in a pod, with its service account)")
+	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt and --annotate-node")
 	return cmd
 }

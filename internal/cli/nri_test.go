@@ -30,6 +30,8 @@ func TestNRIRefusesBadInput(t *testing.T) {
 		{name: "state file not ours", args: []string{"--state", notDB, "--sysfs-root", smallDump(t)}, want: "not.db"},
 		{name: "nrt without a node name", args: []string{"--publish-nrt", "--node-name", "", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "n.db")}, want: "--node-name"},
 		{name: "nrt outside a pod", args: []string{"--publish-nrt", "--node-name", "n1", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "o.db")}, want: "not running in a Kubernetes pod"},
+		{name: "annotate without a node name", args: []string{"--annotate-node", "--node-name", "", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "a.db")}, want: "--annotate-node needs --node-name"},
+		{name: "annotate outside a pod", args: []string{"--annotate-node", "--node-name", "n1", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "b.db")}, want: "--annotate-node: not running in a Kubernetes pod"},
 		{name: "bad sysfs root", args: []string{"--sysfs-root", filepath.Join(dir, "nowhere")}, want: "--sysfs-root"},
 	}
 	for _, tc := range tests {

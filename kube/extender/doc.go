@@ -8,9 +8,16 @@
 // run on a copy of that node's published state, so the cluster view and the
 // node (the agent, the NRI plugin) cannot disagree about what fits. A node
 // publishes its state in annotations (AnnotationTopology with
-// AnnotationAssigned, or the coarse AnnotationNUMAFree); decoded states are
-// cached by a hash of those annotations. A node that publishes neither is not
-// corepin's to judge and passes with score 0.
+// AnnotationAssigned, or the coarse AnnotationNUMAFree), written by the NRI
+// plugin with --annotate-node (kube/nrt.NodeAnnotations); decoded states are
+// cached by a hash of those annotations, and verdicts by state and request.
+// A node that publishes neither is not corepin's to judge and passes with
+// score 0.
+//
+// The handler reads a body's nodes without decoding them into corev1.Node:
+// it takes each node's name and corepin annotations and answers /filter
+// with the kept node items exactly as sent. Bodies it does not read exactly
+// as encoding/json would go through DecodeArgs, Filter and Prioritize.
 //
 // A pod's wishes are read from the metadata the NRI plugin honours (see
 // RequestOf). The package touches no machine and keeps no state beyond the

@@ -33,7 +33,8 @@ var ErrBadRequest = errors.New("bad extender request")
 type Extender struct {
 	maxBody  int64
 	maxNodes int
-	cache    cache
+	cache    cache[stateKey, *nodeState]
+	verdicts cache[verdictKey, verdict]
 }
 
 // Option configures an Extender.
@@ -47,7 +48,8 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 
 // New returns an Extender.
 func New(opts ...Option) *Extender {
-	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes, cache: cache{max: DefaultCacheEntries}}
+	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes,
+		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries}}
 	for _, o := range opts {
 		o(e)
 	}
@@ -58,19 +60,46 @@ func New(opts ...Option) *Extender {
 // shipped scheduler configuration) and GET /healthz.
 func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /filter", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
-	mux.HandleFunc("POST /prioritize", e.verb(func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
+	mux.HandleFunc("POST /filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
+	mux.HandleFunc("POST /prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
 	return mux
 }
 
-// verb decodes a call's ExtenderArgs, answers 4xx when it cannot, and
-// replies with what answer makes of them.
-func (e *Extender) verb(answer func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
+// verb reads a call's body and answers it the fast way (readArgs, then
+// fast) or, for a body the fast path does not read, decodes its
+// ExtenderArgs strictly, answers 4xx when it cannot, and replies with what
+// answer makes of them.
+func (e *Extender) verb(fast func(*corev1.Pod, []rawNode) []byte, answer func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, err := e.decode(w, r)
+		body := http.MaxBytesReader(w, r.Body, e.maxBody)
+		var data []byte
+		var err error
+		if n := r.ContentLength; n > 0 && n <= e.maxBody {
+			// One allocation of the announced size instead of ReadAll's doublings.
+			buf := bytes.NewBuffer(make([]byte, 0, n+1))
+			_, err = buf.ReadFrom(body)
+			data = buf.Bytes()
+		} else {
+			data, err = io.ReadAll(body)
+		}
+		if err != nil {
+			httpError(w, fmt.Errorf("reading the request body: %w", err))
+			return
+		}
+		if ra, ok := readArgs(data, e.maxNodes); ok {
+			pod := new(corev1.Pod)
+			if err := json.Unmarshal(ra.pod, pod); err != nil {
+				httpError(w, fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err))
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(fast(pod, ra.nodes)) // a write error means the scheduler went away
+			return
+		}
+		args, err := DecodeArgs(data, e.maxNodes)
 		if err != nil {
 			httpError(w, err)
 			return
@@ -100,14 +129,6 @@ type wireArgs struct {
 	Pod       json.RawMessage
 	Nodes     json.RawMessage
 	NodeNames *[]string
-}
-
-func (e *Extender) decode(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
-	return DecodeArgs(data, e.maxNodes)
 }
 
 // DecodeArgs decodes one ExtenderArgs JSON document: exactly one object,
@@ -153,9 +174,22 @@ type verdict struct {
 	score  int64
 }
 
-// judge places req on a copy of the node's state.
-func (e *Extender) judge(node *corev1.Node, req alloc.Request, reqErr error) verdict {
-	ns := e.stateOf(node)
+// verdictKey names a verdict: the node's state and the request (its
+// comparable fields; the extender's requests carry no Hint).
+type verdictKey struct {
+	state          stateKey
+	id             string
+	cpus, milli    int
+	qos            alloc.QoS
+	bind           alloc.Bind
+	exclusive      alloc.Exclusive
+	numa           alloc.NUMAStrategy
+	topologyPolicy alloc.TopologyPolicy
+}
+
+// judge answers req on a node of state ns (nil: the node publishes none),
+// from the verdict cache or by placing req on a copy of ns.
+func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr error) verdict {
 	if ns == nil {
 		return verdict{ok: true} // not a corepin node: not ours to judge
 	}
@@ -171,12 +205,24 @@ func (e *Extender) judge(node *corev1.Node, req alloc.Request, reqErr error) ver
 		}
 		return verdict{reason: "no free CPUs"}
 	}
-	st := ns.st.Clone()
-	pl, err := st.Allocate(req)
-	if err != nil {
-		return verdict{reason: Reason(req, err)}
+	vk := verdictKey{state: k, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
+		exclusive: req.Exclusive, numa: req.NUMA, topologyPolicy: req.TopologyPolicy}
+	if len(req.Hint) == 0 {
+		if v, ok := e.verdicts.get(vk); ok {
+			return v
+		}
 	}
-	return verdict{ok: true, score: score(pl, ns.free)}
+	var v verdict
+	pl, err := ns.st.Clone().Allocate(req)
+	if err != nil {
+		v = verdict{reason: Reason(req, err)}
+	} else {
+		v = verdict{ok: true, score: score(pl, ns.free)}
+	}
+	if len(req.Hint) == 0 {
+		e.verdicts.put(vk, v)
+	}
+	return v
 }
 
 // Filter keeps the nodes where the pod's CPUs can be placed and fails the
@@ -187,7 +233,8 @@ func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFil
 	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}}, FailedNodes: extenderv1.FailedNodesMap{}}
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
-		v := e.judge(n, req, reqErr)
+		ns, k := e.stateOf(n)
+		v := e.judge(ns, k, req, reqErr)
 		if v.ok {
 			res.Nodes.Items = append(res.Nodes.Items, *n)
 			continue
@@ -204,10 +251,65 @@ func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPri
 	out := make(extenderv1.HostPriorityList, 0, len(args.Nodes.Items))
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
-		v := e.judge(n, req, reqErr)
+		ns, k := e.stateOf(n)
+		v := e.judge(ns, k, req, reqErr)
 		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: v.score})
 	}
 	return &out
+}
+
+// filterRaw is Filter over the fast path's nodes: the JSON of an
+// ExtenderFilterResult whose Nodes are the kept items as the scheduler
+// sent them.
+func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
+	req, reqErr := RequestOf(pod)
+	failed := extenderv1.FailedNodesMap{}
+	size := 256
+	for i := range nodes {
+		size += len(nodes[i].raw) + 1
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteString(`{"Nodes":{"metadata":{},"items":[`)
+	first := true
+	for i := range nodes {
+		n := &nodes[i]
+		ns, k := e.rawStateOf(n)
+		v := e.judge(ns, k, req, reqErr)
+		if !v.ok {
+			failed[n.name] = v.reason
+			continue
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(n.raw)
+	}
+	fj, err := json.Marshal(failed)
+	if err != nil {
+		fj = []byte("{}") // not reached: a map of strings always encodes
+	}
+	buf.WriteString(`]},"NodeNames":null,"FailedNodes":`)
+	buf.Write(fj)
+	buf.WriteString(`,"FailedAndUnresolvableNodes":null,"Error":""}` + "\n")
+	return buf.Bytes()
+}
+
+// prioritizeRaw is Prioritize over the fast path's nodes.
+func (e *Extender) prioritizeRaw(pod *corev1.Pod, nodes []rawNode) []byte {
+	req, reqErr := RequestOf(pod)
+	out := make(extenderv1.HostPriorityList, 0, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		ns, k := e.rawStateOf(n)
+		v := e.judge(ns, k, req, reqErr)
+		out = append(out, extenderv1.HostPriority{Host: n.name, Score: v.score})
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return []byte("[]\n") // not reached
+	}
+	return append(b, '\n')
 }
 
 // score rates a placement: up to 6 points for alignment (one NUMA node,

@@ -212,9 +212,9 @@ func TestFilterBadNodeAndPodMetadata(t *testing.T) {
 		{name: "assigned outside the machine", pod: guaranteedPod("p", "2", nil, nil),
 			node: topoNode(t, "n", `[{"id":"x","cpuset":"99","qos":"LSE"}]`), reason: "corepin.io/assigned"},
 		{name: "unknown topology policy", pod: guaranteedPod("p", "2", map[string]string{AnnotationNUMAPolicy: "single"}, nil),
-			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "unknown topology policy"},
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: `annotation corepin.io/numa-policy "single" is not one of none, best-effort, restricted, single-numa-node`},
 		{name: "exclusive class with a fraction", pod: guaranteedPod("p", "1500m", nil, map[string]string{LabelQoSClass: "LSE"}),
-			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "need whole CPUs"},
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "class LSE needs whole CPUs"},
 		{name: "resource-spec unknown key", pod: guaranteedPod("p", "2", map[string]string{AnnotationResourceSpec: `{"bind":"FullPCPUs"}`}, nil),
 			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "scheduling.koordinator.sh/resource-spec"},
 	}
@@ -305,6 +305,10 @@ func TestRequestOf(t *testing.T) {
 		{name: "unknown class", pod: guaranteedPod("u", "2", nil, map[string]string{LabelQoSClass: "GOLD"}), err: ErrPod},
 		{name: "resource spec trailing data", pod: guaranteedPod("t", "2", map[string]string{AnnotationResourceSpec: `{}{}`}, nil), err: ErrPod},
 		{name: "no pod", err: ErrPod},
+		// Read as the NRI plugin reads it (podmeta): these passed before.
+		{name: "SYSTEM label", pod: guaranteedPod("s", "2", nil, map[string]string{LabelQoSClass: "SYSTEM"}), err: ErrPod},
+		{name: "disagreeing binds", pod: guaranteedPod("d", "2", map[string]string{AnnotationResourceSpec: `{"requiredCPUBindPolicy":"FullPCPUs","preferredCPUBindPolicy":"SpreadByPCPUs"}`}, nil), err: ErrPod},
+		{name: "resource spec key twice", pod: guaranteedPod("t", "2", map[string]string{AnnotationResourceSpec: `{"preferredCPUBindPolicy":"FullPCPUs","preferredCPUBindPolicy":"Default"}`}, nil), err: ErrPod},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,23 +12,25 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
-// Node annotations a corepin node (the agent, the NRI plugin) publishes.
+// Node annotations a corepin node (the NRI plugin with --annotate-node)
+// publishes; kube/nrt encodes them (NodeAnnotations).
 const (
 	// AnnotationTopology holds the node's `corepin topo -o json` document,
 	// compact.
-	AnnotationTopology = "corepin.io/topology"
+	AnnotationTopology = nrt.AnnotationTopology
 	// AnnotationAssigned holds the CPUs already held on the node, as the
 	// "assigned" list of `corepin plan`: [{"id":"ns/pod","cpuset":"2-5","qos":"LSE"}].
 	// Absent means nothing is held.
-	AnnotationAssigned = "corepin.io/assigned"
+	AnnotationAssigned = nrt.AnnotationAssigned
 	// AnnotationNUMAFree is the coarse fallback: free CPUs per NUMA node,
 	// in node order, e.g. "[4,0]". It stands for a machine of that many
 	// single-thread cores per node, one socket and one L3 per node.
-	AnnotationNUMAFree = "corepin.io/numa-free"
+	AnnotationNUMAFree = nrt.AnnotationNUMAFree
 )
 
 // ErrNode is wrapped by errors about a node's published state.
@@ -38,9 +40,9 @@ var ErrNode = errors.New("invalid node annotation")
 const (
 	// MaxAnnotationBytes bounds each annotation decoded (Kubernetes caps
 	// all of an object's annotations at 256 KiB together).
-	MaxAnnotationBytes = 256 << 10
+	MaxAnnotationBytes = nrt.MaxAnnotationBytes
 	// maxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
-	maxNUMAFreeNodes = 64
+	maxNUMAFreeNodes = nrt.MaxNUMAFreeNodes
 )
 
 // nodeState is a node's decoded state before any placement: shared,
@@ -52,44 +54,50 @@ type nodeState struct {
 	err  error
 }
 
-// cache maps an annotation hash to the decoded nodeState. It is cleared
-// whole when it reaches its bound; a cluster has few distinct states per
-// scheduling wave, so that is rare and cheap.
-type cache struct {
+// cache is a bounded map, safe for concurrent use: decoded node states by
+// a hash of their annotations, verdicts by state and request. It is
+// cleared whole when it reaches its bound; a cluster has few distinct
+// states per scheduling wave, so that is rare and cheap.
+type cache[K comparable, V any] struct {
 	mu  sync.Mutex
-	m   map[[32]byte]*nodeState
+	m   map[K]V
 	max int
 }
 
-func (c *cache) get(k [32]byte) (*nodeState, bool) {
+func (c *cache[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ns, ok := c.m[k]
-	return ns, ok
+	v, ok := c.m[k]
+	return v, ok
 }
 
-func (c *cache) put(k [32]byte, ns *nodeState) {
+func (c *cache[K, V]) put(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[[32]byte]*nodeState)
+		c.m = make(map[K]V)
 	}
-	c.m[k] = ns
+	c.m[k] = v
 }
 
-func (c *cache) len() int {
+func (c *cache[K, V]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
 }
 
-// stateOf returns the node's decoded state, nil when the node publishes no
-// corepin state.
-func (e *Extender) stateOf(node *corev1.Node) *nodeState {
+// stateKey names a node's published state: a hash of its annotations (the
+// typed path hashes their values, the fast path their JSON text; the two
+// never share an entry).
+type stateKey [32]byte
+
+// stateOf returns the node's decoded state and its key, nil when the node
+// publishes no corepin state.
+func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return nil
+		return nil, stateKey{}
 	}
 	h := sha256.New()
 	if hasTopo {
@@ -97,10 +105,10 @@ func (e *Extender) stateOf(node *corev1.Node) *nodeState {
 	} else {
 		h.Write([]byte("numa-free\x00" + free))
 	}
-	var k [32]byte
+	var k stateKey
 	h.Sum(k[:0])
 	if ns, ok := e.cache.get(k); ok {
-		return ns
+		return ns, k
 	}
 	var ns *nodeState
 	if hasTopo {
@@ -109,7 +117,47 @@ func (e *Extender) stateOf(node *corev1.Node) *nodeState {
 		ns = decodeNUMAFree(free)
 	}
 	e.cache.put(k, ns)
-	return ns
+	return ns, k
+}
+
+// rawStateOf is stateOf for a node item of the fast path, whose
+// annotations are still JSON strings: they are hashed as sent and
+// unquoted only when the state is not cached.
+func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
+	topo, assigned, free := n.ann[0], n.ann[1], n.ann[2]
+	if topo == nil && free == nil {
+		return nil, stateKey{}
+	}
+	h := sha256.New()
+	if topo != nil {
+		h.Write([]byte("raw topology\x00"))
+		h.Write(topo)
+		h.Write([]byte{0})
+		h.Write(assigned)
+	} else {
+		h.Write([]byte("raw numa-free\x00"))
+		h.Write(free)
+	}
+	var k stateKey
+	h.Sum(k[:0])
+	if ns, ok := e.cache.get(k); ok {
+		return ns, k
+	}
+	unquote := func(raw []byte) string {
+		var s string
+		if raw != nil && json.Unmarshal(raw, &s) != nil {
+			return "\x00" // not reached: the walker took it from a valid document
+		}
+		return s
+	}
+	var ns *nodeState
+	if topo != nil {
+		ns = decodeTopology(unquote(topo), unquote(assigned))
+	} else {
+		ns = decodeNUMAFree(unquote(free))
+	}
+	e.cache.put(k, ns)
+	return ns, k
 }
 
 func failed(format string, args ...any) *nodeState {

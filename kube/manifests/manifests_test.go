@@ -88,7 +88,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 		{name: "kubelet migration without rbac", overrides: map[string]any{"policy": "kubelet", "reservedCPUs": "0-1,32-33",
 			"policyOptions": []any{"full-pcpus-only", "strict-cpu-reservation"}, "topologyPolicy": "single-numa-node",
 			"rbac": map[string]any{"create": false}, "nodeSelector": map[string]any{"corepin.io/enabled": "true"},
-			"nodeResourceTopology": map[string]any{"publish": true}},
+			"nodeResourceTopology": map[string]any{"publish": true}, "annotateNode": true},
 			wantKinds: []string{"ConfigMap", "DaemonSet"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0-1,32-33", Policy: "kubelet",
 				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json"}},
@@ -118,19 +118,26 @@ func TestChartRendersValidObjects(t *testing.T) {
 			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--publish-nrt=true"); got != (publish["publish"] == true) {
 				t.Errorf("--publish-nrt in args = %v, want %v", got, publish["publish"] == true)
 			}
+			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--annotate-node=true"); got != (tc.overrides["annotateNode"] == true) {
+				t.Errorf("--annotate-node in args = %v, want %v", got, tc.overrides["annotateNode"] == true)
+			}
 			if tc.overrides["nodeSelector"] != nil {
 				if got := objs["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec.NodeSelector["corepin.io/enabled"]; got != "true" {
 					t.Errorf("nodeSelector corepin.io/enabled = %q, want \"true\"", got)
 				}
 			}
 			if cr, ok := objs["ClusterRole"].(*rbacv1.ClusterRole); ok {
-				var nrt bool
+				var nrt, nodes bool
 				for _, r := range cr.Rules {
 					nrt = nrt || (slices.Contains(r.APIGroups, "topology.node.k8s.io") && slices.Contains(r.Resources, "noderesourcetopologies") &&
 						slices.Contains(r.Verbs, "create") && slices.Contains(r.Verbs, "update"))
+					nodes = nodes || (slices.Contains(r.APIGroups, "") && slices.Contains(r.Resources, "nodes") && slices.Contains(r.Verbs, "patch"))
 				}
 				if !nrt {
 					t.Errorf("ClusterRole does not allow creating and updating noderesourcetopologies: %+v", cr.Rules)
+				}
+				if !nodes {
+					t.Errorf("ClusterRole does not allow patching nodes (--annotate-node): %+v", cr.Rules)
 				}
 				crb := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding)
 				sa := objs["ServiceAccount"].(*corev1.ServiceAccount)
@@ -173,7 +180,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	flags := map[string]string{}
 	for _, a := range c.Args[1:] {
 		k, v, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt"}, k) {
+		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt", "--annotate-node"}, k) {
 			t.Errorf("argument %q is not a --flag=value of corepin nri", a)
 		}
 		flags[k] = v
@@ -205,13 +212,16 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	if v := vols["state"].HostPath; v == nil || !strings.HasPrefix("/var/lib/corepin/agent.db", v.Path+"/") {
 		t.Errorf("the state file is not on the host (%+v)", vols["state"])
 	}
-	if _, ok := flags["--publish-nrt"]; ok {
+	for _, f := range []string{"--publish-nrt", "--annotate-node"} {
+		if _, ok := flags[f]; !ok {
+			continue
+		}
 		var env bool
 		for _, e := range c.Env {
 			env = env || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
 		}
 		if !env {
-			t.Errorf("--publish-nrt without NODE_NAME from spec.nodeName: %+v", c.Env)
+			t.Errorf("%s without NODE_NAME from spec.nodeName: %+v", f, c.Env)
 		}
 	}
 	sc := c.SecurityContext

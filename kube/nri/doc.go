@@ -31,7 +31,9 @@
 // returns), it reconnects with a doubling back-off (100ms..5s) and
 // Synchronize runs again. With Options.Publish it also publishes the
 // node's pools after each change (`corepin nri --publish-nrt`: a
-// NodeResourceTopology object, package kube/nrt).
+// NodeResourceTopology object, package kube/nrt), and with Options.Annotate
+// the node annotations the scheduler extender reads (`corepin nri
+// --annotate-node`: nrt.Annotator merge-patches the Node).
 //
 // # What a pod asks for
 //
@@ -39,7 +41,11 @@
 // the annotation scheduling.koordinator.sh/resource-spec (JSON, at most
 // MaxResourceSpec bytes, strictly parsed: ParseResourceSpec) gives
 // preferredCPUBindPolicy (Default, FullPCPUs, SpreadByPCPUs) and
-// preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel). Without the
+// preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel); the
+// annotation corepin.io/numa-policy (none, best-effort, restricted,
+// single-numa-node) is the container's topology policy, else the node's
+// configured default applies. The scheduler extender reads the same
+// metadata through the same code (package kube/podmeta). Without the
 // label the kubelet's QoS is read from the container's CPU resources:
 // Guaranteed with whole CPUs is LSE, Guaranteed with a fraction and
 // Burstable are LS (sized at the limit, else the request), BestEffort is

@@ -48,6 +48,11 @@ type Options struct {
 	// call at a time, the latest pools only; a failure is logged and
 	// retried after the next change or 30 seconds.
 	Publish func(context.Context, alloc.Pools) error
+	// Annotate, when not nil, is called like Publish (the same moments,
+	// one call at a time, the latest state only, retried after the next
+	// change or 30 seconds) with the node's whole allocator state: the
+	// node annotations the scheduler extender reads (nrt.Annotator).
+	Annotate func(context.Context, *alloc.State) error
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -64,8 +69,9 @@ type Plugin struct {
 	applied map[string]cpuset.CPUSet
 	stub    stub.Stub
 
-	publish func(context.Context, alloc.Pools) error
-	changed chan struct{} // capacity 1: a change not yet published
+	publish  func(context.Context, alloc.Pools) error
+	annotate func(context.Context, *alloc.State) error
+	changed  chan struct{} // capacity 1: a change not yet published
 }
 
 // New opens the state file and returns a plugin over it.
@@ -74,7 +80,7 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, changed: make(chan struct{}, 1)}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1)}
 	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -100,7 +106,7 @@ const (
 // with a doubling back-off and connects again; every connect begins with
 // Synchronize. opts add to the plugin's name and index (a socket path).
 func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
-	if p.publish != nil {
+	if p.publish != nil || p.annotate != nil {
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() { defer close(done); p.publishLoop(ctx) }()
@@ -126,7 +132,8 @@ func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
 	return nil
 }
 
-// publishLoop calls p.publish after each change until ctx ends.
+// publishLoop calls p.publish and p.annotate (those set) after each
+// change until ctx ends.
 func (p *Plugin) publishLoop(ctx context.Context) {
 	for {
 		select {
@@ -135,14 +142,26 @@ func (p *Plugin) publishLoop(ctx context.Context) {
 		case <-p.changed:
 		case <-time.After(30 * time.Second):
 		}
-		pools, err := p.c.Pools()
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = p.publish(pctx, pools)
-			cancel()
+		st, err := p.c.State()
+		if err != nil {
+			p.log.Warn("reading the state to publish", "err", err)
+			continue
 		}
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("publishing the node's topology", "err", err)
+		if p.publish != nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := p.publish(pctx, st.Pools())
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("publishing the node's topology", "err", err)
+			}
+		}
+		if p.annotate != nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := p.annotate(pctx, st)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("annotating the node", "err", err)
+			}
 		}
 	}
 }

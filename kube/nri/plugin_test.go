@@ -2,10 +2,14 @@ package nri
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -551,6 +556,114 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatalf("no publication showing the LSE container's CPUs %s within 10s", lse.Linux.Resources.Cpu.Cpus)
+		}
+	}
+}
+
+// TestNUMAPolicyAnnotationAlignsTheContainer shows that the plugin honours
+// the pod annotation corepin.io/numa-policy as the container's topology
+// policy (issue 13: the extender filtered nodes for single-numa-node and the
+// node then placed the pod across NUMA nodes). Under the kubelet policy
+// with no default topology policy, a 4-CPU container after a 5-CPU one is
+// spread over both nodes; annotated single-numa-node it gets node 1 only.
+// A bad value is refused with a message naming the annotation.
+func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
+	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	topo := topology.MustSynthetic(twoNodes)
+	nodesOf := func(set string) map[topology.NodeID]bool {
+		s, err := cpuset.Parse(set)
+		if err != nil {
+			t.Fatalf("cpuset %q: %v", set, err)
+		}
+		m := map[topology.NodeID]bool{}
+		for _, id := range s.List() {
+			c, _ := topo.CPU(id)
+			m[c.NUMA] = true
+		}
+		return m
+	}
+	five := podSpec{name: "five", shares: 5 * 1024, quota: 500000}
+	tests := []struct {
+		name      string
+		policy    map[string]string
+		wantNodes int
+	}{
+		{name: "no annotation: the node's default spreads it", wantNodes: 2},
+		{name: "single-numa-node", policy: map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, wantNodes: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := connected(t, cfg)
+			f.mustCreate(five)
+			c := f.mustCreate(podSpec{name: "four", annotations: tc.policy, shares: 4 * 1024, quota: 400000})
+			set := c.Linux.Resources.Cpu.Cpus
+			if got := nodesOf(set); len(got) != tc.wantNodes || cpuset.MustParse(set).Size() != 4 {
+				t.Errorf("4-CPU container got %s on NUMA nodes %v, want 4 CPUs on %d node(s)", set, got, tc.wantNodes)
+			}
+		})
+	}
+	t.Run("bad value refused", func(t *testing.T) {
+		f, p := connected(t, cfg)
+		_, _, err := f.create(podSpec{name: "bad", annotations: map[string]string{AnnotationNUMAPolicy: "single"}, shares: 2048, quota: 200000})
+		want := `annotation corepin.io/numa-policy "single" is not one of none, best-effort, restricted, single-numa-node`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("CreateContainer with a bad numa-policy = %v, want an error containing %q", err, want)
+		}
+		if got, err := p.Containers().List(); err != nil || len(got) != 0 {
+			t.Errorf("assignments after the refusal = %v (%v), want none", got, err)
+		}
+	})
+}
+
+// Run keeps the node's annotations (nrt.Annotator, a JSON merge patch of
+// the Node) up to date: after an admission the published assignments hold
+// the container's CPUs.
+func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
+	type patch struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	patches := make(chan patch, 16)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p patch
+		if r.Method != http.MethodPatch || r.URL.Path != "/api/v1/nodes/n1" || r.Header.Get("Content-Type") != "application/merge-patch+json" ||
+			json.NewDecoder(r.Body).Decode(&p) != nil {
+			http.Error(w, "unexpected", http.StatusBadRequest)
+			return
+		}
+		patches <- p
+	}))
+	defer api.Close()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	a := &nrt.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), Annotate: a.Annotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	lse := f.mustCreate(lse4)
+	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case pt := <-patches:
+			ann := pt.Metadata.Annotations
+			if ann[nrt.AnnotationTopology] == nil || ann[nrt.AnnotationAssigned] == nil {
+				t.Fatalf("patch without the topology and assignments: %v", ann)
+			}
+			if strings.Contains(*ann[nrt.AnnotationAssigned], want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no annotation showing the LSE container (%s) within 10s", want)
 		}
 	}
 }

@@ -11,50 +11,6 @@ import (
 	"github.com/corepin/corepin/agent"
 )
 
-func TestParseResourceSpec(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    ResourceSpec
-		wantErr string
-	}{
-		{name: "bind and exclusive", in: `{"preferredCPUBindPolicy":"FullPCPUs","preferredCPUExclusivePolicy":"PCPULevel"}`,
-			want: ResourceSpec{PreferredCPUBindPolicy: "FullPCPUs", PreferredCPUExclusivePolicy: "PCPULevel"}},
-		{name: "required bind", in: ` {"requiredCPUBindPolicy": "SpreadByPCPUs"} `, want: ResourceSpec{RequiredCPUBindPolicy: "SpreadByPCPUs"}},
-		{name: "empty object", in: `{}`},
-		{name: "not an object", in: `["FullPCPUs"]`, wantErr: "want one JSON object"},
-		{name: "empty", in: ``, wantErr: "want one JSON object"},
-		{name: "unknown key", in: `{"preferredCPUBindPolicy":"FullPCPUs","numa":"x"}`, wantErr: `unknown key "numa"`},
-		{name: "key in another case", in: `{"PreferredCPUBindPolicy":"FullPCPUs"}`, wantErr: "unknown key"},
-		{name: "key twice", in: `{"preferredCPUBindPolicy":"FullPCPUs","preferredCPUBindPolicy":"Default"}`, wantErr: "given twice"},
-		{name: "not a string", in: `{"preferredCPUBindPolicy":1}`, wantErr: "must be a string"},
-		{name: "null", in: `{"preferredCPUBindPolicy":null}`, wantErr: "must be a string"},
-		{name: "trailing data", in: `{} {}`, wantErr: "data after the object"},
-		{name: "unknown bind", in: `{"preferredCPUBindPolicy":"Whole"}`, wantErr: "not one of Default, FullPCPUs, SpreadByPCPUs"},
-		{name: "constrained burst", in: `{"preferredCPUBindPolicy":"ConstrainedBurst"}`, wantErr: "not supported"},
-		{name: "disagreeing binds", in: `{"requiredCPUBindPolicy":"FullPCPUs","preferredCPUBindPolicy":"SpreadByPCPUs"}`, wantErr: "disagree"},
-		{name: "unknown exclusive", in: `{"preferredCPUExclusivePolicy":"Socket"}`, wantErr: "not one of None, PCPULevel, NUMANodeLevel"},
-		{name: "too large", in: `{"preferredCPUBindPolicy":"` + strings.Repeat("x", MaxResourceSpec) + `"}`, wantErr: "at most 4096"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseResourceSpec(tc.in)
-			if tc.wantErr != "" {
-				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("ParseResourceSpec(%.60q) error = %v, want ErrInvalid containing %q", tc.in, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseResourceSpec(%q): %v", tc.in, err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ParseResourceSpec(%q) (-want +got):\n%s", tc.in, diff)
-			}
-		})
-	}
-}
-
 // container is a container with CPU resources as the kubelet writes them.
 func container(shares uint64, quota int64) *api.Container {
 	cpu := &api.LinuxCPU{Shares: api.UInt64(shares)}
@@ -93,6 +49,10 @@ func TestSpecOf(t *testing.T) {
 		{name: "SYSTEM label", labels: map[string]string{LabelQoSClass: "SYSTEM"}, ctr: container(1024, 100000), wantErr: "reserved CPUs"},
 		{name: "unknown label", labels: map[string]string{LabelQoSClass: "gold"}, ctr: container(1024, 100000), wantErr: "not one of LSE, LSR, LS, BE"},
 		{name: "bad annotation", annotations: map[string]string{AnnotationResourceSpec: `{`}, ctr: container(1024, 100000), wantErr: AnnotationResourceSpec},
+		{name: "numa policy annotation", labels: map[string]string{LabelQoSClass: "LSE"}, annotations: map[string]string{AnnotationNUMAPolicy: "single-numa-node"},
+			ctr: container(2048, 200000), want: agent.Spec{QoS: "LSE", CPUs: f(2), TopologyPolicy: "single-numa-node"}},
+		{name: "bad numa policy", annotations: map[string]string{AnnotationNUMAPolicy: "numa"}, ctr: container(2048, 200000),
+			wantErr: "annotation corepin.io/numa-policy \"numa\" is not one of none, best-effort, restricted, single-numa-node"},
 		{name: "huge quota is refused", ctr: container(1<<62, 1<<62), wantErr: "more than the 65536 CPUs"},
 		// Found by FuzzSpecOf: a request beyond alloc's bound was passed on.
 		{name: "period beyond the kernel's range", ctr: &api.Container{Id: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{

@@ -148,7 +148,7 @@ func (p *Publisher) Publish(ctx context.Context, o Object) error {
 	if err != nil {
 		return err
 	}
-	code, err := p.do(ctx, http.MethodPatch, resource+"/"+url.PathEscape(o.Metadata.Name), "application/merge-patch+json", patch)
+	code, err := p.send(ctx, "publishing the NodeResourceTopology", http.MethodPatch, resource+"/"+url.PathEscape(o.Metadata.Name), "application/merge-patch+json", patch)
 	if err != nil || code != http.StatusNotFound {
 		return err
 	}
@@ -156,13 +156,14 @@ func (p *Publisher) Publish(ctx context.Context, o Object) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.do(ctx, http.MethodPost, resource, "application/json", full)
+	_, err = p.send(ctx, "publishing the NodeResourceTopology", http.MethodPost, resource, "application/json", full)
 	return err
 }
 
-// do sends one request; a status other than 2xx (and 404, returned for
-// Publish to create) is an error carrying the start of the answer.
-func (p *Publisher) do(ctx context.Context, method, path, ctype string, body []byte) (int, error) {
+// send sends one request for what (the error's context); a status other
+// than 2xx (and 404 to a PATCH, returned for the caller to decide) is an
+// error carrying the start of the answer.
+func (p *Publisher) send(ctx context.Context, what, method, path, ctype string, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.Server+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -178,7 +179,7 @@ func (p *Publisher) do(ctx context.Context, method, path, ctype string, body []b
 	}
 	rsp, err := c.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("publishing the NodeResourceTopology: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rsp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
@@ -186,5 +187,5 @@ func (p *Publisher) do(ctx context.Context, method, path, ctype string, body []b
 	case rsp.StatusCode/100 == 2, method == http.MethodPatch && rsp.StatusCode == http.StatusNotFound:
 		return rsp.StatusCode, nil
 	}
-	return rsp.StatusCode, fmt.Errorf("publishing the NodeResourceTopology: %s %s: %s: %s", method, path, rsp.Status, bytes.TrimSpace(msg))
+	return rsp.StatusCode, fmt.Errorf("%s: %s %s: %s: %s", what, method, path, rsp.Status, bytes.TrimSpace(msg))
 }

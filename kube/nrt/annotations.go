@@ -1,0 +1,156 @@
+package nrt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/plan"
+)
+
+// Node annotations a corepin node publishes for the scheduler extender
+// (kube/extender reads them).
+const (
+	// AnnotationTopology holds the node's `corepin topo -o json` document,
+	// compact.
+	AnnotationTopology = "corepin.io/topology"
+	// AnnotationAssigned holds the CPUs already held on the node, as the
+	// "assigned" list of `corepin plan`: [{"id":"ns/pod","cpuset":"2-5","qos":"LSE"}].
+	// Absent means nothing is held.
+	AnnotationAssigned = "corepin.io/assigned"
+	// AnnotationNUMAFree is the coarse fallback: free CPUs per NUMA node,
+	// in node order, e.g. "[4,0]". It stands for a machine of that many
+	// single-thread cores per node, one socket and one L3 per node.
+	AnnotationNUMAFree = "corepin.io/numa-free"
+	// MaxAnnotationBytes bounds what a node publishes in these annotations
+	// together (Kubernetes caps all of an object's annotations at 256 KiB
+	// together), and what the extender decodes of each.
+	MaxAnnotationBytes = 256 << 10
+	// MaxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
+	MaxNUMAFreeNodes = 64
+	// ReservedID is the assigned entry standing for the node's reserved
+	// CPUs: the extender places on the published topology with no
+	// allocator configuration, so the reserved CPUs are published as held
+	// (as exclusive, out of every pool: the cluster cannot place on them).
+	ReservedID = "(reserved)"
+)
+
+// ErrTooLarge means a node's state does not fit in its annotations at all.
+var ErrTooLarge = errors.New("node state too large to publish")
+
+// Annotations are a node's corepin annotations; a nil value removes the
+// annotation (a JSON merge patch's null).
+type Annotations map[string]*string
+
+// NodeAnnotations encodes st (a node's whole state) as the extender
+// decodes it: AnnotationTopology (st's machine, with the topology package's
+// own document) and AnnotationAssigned (plan's Assigned entries: every
+// exclusive set with its exclusive policy, every LS and BE quota, and the
+// reserved CPUs as ReservedID), removing AnnotationNUMAFree. When the two
+// together would pass MaxAnnotationBytes it publishes AnnotationNUMAFree
+// only (coarse is true) and removes the other two.
+func NodeAnnotations(st *alloc.State) (ann Annotations, coarse bool, err error) {
+	topo, err := json.Marshal(st.Topology().Doc())
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding the topology: %w", err)
+	}
+	assigned := []plan.Assigned{}
+	if r := st.Reserved(); !r.IsEmpty() {
+		assigned = append(assigned, plan.Assigned{ID: ReservedID, CPUSet: r.String(), QoS: string(alloc.LSE)})
+	}
+	for _, a := range st.Assignments() {
+		e := plan.Assigned{ID: a.ID, QoS: string(a.QoS)}
+		switch a.QoS {
+		case alloc.LSE, alloc.LSR:
+			e.CPUSet, e.Exclusive = a.CPUs.String(), string(a.Exclusive)
+		case alloc.LS, alloc.BE:
+			cpus := float64(a.MilliCPUs) / 1000
+			e.CPUs = &cpus
+		default:
+			continue // SYSTEM runs on the reserved CPUs, published above
+		}
+		assigned = append(assigned, e)
+	}
+	as, err := json.Marshal(assigned)
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding the assignments: %w", err)
+	}
+	if len(topo)+len(as) <= MaxAnnotationBytes {
+		t, a := string(topo), string(as)
+		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil}, false, nil
+	}
+	free, err := NUMAFree(st)
+	if err != nil {
+		return nil, false, err
+	}
+	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free}, true, nil
+}
+
+// NUMAFree is st's AnnotationNUMAFree: per NUMA node id from 0, the CPUs an
+// exclusive request could still take there (allowed, not reserved, not
+// held by LSE or LSR).
+func NUMAFree(st *alloc.State) (string, error) {
+	t := st.Topology()
+	nodes := t.NodesWithCPUs()
+	if len(nodes) == 0 {
+		return "[0]", nil
+	}
+	last := nodes[len(nodes)-1]
+	if int(last) >= MaxNUMAFreeNodes {
+		return "", fmt.Errorf("%w: NUMA node %d is beyond the %d nodes %s can name", ErrTooLarge, last, MaxNUMAFreeNodes, AnnotationNUMAFree)
+	}
+	p := st.Pools()
+	free := make([]int, int(last)+1)
+	for _, n := range nodes {
+		free[n] = t.NodeCPUs(n).Intersection(t.Allowed()).Difference(p.Reserved).Difference(p.LSE).Difference(p.LSR).Size()
+	}
+	b, err := json.Marshal(free)
+	return string(b), err
+}
+
+// AnnotateNode merge-patches node's annotations: a value sets one, nil
+// removes it.
+func (p *Publisher) AnnotateNode(ctx context.Context, node string, ann Annotations) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	code, err := p.send(ctx, "annotating node "+node, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(node), "application/merge-patch+json", patch)
+	if err == nil && code == http.StatusNotFound {
+		return fmt.Errorf("annotating node %s: no such node (is --node-name right?)", node)
+	}
+	return err
+}
+
+// Annotator keeps a node's annotations up to date with its state, for
+// Options.Annotate of kube/nri.
+type Annotator struct {
+	Publisher *Publisher
+	Node      string
+	Log       *slog.Logger
+	coarse    sync.Once
+}
+
+// Annotate publishes st (NodeAnnotations) on the node. The first time the
+// topology is too large and only AnnotationNUMAFree is published, it logs
+// so once.
+func (a *Annotator) Annotate(ctx context.Context, st *alloc.State) error {
+	ann, coarse, err := NodeAnnotations(st)
+	if err != nil {
+		return err
+	}
+	if coarse && a.Log != nil {
+		a.coarse.Do(func() {
+			a.Log.Warn("the node's topology is too large for its annotations; publishing free CPUs per NUMA node only",
+				"annotation", AnnotationNUMAFree, "max_bytes", strconv.Itoa(MaxAnnotationBytes))
+		})
+	}
+	return a.Publisher.AnnotateNode(ctx, a.Node, ann)
+}
