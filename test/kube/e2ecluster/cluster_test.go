@@ -419,12 +419,15 @@ func TestKubeJobsAcceptedByRealAPIServer(t *testing.T) {
 	defer cancel()
 	for _, sweep := range []string{"concurrency", "threads", "throughput"} {
 		for _, quick := range []bool{true, false} {
+			// Each variant in its namespace: the quick and full sweeps name
+			// their Jobs alike.
+			ns, name := "corepin-"+sweep+"-full", sweep
 			args := []string{"kube", "jobs", "--sweep", sweep, "--topology", topo, "--image", "corepin/corepin:e2e", "--repeats", "2"}
-			name := sweep
 			if quick {
+				ns, name = "corepin-"+sweep+"-quick", sweep+" --quick"
 				args = append(args, "--quick")
-				name += " --quick"
 			}
+			args = append(args, "--namespace", ns)
 			var stderr bytes.Buffer
 			cmd := exec.CommandContext(ctx, corepin, args...)
 			cmd.Stderr = &stderr
@@ -445,7 +448,9 @@ func TestKubeJobsAcceptedByRealAPIServer(t *testing.T) {
 					t.Fatalf("%s: object %s of kind %s: the test knows no resource for it", name, o.GetName(), key)
 				}
 				kinds[gvk.Kind]++
-				ns := o.GetNamespace()
+				if got := o.GetNamespace(); got != ns {
+					t.Fatalf("%s: object %s in namespace %q, want --namespace %s", name, o.GetName(), got, ns)
+				}
 				var ri dynamic.ResourceInterface = dyn.Resource(res)
 				if ns != "" {
 					if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
