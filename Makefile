@@ -97,3 +97,25 @@ kube-bin: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler
 e2e-cluster: build kube-bin
 	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-cluster-report.txt $(GO) test -count=1 -timeout 20m -v ./e2ecluster
+
+# A kubelet joined to a real control plane (etcd, kube-apiserver,
+# kube-controller-manager with the job controller, kube-scheduler) and to
+# the private containerd of e2e-node with the real corepin nri attached;
+# corepin kube jobs' quick concurrency sweep runs there, pinned pods on
+# CPUs of their own, and corepin kube collect records the results. Root
+# only; the kubelet and kube-controller-manager are built once per version
+# into $(COREPIN_CACHE) like the other binaries. See test/kube/e2ekubelet.
+e2e-kubelet:
+	@test "$$(id -u)" = 0 || { echo "e2e-kubelet needs root (a kubelet and containerd run pods)"; exit 2; }
+	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
+	  { echo "e2e-kubelet needs: apt-get install runc busybox-static umoci skopeo"; exit 2; }
+	$(MAKE) build kube-bin
+	@for c in kubelet kube-controller-manager; do test -x $(KUBE_BIN)/$$c || { \
+	  echo "building $$c into $(KUBE_BIN)"; \
+	  (cd test/kube && $(GO) build -o $(KUBE_BIN)/$$c.tmp k8s.io/kubernetes/cmd/$$c) && mv $(KUBE_BIN)/$$c.tmp $(KUBE_BIN)/$$c || exit 1; }; done
+	@test -x $(E2E_BIN)/containerd-shim-runc-v2 || GOBIN=$(E2E_BIN) $(GO) install \
+	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
+	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
+	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v ./e2ekubelet

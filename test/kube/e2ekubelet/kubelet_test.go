@@ -1,0 +1,701 @@
+package e2ekubelet
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
+)
+
+// env names what make e2e-kubelet hands the test.
+const (
+	envKubeBin    = "COREPIN_KUBE_BIN" // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
+	envContainerd = "COREPIN_E2E_BIN"  // containerd, ctr, containerd-shim-runc-v2
+	envCorepin    = "COREPIN_BIN"      // the static corepin binary
+	envReport     = "COREPIN_E2E_REPORT"
+)
+
+const (
+	nodeName  = "corepin-e2e-node"
+	namespace = "corepin-kubelet"
+	// markerPrefix starts the line that a pod of corepin kube jobs prints
+	// its result on (the public format corepin kube collect reads; this
+	// test parses it on its own rather than import kube/jobs, whose
+	// SQLite dependencies would move this module's x/net and x/crypto).
+	markerPrefix = "corepin-result "
+	maxLogBytes  = 64 << 20
+)
+
+// marker is the part of a pod's result line the test checks.
+type marker struct {
+	Index  int             `json:"index"`
+	Point  json.RawMessage `json:"point"`
+	Pod    string          `json:"pod"`
+	Result json.RawMessage `json:"result"`
+}
+
+// skipped is a log corepin kube collect could not use.
+type skipped struct {
+	Log    string `json:"log"`
+	Reason string `json:"reason"`
+}
+
+// run is one test's machine: the control plane, the node and the notes.
+type cluster struct {
+	t          *testing.T
+	dir        string // short: unix socket paths stay under 108 bytes
+	kubeBin    string
+	ctdBin     string
+	corepin    string
+	token      string
+	api        string
+	kubeconfig string
+	cgroupRoot string
+	ps         *procs
+	cs         kubernetes.Interface
+	notes      []string
+}
+
+func (c *cluster) note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	c.t.Log(line)
+	c.notes = append(c.notes, line)
+}
+
+func (c *cluster) path(name string) string { return filepath.Join(c.dir, name) }
+
+func need(t *testing.T) *cluster {
+	kubeBin, ctdBin, corepin := os.Getenv(envKubeBin), os.Getenv(envContainerd), os.Getenv(envCorepin)
+	if kubeBin == "" || ctdBin == "" || corepin == "" {
+		t.Skipf("skipping: run through make e2e-kubelet (%s, %s and %s unset)", envKubeBin, envContainerd, envCorepin)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the kubelet and containerd need root")
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(kubeBin, b)); err != nil {
+			t.Fatalf("%v (make e2e-kubelet builds it)", err)
+		}
+	}
+	for _, b := range []string{filepath.Join(ctdBin, "containerd"), filepath.Join(ctdBin, "ctr"), filepath.Join(ctdBin, "containerd-shim-runc-v2"), corepin} {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("%v (make e2e-kubelet builds it)", err)
+		}
+	}
+	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox", "umoci", "skopeo"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s missing (apt-get install runc busybox-static umoci skopeo)", tool)
+		}
+	}
+	return &cluster{t: t, kubeBin: kubeBin, ctdBin: ctdBin, corepin: corepin}
+}
+
+// startControlPlane starts etcd, kube-apiserver (bearer-token admin,
+// AlwaysAllow, no ServiceAccount admission: the pods mount no token;
+// kubelets reached at their InternalIP),
+// kube-controller-manager with only the job and pod GC controllers, and
+// kube-scheduler with a default configuration.
+func (c *cluster) startControlPlane() {
+	t := c.t
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saKey := writeFile(t, c.path("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	saPub := writeFile(t, c.path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	c.token = "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())
+	tokens := writeFile(t, c.path("tokens.csv"), []byte(c.token+",admin,admin,system:masters\n"))
+
+	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	begin := time.Now()
+	etcd := c.ps.start("etcd", nil, filepath.Join(c.kubeBin, "etcd"), "--data-dir", c.path("etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
+	waitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
+	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	api := c.ps.start("kube-apiserver", nil, filepath.Join(c.kubeBin, "kube-apiserver"),
+		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+c.path("certs"),
+		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
+		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// Pod logs: reach the kubelet at its node IP; the node's name
+		// (--hostname-override) resolves nowhere.
+		"--kubelet-preferred-address-types=InternalIP")
+	waitOK(t, api, c.api+"/readyz", c.token, 90*time.Second)
+	c.note("kube-apiserver ready %s after etcd started", fmtDur(time.Since(begin)))
+
+	cfg := &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
+	c.cs, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kubeconfig = writeFile(t, c.path("kubeconfig"), fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, c.api, c.token))
+
+	// kube-controller-manager: the Job controller creates the pods and
+	// tracks completions; pod GC removes pods of a deleted node. No
+	// service-account or token controllers: the pods mount no token.
+	kcmPort := freePort(t)
+	begin = time.Now()
+	kcm := c.ps.start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
+		"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
+		"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",
+		fmt.Sprintf("--secure-port=%d", kcmPort), "--bind-address=127.0.0.1")
+	waitOK(t, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), "", 90*time.Second)
+	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
+
+	schedPort := freePort(t)
+	schedCfg := writeFile(t, c.path("scheduler.yaml"), fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q}
+leaderElection: {leaderElect: false}
+`, c.kubeconfig))
+	begin = time.Now()
+	s := c.ps.start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
+		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
+		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig)
+	waitOK(t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
+	c.note("kube-scheduler healthy %s after start", fmtDur(time.Since(begin)))
+}
+
+// startNode starts the private containerd, imports the images, attaches
+// `corepin nri` and returns the CRI client.
+func (c *cluster) startNode() *cri {
+	t := c.t
+	begin := time.Now()
+	pause, image := buildImages(t, c.dir, c.corepin)
+	c.note("images built (pause, busybox + corepin) in %s", fmtDur(time.Since(begin)))
+	writeFile(t, c.path("containerd.toml"), []byte(containerdConfig(c.dir)))
+	if err := os.MkdirAll(c.path("cni/net.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, c.path("cni/net.d/10-lo.conflist"), []byte(cniConfig))
+	env := append(os.Environ(), "PATH="+c.ctdBin+":"+os.Getenv("PATH"))
+	ctd := c.ps.start("containerd", env, filepath.Join(c.ctdBin, "containerd"), "--config", c.path("containerd.toml"))
+	rt := dialCRI(t, c.path("run/containerd.sock"))
+	c.note("containerd CRI up in %s", fmtDur(rt.waitUp(t, ctd, 30*time.Second)))
+	for _, img := range []string{pause, image} {
+		run(t, env, filepath.Join(c.ctdBin, "ctr"), "--address", c.path("run/containerd.sock"), "-n", "k8s.io", "images", "import", img)
+	}
+	// No reserved CPU: the 2-CPU machine must fit two pinned pods at once.
+	writeFile(t, c.path("corepin.yaml"), []byte("reserved_cpus: \"\"\npolicy: corepin\n"))
+	plugin := c.ps.start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
+		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"))
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(plugin.log.String(), "msg=synchronized") {
+		select {
+		case <-plugin.done:
+			t.Fatalf("corepin nri exited:\n%s", plugin.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("corepin nri did not synchronise with containerd in 30 s:\n%s", plugin.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return rt
+}
+
+// kubeletConfig is the node's KubeletConfiguration; every field set here
+// differs from the default for a reason given beside it.
+func (c *cluster) kubeletConfig(ip string, port, healthz int) string {
+	sock := "unix://" + c.path("run/containerd.sock")
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# 1.36 refuses cgroup v1 unless told; this machine has only v1.
+failCgroupV1: false
+# containerd runs runc with SystemdCgroup = false.
+cgroupDriver: cgroupfs
+# The pods' cgroups under a root of the test's own, removed at teardown.
+cgroupRoot: %[1]q
+containerRuntimeEndpoint: %[2]q
+imageServiceEndpoint: %[2]q
+# corepin nri places the CPUs; the static CPU manager would overwrite them.
+cpuManagerPolicy: none
+failSwapOn: false
+# The API server reaches the kubelet for pod logs without a client cert.
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}, x509: {}}
+authorization: {mode: AlwaysAllow}
+address: %[3]q
+port: %[4]d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %[5]d
+# Defaults are /var/log/pods and /usr/libexec/kubernetes/...: keep them in the run's directory.
+podLogsDir: %[6]q
+volumePluginDir: %[7]q
+# Default true: KUBE-IPTABLES-HINT and KUBE-FIREWALL chains in the host's iptables.
+makeIPTablesUtilChains: false
+# Default -999: lowering it needs CAP_SYS_RESOURCE, which this machine lacks.
+oomScoreAdj: 0
+# Faster Ready and pod status on a test node.
+nodeStatusUpdateFrequency: 2s
+syncFrequency: 10s
+# Two image tarballs, never garbage-collected during the run.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 50Mi}
+`, c.cgroupRoot, sock, ip, port, healthz, c.path("pod-logs"), c.path("volume-plugins"))
+}
+
+// startKubelet starts the kubelet and waits for its Node to be Ready.
+func (c *cluster) startKubelet() {
+	t := c.t
+	ip := nodeIP(t)
+	makeCgroupRoot(t, c.cgroupRoot)
+	port, healthz := freePort(t), freePort(t)
+	cfg := writeFile(t, c.path("kubelet.yaml"), []byte(c.kubeletConfig(ip, port, healthz)))
+	begin := time.Now()
+	kl := c.ps.start("kubelet", nil, filepath.Join(c.kubeBin, "kubelet"), "--config="+cfg,
+		"--kubeconfig="+c.kubeconfig, "--hostname-override="+nodeName, "--node-ip="+ip,
+		"--root-dir="+c.path("kubelet"), "--cert-dir="+c.path("kubelet/pki"))
+	waitOK(t, kl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "", 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var node *corev1.Node
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-kl.done:
+			return false, fmt.Errorf("the kubelet exited")
+		default:
+		}
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = n
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var conds []string
+		if node != nil {
+			for _, cond := range node.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message))
+			}
+		}
+		t.Fatalf("node %s not Ready: %v; conditions %v\n%s", nodeName, err, conds, tail(kl.log.String(), 8<<10))
+	}
+	c.note("node %s Ready %s after the kubelet started (capacity cpu %s, memory %s)", nodeName, fmtDur(time.Since(begin)),
+		node.Status.Capacity.Cpu(), node.Status.Capacity.Memory())
+}
+
+// sweepJobs runs `corepin kube jobs` for this machine and prepares its
+// Jobs for a node without CNI: host network, and HOSTNAME set to the pod's
+// name (with the host network a container's HOSTNAME is the machine's,
+// the same in every pod, and corepin kube collect tells pods apart by it).
+func (c *cluster) sweepJobs() []batchv1.Job {
+	t := c.t
+	args := []string{"kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--image", corepinImage,
+		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "-o", "json"}
+	out := run(t, nil, c.corepin, args...)
+	var list struct {
+		Kind  string            `json:"kind"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || list.Kind != "List" {
+		t.Fatalf("corepin %s: want a v1 List (%v):\n%s", strings.Join(args, " "), err, tail(out, 2048))
+	}
+	var js []batchv1.Job
+	for _, raw := range list.Items {
+		var j batchv1.Job
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&j); err != nil {
+			t.Fatalf("decoding a Job of corepin kube jobs: %v", err)
+		}
+		if j.Kind != "Job" {
+			t.Fatalf("corepin kube jobs wrote a %s, want Jobs only", j.Kind)
+		}
+		spec := &j.Spec.Template.Spec
+		if spec.HostNetwork {
+			t.Fatalf("job %s already uses the host network: drop this test's patch", j.Name)
+		}
+		spec.HostNetwork = true
+		for i := range spec.Containers {
+			spec.Containers[i].Env = append(spec.Containers[i].Env, corev1.EnvVar{Name: "HOSTNAME",
+				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+		}
+		js = append(js, j)
+	}
+	if len(js) == 0 {
+		t.Fatal("corepin kube jobs wrote no Job")
+	}
+	c.note("corepin kube jobs --sweep concurrency --quick --repeats 1: %d Jobs (patched: hostNetwork, HOSTNAME from metadata.name)", len(js))
+	return js
+}
+
+// runJobs creates the Jobs one at a time, in order, as corepin kube jobs
+// says to, each after the previous completed; it writes each pod's log
+// to logs/POD and returns the pods' logs by name.
+func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
+	t := c.t
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The namespace's default ServiceAccount is made by a controller this
+	// cluster does not run, and the ServiceAccount admission that would
+	// need it is off.
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	begin := time.Now()
+	for _, j := range js {
+		start := time.Now()
+		if _, err := c.cs.BatchV1().Jobs(namespace).Create(ctx, &j, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("creating job %s: %v", j.Name, err)
+		}
+		var got *batchv1.Job
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			g, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, j.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = g
+			for _, cond := range g.Status.Conditions {
+				if cond.Status != corev1.ConditionTrue {
+					continue
+				}
+				switch cond.Type {
+				case batchv1.JobComplete:
+					return true, nil
+				case batchv1.JobFailed:
+					return false, fmt.Errorf("job failed: %s: %s", cond.Reason, cond.Message)
+				}
+			}
+			return false, nil
+		})
+		pods, perr := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		for _, p := range pods.Items {
+			log := c.podLog(ctx, p.Name)
+			out[p.Name] = log
+			writeFile(t, filepath.Join(logs, p.Name), []byte(log))
+		}
+		if err != nil {
+			c.explain(ctx, j.Name, pods.Items, out)
+			t.Fatalf("job %s did not complete: %v (status %+v)", j.Name, err, got.Status)
+		}
+		if n := len(pods.Items); int32(n) != *j.Spec.Completions {
+			t.Fatalf("job %s: %d pods, want %d", j.Name, n, *j.Spec.Completions)
+		}
+		c.t.Logf("job %s (%s): %d pods complete in %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), fmtDur(time.Since(start)))
+	}
+	c.note("%d Jobs (%d pods) complete %s after the first was created", len(js), len(out), fmtDur(time.Since(begin)))
+	return out
+}
+
+func (c *cluster) podLog(ctx context.Context, pod string) string {
+	rc, err := c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{}).Stream(ctx)
+	if err != nil {
+		c.t.Fatalf("logs of pod %s through the API server: %v", pod, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxLogBytes))
+	if err != nil {
+		c.t.Fatalf("reading logs of pod %s: %v", pod, err)
+	}
+	return string(b)
+}
+
+// explain logs the pods' phases, logs and the namespace's events.
+func (c *cluster) explain(ctx context.Context, job string, pods []corev1.Pod, logs map[string]string) {
+	for _, p := range pods {
+		c.t.Logf("pod %s of %s: phase %s node %q statuses %+v\nlog:\n%s", p.Name, job, p.Status.Phase, p.Spec.NodeName, p.Status.ContainerStatuses, logs[p.Name])
+	}
+	ev, err := c.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range ev.Items {
+			c.t.Logf("event %s/%s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+// podResult is what one pod's corepin-result line says.
+type podResult struct {
+	pod   string
+	point struct {
+		CPUs        string `json:"cpus"`
+		Mode        string `json:"mode"`
+		Concurrency string `json:"concurrency"`
+	}
+	index int
+	run   struct {
+		CPUSet     string    `json:"cpuset"`
+		CPUsUsed   string    `json:"cpus_used"`
+		ExitCode   int       `json:"exit_code"`
+		StartedAt  time.Time `json:"started_at"`
+		FinishedAt time.Time `json:"finished_at"`
+	}
+}
+
+func parseResults(t *testing.T, logs map[string]string) []podResult {
+	t.Helper()
+	var out []podResult
+	for pod, log := range logs {
+		var found bool
+		for _, line := range strings.Split(log, "\n") {
+			_, body, ok := strings.Cut(line, markerPrefix)
+			if !ok {
+				continue
+			}
+			var m marker
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				t.Fatalf("pod %s: result line: %v\n%s", pod, err, line)
+			}
+			r := podResult{pod: pod, index: m.Index}
+			if err := json.Unmarshal(m.Point, &r.point); err != nil {
+				t.Fatalf("pod %s: point: %v", pod, err)
+			}
+			if err := json.Unmarshal(m.Result, &r.run); err != nil {
+				t.Fatalf("pod %s: corepin run result: %v\n%s", pod, err, m.Result)
+			}
+			if m.Pod != pod {
+				t.Errorf("pod %s reports itself as %q", pod, m.Pod)
+			}
+			out = append(out, r)
+			found = true
+		}
+		if !found {
+			t.Errorf("pod %s printed no %s line:\n%s", pod, markerPrefix, log)
+		}
+	}
+	return out
+}
+
+// checkPlacement asserts that every pod of a pinned point ran on whole
+// CPUs of its own, as many as the point asks for, and that pinned pods
+// running at the same time never shared a CPU; the pods of the other
+// modes ran on the shared pool, every CPU the machine allows. The kubelet's
+// CPU manager is off (policy none), so a pinned cpuset can only have come
+// from corepin nri.
+func (c *cluster) checkPlacement(rs []podResult) {
+	t := c.t
+	topo, err := topology.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := topo.Allowed()
+	pinned := 0
+	for _, r := range rs {
+		got, err := cpuset.Parse(r.run.CPUSet)
+		if err != nil {
+			t.Errorf("pod %s: cpuset %q: %v", r.pod, r.run.CPUSet, err)
+			continue
+		}
+		used, err := cpuset.Parse(r.run.CPUsUsed)
+		if err != nil {
+			t.Errorf("pod %s: cpus_used %q: %v", r.pod, r.run.CPUsUsed, err)
+			continue
+		}
+		if r.run.ExitCode != 0 {
+			t.Errorf("pod %s: the workload exited %d", r.pod, r.run.ExitCode)
+		}
+		if !used.IsSubsetOf(got) {
+			t.Errorf("pod %s (%s): used CPUs %s outside its cpuset %s", r.pod, r.point.Mode, used, got)
+		}
+		if r.point.Mode == "pinned" {
+			pinned++
+			if want := r.point.CPUs; fmt.Sprint(got.Size()) != want {
+				t.Errorf("pod %s (pinned, %s CPUs): ran on %s", r.pod, want, got)
+			}
+		} else if !got.Equals(all) {
+			t.Errorf("pod %s (%s): ran on %s, want the shared pool %s", r.pod, r.point.Mode, got, all)
+		}
+	}
+	if pinned == 0 {
+		t.Error("no pinned pod ran")
+	}
+	overlaps := 0
+	for i, a := range rs {
+		for _, b := range rs[i+1:] {
+			if a.point.Mode != "pinned" || b.point.Mode != "pinned" || a.index != b.index {
+				continue
+			}
+			if a.run.StartedAt.Before(b.run.FinishedAt) && b.run.StartedAt.Before(a.run.FinishedAt) {
+				overlaps++
+				x, _ := cpuset.Parse(a.run.CPUSet)
+				y, _ := cpuset.Parse(b.run.CPUSet)
+				if !x.Intersection(y).IsEmpty() {
+					t.Errorf("pinned pods %s (%s) and %s (%s) ran at the same time on shared CPUs", a.pod, x, b.pod, y)
+				}
+			}
+		}
+	}
+	c.note("placement: %d pods, %d pinned on CPUs of their own (%d pairs of pinned pods ran at once, on disjoint CPUs); the rest on %s",
+		len(rs), pinned, overlaps, all)
+}
+
+// collect runs corepin kube collect on the pods' logs into a fresh
+// results database, then corepin results and corepin report on it.
+func (c *cluster) collect(logs string, pods int) {
+	t := c.t
+	db := c.path("results.db")
+	begin := time.Now()
+	out := run(t, nil, c.corepin, "kube", "collect", "--from", logs, "--db", db, "-o", "json")
+	took := time.Since(begin)
+	var col struct {
+		RunIDs  []int64   `json:"run_ids"`
+		Results int       `json:"results"`
+		Skipped []skipped `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &col); err != nil {
+		t.Fatalf("corepin kube collect -o json: %v\n%s", err, out)
+	}
+	if col.Results != pods || len(col.Skipped) != 0 || len(col.RunIDs) != 1 {
+		t.Fatalf("corepin kube collect: %d results in runs %v, %d skipped %+v; want %d results in one run, none skipped",
+			col.Results, col.RunIDs, len(col.Skipped), col.Skipped, pods)
+	}
+	c.note("corepin kube collect --from (logs through the API server): %d results, run %d, in %s", col.Results, col.RunIDs[0], fmtDur(took))
+
+	out = run(t, nil, c.corepin, "results", "--db", db, "--run", fmt.Sprint(col.RunIDs[0]), "-o", "json")
+	var res struct {
+		Jobs []struct {
+			Mode     string `json:"mode"`
+			ExitCode int    `json:"exit_code"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("corepin results -o json: %v\n%s", err, tail(out, 2048))
+	}
+	if len(res.Jobs) != pods {
+		t.Fatalf("corepin results --run %d: %d jobs, want %d", col.RunIDs[0], len(res.Jobs), pods)
+	}
+	dir := c.path("report")
+	run(t, nil, c.corepin, "report", "--db", db, "--run", fmt.Sprint(col.RunIDs[0]), "--report-dir", dir)
+	html, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatalf("corepin report wrote no index.html: %v", err)
+	}
+	if !bytes.Contains(html, []byte("pinned")) {
+		t.Errorf("the report names no pinned mode (%d bytes)", len(html))
+	}
+	c.note("corepin results: %d jobs; corepin report: index.html %d bytes", len(res.Jobs), len(html))
+}
+
+func TestKubeletRunsSweepPinned(t *testing.T) {
+	c := need(t)
+	before := takeSnapshot(t)
+	dir, err := os.MkdirTemp("", "kl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
+	c.cgroupRoot = "/" + filepath.Base(dir)
+	c.ps = &procs{t: t}
+	var rt *cri
+	t.Cleanup(func() { c.teardown(before, rt) })
+
+	c.startControlPlane()
+	rt = c.startNode()
+	c.startKubelet()
+	js := c.sweepJobs()
+	logs := c.path("logs")
+	byPod := c.runJobs(js, logs)
+	c.checkPlacement(parseResults(t, byPod))
+	c.collect(logs, len(byPod))
+}
+
+// teardown stops the kubelet first (so it recreates nothing), removes
+// every pod sandbox through the CRI (containers, shims), stops the rest,
+// then removes what the run left on the machine and checks the machine
+// against the snapshot.
+func (c *cluster) teardown(before snapshot, rt *cri) {
+	t := c.t
+	begin := time.Now()
+	if i := slices.IndexFunc(c.ps.list, func(p *proc) bool { return p.name == "kubelet" }); i >= 0 {
+		c.ps.stopOne(c.ps.list[i])
+		c.ps.list = slices.Delete(c.ps.list, i, i+1)
+	}
+	if rt != nil {
+		n := rt.removeAll(t)
+		rt.conn.Close()
+		t.Logf("teardown: %d pod sandboxes removed", n)
+	}
+	c.ps.stop()
+	cg := removeCgroupRoot(t, c.cgroupRoot)
+	ms := unmountUnder(t, c.dir)
+	cleanContainerLogsDir(t, c.dir, before.dirs[containerLogsDir])
+	cleanDevicePluginDir(t, before)
+	before.restoreSysctls(t)
+	if t.Failed() {
+		t.Logf("keeping %s for inspection", c.dir)
+	} else if err := os.RemoveAll(c.dir); err != nil {
+		t.Errorf("removing %s: %v", c.dir, err)
+	}
+	if diffs := before.compare(t, c.dir, c.cgroupRoot); len(diffs) > 0 {
+		t.Errorf("the machine differs after teardown:\n%s", strings.Join(diffs, "\n"))
+	} else {
+		c.note("teardown in %s: %d cgroups removed, %d mounts unmounted %v; processes, cgroups, mounts, iptables, sysctls and the kubelet's default directories as before",
+			fmtDur(time.Since(begin)), cg, len(ms), ms)
+	}
+	c.report()
+}
+
+// report appends the test's figures to $COREPIN_E2E_REPORT.
+func (c *cluster) report() {
+	path := os.Getenv(envReport)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Logf("report: %v", err)
+		return
+	}
+	defer f.Close()
+	b, _ := json.Marshal(map[string]any{"test": c.t.Name(), "at": time.Now().UTC().Format(time.RFC3339),
+		"passed": !c.t.Failed(), "notes": c.notes})
+	fmt.Fprintf(f, "%s\n", b)
+}

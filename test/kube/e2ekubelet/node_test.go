@@ -1,0 +1,178 @@
+package e2ekubelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Images of the node, built without a registry (umoci, skopeo) and
+// imported into the private containerd's k8s.io namespace.
+const (
+	pauseImage   = "localhost/corepin/pause:1"
+	corepinImage = "localhost/corepin/corepin:e2e"
+)
+
+// buildImages builds the sandbox image and a busybox image with the
+// corepin binary at /bin/corepin, as docker archives in dir.
+func buildImages(t *testing.T, dir, corepin string) (pause, image string) {
+	t.Helper()
+	w := filepath.Join(dir, "img")
+	if err := os.MkdirAll(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := fmt.Sprintf(`set -e
+cd %[1]s
+umoci init --layout oci
+umoci new --image oci:base
+umoci unpack --image oci:base bundle
+mkdir -p bundle/rootfs/bin bundle/rootfs/etc bundle/rootfs/tmp
+chmod 1777 bundle/rootfs/tmp
+cp /bin/busybox bundle/rootfs/bin/busybox
+chroot bundle/rootfs /bin/busybox --install -s /bin
+echo 'root:x:0:0:root:/:/bin/sh' > bundle/rootfs/etc/passwd
+echo 'root:x:0:' > bundle/rootfs/etc/group
+umoci repack --image oci:busybox bundle
+umoci config --image oci:busybox --tag pause --config.cmd /bin/sleep --config.cmd infinity
+umoci unpack --image oci:busybox bundle2
+cp %[2]s bundle2/rootfs/bin/corepin
+umoci repack --image oci:corepin bundle2
+umoci config --image oci:corepin --config.cmd /bin/sh --config.env PATH=/bin
+skopeo copy oci:oci:pause docker-archive:pause.tar:%[3]s
+skopeo copy oci:oci:corepin docker-archive:corepin.tar:%[4]s
+rm -rf bundle bundle2 oci
+`, w, corepin, pauseImage, corepinImage)
+	run(t, os.Environ(), "sh", "-c", sh)
+	return filepath.Join(w, "pause.tar"), filepath.Join(w, "corepin.tar")
+}
+
+// containerdConfig is ../shared/kube-testing.md §2's private containerd:
+// every socket, state and runc root under dir, NRI on with its socket
+// under dir, oom_score_adj restricted (this machine lacks
+// CAP_SYS_RESOURCE). The pods use the host network, so no CNI plugin ever
+// runs, but the CRI reports NetworkReady=false ("cni plugin not
+// initialized") without a network configuration, and the kubelet keeps
+// the node NotReady: cniConfig gives it one.
+func containerdConfig(dir string) string {
+	return fmt.Sprintf(`version = 4
+root  = '%[1]s/root'
+state = '%[1]s/state'
+imports = []
+[plugins]
+  'io.containerd.server.v1.grpc'.address = '%[1]s/run/containerd.sock'
+  'io.containerd.server.v1.ttrpc'.address = '%[1]s/run/containerd.sock.ttrpc'
+  'io.containerd.internal.v1.opt'.path = '%[1]s/opt'
+  'io.containerd.shim.v1.manager'.socket_dir = '%[1]s/run/s'
+  'io.containerd.cri.v1.images'.pinned_images.sandbox = '%[2]s'
+[plugins.'io.containerd.nri.v1.nri']
+  socket_path = '%[1]s/run/nri.sock'
+  plugin_path = '%[1]s/nri/plugins'
+  plugin_config_path = '%[1]s/nri/conf.d'
+  default_validator = { enable = true }
+[plugins.'io.containerd.cri.v1.runtime']
+  netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
+  cni = { conf_dir = '%[1]s/cni/net.d', bin_dirs = ['/usr/lib/cni'] }
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+  options = { BinaryName = '/usr/sbin/runc', SystemdCgroup = false, Root = '%[1]s/run/runc' }
+`, dir, pauseImage)
+}
+
+// cniConfig is the node's network configuration: loopback only, which
+// would give a pod without the host network a network namespace holding
+// lo and nothing else. It is never invoked here (all pods use the host
+// network); it exists so that the runtime reports its network ready.
+const cniConfig = `{"cniVersion": "1.0.0", "name": "corepin-e2e-lo", "plugins": [{"type": "loopback"}]}`
+
+// cri is a client of the private containerd's CRI, for readiness and for
+// removing every pod sandbox at teardown (the kubelet is stopped by then).
+type cri struct {
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
+}
+
+func dialCRI(t *testing.T, sock string) *cri {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cri{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn)}
+}
+
+// waitUp polls the CRI Version every 50 ms.
+func (c *cri) waitUp(t *testing.T, p *proc, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("containerd exited while starting:\n%s", tail(p.log.String(), 6<<10))
+		default:
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("containerd's CRI did not answer in %v: %v\n%s", limit, err, tail(p.log.String(), 6<<10))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// removeAll stops and removes every pod sandbox (and so its containers
+// and their shims); it returns how many it removed.
+func (c *cri) removeAll(t *testing.T) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Errorf("listing pod sandboxes: %v", err)
+		return 0
+	}
+	for _, s := range l.Items {
+		if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: s.Id}); err != nil {
+			t.Errorf("stopping sandbox %s: %v", s.Metadata.GetName(), err)
+		}
+		if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: s.Id}); err != nil {
+			t.Errorf("removing sandbox %s: %v", s.Metadata.GetName(), err)
+		}
+	}
+	return len(l.Items)
+}
+
+// nodeIP is the first IPv4 address of an up, non-loopback interface: the
+// kubelet refuses a loopback --node-ip, and kube-apiserver reaches the
+// kubelet (pod logs) there.
+func nodeIP(t *testing.T) string {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				return n.IP.String()
+			}
+		}
+	}
+	t.Skip("skipping: no up, non-loopback IPv4 interface for the kubelet's node IP (the kubelet refuses loopback)")
+	return ""
+}
