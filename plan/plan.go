@@ -51,6 +51,11 @@ func TopologyOf(t *topology.Topology) *Topology {
 }
 
 // Assigned is a workload already placed.
+// ReservedID names the assigned entry that stands for a node's reserved
+// CPUs when a node publishes its state for others to place on (the
+// scheduler extender): held like an exclusive workload, never released.
+const ReservedID = "(reserved)"
+
 type Assigned struct {
 	ID        string   `json:"id"`
 	CPUSet    string   `json:"cpuset"`

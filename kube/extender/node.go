@@ -51,7 +51,12 @@ type nodeState struct {
 	st *alloc.State
 	// free is the number of CPUs an exclusive request could still take.
 	free int
-	err  error
+	// empty is the node with nothing held but its reserved CPUs
+	// (plan.ReservedID): what a request refused on st would meet if
+	// every pod there were preempted. Nil when the node publishes too
+	// little to know (AnnotationNUMAFree).
+	empty *alloc.State
+	err   error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -191,7 +196,20 @@ func decodeTopology(topo, assigned string) *nodeState {
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size()}
+	var reserved []plan.Assigned
+	for _, a := range doc.Assigned {
+		if a.ID == plan.ReservedID {
+			reserved = append(reserved, a)
+		}
+	}
+	doc.Assigned = reserved
+	empty, err := doc.Place(func(string) (*topology.Topology, error) {
+		return nil, errors.New("a node's state never names a sysfs root")
+	})
+	if err != nil {
+		return failed("%s: %v", AnnotationAssigned, err)
+	}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State}
 }
 
 // decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree: node i
