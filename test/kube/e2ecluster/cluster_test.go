@@ -429,6 +429,9 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 	if !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
 	}
+	if !strings.Contains(msg, "Preemption is not helpful") {
+		t.Fatalf("pod %s: message %q: want preemption ruled out (FailedAndUnresolvableNodes)", big.Name, msg)
+	}
 	c.note("pod %s (9 CPUs, single-numa-node, scheduler %s): Unschedulable: %s", big.Name, big.Spec.SchedulerName, msg)
 
 	// Leave the nodes as they were for the next round.
