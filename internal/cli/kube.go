@@ -30,8 +30,12 @@ requests, limits and the koordinator.sh/qosClass label carry the point's mode
 (pinned: Guaranteed whole CPUs, LSE; quota: limit = request; burst: limit =
 2 x request; unbounded: no limit; all but pinned are LS). A pod runs
 "corepin run ... -o json" on the workload (spin unless the spec says
-transcode; the image needs corepin and /bin/sh) and prints its result as one
-"corepin-result {...}" line for corepin kube collect.
+transcode; the image needs corepin and /bin/sh), then "corepin kube result",
+which writes the result document ({"v":1,...}) to the container's
+termination message (/dev/termination-log, which the API server keeps) and
+prints it as one "corepin-result {...}" log line, the fallback when the
+document exceeds the 4096 bytes Kubernetes keeps. corepin kube collect reads
+both.
 
 Run the Jobs one at a time, in order, so points do not disturb each other:
 create one, "kubectl wait --for=condition=complete job/NAME", then the next.
@@ -81,7 +85,46 @@ func newKubeCmd(e *env) *cobra.Command {
 			return Usagef("kube needs a subcommand: corepin kube jobs or corepin kube collect")
 		},
 	}
-	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e))
+	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e), newKubeResultCmd(e))
+	return cmd
+}
+
+const kubeResultUsage = `Runs inside a pod of corepin kube jobs, after its corepin run: prints the pod's
+result as one "corepin-result {...}" line on stdout (the pod's log) and writes
+the compact result document ({"v":1,...}: the point, its place in the sweep
+and the job's measured figures) to --termination-log, which Kubernetes keeps
+as the container's termination message for corepin kube collect. A document
+over the 4096 bytes Kubernetes keeps is not written (a note goes to stderr);
+collect then reads the log line. The generated Jobs call it; you need not.
+
+Example (as the Jobs run it):
+  corepin kube result --run /tmp/corepin-run.json --termination-log /dev/termination-log \
+    --context '{"sweep":"threads","index":0,...}' --pod "$HOSTNAME"`
+
+func newKubeResultCmd(e *env) *cobra.Command {
+	var p jobs.PodResult
+	var head string
+	cmd := &cobra.Command{
+		Use:   "result --run FILE --context JSON --pod NAME [--termination-log PATH]",
+		Short: "Inside a sweep's pod: print and write its result (the generated Jobs run it)",
+		Long:  kubeResultUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if head == "" || p.Run == "" || p.Pod == "" {
+				return Usagef("--context, --run and --pod are all needed (the generated Jobs give them)")
+			}
+			p.Head = []byte(head)
+			if err := jobs.WriteResult(p, e.stdout, e.stderr); err != nil {
+				return &UsageError{Err: err}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&p.Run, "run", "", "the file corepin run -o json wrote")
+	fl.StringVar(&head, "context", "", "the result's sweep fields, as corepin kube jobs wrote them")
+	fl.StringVar(&p.Pod, "pod", "", "the pod's name")
+	fl.StringVar(&p.TerminationLog, "termination-log", jobs.TerminationLog, "where the result document goes (empty: nowhere)")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,5 +174,90 @@ func TestKubeCollectRecordsAndReports(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "other.db")); err == nil {
 		t.Errorf("collect without results created a database")
+	}
+}
+
+// TestKubeResultFromGeneratedJob runs the `corepin kube result` command a
+// generated Job's script calls, with the script's own arguments (read by
+// running its line under sh with corepin standing for a printer), and
+// checks the log line and the termination message it writes.
+func TestKubeResultFromGeneratedJob(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	node := writeNode(t)
+	code, out, errs := corepin(t, "", "kube", "jobs", "--sweep", "threads", "--quick", "--repeats", "1", "--topology", node, "-o", "json")
+	if code != 0 {
+		t.Fatalf("kube jobs: exit %d: %s", code, errs)
+	}
+	var list struct {
+		Items []batchv1.Job `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) == 0 {
+		t.Fatalf("kube jobs -o json: %v", err)
+	}
+	c := list.Items[0].Spec.Template.Spec.Containers[0]
+	if c.TerminationMessagePath != "/dev/termination-log" || c.TerminationMessagePolicy != "File" {
+		t.Errorf("container termination message %q (%s), want /dev/termination-log (File)", c.TerminationMessagePath, c.TerminationMessagePolicy)
+	}
+	var line string
+	for _, l := range strings.Split(c.Command[2], "\n") {
+		if strings.HasPrefix(l, "corepin kube result ") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("script has no corepin kube result line:\n%s", c.Command[2])
+	}
+	// Split the line as the pod's shell does.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "corepin"), []byte("#!"+sh+"\nprintf '%s\\0' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sh, "-c", line)
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=corepin-threads-000-r0-x1"}
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	dir := t.TempDir()
+	run, term := filepath.Join(dir, "run.json"), filepath.Join(dir, "termination-log")
+	if err := os.WriteFile(run, []byte(`{"job":0,"cmd":"corepin workload spin","mode":"unbounded","cpus":4,"wall_s":2,"ops":1000,"exit_code":0}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range args {
+		switch {
+		case i > 0 && args[i-1] == "--run":
+			args[i] = run
+		case i > 0 && args[i-1] == "--termination-log":
+			args[i] = term
+		}
+	}
+	code, out, errs = corepin(t, "", args...)
+	if code != 0 {
+		t.Fatalf("corepin %q: exit %d: %s", args, code, errs)
+	}
+	if !strings.HasPrefix(out, "corepin-result {") || !strings.Contains(out, `"pod":"corepin-threads-000-r0-x1"`) {
+		t.Errorf("log %q, want one corepin-result line naming the pod", out)
+	}
+	msg, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		V      int    `json:"v"`
+		Sweep  string `json:"sweep"`
+		Pod    string `json:"pod"`
+		Result struct {
+			Ops int `json:"ops"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(msg, &doc); err != nil || doc.V != 1 || doc.Sweep != "threads" || doc.Pod != "corepin-threads-000-r0-x1" || doc.Result.Ops != 1000 {
+		t.Errorf("termination message %q (%v), want v 1 of the threads sweep with the pod's 1000 ops", msg, err)
+	}
+	if code, _, _ := corepin(t, "", "kube", "result", "--run", run, "--pod", "p", "--context", "{"); code != 2 {
+		t.Errorf("kube result with a bad --context: exit %d, want 2", code)
 	}
 }
