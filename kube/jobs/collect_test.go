@@ -29,7 +29,7 @@ func TestCollectRoundTrip(t *testing.T) {
 			`,"user_s":1,"sys_s":0,"cpus_used":"0-1","migrations":4,"throttled_s":0,"exit_code":0,"ops":1000,"ops_per_s":500,"started_at":"2026-11-23T01:00:00Z","finished_at":"2026-11-23T01:00:02Z"}`
 	}
 	type pod struct {
-		name, out string
+		name, out    string
 		script, code int
 	}
 	pods := []pod{

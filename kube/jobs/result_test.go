@@ -201,4 +201,3 @@ func FuzzAddDocument(f *testing.F) {
 		}
 	})
 }
-
