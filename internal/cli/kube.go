@@ -282,7 +282,7 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				k := jobs.Cluster{Client: kc.Clientset, Namespace: kc.Namespace, Selector: selector}
+				k := jobs.Cluster{Client: kc, Namespace: kc.Namespace, Selector: selector}
 				if selector == "" {
 					selector = jobs.LabelSweep
 				}

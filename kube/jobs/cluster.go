@@ -13,7 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Bounds on what AddCluster and WaitJobs ask of the API server.
@@ -32,6 +33,14 @@ const (
 // match, too many pods), as opposed to failures to reach it.
 var ErrCluster = errors.New("kube collect")
 
+// API is the part of client-go's clientset that collect uses (pods, their
+// logs and Jobs): kubernetes.Interface and its fake satisfy it, and so
+// does kubeclient.Client, which builds only these two typed clients.
+type API interface {
+	CoreV1() coreclient.CoreV1Interface
+	BatchV1() batchclient.BatchV1Interface
+}
+
 // LogReader reads the end of a pod container's log. ClientLogs reads it
 // through the API server; tests give their own.
 type LogReader interface {
@@ -40,7 +49,7 @@ type LogReader interface {
 
 // ClientLogs reads logs through the API server, at most LogTailLines lines
 // and LogLimitBytes bytes of each.
-type ClientLogs struct{ Client kubernetes.Interface }
+type ClientLogs struct{ Client API }
 
 // PodLog implements LogReader.
 func (l ClientLogs) PodLog(ctx context.Context, namespace, pod, container string) (io.ReadCloser, error) {
@@ -50,7 +59,7 @@ func (l ClientLogs) PodLog(ctx context.Context, namespace, pod, container string
 
 // Cluster is where a sweep's pods and Jobs are.
 type Cluster struct {
-	Client kubernetes.Interface
+	Client API
 	// Logs reads a pod's log where its termination message holds no
 	// result; nil means ClientLogs{Client}.
 	Logs      LogReader

@@ -11,7 +11,8 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -35,9 +36,14 @@ type Options struct {
 	UserAgent string
 }
 
-// Client is a connection to one cluster.
+// Client is a connection to one cluster: the typed clients of the core
+// and batch API groups, the two corepin reads. It has the methods of
+// kubernetes.Interface of those names, so code written against them takes
+// client-go's fake clientset in tests. Building the whole clientset would
+// link every API group's client into corepin.
 type Client struct {
-	Clientset kubernetes.Interface
+	Core  coreclient.CoreV1Interface
+	Batch batchclient.BatchV1Interface
 	// Namespace is the namespace Options chose.
 	Namespace string
 	// Host is the API server's address, for messages.
@@ -72,9 +78,19 @@ func Load(o Options) (*Client, error) {
 	if o.UserAgent != "" {
 		cfg.UserAgent = o.UserAgent
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := coreclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
-	return &Client{Clientset: cs, Namespace: ns, Host: cfg.Host}, nil
+	batch, err := batchclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
+	}
+	return &Client{Core: core, Batch: batch, Namespace: ns, Host: cfg.Host}, nil
 }
+
+// CoreV1 returns the core API group's client.
+func (c *Client) CoreV1() coreclient.CoreV1Interface { return c.Core }
+
+// BatchV1 returns the batch API group's client.
+func (c *Client) BatchV1() batchclient.BatchV1Interface { return c.Batch }
