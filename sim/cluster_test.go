@@ -39,8 +39,8 @@ func TestReplayUnlikeNodes(t *testing.T) {
 	}
 	type got struct {
 		Nodes, CPUs, HeldCPUs, NodeCPUs int
-		Admitted, Rejected           []int
-		Capacity                     []int
+		Admitted, Rejected              []int
+		Capacity                        []int
 	}
 	g := got{Nodes: rep.Nodes, CPUs: rep.CPUs, HeldCPUs: rep.HeldCPUs, NodeCPUs: rep.NodeCPUs}
 	for _, r := range rep.Results {

@@ -271,10 +271,10 @@ func TestKubeResultFromGeneratedJob(t *testing.T) {
 	}
 }
 
-// fakeAPIServer serves the pod list and logs of namespace bench, as a
-// Kubernetes API server does, to clients with the bearer token
-// "sweep-token"; it records the paths asked for.
-func fakeAPIServer(t *testing.T, pods []corev1.Pod) (*httptest.Server, *[]string) {
+// fakeAPIServer serves the pod list and logs of namespace bench and the
+// node list, as a Kubernetes API server does, to clients with the bearer
+// token "sweep-token"; it records the paths asked for.
+func fakeAPIServer(t *testing.T, pods []corev1.Pod, nodes ...corev1.Node) (*httptest.Server, *[]string) {
 	t.Helper()
 	var seen []string
 	var mu sync.Mutex
@@ -290,6 +290,8 @@ func fakeAPIServer(t *testing.T, pods []corev1.Pod) (*httptest.Server, *[]string
 		switch {
 		case r.URL.Path == "/api/v1/namespaces/bench/pods" && r.URL.Query().Get("labelSelector") == "corepin.io/sweep=threads":
 			json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
+		case r.URL.Path == "/api/v1/nodes":
+			json.NewEncoder(w).Encode(corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: nodes})
 		case strings.HasPrefix(r.URL.Path, "/api/v1/namespaces/bench/pods/") && strings.HasSuffix(r.URL.Path, "/log"):
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, "starting\n")
