@@ -46,14 +46,18 @@ Run the Jobs one at a time, in order, so points do not disturb each other:
 create one, "kubectl wait --for=condition=complete job/NAME", then the next.
 
 --sim-trace writes the sweep as a corepin simulate trace instead (JSON lines):
-replay it over your nodes' topologies before running anything.
+replay it over your nodes' topologies before running anything, with
+"corepin simulate --from-cluster" over the cluster's own nodes as they
+publish them (corepin.io/topology, corepin.io/assigned).
 
 Examples:
   corepin kube jobs --sweep concurrency --image registry.example/corepin:1.0 > sweep.yaml
   kubectl create --dry-run=server -f sweep.yaml      # the API server checks every Job
   corepin kube jobs --sweep threads --topology node.json --namespace bench --repeats 5
   corepin kube jobs --sweep throughput --topology node.json --sim-trace > sweep.jsonl
-  corepin simulate --trace sweep.jsonl --topology node.json --nodes 3`
+  corepin simulate --trace sweep.jsonl --topology node.json --nodes 3
+  corepin simulate --trace sweep.jsonl --from-cluster --context prod
+  corepin kube collect --namespace bench --wait --timeout 2h`
 
 const kubeCollectUsage = `Records the results of a corepin kube jobs sweep in the results database, as
 one bench run per sweep, so that corepin report and corepin results work on
