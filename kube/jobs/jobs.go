@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -259,8 +260,12 @@ func runArgv(bin string, js jobSpec, j Job, write bool) []string {
 	return append(argv, w...)
 }
 
-// Marker is the result line a pod prints after MarkerPrefix.
+// Marker is a pod's result: the line it prints after MarkerPrefix (with
+// the full `corepin run` result) and, compacted (Document), its
+// termination message.
 type Marker struct {
+	// V is ResultVersion; 0 (absent) in the lines of older pods.
+	V       int             `json:"v,omitempty"`
 	Sweep   string          `json:"sweep"`
 	Index   int             `json:"index"`
 	Repeat  int             `json:"repeat"`
@@ -319,7 +324,7 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 		if j.QoS == "LSE" {
 			lim[corev1.ResourceMemory] = memQ // Guaranteed: every limit equals its request
 		}
-		script, err := s.script(j, pj, o.Binary)
+		script, err := s.script(j, pj)
 		if err != nil {
 			return nil, err
 		}
@@ -338,6 +343,10 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 							Name: "job", Image: o.Image, Command: []string{"/bin/sh", "-c", script},
 							Env:       []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"}},
 							Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
+							// The result document (Document) travels as the
+							// container's termination message.
+							TerminationMessagePath:   TerminationLog,
+							TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						}},
 					},
 				},
@@ -347,22 +356,26 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 	return out, nil
 }
 
-// script runs the point's command and prints its last stdout line as the
-// marked result, keeping the command's exit status.
-func (s *Sweep) script(j Job, point []byte, bin string) (string, error) {
+// script runs the point's command, then `corepin kube result`, which
+// prints the marked result line to the log and writes the result document
+// to the termination message; the script keeps the command's exit status.
+func (s *Sweep) script(j Job, point []byte) (string, error) {
+	bin := j.Argv[0]
 	m := Marker{Sweep: s.Name, Index: j.Index, Repeat: j.Repeat, Point: point, Pods: j.Pods, Quick: s.Quick,
 		Repeats: s.Repeats, Topology: s.TopologySummary, Spec: s.Spec}
 	head, err := json.Marshal(m)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("encoding the result context of %s: %w", s.name(j), err)
 	}
-	// head ends with ,"pod":"","result":null}; the shell fills both in.
-	prefix, ok := strings.CutSuffix(string(head), `"pod":"","result":null}`)
+	// The pod and its result are filled in by the pod.
+	ctx, ok := bytes.CutSuffix(head, []byte(`,"pod":"","result":null}`))
 	if !ok {
-		return "", fmt.Errorf("encoding the result marker of %s", s.name(j))
+		return "", fmt.Errorf("encoding the result context of %s", s.name(j))
 	}
-	return fmt.Sprintf("%s > /tmp/corepin-run.json\nrc=$?\nprintf '%%s%%s%%s%%s%%s}\\n' %s %s \"$HOSTNAME\" '\",\"result\":' \"$(tail -n 1 /tmp/corepin-run.json)\"\nexit $rc\n",
-		shellJoin(j.Argv), shellQuote(MarkerPrefix), shellQuote(prefix+`"pod":"`)), nil
+	head = append(ctx, '}')
+	const out = "/tmp/corepin-run.json"
+	result := []string{bin, "kube", "result", "--run", out, "--termination-log", TerminationLog, "--context", string(head)}
+	return fmt.Sprintf("%s > %s\nrc=$?\n%s --pod \"$HOSTNAME\"\nexit $rc\n", shellJoin(j.Argv), out, shellJoin(result)), nil
 }
 
 func shellQuote(s string) string {

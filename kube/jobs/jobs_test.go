@@ -174,29 +174,87 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	}
 }
 
+// TestMain lets the test binary stand in for `corepin kube result` in
+// the scripts runScript runs (the fake corepin execs it with
+// helperEnv set), with the termination log redirected to a test file.
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Exit(resultHelper(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+const helperEnv = "COREPIN_JOBS_TEST_HELPER"
+
+// resultHelper is `corepin kube result` on its flags (the CLI's own test
+// runs the real command on a generated script).
+func resultHelper(args []string) int {
+	if len(args) < 2 || args[0] != "kube" || args[1] != "result" {
+		fmt.Fprintf(os.Stderr, "helper: unexpected arguments %q\n", args)
+		return 2
+	}
+	fs := flag.NewFlagSet("result", flag.ContinueOnError)
+	var p PodResult
+	var head string
+	fs.StringVar(&p.Run, "run", "", "")
+	fs.StringVar(&head, "context", "", "")
+	fs.StringVar(&p.Pod, "pod", "", "")
+	fs.StringVar(&p.TerminationLog, "termination-log", "", "")
+	if err := fs.Parse(args[2:]); err != nil {
+		return 2
+	}
+	if p.TerminationLog != TerminationLog {
+		fmt.Fprintf(os.Stderr, "helper: --termination-log %q, want %q\n", p.TerminationLog, TerminationLog)
+		return 2
+	}
+	p.TerminationLog, p.Head = os.Getenv("COREPIN_TEST_TERMINATION_LOG"), []byte(head)
+	if err := WriteResult(p, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
+}
+
 // runScript runs a generated container script under /bin/sh with a fake
-// corepin first on PATH that prints out as `corepin run -o json` would.
-func runScript(t *testing.T, script, pod, out string, code int) []byte {
+// corepin first on PATH whose `run` prints out as `corepin run -o json`
+// would and whose `kube result` is this test binary (resultHelper). It
+// returns the pod's log and its termination message.
+func runScript(t *testing.T, script, pod, out string, code int) (log, message []byte) {
 	t.Helper()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skipf("no sh: %v", err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := t.TempDir()
-	fake := fmt.Sprintf("#!%s\necho 'workload noise {\"job\":9}'\nprintf '%%s\\n' '%s'\nexit %d\n", sh, out, code)
+	fake := fmt.Sprintf("#!%s\nif [ \"$1\" = kube ]; then exec %s \"$@\"; fi\necho 'workload noise {\"job\":9}'\nprintf '%%s\\n' '%s'\nexit %d\n",
+		sh, shellQuote(self), out, code)
 	if err := os.WriteFile(filepath.Join(bin, "corepin"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	term := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(term, nil, 0o644); err != nil { // the kubelet creates it empty
+		t.Fatal(err)
+	}
 	cmd := exec.Command(sh, "-c", script)
-	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod}
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod, helperEnv + "=1", "COREPIN_TEST_TERMINATION_LOG=" + term}
 	cmd.Dir = t.TempDir()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	got, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == code) {
-		t.Fatalf("script: %v", err)
+		t.Fatalf("script: %v: %s", err, stderr.String())
 	}
 	if code != 0 && err == nil {
 		t.Fatalf("script exited 0, want %d (the run's status)", code)
 	}
-	return got
+	msg, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, msg
 }
