@@ -227,9 +227,7 @@ func decodeTopology(topo, assigned string) *nodeState {
 		return &nodeState{err: err}
 	}
 	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
-	p, err := doc.Place(func(string) (*topology.Topology, error) {
-		return nil, errors.New("a node's state never names a sysfs root")
-	})
+	p, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
@@ -240,9 +238,7 @@ func decodeTopology(topo, assigned string) *nodeState {
 		}
 	}
 	doc.Assigned = reserved
-	empty, err := doc.Place(func(string) (*topology.Topology, error) {
-		return nil, errors.New("a node's state never names a sysfs root")
-	})
+	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
@@ -301,4 +297,10 @@ func short(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// noSysfsRoot is the topology loader of a node's plan document: the
+// topology is in the document, never a sysfs root to read.
+func noSysfsRoot(string) (*topology.Topology, error) {
+	return nil, errors.New("a node's state never names a sysfs root")
 }
