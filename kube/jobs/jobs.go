@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/bench"
-	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
 	"github.com/corepin/corepin/workload"
 )
@@ -64,6 +65,16 @@ type Options struct {
 	Image, Binary, Namespace string
 	// Memory is each pod's memory request and limit (default 512Mi).
 	Memory string
+	// SchedulerName is the pods' spec.schedulerName: "" for the cluster's
+	// default scheduler, corepin-scheduler for the Helm chart's.
+	SchedulerName string
+	// NUMAPolicy is the topology policy (annotation corepin.io/numa-policy)
+	// of the pinned (LSE) pods, which the scheduler extender and the node
+	// honour alike; "" leaves it to the node's default.
+	NUMAPolicy string
+	// HostNetwork runs the pods in their node's network namespace, for
+	// clusters without a network plugin.
+	HostNetwork bool
 }
 
 // Job is one point x repeat of a sweep, before it is a Kubernetes object.
@@ -304,6 +315,16 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			return nil, fmt.Errorf("%w: namespace %q: %s", ErrInvalid, o.Namespace, errs[0])
 		}
 	}
+	if o.SchedulerName != "" {
+		if errs := validation.IsDNS1123Subdomain(o.SchedulerName); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: scheduler name %q: %s", ErrInvalid, o.SchedulerName, errs[0])
+		}
+	}
+	if o.NUMAPolicy != "" {
+		if _, err := podmeta.ParseNUMAPolicy(o.NUMAPolicy); err != nil {
+			return nil, fmt.Errorf("%w: --numa-policy: %w", ErrInvalid, err)
+		}
+	}
 	out := make([]batchv1.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
 		pj, err := json.Marshal(j.Point)
@@ -311,7 +332,7 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			return nil, err
 		}
 		labels := map[string]string{LabelSweep: s.Name, LabelIndex: fmt.Sprintf("%03d", j.Index), LabelRepeat: strconv.Itoa(j.Repeat)}
-		podLabels := map[string]string{extender.LabelQoSClass: j.QoS}
+		podLabels := map[string]string{podmeta.LabelQoSClass: j.QoS}
 		for k, v := range labels {
 			podLabels[k] = v
 		}
@@ -323,6 +344,10 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 		}
 		if j.QoS == "LSE" {
 			lim[corev1.ResourceMemory] = memQ // Guaranteed: every limit equals its request
+		}
+		podAnn := maps.Clone(ann)
+		if j.QoS == "LSE" && o.NUMAPolicy != "" {
+			podAnn[podmeta.AnnotationNUMAPolicy] = o.NUMAPolicy
 		}
 		script, err := s.script(j, pj)
 		if err != nil {
@@ -336,9 +361,11 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			Spec: batchv1.JobSpec{
 				Parallelism: &par, Completions: &pods, BackoffLimit: &backoff,
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: ann},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnn},
 					Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyNever,
+						SchedulerName: o.SchedulerName,
+						HostNetwork:   o.HostNetwork,
 						Containers: []corev1.Container{{
 							Name: "job", Image: o.Image, Command: []string{"/bin/sh", "-c", script},
 							Env:       []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"}},

@@ -172,6 +172,38 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	if _, err := s.Objects(Options{Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with memory lots: error = %v, want ErrInvalid", err)
 	}
+	if _, err := s.Objects(Options{Image: "i", NUMAPolicy: "single"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "single-numa-node") {
+		t.Errorf("Objects() with numa policy single: error = %v, want ErrInvalid naming the allowed values", err)
+	}
+	if _, err := s.Objects(Options{Image: "i", SchedulerName: "Corepin Scheduler"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() with scheduler name %q: error = %v, want ErrInvalid", "Corepin Scheduler", err)
+	}
+}
+
+// TestJobsForTheClusterScheduler: --scheduler-name, --numa-policy and
+// --host-network reach every pod template; the topology policy only the
+// pinned (LSE) pods, whose CPUs the extender and the node align; the Job
+// objects themselves carry no pod metadata.
+func TestJobsForTheClusterScheduler(t *testing.T) {
+	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [3]\n  modes: [pinned, quota]\n")
+	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i",
+		SchedulerName: "corepin-scheduler", NUMAPolicy: "single-numa-node", HostNetwork: true})
+	if len(objs) != 2 {
+		t.Fatalf("%d Jobs, want 2", len(objs))
+	}
+	for _, j := range objs {
+		pod := j.Spec.Template
+		if pod.Spec.SchedulerName != "corepin-scheduler" || !pod.Spec.HostNetwork {
+			t.Errorf("Job %s: schedulerName %q hostNetwork %v", j.Name, pod.Spec.SchedulerName, pod.Spec.HostNetwork)
+		}
+		got, has := pod.Annotations["corepin.io/numa-policy"]
+		if lse := pod.Labels["koordinator.sh/qosClass"] == "LSE"; has != lse || (lse && got != "single-numa-node") {
+			t.Errorf("Job %s (class %s): numa-policy %q (set %v)", j.Name, pod.Labels["koordinator.sh/qosClass"], got, has)
+		}
+		if _, ok := j.Annotations["corepin.io/numa-policy"]; ok {
+			t.Errorf("Job %s: the Job object carries the pod's numa-policy", j.Name)
+		}
+	}
 }
 
 // TestMain lets the test binary stand in for `corepin kube result` in

@@ -507,6 +507,11 @@ func TestKubeJobsAcceptedByRealAPIServer(t *testing.T) {
 				args = append(args, "--quick")
 			}
 			args = append(args, "--namespace", ns)
+			if !quick {
+				// The full sweeps as they run under the chart's scheduler.
+				args = append(args, "--scheduler-name", "corepin-scheduler", "--numa-policy", "single-numa-node", "--host-network")
+				name += " --scheduler-name corepin-scheduler --numa-policy single-numa-node --host-network"
+			}
 			var stderr bytes.Buffer
 			cmd := exec.CommandContext(ctx, corepin, args...)
 			cmd.Stderr = &stderr
