@@ -35,6 +35,7 @@ type Extender struct {
 	maxNodes int
 	cache    cache[stateKey, *nodeState]
 	verdicts cache[verdictKey, verdict]
+	metrics  *metrics
 }
 
 // Option configures an Extender.
@@ -49,7 +50,8 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 // New returns an Extender.
 func New(opts ...Option) *Extender {
 	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes,
-		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries}}
+		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries},
+		metrics: newMetrics()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -57,11 +59,14 @@ func New(opts ...Option) *Extender {
 }
 
 // Handler serves POST /filter and POST /prioritize (the verbs of the
-// shipped scheduler configuration) and GET /healthz.
+// shipped scheduler configuration), GET /healthz and GET /metrics
+// (Prometheus: call durations and counts by verb, filtered nodes by
+// result).
 func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
-	mux.HandleFunc("POST /prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
+	mux.HandleFunc("POST /filter", e.metrics.timed("filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) })))
+	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) })))
+	mux.Handle("GET /metrics", e.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -255,6 +260,7 @@ func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFil
 			res.FailedNodes[n.Name] = v.reason
 		}
 	}
+	e.metrics.filtered(len(res.Nodes.Items), len(res.FailedNodes), len(res.FailedAndUnresolvableNodes))
 	return res
 }
 
@@ -307,6 +313,7 @@ func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
 	if err != nil {
 		fj = []byte("{}") // not reached: a map of strings always encodes
 	}
+	e.metrics.filtered(len(nodes)-len(failed)-len(unresolvable), len(failed), len(unresolvable))
 	uj, err := json.Marshal(unresolvable)
 	if err != nil {
 		uj = []byte("{}")
