@@ -51,12 +51,34 @@ func TopologyOf(t *topology.Topology) *Topology {
 }
 
 // Assigned is a workload already placed.
+// ReservedID names the assigned entry that stands for a node's reserved
+// CPUs when a node publishes its state for others to place on (the
+// scheduler extender): held like an exclusive workload, never released.
+const ReservedID = "(reserved)"
+
 type Assigned struct {
 	ID        string   `json:"id"`
 	CPUSet    string   `json:"cpuset"`
 	QoS       string   `json:"qos"`
 	Exclusive string   `json:"exclusive"`
 	CPUs      *float64 `json:"cpus"` // quota of an LS or BE workload
+}
+
+// Assignment returns a as the allocator's assignment, without checking it
+// against a machine (alloc.State.Assign does). A malformed cpuset or quota
+// is an error matching ErrInvalid.
+func (a Assigned) Assignment() (alloc.Assignment, error) {
+	set, err := parseSet("assigned cpuset of "+strconv.Quote(a.ID), a.CPUSet)
+	if err != nil {
+		return alloc.Assignment{}, err
+	}
+	as := alloc.Assignment{ID: a.ID, CPUs: set, QoS: alloc.QoS(a.QoS), Exclusive: alloc.Exclusive(a.Exclusive)}
+	if a.CPUs != nil {
+		if as.MilliCPUs, err = alloc.MilliCPUs(a.ID, *a.CPUs); err != nil {
+			return alloc.Assignment{}, invalid(err)
+		}
+	}
+	return as, nil
 }
 
 // Request is a request object of the document.
@@ -166,21 +188,15 @@ func (d Document) Place(load Loader) (*Plan, error) {
 		}
 	}
 	for _, a := range d.Assigned {
-		set, err := parseSet("assigned cpuset of "+strconv.Quote(a.ID), a.CPUSet)
+		as, err := a.Assignment()
 		if err != nil {
 			return nil, err
-		}
-		as := alloc.Assignment{ID: a.ID, CPUs: set, QoS: alloc.QoS(a.QoS), Exclusive: alloc.Exclusive(a.Exclusive)}
-		if a.CPUs != nil {
-			if as.MilliCPUs, err = alloc.MilliCPUs(a.ID, *a.CPUs); err != nil {
-				return nil, invalid(err)
-			}
 		}
 		if err := st.Assign(as); err != nil {
 			return nil, invalid(err)
 		}
 		if exclusive(as.QoS) {
-			held.AddSet(set)
+			held.AddSet(as.CPUs)
 		}
 	}
 	p.Held = held.Result()

@@ -1,5 +1,6 @@
-// Package sim replays a workload trace over a cluster of identical nodes, once
-// per cluster policy, and compares the outcomes side by side: how many jobs
+// Package sim replays a workload trace over a cluster of identical nodes (or
+// of the unlike nodes of a real cluster, some CPUs already held: Config.Cluster),
+// once per cluster policy, and compares the outcomes side by side: how many jobs
 // were admitted and rejected (and how many rejections were avoidable because
 // another node could have taken the job), how well the exclusive placements
 // were aligned to NUMA nodes, L3 groups, sockets and whole cores, how

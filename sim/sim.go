@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,12 +29,17 @@ const (
 	MaxEvents = 2 * MaxJobs
 )
 
-// Config is the cluster a trace is replayed on.
+// Config is the cluster a trace is replayed on: Nodes copies of Topology,
+// or the nodes of Cluster.
 type Config struct {
 	// Topology is every node's machine.
 	Topology *topology.Topology
 	// Nodes is the number of nodes (at least 1).
 	Nodes int
+	// Cluster is the nodes of a cluster of unlike machines, some CPUs
+	// already held, in the order nodes are tried; when given, Topology and
+	// Nodes are not (ErrBadConfig otherwise).
+	Cluster []Node
 	// Reserved are the CPUs each node keeps for the system.
 	Reserved cpuset.CPUSet
 	// TopologyPolicy is the nodes' Topology Manager policy, given to requests
@@ -48,11 +54,28 @@ type Config struct {
 	Parallel int
 }
 
+// Node is one node of Config.Cluster.
+type Node struct {
+	Name     string
+	Topology *topology.Topology
+	// Held are the workloads on the node before the trace starts (an
+	// exclusive set, an LS quota); they hold their CPUs throughout.
+	Held []alloc.Assignment
+}
+
 // Report is the outcome of replaying one trace under several runs.
 type Report struct {
-	Nodes          int    `json:"nodes"`
-	Topology       string `json:"topology"`
-	NodeCPUs       int    `json:"node_cpus"` // schedulable CPUs per node
+	Nodes int `json:"nodes"`
+	// Topology is the nodes' machine, or for a Cluster of unlike machines
+	// each machine with its count ("2 x A; 1 x B").
+	Topology string `json:"topology"`
+	// NodeCPUs is the schedulable CPUs per node (0 when nodes differ);
+	// CPUs is all nodes' together, before any CPUs held at the start.
+	NodeCPUs int `json:"node_cpus"`
+	CPUs     int `json:"cpus"`
+	// HeldCPUs are the CPUs held exclusively before the trace starts (a
+	// Cluster's Held), over all nodes.
+	HeldCPUs       int    `json:"held_cpus"`
 	TopologyPolicy string `json:"topology_policy"`
 	Jobs           int    `json:"jobs"`
 	Events         int    `json:"events"`
@@ -140,11 +163,9 @@ type Timing struct {
 // (alloc.ErrInvalid, e.g. a kubelet option pair it refuses) fails the replay
 // with the event's line.
 func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
-	if cfg.Topology == nil {
-		return Report{}, fmt.Errorf("%w: no topology", ErrBadConfig)
-	}
-	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
-		return Report{}, fmt.Errorf("%w: %d nodes (want 1 to %d)", ErrBadConfig, cfg.Nodes, MaxNodes)
+	nodes, err := cfg.nodes()
+	if err != nil {
+		return Report{}, err
 	}
 	if len(evs) > MaxEvents {
 		return Report{}, fmt.Errorf("%w: %d events (want at most %d)", ErrBadConfig, len(evs), MaxEvents)
@@ -162,13 +183,36 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 		if r.NodeChoice != FirstFit && r.NodeChoice != BestFit {
 			return Report{}, fmt.Errorf("%w: unknown node choice %q", ErrBadConfig, r.NodeChoice)
 		}
-		if _, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: r.Scenario.Policy, Options: r.Scenario.Options, Reserved: cfg.Reserved}); err != nil {
-			return Report{}, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, r.Scenario.Name, err)
-		}
 	}
-	sh := newShape(cfg.Topology, cfg.Reserved)
-	rep := Report{Nodes: cfg.Nodes, Topology: cfg.Topology.Summary(), NodeCPUs: sh.fresh.free, TopologyPolicy: string(cfg.TopologyPolicy),
+	// One shape per distinct machine; unlike nodes are validated per run
+	// (newCluster), where their held CPUs are assigned.
+	shapes := map[*topology.Topology]*shape{}
+	var order []*topology.Topology
+	count := map[*topology.Topology]int{}
+	rep := Report{Nodes: len(nodes), TopologyPolicy: string(cfg.TopologyPolicy),
 		Events: len(evs), SampleEvery: cfg.SampleEvery, Results: make([]Result, len(runs))}
+	for _, n := range nodes {
+		if _, ok := shapes[n.Topology]; !ok {
+			for _, r := range runs {
+				if _, err := alloc.NewState(n.Topology, alloc.Config{Policy: r.Scenario.Policy, Options: r.Scenario.Options, Reserved: cfg.Reserved}); err != nil {
+					return Report{}, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, r.Scenario.Name, err)
+				}
+			}
+			shapes[n.Topology] = newShape(n.Topology, cfg.Reserved)
+			order = append(order, n.Topology)
+		}
+		count[n.Topology]++
+		rep.CPUs += shapes[n.Topology].fresh.free
+	}
+	if len(order) == 1 {
+		rep.Topology, rep.NodeCPUs = order[0].Summary(), shapes[order[0]].fresh.free
+	} else {
+		var parts []string
+		for _, t := range order {
+			parts = append(parts, fmt.Sprintf("%d x %s", count[t], t.Summary()))
+		}
+		rep.Topology = strings.Join(parts, "; ")
+	}
 	if rep.TopologyPolicy == "" {
 		rep.TopologyPolicy = string(alloc.TopologyNone)
 	}
@@ -188,7 +232,7 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	for range min(par, len(runs)) {
 		wg.Go(func() {
 			for i := range next {
-				c, err := newCluster(cfg, sh, runs[i])
+				c, err := newCluster(cfg, nodes, shapes, runs[i])
 				if err == nil {
 					rep.Results[i], err = c.replay(evs)
 				}
@@ -205,13 +249,50 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Report{}, err
 	}
+	for _, n := range nodes {
+		for _, a := range n.Held {
+			if a.QoS == alloc.LSE || a.QoS == alloc.LSR || a.QoS == "" {
+				rep.HeldCPUs += a.CPUs.Size()
+			}
+		}
+	}
 	return rep, nil
+}
+
+// nodes returns the cluster's nodes: cfg.Cluster, or cfg.Nodes copies of
+// cfg.Topology sharing it.
+func (cfg Config) nodes() ([]Node, error) {
+	if len(cfg.Cluster) > 0 {
+		if cfg.Topology != nil || cfg.Nodes != 0 {
+			return nil, fmt.Errorf("%w: give either a cluster's nodes or a topology and a node count, not both", ErrBadConfig)
+		}
+		if len(cfg.Cluster) > MaxNodes {
+			return nil, fmt.Errorf("%w: %d nodes (want 1 to %d)", ErrBadConfig, len(cfg.Cluster), MaxNodes)
+		}
+		for i, n := range cfg.Cluster {
+			if n.Topology == nil {
+				return nil, fmt.Errorf("%w: node %d (%s) has no topology", ErrBadConfig, i, n.Name)
+			}
+		}
+		return cfg.Cluster, nil
+	}
+	if cfg.Topology == nil {
+		return nil, fmt.Errorf("%w: no topology", ErrBadConfig)
+	}
+	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
+		return nil, fmt.Errorf("%w: %d nodes (want 1 to %d)", ErrBadConfig, cfg.Nodes, MaxNodes)
+	}
+	nodes := make([]Node, cfg.Nodes)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("node-%d", i), Topology: cfg.Topology}
+	}
+	return nodes, nil
 }
 
 // cluster is one run's nodes and the jobs placed on them.
 type cluster struct {
 	cfg    Config
-	sh     *shape
+	shapes []*shape // by node
 	run    Run
 	states []*alloc.State
 	views  []view
@@ -227,20 +308,39 @@ type placed struct {
 	milli int
 }
 
-func newCluster(cfg Config, sh *shape, run Run) (*cluster, error) {
-	c := &cluster{cfg: cfg, sh: sh, run: run, where: map[string]placed{},
+func newCluster(cfg Config, nodes []Node, shapes map[*topology.Topology]*shape, run Run) (*cluster, error) {
+	c := &cluster{cfg: cfg, where: map[string]placed{}, run: run,
 		whole: slices.Contains(run.Scenario.Options, alloc.OptFullPCPUsOnly)}
-	// One State built, the rest cloned: clones share its topology index.
-	st, err := alloc.NewState(cfg.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
-	if err != nil {
-		return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
-	}
-	for i := range cfg.Nodes {
-		if i > 0 {
-			st = st.Clone()
+	// One State built per machine, the rest cloned: clones share its
+	// topology index.
+	empty := map[*topology.Topology]*alloc.State{}
+	for _, n := range nodes {
+		sh := shapes[n.Topology]
+		st, ok := empty[n.Topology]
+		if !ok {
+			var err error
+			st, err = alloc.NewState(n.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
+			if err != nil {
+				return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
+			}
+			empty[n.Topology] = st
+		}
+		st = st.Clone()
+		v := sh.fresh.clone()
+		for _, a := range n.Held {
+			if err := st.Assign(a); err != nil {
+				return nil, fmt.Errorf("%w: node %s: scenario %s: held %s: %w", ErrBadConfig, n.Name, run.Scenario.Name, a.ID, err)
+			}
+			switch a.QoS {
+			case alloc.LSE, alloc.LSR, "":
+				v.change(sh, a.CPUs, -1)
+			case alloc.LS:
+				v.lsMilli += a.MilliCPUs
+			}
 		}
 		c.states = append(c.states, st)
-		c.views = append(c.views, sh.fresh.clone())
+		c.views = append(c.views, v)
+		c.shapes = append(c.shapes, sh)
 	}
 	return c, nil
 }
@@ -406,7 +506,7 @@ func (c *cluster) hold(node int, r *alloc.Request, p alloc.Placement) {
 	switch r.QoS {
 	case alloc.LSE, alloc.LSR:
 		pl.cpus = p.CPUs
-		c.views[node].change(c.sh, p.CPUs, -1)
+		c.views[node].change(c.shapes[node], p.CPUs, -1)
 	case alloc.LS:
 		pl.milli = p.MilliCPUs
 		c.views[node].lsMilli += p.MilliCPUs
@@ -426,7 +526,7 @@ func (c *cluster) release(id string) error {
 	}
 	switch pl.qos {
 	case alloc.LSE, alloc.LSR:
-		c.views[pl.node].change(c.sh, pl.cpus, +1)
+		c.views[pl.node].change(c.shapes[pl.node], pl.cpus, +1)
 	case alloc.LS:
 		c.views[pl.node].lsMilli -= pl.milli
 	}
@@ -440,7 +540,7 @@ func (c *cluster) sample(event int, t float64) Sample {
 		s.FreeCores += float64(f.FreeCores)
 		s.FreeL3Groups += float64(f.FreeL3Groups)
 		s.FreeNUMANodes += float64(f.FreeNUMANodes)
-		s.ExclusiveCPUs += float64(c.sh.fresh.free - c.views[n].free)
+		s.ExclusiveCPUs += float64(c.shapes[n].fresh.free - c.views[n].free)
 		s.LSCPUs += float64(c.views[n].lsMilli) / 1000
 	}
 	return s

@@ -81,13 +81,17 @@ func TestDepartRestoresNodes(t *testing.T) {
 	}
 	cfg := Config{Topology: topo, Nodes: 6, Reserved: cpuset.New(0, 32), TopologyPolicy: alloc.TopologyRestricted, SampleEvery: 100}
 	sh := newShape(topo, cfg.Reserved)
+	nodes, err := cfg.nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, run := range Runs(Scenarios(), []NodeChoice{FirstFit, BestFit}) {
 		t.Run(run.Scenario.Name+"/"+string(run.NodeChoice), func(t *testing.T) {
 			fresh, err := alloc.NewState(topo, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := newCluster(cfg, sh, run)
+			c, err := newCluster(cfg, nodes, map[*topology.Topology]*shape{topo: sh}, run)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,9 +103,9 @@ func TestDepartRestoresNodes(t *testing.T) {
 				t.Fatal("nothing admitted")
 			}
 			for n, st := range c.states {
-				checkViewMatches(t, n, c.sh, &c.views[n], st)
+				checkViewMatches(t, n, c.shapes[n], &c.views[n], st)
 			}
-			c, err = newCluster(cfg, sh, run)
+			c, err = newCluster(cfg, nodes, map[*topology.Topology]*shape{topo: sh}, run)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,17 +1,22 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/kube/jobs"
+	"github.com/corepin/corepin/kube/kubeclient"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/store"
 )
@@ -30,36 +35,62 @@ requests, limits and the koordinator.sh/qosClass label carry the point's mode
 (pinned: Guaranteed whole CPUs, LSE; quota: limit = request; burst: limit =
 2 x request; unbounded: no limit; all but pinned are LS). A pod runs
 "corepin run ... -o json" on the workload (spin unless the spec says
-transcode; the image needs corepin and /bin/sh) and prints its result as one
-"corepin-result {...}" line for corepin kube collect.
+transcode; the image needs corepin and /bin/sh), then "corepin kube result",
+which writes the result document ({"v":1,...}) to the container's
+termination message (/dev/termination-log, which the API server keeps) and
+prints it as one "corepin-result {...}" log line, the fallback when the
+document exceeds the 4096 bytes Kubernetes keeps. corepin kube collect reads
+both.
 
 Run the Jobs one at a time, in order, so points do not disturb each other:
 create one, "kubectl wait --for=condition=complete job/NAME", then the next.
 
 --sim-trace writes the sweep as a corepin simulate trace instead (JSON lines):
-replay it over your nodes' topologies before running anything.
+replay it over your nodes' topologies before running anything, with
+"corepin simulate --from-cluster" over the cluster's own nodes as they
+publish them (corepin.io/topology, corepin.io/assigned).
 
 Examples:
   corepin kube jobs --sweep concurrency --image registry.example/corepin:1.0 > sweep.yaml
   kubectl create --dry-run=server -f sweep.yaml      # the API server checks every Job
   corepin kube jobs --sweep threads --topology node.json --namespace bench --repeats 5
   corepin kube jobs --sweep throughput --topology node.json --sim-trace > sweep.jsonl
-  corepin simulate --trace sweep.jsonl --topology node.json --nodes 3`
+  corepin simulate --trace sweep.jsonl --topology node.json --nodes 3
+  corepin simulate --trace sweep.jsonl --from-cluster --context prod
+  corepin kube collect --namespace bench --wait --timeout 2h`
 
-const kubeCollectUsage = `Reads pod logs of a corepin kube jobs sweep and records each pod's result in
-the results database, as one bench run per sweep, so that corepin report and
-corepin results work on cluster runs as on one machine.
+const kubeCollectUsage = `Records the results of a corepin kube jobs sweep in the results database, as
+one bench run per sweep, so that corepin report and corepin results work on
+cluster runs as on one machine.
 
---from DIR reads every regular file in DIR (one pod's log each, as
-"kubectl logs POD > DIR/POD" writes it); --from - reads one stream, e.g.
-"kubectl logs -l corepin.io/sweep=concurrency --prefix --tail=-1". Only lines
-with a "corepin-result {...}" marker count; a log without a usable one is
-skipped with its reason, never fatal. The database is --db FILE, else
+From the cluster (the default): lists the sweep's pods through the API server
+(--selector, default every pod labelled corepin.io/sweep; --namespace, default
+the kubeconfig context's, else default) and reads each finished pod's result
+document from its termination message
+(status.containerStatuses[].state.terminated.message), structured data the
+pod wrote, not log text. Only where a pod's message holds no result (a
+document over 4096 bytes, an older image) is the end of its log read, through
+the API. A Failed pod's result is recorded as a failed job. Pods still
+pending or running are named in a warning and not recorded: collect again
+later, or give --wait, which first waits (at most --timeout) until every
+Job of the sweep is complete or failed, with a progress line on a terminal.
+The cluster is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
+~/.kube/config, else the pod's service account; --context picks a context.
+The account needs get/list on pods, pods/log and jobs in the namespace.
+
+From saved logs (offline): --from DIR reads every regular file in DIR (one
+pod's log each, as "kubectl logs POD > DIR/POD" writes it); --from - reads
+one stream, e.g. "kubectl logs -l corepin.io/sweep=concurrency --prefix
+--tail=-1". Only "corepin-result {...}" lines count.
+
+A pod without a usable result is skipped with its reason, never fatal; no
+result at all exits 2 and records nothing. The database is --db FILE, else
 $COREPIN_DB, else corepin's default.
 
 Examples:
-  mkdir logs; for p in $(kubectl get pods -l corepin.io/sweep -o name); do kubectl logs $p > logs/${p#pod/}; done
-  corepin kube collect --from logs
+  corepin kube collect                                  # every sweep in the context's namespace
+  corepin kube collect --namespace bench --selector corepin.io/sweep=threads --wait --timeout 2h
+  corepin kube collect --context prod --kubeconfig ~/.kube/prod.yaml -o json
   kubectl logs -l corepin.io/sweep=threads --tail=-1 | corepin kube collect --from - -o json
   corepin report          # the collected run`
 
@@ -81,7 +112,46 @@ func newKubeCmd(e *env) *cobra.Command {
 			return Usagef("kube needs a subcommand: corepin kube jobs or corepin kube collect")
 		},
 	}
-	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e))
+	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e), newKubeResultCmd(e))
+	return cmd
+}
+
+const kubeResultUsage = `Runs inside a pod of corepin kube jobs, after its corepin run: prints the pod's
+result as one "corepin-result {...}" line on stdout (the pod's log) and writes
+the compact result document ({"v":1,...}: the point, its place in the sweep
+and the job's measured figures) to --termination-log, which Kubernetes keeps
+as the container's termination message for corepin kube collect. A document
+over the 4096 bytes Kubernetes keeps is not written (a note goes to stderr);
+collect then reads the log line. The generated Jobs call it; you need not.
+
+Example (as the Jobs run it):
+  corepin kube result --run /tmp/corepin-run.json --termination-log /dev/termination-log \
+    --context '{"sweep":"threads","index":0,...}' --pod "$HOSTNAME"`
+
+func newKubeResultCmd(e *env) *cobra.Command {
+	var p jobs.PodResult
+	var head string
+	cmd := &cobra.Command{
+		Use:   "result --run FILE --context JSON --pod NAME [--termination-log PATH]",
+		Short: "Inside a sweep's pod: print and write its result (the generated Jobs run it)",
+		Long:  kubeResultUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if head == "" || p.Run == "" || p.Pod == "" {
+				return Usagef("--context, --run and --pod are all needed (the generated Jobs give them)")
+			}
+			p.Head = []byte(head)
+			if err := jobs.WriteResult(p, e.stdout, e.stderr); err != nil {
+				return &UsageError{Err: err}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&p.Run, "run", "", "the file corepin run -o json wrote")
+	fl.StringVar(&head, "context", "", "the result's sweep fields, as corepin kube jobs wrote them")
+	fl.StringVar(&p.Pod, "pod", "", "the pod's name")
+	fl.StringVar(&p.TerminationLog, "termination-log", jobs.TerminationLog, "where the result document goes (empty: nowhere)")
 	return cmd
 }
 
@@ -145,27 +215,111 @@ func newKubeJobsCmd(e *env) *cobra.Command {
 	fl.StringVar(&o.Binary, "binary", "corepin", "corepin's path inside the image")
 	fl.StringVar(&o.Namespace, "namespace", "default", "namespace of the Jobs")
 	fl.StringVar(&o.Memory, "memory", "512Mi", "each pod's memory request and limit")
+	fl.StringVar(&o.SchedulerName, "scheduler-name", "", "the pods' schedulerName (corepin-scheduler for the Helm chart's; default: the cluster's default scheduler)")
+	fl.StringVar(&o.NUMAPolicy, "numa-policy", "", "topology policy of the pinned pods (corepin.io/numa-policy): none, best-effort, restricted or single-numa-node (default: the node's)")
+	fl.BoolVar(&o.HostNetwork, "host-network", false, "run the pods in their node's network namespace (clusters without a network plugin)")
 	fl.StringVar(&sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node type (default: this machine)")
 	fl.StringVar(&topoPath, "topology", "", "the node type's corepin topo -o json document (- for stdin)")
 	fl.BoolVar(&trace, "sim-trace", false, "write the sweep as a corepin simulate trace instead of Jobs")
 	return cmd
 }
 
+// kubeFlags choose the cluster, as kubectl's flags of the same names do.
+type kubeFlags struct {
+	kubeconfig, context, namespace string
+}
+
+func (k *kubeFlags) add(fl *pflag.FlagSet) {
+	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
+	fl.StringVar(&k.context, "context", "", "kubeconfig context (default its current context)")
+	fl.StringVar(&k.namespace, "namespace", "", "namespace (default the context's, else default)")
+}
+
+// names are the flags add defines, for mutual exclusion messages.
+func (k *kubeFlags) names() []string { return []string{"kubeconfig", "context", "namespace"} }
+
+// client connects to the cluster; a missing or broken kubeconfig is bad
+// input (exit 2), made before any request.
+func (k *kubeFlags) client() (*kubeclient.Client, error) {
+	c, err := kubeclient.Load(kubeclient.Options{Kubeconfig: k.kubeconfig, Context: k.context, Namespace: k.namespace, UserAgent: "corepin/" + Version})
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return c, nil
+}
+
+// changed returns the first of names set on the command line.
+func changed(cmd *cobra.Command, names ...string) string {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// maxCollectWait bounds --timeout.
+const maxCollectWait = 7 * 24 * time.Hour
+
 func newKubeCollectCmd(e *env) *cobra.Command {
-	var from, db string
+	var (
+		from, db, selector string
+		kf                 kubeFlags
+		waitJobs           bool
+		timeout            time.Duration
+	)
 	cmd := &cobra.Command{
-		Use:   "collect --from DIR|-",
-		Short: "Record the results of a kube jobs sweep from its pods' logs",
+		Use:   "collect [--namespace NS] [--selector SEL] [--wait [--timeout D]] | --from DIR|-",
+		Short: "Record the results of a kube jobs sweep from its pods (API server) or saved logs",
 		Long:  kubeCollectUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var c jobs.Collection
+			var sum *jobs.ClusterSummary
+			source := from
 			switch from {
 			case "":
-				return Usagef("--from: give a directory of pod logs, or - for stdin")
+				if waitJobs && (timeout <= 0 || timeout > maxCollectWait) {
+					return Usagef("--timeout %s: want above 0 and at most %s", timeout, maxCollectWait)
+				}
+				if !waitJobs && cmd.Flags().Changed("timeout") {
+					return Usagef("--timeout bounds --wait; give --wait too")
+				}
+				kc, err := kf.client()
+				if err != nil {
+					return err
+				}
+				k := jobs.Cluster{Client: kc, Namespace: kc.Namespace, Selector: selector}
+				if selector == "" {
+					selector = jobs.LabelSweep
+				}
+				source = fmt.Sprintf("pods %s in namespace %s of %s", selector, kc.Namespace, kc.Host)
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				if waitJobs {
+					if err := waitForSweep(ctx, e, k, timeout); err != nil {
+						return err
+					}
+				}
+				s, err := c.AddCluster(ctx, k)
+				if errors.Is(err, jobs.ErrInvalid) {
+					return &UsageError{Err: err}
+				}
+				if err != nil {
+					return fmt.Errorf("collecting from %s: %w", source, err)
+				}
+				sum = &s
 			case "-":
+				if n := changed(cmd, append(kf.names(), "selector", "wait", "timeout")...); n != "" {
+					return Usagef("--%s reads from the cluster; --from reads saved logs: give one or the other", n)
+				}
 				c.Add("stdin", cmd.InOrStdin())
 			default:
+				if n := changed(cmd, append(kf.names(), "selector", "wait", "timeout")...); n != "" {
+					return Usagef("--%s reads from the cluster; --from reads saved logs: give one or the other", n)
+				}
 				if err := addLogDir(&c, from); err != nil {
 					return err
 				}
@@ -173,6 +327,12 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 			if c.Results() == 0 {
 				for _, s := range c.Skipped {
 					fmt.Fprintf(e.stderr, "skipped %s: %s\n", s.Log, s.Reason)
+				}
+				for _, w := range c.Warnings {
+					fmt.Fprintf(e.stderr, "warning: %s\n", w)
+				}
+				if sum != nil {
+					return Usagef("no corepin result in %s (%d pods, %d finished, %d skipped)", source, sum.Pods, sum.Finished, len(c.Skipped))
 				}
 				return Usagef("no corepin-result in %s (%d logs skipped)", from, len(c.Skipped))
 			}
@@ -190,8 +350,12 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 				return fmt.Errorf("recording results in %s: %w", path, err)
 			}
 			if e.JSON() {
-				return e.PrintJSON(map[string]any{"run_ids": ids, "results": c.Results(), "db": path,
-					"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)})
+				out := map[string]any{"run_ids": ids, "results": c.Results(), "db": path,
+					"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)}
+				if sum != nil {
+					out["pods"], out["finished"], out["from_logs"], out["unfinished"] = sum.Pods, sum.Finished, sum.FromLogs, append([]string{}, sum.Unfinished...)
+				}
+				return e.PrintJSON(out)
 			}
 			for _, s := range c.Skipped {
 				fmt.Fprintf(e.stdout, "skipped %s: %s\n", s.Log, s.Reason)
@@ -202,14 +366,52 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 			for _, id := range ids {
 				fmt.Fprintf(e.stdout, "recorded run %d in %s (corepin report --run %d)\n", id, path, id)
 			}
+			if sum != nil {
+				fmt.Fprintf(e.stdout, "%d pods, %d finished: %d results (%d from logs), %d skipped\n", sum.Pods, sum.Finished, c.Results(), sum.FromLogs, len(c.Skipped))
+				return nil
+			}
 			fmt.Fprintf(e.stdout, "%d results, %d skipped\n", c.Results(), len(c.Skipped))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&from, "from", "", "directory of pod logs, or - for one stream on stdin")
-	cmd.Flags().StringVar(&db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", "", "read saved pod logs instead: a directory of them, or - for one stream on stdin")
+	fl.StringVar(&db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
+	kf.add(fl)
+	fl.StringVar(&selector, "selector", "", "label selector of the sweep's pods and Jobs (default "+jobs.LabelSweep+": every sweep)")
+	fl.BoolVar(&waitJobs, "wait", false, "first wait until every Job of the sweep is complete or failed")
+	fl.DurationVar(&timeout, "timeout", time.Hour, "longest --wait (e.g. 30m, 2h)")
 	return cmd
 }
+
+// waitForSweep waits for the sweep's Jobs, with a progress line on stderr
+// when it is a terminal.
+func waitForSweep(ctx context.Context, e *env, k jobs.Cluster, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var progress func(jobs.WaitProgress)
+	tty := false
+	if f, ok := e.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		tty = true
+		progress = func(p jobs.WaitProgress) {
+			fmt.Fprintf(e.stderr, "\rwaiting for the sweep's Jobs: %d of %d finished", p.Finished, p.Total)
+		}
+	}
+	err := jobs.WaitJobs(ctx, k, waitInterval, progress)
+	if tty {
+		fmt.Fprintln(e.stderr)
+	}
+	if errors.Is(err, jobs.ErrInvalid) {
+		return &UsageError{Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("waiting (--timeout %s; nothing recorded, collect again without --wait for what finished): %w", timeout, err)
+	}
+	return nil
+}
+
+// waitInterval is how often --wait lists the sweep's Jobs.
+const waitInterval = 5 * time.Second
 
 // addLogDir adds every regular file of dir (not its subdirectories).
 func addLogDir(c *jobs.Collection, dir string) error {

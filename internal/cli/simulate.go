@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 )
@@ -62,12 +64,26 @@ Generators (--gen farm|mixed, or "corepin simulate gen" to write a trace):
   Poisson arrivals and exponential durations; without --arrival-rate the rate
   keeps --utilization (default 0.8) of the cluster's CPUs busy.
 
+--from-cluster replays over the nodes of a Kubernetes cluster instead of N
+copies of one machine: each Node publishing corepin's corepin.io/topology
+annotation (the corepin agent or NRI plugin writes it) is one node, with the
+CPUs its corepin.io/assigned annotation lists already held; nodes without it
+are listed as skipped. The cluster is chosen as kubectl does (--kubeconfig,
+else $KUBECONFIG, else ~/.kube/config, else the in-cluster service account;
+--context); it excludes --nodes, --sysfs-root and --topology. With a trace of
+"corepin kube jobs --sim-trace" this replays a sweep over the cluster's real
+node topologies before it runs.
+
 Examples:
   # Compare every policy on a generated transcode farm, 100 nodes of a saved machine
   corepin simulate --gen farm --jobs 20000 --nodes 100 --sysfs-root ./dumps/128arm
 
   # Replay your own trace with two policies, best fit only, as JSON
   corepin simulate --trace jobs.jsonl --topology topo.json --policies corepin,kubelet-packed --node-choice best-fit -o json
+
+  # Replay a kube jobs sweep over the cluster's own nodes before running it
+  corepin kube jobs --sweep concurrency --sim-trace > sweep.jsonl
+  corepin simulate --trace sweep.jsonl --from-cluster --context prod
 
   # Write a trace to edit or keep
   corepin simulate gen mixed --jobs 5000 --seed 7 --capacity 12800 > fleet.jsonl`
@@ -136,9 +152,11 @@ func newSimulateCmd(e *env) *cobra.Command {
 		reserved                            string
 		nodes, sampleEvery, parallel        int
 		g                                   genFlags
+		fromCluster                         bool
+		kf                                  kubeFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "simulate (--trace FILE|- | --gen farm|mixed) [--nodes N] [--sysfs-root DIR | --topology FILE]",
+		Use:   "simulate (--trace FILE|- | --gen farm|mixed) [--nodes N] [--sysfs-root DIR | --topology FILE | --from-cluster]",
 		Short: "Compare cluster placement policies by replaying a workload trace over N nodes",
 		Long:  simulateUsage,
 		Args:  cobra.NoArgs,
@@ -162,9 +180,37 @@ func newSimulateCmd(e *env) *cobra.Command {
 					}
 				}
 			}
-			topo, err := simTopology(cmd, sysfsRoot, topoPath)
-			if err != nil {
-				return err
+			var (
+				topo    *topology.Topology
+				cluster []sim.Node
+				skipped []skippedNode
+			)
+			if fromCluster {
+				if n := changed(cmd, "nodes", "sysfs-root", "topology"); n != "" {
+					return Usagef("--from-cluster takes the nodes from the cluster; drop --%s", n)
+				}
+				kc, err := kf.client()
+				if err != nil {
+					return err
+				}
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				if cluster, skipped, err = clusterNodes(ctx, kc.Core); err != nil {
+					return err
+				}
+				if len(cluster) == 0 {
+					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology", kc.Host, extender.AnnotationTopology, len(skipped))
+				}
+			} else {
+				if n := changed(cmd, kf.names()...); n != "" {
+					return Usagef("--%s chooses the cluster of --from-cluster; give --from-cluster too", n)
+				}
+				var err error
+				if topo, err = simTopology(cmd, sysfsRoot, topoPath); err != nil {
+					return err
+				}
 			}
 			res, err := cpuset.Parse(strings.TrimSpace(reserved))
 			if err != nil {
@@ -181,9 +227,17 @@ func newSimulateCmd(e *env) *cobra.Command {
 				return Usagef("--topology-policy %q: want none, best-effort, restricted or single-numa-node", topoPolicy)
 			}
 			cfg := sim.Config{Topology: topo, Nodes: nodes, Reserved: res, TopologyPolicy: tp, SampleEvery: sampleEvery, Parallel: parallel}
+			capacity := 0
+			if fromCluster {
+				cfg.Topology, cfg.Nodes, cfg.Cluster = nil, 0, cluster
+				for _, n := range cluster {
+					capacity += n.Topology.Allowed().Difference(res).Size()
+				}
+			} else {
+				capacity = nodes * topo.Allowed().Difference(res).Size()
+			}
 			var evs []sim.Event
 			if gen != "" {
-				capacity := nodes * topo.Allowed().Difference(res).Size()
 				if evs, err = g.generate(gen, capacity); err != nil {
 					return err
 				}
@@ -198,7 +252,16 @@ func newSimulateCmd(e *env) *cobra.Command {
 				return err
 			}
 			if e.JSON() {
+				if fromCluster {
+					return e.PrintJSON(struct {
+						sim.Report
+						SkippedNodes []skippedNode `json:"skipped_nodes"`
+					}{rep, append([]skippedNode{}, skipped...)})
+				}
 				return e.PrintJSON(rep)
+			}
+			for _, s := range skipped {
+				fmt.Fprintf(e.stderr, "skipped node %s: %s\n", s.Node, s.Reason)
 			}
 			return renderSimulation(e.stdout, rep)
 		},
@@ -215,6 +278,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 	f.StringVar(&reserved, "reserved-cpus", "", "CPUs each node keeps for the system (Linux list)")
 	f.IntVar(&sampleEvery, "sample-every", 0, "fragmentation sample every K events (0: about 200 samples)")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "scenarios replayed at once (timings are per scenario)")
+	f.BoolVar(&fromCluster, "from-cluster", false, "replay over the Kubernetes cluster's nodes (their corepin.io/topology and corepin.io/assigned annotations)")
+	f.StringVar(&kf.kubeconfig, "kubeconfig", "", "kubeconfig file of --from-cluster (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
+	f.StringVar(&kf.context, "context", "", "kubeconfig context of --from-cluster (default its current context)")
 	g.add(cmd)
 	cmd.AddCommand(newSimulateGenCmd(e))
 	return cmd
@@ -326,16 +392,23 @@ func readTraceArg(e *env, path string) ([]sim.Event, error) {
 // per node, and the decision rate.
 func renderSimulation(w io.Writer, rep sim.Report) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d jobs (%d events, %.0f s of trace) over %d nodes of %s, %d schedulable CPUs each; topology policy %s\n\n",
-		rep.Jobs, rep.Events, rep.SpanSeconds, rep.Nodes, rep.Topology, rep.NodeCPUs, rep.TopologyPolicy)
+	if rep.NodeCPUs > 0 {
+		fmt.Fprintf(&sb, "%d jobs (%d events, %.0f s of trace) over %d nodes of %s, %d schedulable CPUs each", rep.Jobs, rep.Events, rep.SpanSeconds, rep.Nodes, rep.Topology, rep.NodeCPUs)
+	} else {
+		fmt.Fprintf(&sb, "%d jobs (%d events, %.0f s of trace) over %d nodes (%s), %d schedulable CPUs in all", rep.Jobs, rep.Events, rep.SpanSeconds, rep.Nodes, rep.Topology, rep.CPUs)
+	}
+	if rep.HeldCPUs > 0 {
+		fmt.Fprintf(&sb, ", %d held before the trace", rep.HeldCPUs)
+	}
+	fmt.Fprintf(&sb, "; topology policy %s\n\n", rep.TopologyPolicy)
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tNODE CHOICE\tADMITTED\tREJECTED\tAVOIDABLE\tNUMA\tL3\tSOCKETS\tSHARED CORES\tFREE CORES\tFREE L3\tFREE NUMA\tBUSY\tDECISIONS/S\t")
 	n := float64(rep.Nodes)
 	for _, r := range rep.Results {
 		m := r.Fragmentation.Mean
 		busy := 0.0
-		if rep.NodeCPUs > 0 {
-			busy = 100 * (m.ExclusiveCPUs + m.LSCPUs) / (n * float64(rep.NodeCPUs))
+		if rep.CPUs > 0 {
+			busy = 100 * (m.ExclusiveCPUs + m.LSCPUs) / float64(rep.CPUs)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.1f\t%.2f\t%.2f\t%.0f%%\t%.0f\t\n",
 			r.Scenario, r.NodeChoice, r.Admitted, r.Rejected, r.Avoidable,

@@ -7,9 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"context"
 	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // simTopoFile writes a synthetic machine as corepin topo -o json would.
@@ -178,5 +184,121 @@ func TestSimulateTopologyIsTopoJSON(t *testing.T) {
 	}
 	if rep.NodeCPUs != len(d.CPUs) {
 		t.Errorf("node cpus %d, want %d", rep.NodeCPUs, len(d.CPUs))
+	}
+}
+
+// TestSimulateFromCluster replays a kube jobs sweep over a cluster's nodes
+// read from a fake API server: two nodes publish their topology (one with
+// 4 CPUs held), one publishes none and one a broken one; both of those are
+// listed as skipped.
+func TestSimulateFromCluster(t *testing.T) {
+	nodeFile := writeNode(t)
+	doc, err := os.ReadFile(nodeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name string, ann map[string]string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+	}
+	srv, seen := fakeAPIServer(t, nil,
+		node("n1", map[string]string{"corepin.io/topology": string(doc), "corepin.io/assigned": `[{"id":"ns/db","cpuset":"0-3","qos":"LSE"}]`}),
+		node("n2", map[string]string{"corepin.io/topology": string(doc)}),
+		node("n3", nil),
+		node("n4", map[string]string{"corepin.io/topology": `{"cpus":`}),
+	)
+	kc := writeKubeconfig(t, srv)
+	code, trace, errs := corepin(t, "", "kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--topology", nodeFile, "--sim-trace")
+	if code != 0 {
+		t.Fatalf("kube jobs --sim-trace: exit %d: %s", code, errs)
+	}
+	code, out, errs := corepin(t, trace, "simulate", "--trace", "-", "--from-cluster", "--kubeconfig", kc, "--context", "sweep",
+		"--policies", "corepin", "--node-choice", "best-fit", "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate --from-cluster: exit %d: %s (requests %q)", code, errs, *seen)
+	}
+	var rep struct {
+		Nodes     int    `json:"nodes"`
+		Topology  string `json:"topology"`
+		CPUs      int    `json:"cpus"`
+		HeldCPUs  int    `json:"held_cpus"`
+		Jobs      int    `json:"jobs"`
+		Scenarios []struct {
+			Admitted int `json:"admitted"`
+			Rejected int `json:"rejected"`
+		} `json:"scenarios"`
+		Skipped []skippedNode `json:"skipped_nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Scenarios) != 1 {
+		t.Fatalf("simulate output %q: %v", out, err)
+	}
+	if rep.Nodes != 2 || rep.CPUs != 32 || rep.HeldCPUs != 4 || rep.Jobs != 28 || rep.Scenarios[0].Admitted != 28 {
+		t.Errorf("replayed %d jobs over %d nodes, %d CPUs, %d held, admitted %d; want 28 over 2 nodes, 32 CPUs, 4 held, all admitted",
+			rep.Jobs, rep.Nodes, rep.CPUs, rep.HeldCPUs, rep.Scenarios[0].Admitted)
+	}
+	if len(rep.Skipped) != 2 || rep.Skipped[0].Node != "n3" || !strings.Contains(rep.Skipped[0].Reason, "no corepin.io/topology") ||
+		rep.Skipped[1].Node != "n4" || !strings.Contains(rep.Skipped[1].Reason, "invalid node annotation") {
+		t.Errorf("skipped %+v, want n3 (no annotation) and n4 (invalid annotation)", rep.Skipped)
+	}
+	// Text output names the skipped nodes on stderr.
+	code, out, errs = corepin(t, trace, "simulate", "--trace", "-", "--from-cluster", "--kubeconfig", kc, "--context", "sweep", "--policies", "corepin", "--node-choice", "best-fit")
+	if code != 0 || !strings.Contains(errs, "skipped node n3") || !strings.Contains(out, "over 2 nodes of") || !strings.Contains(out, "4 held before the trace") {
+		t.Errorf("text: exit %d, stdout %q, stderr %q; want the table and the skipped nodes", code, out, errs)
+	}
+	for _, args := range [][]string{
+		{"simulate", "--gen", "farm", "--from-cluster", "--kubeconfig", kc, "--context", "sweep", "--nodes", "3"},
+		{"simulate", "--gen", "farm", "--from-cluster", "--kubeconfig", kc, "--context", "sweep", "--topology", nodeFile},
+		{"simulate", "--gen", "farm", "--kubeconfig", kc, "--topology", nodeFile},
+		{"simulate", "--gen", "farm", "--from-cluster", "--kubeconfig", kc, "--context", "nope"},
+	} {
+		code, out, errs := corepin(t, "", args...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, one line on stderr", args, code, out, errs)
+		}
+	}
+}
+
+// TestSimulateFromClusterWithoutCorepinNodes: a cluster where no node
+// publishes its topology is bad input, naming what to run.
+func TestSimulateFromClusterWithoutCorepinNodes(t *testing.T) {
+	srv, _ := fakeAPIServer(t, nil, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "plain"}})
+	kc := writeKubeconfig(t, srv)
+	code, out, errs := corepin(t, "", "simulate", "--gen", "farm", "--from-cluster", "--kubeconfig", kc, "--context", "sweep")
+	if code != 2 || out != "" || !strings.Contains(errs, "no node of the cluster") || !strings.Contains(errs, "1 nodes skipped") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 saying no node publishes its topology", code, out, errs)
+	}
+}
+
+// TestClusterNodesPages reads nodes from client-go's fake clientset one
+// at a time and shares one topology between nodes of the same machine.
+func TestClusterNodesPages(t *testing.T) {
+	doc, err := os.ReadFile(writeNode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []corev1.Node
+	for _, n := range []string{"a", "b", "c"} {
+		items = append(items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{"corepin.io/topology": string(doc)}}})
+	}
+	cs := fake.NewClientset()
+	var limits []int64
+	cs.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.ListActionImpl)
+		limits = append(limits, l.ListOptions.Limit)
+		i := 0
+		if l.ListOptions.Continue != "" {
+			i = int(l.ListOptions.Continue[0] - '0')
+		}
+		out := &corev1.NodeList{Items: items[i : i+1]}
+		if i+1 < len(items) {
+			out.Continue = string(rune('0' + i + 1))
+		}
+		return true, out, nil
+	})
+	nodes, skipped, err := clusterNodes(context.Background(), cs.CoreV1())
+	if err != nil || len(nodes) != 3 || len(skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
+		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(skipped), err, len(limits), limits, nodePageSize)
+	}
+	if nodes[0].Topology != nodes[2].Topology {
+		t.Errorf("nodes publishing the same machine have distinct topologies; want one shared")
 	}
 }

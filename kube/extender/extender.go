@@ -35,6 +35,7 @@ type Extender struct {
 	maxNodes int
 	cache    cache[stateKey, *nodeState]
 	verdicts cache[verdictKey, verdict]
+	metrics  *metrics
 }
 
 // Option configures an Extender.
@@ -49,7 +50,8 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 // New returns an Extender.
 func New(opts ...Option) *Extender {
 	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes,
-		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries}}
+		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries},
+		metrics: newMetrics()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -57,11 +59,14 @@ func New(opts ...Option) *Extender {
 }
 
 // Handler serves POST /filter and POST /prioritize (the verbs of the
-// shipped scheduler configuration) and GET /healthz.
+// shipped scheduler configuration), GET /healthz and GET /metrics
+// (Prometheus: call durations and counts by verb, filtered nodes by
+// result).
 func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) }))
-	mux.HandleFunc("POST /prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) }))
+	mux.HandleFunc("POST /filter", e.metrics.timed("filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) })))
+	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) })))
+	mux.Handle("GET /metrics", e.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -171,7 +176,12 @@ func DecodeArgs(data []byte, maxNodes int) (*extenderv1.ExtenderArgs, error) {
 type verdict struct {
 	ok     bool
 	reason string // why not, when !ok
-	score  int64
+	// unresolvable: preempting the node's pods would not help either (the
+	// pod's metadata or the node's annotations are bad, or the node could
+	// not place the request even with nothing held). The scheduler skips
+	// such nodes when it looks for victims.
+	unresolvable bool
+	score        int64
 }
 
 // verdictKey names a verdict: the node's state and the request (its
@@ -194,10 +204,10 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		return verdict{ok: true} // not a corepin node: not ours to judge
 	}
 	if reqErr != nil {
-		return verdict{reason: reqErr.Error()}
+		return verdict{reason: reqErr.Error(), unresolvable: true}
 	}
 	if ns.err != nil {
-		return verdict{reason: ns.err.Error()}
+		return verdict{reason: ns.err.Error(), unresolvable: true}
 	}
 	if ns.st == nil {
 		if req.QoS == alloc.BE {
@@ -216,6 +226,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	pl, err := ns.st.Clone().Allocate(req)
 	if err != nil {
 		v = verdict{reason: Reason(req, err)}
+		if ns.empty != nil {
+			if _, err := ns.empty.Clone().Allocate(req); err != nil {
+				v.unresolvable = true
+			}
+		}
 	} else {
 		v = verdict{ok: true, score: score(pl, ns.free)}
 	}
@@ -230,17 +245,22 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 // nodes for the same cause so that the scheduler can count them.
 func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	req, reqErr := RequestOf(args.Pod)
-	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}}, FailedNodes: extenderv1.FailedNodesMap{}}
+	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}},
+		FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
 		ns, k := e.stateOf(n)
 		v := e.judge(ns, k, req, reqErr)
-		if v.ok {
+		switch {
+		case v.ok:
 			res.Nodes.Items = append(res.Nodes.Items, *n)
-			continue
+		case v.unresolvable:
+			res.FailedAndUnresolvableNodes[n.Name] = v.reason
+		default:
+			res.FailedNodes[n.Name] = v.reason
 		}
-		res.FailedNodes[n.Name] = v.reason
 	}
+	e.metrics.filtered(len(res.Nodes.Items), len(res.FailedNodes), len(res.FailedAndUnresolvableNodes))
 	return res
 }
 
@@ -263,7 +283,7 @@ func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPri
 // sent them.
 func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
 	req, reqErr := RequestOf(pod)
-	failed := extenderv1.FailedNodesMap{}
+	failed, unresolvable := extenderv1.FailedNodesMap{}, extenderv1.FailedNodesMap{}
 	size := 256
 	for i := range nodes {
 		size += len(nodes[i].raw) + 1
@@ -276,7 +296,11 @@ func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
 		ns, k := e.rawStateOf(n)
 		v := e.judge(ns, k, req, reqErr)
 		if !v.ok {
-			failed[n.name] = v.reason
+			if v.unresolvable {
+				unresolvable[n.name] = v.reason
+			} else {
+				failed[n.name] = v.reason
+			}
 			continue
 		}
 		if !first {
@@ -289,9 +313,16 @@ func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
 	if err != nil {
 		fj = []byte("{}") // not reached: a map of strings always encodes
 	}
+	e.metrics.filtered(len(nodes)-len(failed)-len(unresolvable), len(failed), len(unresolvable))
+	uj, err := json.Marshal(unresolvable)
+	if err != nil {
+		uj = []byte("{}")
+	}
 	buf.WriteString(`]},"NodeNames":null,"FailedNodes":`)
 	buf.Write(fj)
-	buf.WriteString(`,"FailedAndUnresolvableNodes":null,"Error":""}` + "\n")
+	buf.WriteString(`,"FailedAndUnresolvableNodes":`)
+	buf.Write(uj)
+	buf.WriteString(`,"Error":""}` + "\n")
 	return buf.Bytes()
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,10 +225,59 @@ func TestFilterBadNodeAndPodMetadata(t *testing.T) {
 			if len(res.Nodes.Items) != 0 {
 				t.Fatalf("kept %v, want the node failed", names(res.Nodes))
 			}
-			if got := res.FailedNodes["n"]; !strings.Contains(got, tc.reason) {
-				t.Errorf("reason = %q, want it to contain %q", got, tc.reason)
+			// Bad metadata is not helped by preempting pods.
+			if got := res.FailedAndUnresolvableNodes["n"]; !strings.Contains(got, tc.reason) {
+				t.Errorf("unresolvable reason = %q, want it to contain %q", got, tc.reason)
+			}
+			if got, ok := res.FailedNodes["n"]; ok {
+				t.Errorf("also in FailedNodes (%q): preemption would be tried in vain", got)
 			}
 		})
+	}
+}
+
+// TestFilterTellsPreemptionWhatCannotHelp: a node refused only because of
+// what it holds is a FailedNode (preempting pods there may make room); a
+// node that could not place the pod even empty (no NUMA node that large,
+// or its reserved CPUs in the way) is FailedAndUnresolvable, so the
+// scheduler does not evict pods for nothing.
+func TestFilterTellsPreemptionWhatCannotHelp(t *testing.T) {
+	h := New().Handler()
+	busy := topoNode(t, "busy", `[{"id":"a/x","cpuset":"0-2","qos":"LSE"},{"id":"a/y","cpuset":"4-6","qos":"LSE"}]`)
+	reserved := topoNode(t, "reserved", `[{"id":"(reserved)","cpuset":"0,4","qos":"LSE"}]`)
+	cases := []struct {
+		cpus                     string
+		wantFailed, wantUnresolv []string
+	}{
+		// 6 on one NUMA node: busy could after preemption; reserved's
+		// nodes keep 7 free each, it fits there.
+		{"6", []string{"busy"}, nil},
+		// 8: busy could after preemption (8 per NUMA node), reserved
+		// never (7 per NUMA node besides its reserved CPUs).
+		{"8", []string{"busy"}, []string{"reserved"}},
+		// 9: no NUMA node of 8 CPUs ever.
+		{"9", nil, []string{"busy", "reserved"}},
+	}
+	for _, c := range cases {
+		pod := guaranteedPod("p"+c.cpus, c.cpus, map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+		res := filter(t, h, args(t, pod, busy, reserved))
+		var failed, unresolv []string
+		for n := range res.FailedNodes {
+			failed = append(failed, n)
+		}
+		for n := range res.FailedAndUnresolvableNodes {
+			unresolv = append(unresolv, n)
+		}
+		slices.Sort(failed)
+		slices.Sort(unresolv)
+		if !slices.Equal(failed, c.wantFailed) || !slices.Equal(unresolv, c.wantUnresolv) {
+			t.Errorf("%s CPUs: failed %v unresolvable %v, want %v and %v", c.cpus, failed, unresolv, c.wantFailed, c.wantUnresolv)
+		}
+		for n, r := range res.FailedAndUnresolvableNodes {
+			if want := "no NUMA node with " + c.cpus + " free CPUs"; r != want {
+				t.Errorf("%s CPUs: node %s reason %q, want %q", c.cpus, n, r, want)
+			}
+		}
 	}
 }
 

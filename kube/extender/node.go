@@ -51,7 +51,12 @@ type nodeState struct {
 	st *alloc.State
 	// free is the number of CPUs an exclusive request could still take.
 	free int
-	err  error
+	// empty is the node with nothing held but its reserved CPUs
+	// (plan.ReservedID): what a request refused on st would meet if
+	// every pod there were preempted. Nil when the node publishes too
+	// little to know (AnnotationNUMAFree).
+	empty *alloc.State
+	err   error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -164,34 +169,80 @@ func failed(format string, args ...any) *nodeState {
 	return &nodeState{err: fmt.Errorf("%w: %s", ErrNode, fmt.Sprintf(format, args...))}
 }
 
-// decodeTopology builds the state of a node publishing its topology and
-// assignments, through the same plan document `corepin plan` places on.
-func decodeTopology(topo, assigned string) *nodeState {
+// NodeTopology decodes the corepin state a node publishes: its machine
+// (AnnotationTopology, the compact `corepin topo -o json` document) and
+// the workloads already holding CPUs on it (AnnotationAssigned, the
+// "assigned" list of `corepin plan`). ok is false, with nothing decoded,
+// for a node without AnnotationTopology. A malformed or oversized
+// annotation is an error wrapping ErrNode. The assignments are not checked
+// against the machine here: alloc.State.Assign does that.
+func NodeTopology(node *corev1.Node) (t *topology.Topology, held []alloc.Assignment, ok bool, err error) {
+	topo, ok := node.Annotations[AnnotationTopology]
+	if !ok {
+		return nil, nil, false, nil
+	}
+	t, assigned, err := parseTopology(topo, node.Annotations[AnnotationAssigned])
+	if err != nil {
+		return nil, nil, true, err
+	}
+	for _, a := range assigned {
+		as, err := a.Assignment()
+		if err != nil {
+			return nil, nil, true, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAssigned, err)
+		}
+		held = append(held, as)
+	}
+	return t, held, true, nil
+}
+
+// parseTopology decodes the two annotations of a node publishing its
+// topology and assignments.
+func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, error) {
 	if len(topo) > MaxAnnotationBytes || len(assigned) > MaxAnnotationBytes {
-		return failed("annotation longer than %d bytes", MaxAnnotationBytes)
+		return nil, nil, fmt.Errorf("%w: annotation longer than %d bytes", ErrNode, MaxAnnotationBytes)
 	}
 	t, err := topology.ReadDoc(bytes.NewReader([]byte(topo)))
 	if err != nil {
-		return failed("%s: %v", AnnotationTopology, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationTopology, err)
 	}
-	doc := plan.Document{Topology: plan.TopologyOf(t)}
+	var list []plan.Assigned
 	if assigned != "" {
 		dec := json.NewDecoder(bytes.NewReader([]byte(assigned)))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&doc.Assigned); err != nil {
-			return failed("%s: parsing: %v", AnnotationAssigned, err)
+		if err := dec.Decode(&list); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: parsing: %w", ErrNode, AnnotationAssigned, err)
 		}
 		if dec.More() {
-			return failed("%s: trailing data after the JSON list", AnnotationAssigned)
+			return nil, nil, fmt.Errorf("%w: %s: trailing data after the JSON list", ErrNode, AnnotationAssigned)
 		}
 	}
-	p, err := doc.Place(func(string) (*topology.Topology, error) {
-		return nil, errors.New("a node's state never names a sysfs root")
-	})
+	return t, list, nil
+}
+
+// decodeTopology builds the state of a node publishing its topology and
+// assignments, through the same plan document `corepin plan` places on.
+func decodeTopology(topo, assigned string) *nodeState {
+	t, list, err := parseTopology(topo, assigned)
+	if err != nil {
+		return &nodeState{err: err}
+	}
+	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
+	p, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size()}
+	var reserved []plan.Assigned
+	for _, a := range doc.Assigned {
+		if a.ID == plan.ReservedID {
+			reserved = append(reserved, a)
+		}
+	}
+	doc.Assigned = reserved
+	empty, err := doc.Place(noSysfsRoot)
+	if err != nil {
+		return failed("%s: %v", AnnotationAssigned, err)
+	}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State}
 }
 
 // decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree: node i
@@ -246,4 +297,10 @@ func short(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// noSysfsRoot is the topology loader of a node's plan document: the
+// topology is in the document, never a sysfs root to read.
+func noSysfsRoot(string) (*topology.Topology, error) {
+	return nil, errors.New("a node's state never names a sysfs root")
 }

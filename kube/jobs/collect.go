@@ -93,6 +93,33 @@ func (c *Collection) Add(name string, r io.Reader) {
 	}
 }
 
+// AddDocument keeps the result document doc of one pod (its termination
+// message, see Document) under name. A doc that is not a usable result
+// (empty, longer than MaxMessageBytes, not a result document, a result
+// of a failed run) is returned as an error and nothing is kept or
+// skipped, so the caller can read the pod's log instead.
+func (c *Collection) AddDocument(name string, doc []byte) error {
+	if len(doc) == 0 {
+		return errors.New("no result document")
+	}
+	if len(doc) > MaxMessageBytes {
+		return fmt.Errorf("result document of %d bytes, more than the %d Kubernetes keeps", len(doc), MaxMessageBytes)
+	}
+	res, err := parseMarker(bytes.TrimSpace(doc))
+	if err != nil {
+		return err
+	}
+	if res.m.V != ResultVersion {
+		return fmt.Errorf("a result without version %d is a log line, not a result document", ResultVersion)
+	}
+	if len(c.results) >= MaxResults {
+		return fmt.Errorf("more than %d results in one collection", MaxResults)
+	}
+	res.log = name
+	c.results = append(c.results, res)
+	return nil
+}
+
 func parseMarker(b []byte) (result, error) {
 	var r result
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -105,6 +132,8 @@ func parseMarker(b []byte) (result, error) {
 	}
 	m := r.m
 	switch {
+	case m.V != 0 && m.V != ResultVersion:
+		return r, fmt.Errorf("result version %d: this corepin reads version %d; collect with the corepin that generated the Jobs", m.V, ResultVersion)
 	case !contains(Sweeps, m.Sweep):
 		return r, fmt.Errorf("result of unknown sweep %q", m.Sweep)
 	case m.Index < 0 || m.Index > MaxJobs || m.Repeat < 0 || m.Repeat >= MaxRepeats || m.Pods < 1 || m.Pods > maxPods:

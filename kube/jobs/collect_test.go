@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/store"
@@ -27,18 +28,54 @@ func TestCollectRoundTrip(t *testing.T) {
 		return `{"job":0,"cmd":"corepin workload spin","mode":"unbounded","cpus":2,"cpuset":"0-1","wall_s":` + wall +
 			`,"user_s":1,"sys_s":0,"cpus_used":"0-1","migrations":4,"throttled_s":0,"exit_code":0,"ops":1000,"ops_per_s":500,"started_at":"2026-11-23T01:00:00Z","finished_at":"2026-11-23T01:00:02Z"}`
 	}
-	var c Collection
-	c.Add("pod-alone", bytes.NewReader(runScript(t, script(0), "corepin-concurrency-000-r0-aaaaa", run("2"), 0)))
-	c.Add("pod-b1", bytes.NewReader(runScript(t, script(1), "corepin-concurrency-001-r0-bbbbb", run("3"), 0)))
-	c.Add("pod-b2", bytes.NewReader(runScript(t, script(1), "corepin-concurrency-001-r0-ccccc", run("5"), 0)))
-	// A failed run prints no result: its marker is skipped with a reason,
-	// and the script keeps the run's exit status.
-	c.Add("pod-failed", bytes.NewReader(runScript(t, script(1), "corepin-concurrency-001-r0-ddddd", "", 3)))
-	if c.Results() != 3 {
-		t.Fatalf("Results() = %d, want 3 (skipped: %+v)", c.Results(), c.Skipped)
+	type pod struct {
+		name, out    string
+		script, code int
 	}
-	if len(c.Skipped) != 1 || c.Skipped[0].Log != "pod-failed" || !strings.Contains(c.Skipped[0].Reason, "parsing the result line") {
-		t.Errorf("Skipped = %+v, want pod-failed with a parse reason", c.Skipped)
+	pods := []pod{
+		{name: "corepin-concurrency-000-r0-aaaaa", script: 0, out: run("2")},
+		{name: "corepin-concurrency-001-r0-bbbbb", script: 1, out: run("3")},
+		{name: "corepin-concurrency-001-r0-ccccc", script: 1, out: run("5")},
+		// A failed run prints no result: its document and its marker say
+		// so, it is skipped with that reason, and the script keeps the
+		// run's exit status.
+		{name: "corepin-concurrency-001-r0-ddddd", script: 1, out: "", code: 3},
+	}
+	// c reads the termination messages (the log where there is none), as
+	// collect does through the API; fromLogs reads only the logs.
+	var c, fromLogs Collection
+	for _, p := range pods {
+		log, msg := runScript(t, script(p.script), p.name, p.out, p.code)
+		fromLogs.Add(p.name, bytes.NewReader(log))
+		if err := c.AddDocument(p.name, msg); err != nil {
+			if p.code == 0 {
+				t.Errorf("pod %s: AddDocument(%q) error = %v, want its result", p.name, msg, err)
+			}
+			c.Add(p.name, bytes.NewReader(log))
+		} else if p.code != 0 {
+			t.Errorf("pod %s: AddDocument(%q) kept the result of a run that printed none", p.name, msg)
+		}
+	}
+	for _, c := range []*Collection{&c, &fromLogs} {
+		if c.Results() != 3 {
+			t.Fatalf("Results() = %d, want 3 (skipped: %+v)", c.Results(), c.Skipped)
+		}
+		if len(c.Skipped) != 1 || c.Skipped[0].Log != "corepin-concurrency-001-r0-ddddd" || !strings.Contains(c.Skipped[0].Reason, "printed no corepin run result") {
+			t.Errorf("Skipped = %+v, want pod ddddd: printed no corepin run result", c.Skipped)
+		}
+	}
+	type kept struct {
+		M   Marker
+		Row store.Job
+	}
+	project := func(c *Collection) (out []kept) {
+		for _, r := range c.results {
+			out = append(out, kept{r.m, r.job.Row()})
+		}
+		return out
+	}
+	if diff := cmp.Diff(project(&fromLogs), project(&c), cmpopts.IgnoreFields(Marker{}, "Result")); diff != "" {
+		t.Errorf("results from documents differ from those from logs (-logs +documents):\n%s", diff)
 	}
 	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
 	if err != nil {

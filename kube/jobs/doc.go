@@ -10,12 +10,19 @@
 // the point's CPUs as requests and limits per enforcement mode (pinned:
 // Guaranteed whole CPUs and QoS class LSE; quota: limit = request; burst:
 // limit = 2 x request; unbounded: no limit). A pod runs `corepin run ... -o
-// json` on the workload and prints one line "corepin-result {...}" (Marker)
-// holding the point, its place in the sweep and the run's JSON result.
+// json` on the workload, then `corepin kube result` (WriteResult), which
+// prints one line "corepin-result {...}" (Marker: the point, its place in
+// the sweep and the run's full JSON result) to the log and writes the
+// compact result document (Document, {"v":1,...}: the same fields with the
+// job's measured figures only) to the container's termination message,
+// which Kubernetes keeps (at most 4096 bytes) in the pod's status. A
+// document over 4096 bytes is not written; the log line is the fallback.
+// The largest realistic documents are about 3000 bytes.
 //
-// Collect reads pod logs (as `kubectl logs` gives them, one per pod or all
-// in one stream), keeps the marked lines and records them (store): the pods'
-// jobs as job rows and, per point and repeat, the metrics the experiment's
-// own analysis reads. A log without a usable result is skipped with a
-// reason, never fatal.
+// Collect takes results from termination messages (AddDocument, as
+// `corepin kube collect` reads them through the API server) or from pod
+// logs (Add: one per pod or all in one stream, as `kubectl logs` gives
+// them), and records them (store): the pods' jobs as job rows and, per
+// point and repeat, the metrics the experiment's own analysis reads. A pod
+// without a usable result is skipped with a reason, never fatal.
 package jobs

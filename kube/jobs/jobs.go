@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -18,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/bench"
-	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
 	"github.com/corepin/corepin/workload"
 )
@@ -63,6 +65,16 @@ type Options struct {
 	Image, Binary, Namespace string
 	// Memory is each pod's memory request and limit (default 512Mi).
 	Memory string
+	// SchedulerName is the pods' spec.schedulerName: "" for the cluster's
+	// default scheduler, corepin-scheduler for the Helm chart's.
+	SchedulerName string
+	// NUMAPolicy is the topology policy (annotation corepin.io/numa-policy)
+	// of the pinned (LSE) pods, which the scheduler extender and the node
+	// honour alike; "" leaves it to the node's default.
+	NUMAPolicy string
+	// HostNetwork runs the pods in their node's network namespace, for
+	// clusters without a network plugin.
+	HostNetwork bool
 }
 
 // Job is one point x repeat of a sweep, before it is a Kubernetes object.
@@ -259,8 +271,12 @@ func runArgv(bin string, js jobSpec, j Job, write bool) []string {
 	return append(argv, w...)
 }
 
-// Marker is the result line a pod prints after MarkerPrefix.
+// Marker is a pod's result: the line it prints after MarkerPrefix (with
+// the full `corepin run` result) and, compacted (Document), its
+// termination message.
 type Marker struct {
+	// V is ResultVersion; 0 (absent) in the lines of older pods.
+	V       int             `json:"v,omitempty"`
 	Sweep   string          `json:"sweep"`
 	Index   int             `json:"index"`
 	Repeat  int             `json:"repeat"`
@@ -299,6 +315,16 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			return nil, fmt.Errorf("%w: namespace %q: %s", ErrInvalid, o.Namespace, errs[0])
 		}
 	}
+	if o.SchedulerName != "" {
+		if errs := validation.IsDNS1123Subdomain(o.SchedulerName); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: scheduler name %q: %s", ErrInvalid, o.SchedulerName, errs[0])
+		}
+	}
+	if o.NUMAPolicy != "" {
+		if _, err := podmeta.ParseNUMAPolicy(o.NUMAPolicy); err != nil {
+			return nil, fmt.Errorf("%w: --numa-policy: %w", ErrInvalid, err)
+		}
+	}
 	out := make([]batchv1.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
 		pj, err := json.Marshal(j.Point)
@@ -306,7 +332,7 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			return nil, err
 		}
 		labels := map[string]string{LabelSweep: s.Name, LabelIndex: fmt.Sprintf("%03d", j.Index), LabelRepeat: strconv.Itoa(j.Repeat)}
-		podLabels := map[string]string{extender.LabelQoSClass: j.QoS}
+		podLabels := map[string]string{podmeta.LabelQoSClass: j.QoS}
 		for k, v := range labels {
 			podLabels[k] = v
 		}
@@ -319,7 +345,11 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 		if j.QoS == "LSE" {
 			lim[corev1.ResourceMemory] = memQ // Guaranteed: every limit equals its request
 		}
-		script, err := s.script(j, pj, o.Binary)
+		podAnn := maps.Clone(ann)
+		if j.QoS == "LSE" && o.NUMAPolicy != "" {
+			podAnn[podmeta.AnnotationNUMAPolicy] = o.NUMAPolicy
+		}
+		script, err := s.script(j, pj)
 		if err != nil {
 			return nil, err
 		}
@@ -331,13 +361,19 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 			Spec: batchv1.JobSpec{
 				Parallelism: &par, Completions: &pods, BackoffLimit: &backoff,
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: ann},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnn},
 					Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyNever,
+						SchedulerName: o.SchedulerName,
+						HostNetwork:   o.HostNetwork,
 						Containers: []corev1.Container{{
 							Name: "job", Image: o.Image, Command: []string{"/bin/sh", "-c", script},
 							Env:       []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"}},
 							Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
+							// The result document (Document) travels as the
+							// container's termination message.
+							TerminationMessagePath:   TerminationLog,
+							TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						}},
 					},
 				},
@@ -347,22 +383,26 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 	return out, nil
 }
 
-// script runs the point's command and prints its last stdout line as the
-// marked result, keeping the command's exit status.
-func (s *Sweep) script(j Job, point []byte, bin string) (string, error) {
+// script runs the point's command, then `corepin kube result`, which
+// prints the marked result line to the log and writes the result document
+// to the termination message; the script keeps the command's exit status.
+func (s *Sweep) script(j Job, point []byte) (string, error) {
+	bin := j.Argv[0]
 	m := Marker{Sweep: s.Name, Index: j.Index, Repeat: j.Repeat, Point: point, Pods: j.Pods, Quick: s.Quick,
 		Repeats: s.Repeats, Topology: s.TopologySummary, Spec: s.Spec}
 	head, err := json.Marshal(m)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("encoding the result context of %s: %w", s.name(j), err)
 	}
-	// head ends with ,"pod":"","result":null}; the shell fills both in.
-	prefix, ok := strings.CutSuffix(string(head), `"pod":"","result":null}`)
+	// The pod and its result are filled in by the pod.
+	ctx, ok := bytes.CutSuffix(head, []byte(`,"pod":"","result":null}`))
 	if !ok {
-		return "", fmt.Errorf("encoding the result marker of %s", s.name(j))
+		return "", fmt.Errorf("encoding the result context of %s", s.name(j))
 	}
-	return fmt.Sprintf("%s > /tmp/corepin-run.json\nrc=$?\nprintf '%%s%%s%%s%%s%%s}\\n' %s %s \"$HOSTNAME\" '\",\"result\":' \"$(tail -n 1 /tmp/corepin-run.json)\"\nexit $rc\n",
-		shellJoin(j.Argv), shellQuote(MarkerPrefix), shellQuote(prefix+`"pod":"`)), nil
+	head = append(ctx, '}')
+	const out = "/tmp/corepin-run.json"
+	result := []string{bin, "kube", "result", "--run", out, "--termination-log", TerminationLog, "--context", string(head)}
+	return fmt.Sprintf("%s > %s\nrc=$?\n%s --pod \"$HOSTNAME\"\nexit $rc\n", shellJoin(j.Argv), out, shellJoin(result)), nil
 }
 
 func shellQuote(s string) string {

@@ -172,31 +172,121 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	if _, err := s.Objects(Options{Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with memory lots: error = %v, want ErrInvalid", err)
 	}
+	if _, err := s.Objects(Options{Image: "i", NUMAPolicy: "single"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "single-numa-node") {
+		t.Errorf("Objects() with numa policy single: error = %v, want ErrInvalid naming the allowed values", err)
+	}
+	if _, err := s.Objects(Options{Image: "i", SchedulerName: "Corepin Scheduler"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Objects() with scheduler name %q: error = %v, want ErrInvalid", "Corepin Scheduler", err)
+	}
+}
+
+// TestJobsForTheClusterScheduler: --scheduler-name, --numa-policy and
+// --host-network reach every pod template; the topology policy only the
+// pinned (LSE) pods, whose CPUs the extender and the node align; the Job
+// objects themselves carry no pod metadata.
+func TestJobsForTheClusterScheduler(t *testing.T) {
+	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [3]\n  modes: [pinned, quota]\n")
+	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i",
+		SchedulerName: "corepin-scheduler", NUMAPolicy: "single-numa-node", HostNetwork: true})
+	if len(objs) != 2 {
+		t.Fatalf("%d Jobs, want 2", len(objs))
+	}
+	for _, j := range objs {
+		pod := j.Spec.Template
+		if pod.Spec.SchedulerName != "corepin-scheduler" || !pod.Spec.HostNetwork {
+			t.Errorf("Job %s: schedulerName %q hostNetwork %v", j.Name, pod.Spec.SchedulerName, pod.Spec.HostNetwork)
+		}
+		got, has := pod.Annotations["corepin.io/numa-policy"]
+		if lse := pod.Labels["koordinator.sh/qosClass"] == "LSE"; has != lse || (lse && got != "single-numa-node") {
+			t.Errorf("Job %s (class %s): numa-policy %q (set %v)", j.Name, pod.Labels["koordinator.sh/qosClass"], got, has)
+		}
+		if _, ok := j.Annotations["corepin.io/numa-policy"]; ok {
+			t.Errorf("Job %s: the Job object carries the pod's numa-policy", j.Name)
+		}
+	}
+}
+
+// TestMain lets the test binary stand in for `corepin kube result` in
+// the scripts runScript runs (the fake corepin execs it with
+// helperEnv set), with the termination log redirected to a test file.
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Exit(resultHelper(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+const helperEnv = "COREPIN_JOBS_TEST_HELPER"
+
+// resultHelper is `corepin kube result` on its flags (the CLI's own test
+// runs the real command on a generated script).
+func resultHelper(args []string) int {
+	if len(args) < 2 || args[0] != "kube" || args[1] != "result" {
+		fmt.Fprintf(os.Stderr, "helper: unexpected arguments %q\n", args)
+		return 2
+	}
+	fs := flag.NewFlagSet("result", flag.ContinueOnError)
+	var p PodResult
+	var head string
+	fs.StringVar(&p.Run, "run", "", "")
+	fs.StringVar(&head, "context", "", "")
+	fs.StringVar(&p.Pod, "pod", "", "")
+	fs.StringVar(&p.TerminationLog, "termination-log", "", "")
+	if err := fs.Parse(args[2:]); err != nil {
+		return 2
+	}
+	if p.TerminationLog != TerminationLog {
+		fmt.Fprintf(os.Stderr, "helper: --termination-log %q, want %q\n", p.TerminationLog, TerminationLog)
+		return 2
+	}
+	p.TerminationLog, p.Head = os.Getenv("COREPIN_TEST_TERMINATION_LOG"), []byte(head)
+	if err := WriteResult(p, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
 }
 
 // runScript runs a generated container script under /bin/sh with a fake
-// corepin first on PATH that prints out as `corepin run -o json` would.
-func runScript(t *testing.T, script, pod, out string, code int) []byte {
+// corepin first on PATH whose `run` prints out as `corepin run -o json`
+// would and whose `kube result` is this test binary (resultHelper). It
+// returns the pod's log and its termination message.
+func runScript(t *testing.T, script, pod, out string, code int) (log, message []byte) {
 	t.Helper()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skipf("no sh: %v", err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := t.TempDir()
-	fake := fmt.Sprintf("#!%s\necho 'workload noise {\"job\":9}'\nprintf '%%s\\n' '%s'\nexit %d\n", sh, out, code)
+	fake := fmt.Sprintf("#!%s\nif [ \"$1\" = kube ]; then exec %s \"$@\"; fi\necho 'workload noise {\"job\":9}'\nprintf '%%s\\n' '%s'\nexit %d\n",
+		sh, shellQuote(self), out, code)
 	if err := os.WriteFile(filepath.Join(bin, "corepin"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	term := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(term, nil, 0o644); err != nil { // the kubelet creates it empty
+		t.Fatal(err)
+	}
 	cmd := exec.Command(sh, "-c", script)
-	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod}
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod, helperEnv + "=1", "COREPIN_TEST_TERMINATION_LOG=" + term}
 	cmd.Dir = t.TempDir()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	got, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == code) {
-		t.Fatalf("script: %v", err)
+		t.Fatalf("script: %v: %s", err, stderr.String())
 	}
 	if code != 0 && err == nil {
 		t.Fatalf("script exited 0, want %d (the run's status)", code)
 	}
-	return got
+	msg, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, msg
 }

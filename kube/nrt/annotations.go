@@ -39,7 +39,7 @@ const (
 	// CPUs: the extender places on the published topology with no
 	// allocator configuration, so the reserved CPUs are published as held
 	// (as exclusive, out of every pool: the cluster cannot place on them).
-	ReservedID = "(reserved)"
+	ReservedID = plan.ReservedID
 )
 
 // ErrTooLarge means a node's state does not fit in its annotations at all.

@@ -93,6 +93,11 @@ func TestSchedulerBindsToAlignedNodeOrRefusesWithCorepinReason(t *testing.T) {
 	if !strings.HasPrefix(msg, want) {
 		t.Errorf("Unschedulable message %q, want it to start %q", msg, want)
 	}
+	// No node could take it even empty: the scheduler is told preemption
+	// cannot help (FailedAndUnresolvableNodes) and evicts nobody.
+	if !strings.Contains(msg, "Preemption is not helpful") {
+		t.Errorf("Unschedulable message %q: want preemption ruled out", msg)
+	}
 	if big.Spec.NodeName != "" {
 		t.Errorf("pod %s bound to %s", big.Name, big.Spec.NodeName)
 	}

@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/corepin/corepin/kube/manifests"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -309,40 +310,71 @@ func shippedSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte
 	return out
 }
 
-// startScheduler runs the real corepin extender and kube-scheduler with
-// the shipped configuration.
-func (c *cluster) startScheduler(corepin string) {
-	t := c.t
-	extPort, schedPort := freePort(t), freePort(t)
-	ext := c.start("corepin extender", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", extPort))
-	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", extPort), "", 20*time.Second)
-	kc := c.kubeconfig()
-	cfg := c.write("scheduler-config.yaml", shippedSchedulerConfig(t, kc, extPort))
-	begin := time.Now()
-	s := c.start("kube-scheduler", filepath.Join(c.bin, "kube-scheduler"), "--config="+cfg,
-		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
-		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc)
-	c.waitOK(s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
-	c.note("kube-scheduler healthy %.1f s after start", time.Since(begin).Seconds())
+// chartSchedulerConfig is the scheduler configuration the Helm chart ships
+// for its second scheduler (scheduler.enabled), rendered with the
+// extender's port, with the kubeconfig the pod's service account stands in
+// for here.
+func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
+	t.Helper()
+	stream, err := manifests.Render(os.DirFS(filepath.Join(repoRoot, "deploy/helm/corepin")),
+		manifests.Release{Name: "corepin", Namespace: "kube-system"},
+		map[string]any{"scheduler": map[string]any{"enabled": true, "extenderPort": extPort}})
+	if err != nil {
+		t.Fatalf("rendering the chart: %v", err)
+	}
+	for _, doc := range manifests.Documents(stream) {
+		var cm corev1.ConfigMap
+		if yaml.Unmarshal(doc, &cm) != nil || cm.Kind != "ConfigMap" || cm.Name != "corepin-scheduler" {
+			continue
+		}
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+			t.Fatalf("the chart's scheduler config: %v", err)
+		}
+		cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	t.Fatal("the chart rendered no ConfigMap corepin-scheduler with scheduler.enabled")
+	return nil
 }
 
-func TestRealSchedulerWithShippedConfig(t *testing.T) {
-	bin, corepin := need(t)
-	c := startControlPlane(t, bin)
-	c.startScheduler(corepin)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	for _, n := range kubetest.Nodes(t) {
-		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating node %s: %v", n.Name, err)
-		}
-	}
-	// Let the scheduler's informers see the three nodes: a pod created
-	// before would be judged on fewer.
-	time.Sleep(time.Second)
+// startExtender runs the real corepin extender and returns its port.
+func (c *cluster) startExtender(corepin string) int {
+	port := freePort(c.t)
+	ext := c.start("corepin extender", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", 20*time.Second)
+	return port
+}
 
+// startScheduler runs kube-scheduler with configuration cfg.
+func (c *cluster) startScheduler(name string, cfg []byte) {
+	kc := c.kubeconfig()
+	path := c.write(name+".yaml", cfg)
+	port := freePort(c.t)
+	begin := time.Now()
+	s := c.start(name, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
+		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc)
+	c.waitOK(s, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), "", 60*time.Second)
+	c.note("%s healthy %.1f s after start", name, time.Since(begin).Seconds())
+}
+
+// bindAndRefuse creates the 6-CPU pod that only "aligned" can take and the
+// 9-CPU pod no node can, for scheduler schedulerName ("" is the default).
+func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
+	t := c.t
+	suffix := ""
+	if schedulerName != "" {
+		suffix = "-" + schedulerName
+	}
+	enc := kubetest.CPUPod("enc"+suffix, "default", "6")
+	enc.Spec.SchedulerName = schedulerName
 	created := time.Now()
-	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc", "default", "6"), metav1.CreateOptions{})
+	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, enc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,14 +392,16 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("pod enc not bound: %v", err)
+		t.Fatalf("pod %s not bound: %v", pod.Name, err)
 	}
 	if pod.Spec.NodeName != "aligned" {
-		t.Fatalf("pod enc bound to %q, want aligned", pod.Spec.NodeName)
+		t.Fatalf("pod %s bound to %q, want aligned", pod.Name, pod.Spec.NodeName)
 	}
-	c.note("pod enc (6 CPUs, single-numa-node) bound to %s %d ms after creation", pod.Spec.NodeName, bound.Milliseconds())
+	c.note("pod %s (6 CPUs, single-numa-node, scheduler %s) bound to %s %d ms after creation", pod.Name, pod.Spec.SchedulerName, pod.Spec.NodeName, bound.Milliseconds())
 
-	big, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("big", "default", "9"), metav1.CreateOptions{})
+	bigPod := kubetest.CPUPod("big"+suffix, "default", "9")
+	bigPod.Spec.SchedulerName = schedulerName
+	big, err := c.cs.CoreV1().Pods("default").Create(ctx, bigPod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,18 +418,63 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 			}
 		}
 		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod big bound to %s", p.Spec.NodeName)
+			return false, fmt.Errorf("pod %s bound to %s", p.Name, p.Spec.NodeName)
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("pod big not Unschedulable: %v", err)
+		t.Fatalf("pod %s not Unschedulable: %v", big.Name, err)
 	}
 	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."
 	if !strings.HasPrefix(msg, want) {
-		t.Fatalf("pod big: message %q, want it to start %q", msg, want)
+		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
 	}
-	c.note("pod big (9 CPUs, single-numa-node): Unschedulable: %s", msg)
+	if !strings.Contains(msg, "Preemption is not helpful") {
+		t.Fatalf("pod %s: message %q: want preemption ruled out (FailedAndUnresolvableNodes)", big.Name, msg)
+	}
+	c.note("pod %s (9 CPUs, single-numa-node, scheduler %s): Unschedulable: %s", big.Name, big.Spec.SchedulerName, msg)
+
+	// Leave the nodes as they were for the next round.
+	zero := int64(0)
+	for _, name := range []string{pod.Name, big.Name} {
+		if err := c.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatalf("deleting the round's pods: %v", err)
+	}
+	time.Sleep(time.Second) // the schedulers' caches follow by watch
+}
+
+// TestRealSchedulerWithShippedConfig runs two real kube-schedulers beside
+// one real corepin extender: the cluster's default scheduler under
+// deploy/kubernetes/scheduler/scheduler-config.yaml, and the Helm chart's
+// second scheduler (corepin-scheduler) under the configuration its
+// ConfigMap holds. Each binds the pod only one node can align and leaves
+// the pod no node can align Unschedulable with corepin's reason.
+func TestRealSchedulerWithShippedConfig(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	port := c.startExtender(corepin)
+	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	c.startScheduler("corepin-scheduler", chartSchedulerConfig(t, c.kubeconfig(), port))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, n := range kubetest.Nodes(t) {
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", n.Name, err)
+		}
+	}
+	// Let the schedulers' informers see the three nodes: a pod created
+	// before would be judged on fewer.
+	time.Sleep(time.Second)
+	c.bindAndRefuse(ctx, "")
+	c.bindAndRefuse(ctx, "corepin-scheduler")
 	c.report(t)
 }
 
@@ -428,6 +507,11 @@ func TestKubeJobsAcceptedByRealAPIServer(t *testing.T) {
 				args = append(args, "--quick")
 			}
 			args = append(args, "--namespace", ns)
+			if !quick {
+				// The full sweeps as they run under the chart's scheduler.
+				args = append(args, "--scheduler-name", "corepin-scheduler", "--numa-policy", "single-numa-node", "--host-network")
+				name += " --scheduler-name corepin-scheduler --numa-policy single-numa-node --host-network"
+			}
 			var stderr bytes.Buffer
 			cmd := exec.CommandContext(ctx, corepin, args...)
 			cmd.Stderr = &stderr

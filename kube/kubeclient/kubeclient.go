@@ -1,0 +1,96 @@
+// Package kubeclient connects corepin's cluster commands (kube collect,
+// simulate --from-cluster) to a Kubernetes API server the way kubectl
+// does: client-go's clientcmd loads the kubeconfig (--kubeconfig, else
+// $KUBECONFIG, else ~/.kube/config; contexts, exec and token auth), and
+// falls back to the pod's service account inside a cluster. It returns
+// client-go's typed clientset; it does not hand-roll REST calls.
+package kubeclient
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ErrNoConfig is wrapped when no kubeconfig is found outside a cluster.
+var ErrNoConfig = errors.New("no Kubernetes configuration")
+
+// Timeout bounds each request to the API server.
+const Timeout = 30 * time.Second
+
+// Options choose the cluster, as kubectl's flags of the same names do.
+type Options struct {
+	// Kubeconfig is the kubeconfig file; empty means $KUBECONFIG, else
+	// ~/.kube/config, else the in-cluster service account.
+	Kubeconfig string
+	// Context is the kubeconfig context; empty means its current one.
+	Context string
+	// Namespace overrides the context's namespace; empty means the
+	// context's, else the service account's, else "default".
+	Namespace string
+	// UserAgent names the caller to the API server.
+	UserAgent string
+}
+
+// Client is a connection to one cluster: the typed clients of the core
+// and batch API groups, the two corepin reads. It has the methods of
+// kubernetes.Interface of those names, so code written against them takes
+// client-go's fake clientset in tests. Building the whole clientset would
+// link every API group's client into corepin.
+type Client struct {
+	Core  coreclient.CoreV1Interface
+	Batch batchclient.BatchV1Interface
+	// Namespace is the namespace Options chose.
+	Namespace string
+	// Host is the API server's address, for messages.
+	Host string
+}
+
+// Load builds the client for o. A missing or unusable kubeconfig is an
+// error wrapping ErrNoConfig (or clientcmd's own, naming the file or the
+// context), made before any request.
+func Load(o Options) (*Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
+	overrides.Context.Namespace = o.Namespace
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, fmt.Errorf("%w: give --kubeconfig, set $KUBECONFIG or write ~/.kube/config (or run inside a cluster)", ErrNoConfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the namespace: %w", err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = Timeout
+	}
+	if o.UserAgent != "" {
+		cfg.UserAgent = o.UserAgent
+	}
+	core, err := coreclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
+	}
+	batch, err := batchclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
+	}
+	return &Client{Core: core, Batch: batch, Namespace: ns, Host: cfg.Host}, nil
+}
+
+// CoreV1 returns the core API group's client.
+func (c *Client) CoreV1() coreclient.CoreV1Interface { return c.Core }
+
+// BatchV1 returns the batch API group's client.
+func (c *Client) BatchV1() batchclient.BatchV1Interface { return c.Batch }

@@ -1,0 +1,214 @@
+package manifests
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedconfig "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const schedulerConfigFile = "../../deploy/kubernetes/scheduler/scheduler-config.yaml"
+
+// named decodes every document of stream strictly into its typed object,
+// keyed "Kind/namespace/name".
+func named(t *testing.T, stream []byte) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for i, doc := range Documents(stream) {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, doc)
+		}
+		var obj metav1.Object
+		switch tm.APIVersion + " " + tm.Kind {
+		case "apps/v1 DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		case "apps/v1 Deployment":
+			obj = &appsv1.Deployment{}
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			obj = &rbacv1.ClusterRole{}
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
+		case "rbac.authorization.k8s.io/v1 Role":
+			obj = &rbacv1.Role{}
+		case "rbac.authorization.k8s.io/v1 RoleBinding":
+			obj = &rbacv1.RoleBinding{}
+		default:
+			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("document %d (%s): %v\n%s", i, tm.Kind, err, doc)
+		}
+		key := tm.Kind + "/" + obj.GetNamespace() + "/" + obj.GetName()
+		if _, dup := out[key]; dup {
+			t.Fatalf("two documents %s", key)
+		}
+		out[key] = obj
+	}
+	return out
+}
+
+func parseSchedulerConfig(t *testing.T, data string) schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	var cfg schedconfig.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict([]byte(data), &cfg); err != nil {
+		t.Fatalf("scheduler config: %v\n%s", err, data)
+	}
+	if cfg.APIVersion != "kubescheduler.config.k8s.io/v1" || cfg.Kind != "KubeSchedulerConfiguration" {
+		t.Fatalf("apiVersion/kind %s/%s", cfg.APIVersion, cfg.Kind)
+	}
+	if len(cfg.Extenders) != 1 {
+		t.Fatalf("%d extenders, want corepin's", len(cfg.Extenders))
+	}
+	return cfg
+}
+
+// TestChartShipsTheScheduler renders the chart with scheduler.enabled and
+// checks the second scheduler: its configuration is a valid
+// KubeSchedulerConfiguration whose extender stanza is the plain file's (the
+// one for the cluster's own scheduler) and reaches the extender container
+// of the same pod; the profile carries the scheduler name pods opt in with;
+// its own lease is grantable; and the nodes publish their state for it.
+func TestChartShipsTheScheduler(t *testing.T) {
+	objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "name": "pinned", "extenderPort": 19999}}))
+	ns := defaultRelease.Namespace
+	cm, ok := objs["ConfigMap/"+ns+"/corepin-scheduler"].(*corev1.ConfigMap)
+	if !ok {
+		t.Fatalf("no ConfigMap corepin-scheduler; objects: %v", keys(objs))
+	}
+	cfg := parseSchedulerConfig(t, cm.Data["scheduler-config.yaml"])
+	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName == nil || *cfg.Profiles[0].SchedulerName != "pinned" {
+		t.Errorf("profiles %+v, want one named pinned", cfg.Profiles)
+	}
+	le := cfg.LeaderElection
+	if le.LeaderElect == nil || !*le.LeaderElect || le.ResourceName != "corepin-scheduler" || le.ResourceNamespace != ns {
+		t.Errorf("leader election %+v: want its own lease corepin-scheduler in %s", le, ns)
+	}
+
+	// The same extender stanza as the plain configuration, but the port.
+	plain, err := os.ReadFile(schedulerConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := parseSchedulerConfig(t, string(plain))
+	x, px := cfg.Extenders[0], pcfg.Extenders[0]
+	u, err := url.Parse(x.URLPrefix)
+	if err != nil || u.Host != "127.0.0.1:19999" {
+		t.Errorf("urlPrefix %q, want the extender's loopback port 19999 (%v)", x.URLPrefix, err)
+	}
+	x.URLPrefix, px.URLPrefix = "", ""
+	if fmt.Sprintf("%+v", x) != fmt.Sprintf("%+v", px) {
+		t.Errorf("chart extender stanza %+v differs from %s's %+v", x, schedulerConfigFile, px)
+	}
+	if x.Ignorable {
+		t.Errorf("ignorable by default: pods would land unaligned while the extender is down")
+	}
+
+	dep, ok := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("no Deployment corepin-scheduler; objects: %v", keys(objs))
+	}
+	pod := dep.Spec.Template.Spec
+	ctr := map[string]corev1.Container{}
+	for _, c := range pod.Containers {
+		ctr[c.Name] = c
+	}
+	ks, ext := ctr["kube-scheduler"], ctr["extender"]
+	var configFlag string
+	for _, a := range ks.Command {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			configFlag = v
+		}
+	}
+	var mounted bool
+	for _, m := range ks.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name && filepath.Join(m.MountPath, "scheduler-config.yaml") == configFlag {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("kube-scheduler --config=%q is not scheduler-config.yaml of ConfigMap %s", configFlag, cm.Name)
+	}
+	if len(ext.Args) < 2 || ext.Args[0] != "extender" || !slices.Contains(ext.Args, "--listen=127.0.0.1:19999") {
+		t.Errorf("extender container args %v, want corepin extender --listen=127.0.0.1:19999", ext.Args)
+	}
+	if pod.ServiceAccountName != "corepin-scheduler" {
+		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil || sel.Empty() {
+		t.Errorf("Deployment selector %v: %v", dep.Spec.Selector, err)
+	}
+	for k, v := range dep.Spec.Selector.MatchLabels {
+		if dep.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the template", k, v)
+		}
+	}
+
+	// The scheduler's own lease, bound to its service account.
+	role, ok := objs["Role/"+ns+"/corepin-scheduler-lease"].(*rbacv1.Role)
+	if !ok {
+		t.Fatalf("no lease Role; objects: %v", keys(objs))
+	}
+	var canUpdate bool
+	for _, r := range role.Rules {
+		canUpdate = canUpdate || (slices.Contains(r.Resources, "leases") && slices.Contains(r.ResourceNames, le.ResourceName) && slices.Contains(r.Verbs, "update"))
+	}
+	if !canUpdate {
+		t.Errorf("Role %+v does not let the scheduler update lease %s", role.Rules, le.ResourceName)
+	}
+	for _, key := range []string{"ClusterRoleBinding//corepin-scheduler-as-kube-scheduler", "RoleBinding/kube-system/corepin-scheduler-authentication-reader", "RoleBinding/" + ns + "/corepin-scheduler-lease"} {
+		var subj []rbacv1.Subject
+		switch b := objs[key].(type) {
+		case *rbacv1.ClusterRoleBinding:
+			subj = b.Subjects
+		case *rbacv1.RoleBinding:
+			subj = b.Subjects
+		default:
+			t.Errorf("no %s; objects: %v", key, keys(objs))
+			continue
+		}
+		if len(subj) != 1 || subj[0].Name != "corepin-scheduler" || subj[0].Namespace != ns {
+			t.Errorf("%s binds %+v, want ServiceAccount %s/corepin-scheduler", key, subj, ns)
+		}
+	}
+
+	// The nodes publish what the extender reads.
+	ds := objs["DaemonSet/"+ns+"/corepin-nri"].(*appsv1.DaemonSet)
+	if !slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--annotate-node=true") {
+		t.Errorf("scheduler.enabled without --annotate-node on the plugin: %v", ds.Spec.Template.Spec.Containers[0].Args)
+	}
+}
+
+func TestChartWithoutSchedulerHasNone(t *testing.T) {
+	for key := range named(t, render(t, nil)) {
+		if strings.Contains(key, "corepin-scheduler") {
+			t.Errorf("default values render %s", key)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
