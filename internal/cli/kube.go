@@ -126,7 +126,7 @@ collect then reads the log line. The generated Jobs call it; you need not.
 
 Example (as the Jobs run it):
   corepin kube result --run /tmp/corepin-run.json --termination-log /dev/termination-log \
-    --context '{"sweep":"threads","index":0,...}' --pod "$HOSTNAME"`
+    --context '{"sweep":"threads","index":0,...}' --pod "$COREPIN_POD_NAME"`
 
 func newKubeResultCmd(e *env) *cobra.Command {
 	var p jobs.PodResult

@@ -225,7 +225,7 @@ func TestKubeResultFromGeneratedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(sh, "-c", line)
-	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=corepin-threads-000-r0-x1"}
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "COREPIN_POD_NAME=corepin-threads-000-r0-x1"}
 	raw, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)

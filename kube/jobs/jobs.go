@@ -368,7 +368,10 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 						HostNetwork:   o.HostNetwork,
 						Containers: []corev1.Container{{
 							Name: "job", Image: o.Image, Command: []string{"/bin/sh", "-c", script},
-							Env:       []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"}},
+							Env: []corev1.EnvVar{{Name: "COREPIN_DB", Value: "/tmp/corepin.db"},
+								// The pod's own name, for its result: $HOSTNAME is the
+								// node's name under hostNetwork, the same in every pod.
+								{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 							Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
 							// The result document (Document) travels as the
 							// container's termination message.
@@ -382,6 +385,11 @@ func (s *Sweep) Objects(o Options) ([]batchv1.Job, error) {
 	}
 	return out, nil
 }
+
+// PodNameEnv is the environment variable that holds a sweep pod's name
+// (the downward API's metadata.name): the name its result is recorded
+// under, which tells the pods of one point apart.
+const PodNameEnv = "COREPIN_POD_NAME"
 
 // script runs the point's command, then `corepin kube result`, which
 // prints the marked result line to the log and writes the result document
@@ -402,7 +410,7 @@ func (s *Sweep) script(j Job, point []byte) (string, error) {
 	head = append(ctx, '}')
 	const out = "/tmp/corepin-run.json"
 	result := []string{bin, "kube", "result", "--run", out, "--termination-log", TerminationLog, "--context", string(head)}
-	return fmt.Sprintf("%s > %s\nrc=$?\n%s --pod \"$HOSTNAME\"\nexit $rc\n", shellJoin(j.Argv), out, shellJoin(result)), nil
+	return fmt.Sprintf("%s > %s\nrc=$?\n%s --pod \"$%s\"\nexit $rc\n", shellJoin(j.Argv), out, shellJoin(result), PodNameEnv), nil
 }
 
 func shellQuote(s string) string {

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/bench"
@@ -203,6 +205,16 @@ func TestJobsForTheClusterScheduler(t *testing.T) {
 		if _, ok := j.Annotations["corepin.io/numa-policy"]; ok {
 			t.Errorf("Job %s: the Job object carries the pod's numa-policy", j.Name)
 		}
+		// Under hostNetwork $HOSTNAME is the node's, the same in every pod
+		// of a point: the result names the pod by the downward API.
+		c := pod.Spec.Containers[0]
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == PodNameEnv })
+		if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("Job %s: no %s from metadata.name in %+v", j.Name, PodNameEnv, c.Env)
+		}
+		if script := c.Command[2]; !strings.Contains(script, `--pod "$`+PodNameEnv+`"`) || strings.Contains(script, "HOSTNAME") {
+			t.Errorf("Job %s: the result does not name the pod by $%s:\n%s", j.Name, PodNameEnv, script)
+		}
 	}
 }
 
@@ -272,7 +284,7 @@ func runScript(t *testing.T, script, pod, out string, code int) (log, message []
 		t.Fatal(err)
 	}
 	cmd := exec.Command(sh, "-c", script)
-	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOSTNAME=" + pod, helperEnv + "=1", "COREPIN_TEST_TERMINATION_LOG=" + term}
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "COREPIN_POD_NAME=" + pod, helperEnv + "=1", "COREPIN_TEST_TERMINATION_LOG=" + term}
 	cmd.Dir = t.TempDir()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
