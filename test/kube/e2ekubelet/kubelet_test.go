@@ -326,14 +326,12 @@ func (c *cluster) startKubelet() {
 		node.Status.Capacity.Cpu(), node.Status.Capacity.Memory())
 }
 
-// sweepJobs runs `corepin kube jobs` for this machine and prepares its
-// Jobs for a node without CNI: host network, and HOSTNAME set to the pod's
-// name (with the host network a container's HOSTNAME is the machine's,
-// the same in every pod, and corepin kube collect tells pods apart by it).
+// sweepJobs runs `corepin kube jobs` for this machine with
+// --host-network: the node has no network plugin.
 func (c *cluster) sweepJobs() []batchv1.Job {
 	t := c.t
 	args := []string{"kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--image", corepinImage,
-		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "-o", "json"}
+		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "--host-network", "-o", "json"}
 	out := run(t, nil, c.corepin, args...)
 	var list struct {
 		Kind  string            `json:"kind"`
@@ -353,21 +351,15 @@ func (c *cluster) sweepJobs() []batchv1.Job {
 		if j.Kind != "Job" {
 			t.Fatalf("corepin kube jobs wrote a %s, want Jobs only", j.Kind)
 		}
-		spec := &j.Spec.Template.Spec
-		if spec.HostNetwork {
-			t.Fatalf("job %s already uses the host network: drop this test's patch", j.Name)
-		}
-		spec.HostNetwork = true
-		for i := range spec.Containers {
-			spec.Containers[i].Env = append(spec.Containers[i].Env, corev1.EnvVar{Name: "HOSTNAME",
-				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+		if !j.Spec.Template.Spec.HostNetwork {
+			t.Fatalf("job %s: --host-network did not set the pods' hostNetwork", j.Name)
 		}
 		js = append(js, j)
 	}
 	if len(js) == 0 {
 		t.Fatal("corepin kube jobs wrote no Job")
 	}
-	c.note("corepin kube jobs --sweep concurrency --quick --repeats 1: %d Jobs (patched: hostNetwork, HOSTNAME from metadata.name)", len(js))
+	c.note("corepin %s: %d Jobs", strings.Join(args, " "), len(js))
 	return js
 }
 
@@ -577,29 +569,45 @@ func (c *cluster) checkPlacement(rs []podResult) {
 		len(rs), pinned, overlaps, all)
 }
 
-// collect runs corepin kube collect on the pods' logs into a fresh
-// results database, then corepin results and corepin report on it.
+// collectOut is corepin kube collect -o json.
+type collectOut struct {
+	RunIDs   []int64   `json:"run_ids"`
+	Results  int       `json:"results"`
+	Skipped  []skipped `json:"skipped"`
+	Warnings []string  `json:"warnings"`
+}
+
+// collectInto runs corepin kube collect with args into db and checks that
+// it recorded every pod of the sweep as one run, skipping none.
+func (c *cluster) collectInto(db string, pods int, args ...string) (collectOut, time.Duration) {
+	t := c.t
+	args = append([]string{"kube", "collect", "--db", db, "-o", "json"}, args...)
+	begin := time.Now()
+	out := run(t, nil, c.corepin, args...)
+	took := time.Since(begin)
+	var col collectOut
+	if err := json.Unmarshal([]byte(out), &col); err != nil {
+		t.Fatalf("corepin %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if col.Results != pods || len(col.Skipped) != 0 || len(col.RunIDs) != 1 {
+		t.Fatalf("corepin %s: %d results in runs %v, skipped %+v, warnings %q; want %d results in one run, none skipped",
+			strings.Join(args, " "), col.Results, col.RunIDs, col.Skipped, col.Warnings, pods)
+	}
+	return col, took
+}
+
+// collect runs corepin kube collect on the cluster (termination messages
+// through the API server) and on the pods' saved logs, each into a fresh
+// results database, then corepin results and corepin report on the first.
 func (c *cluster) collect(logs string, pods int) {
 	t := c.t
 	db := c.path("results.db")
-	begin := time.Now()
-	out := run(t, nil, c.corepin, "kube", "collect", "--from", logs, "--db", db, "-o", "json")
-	took := time.Since(begin)
-	var col struct {
-		RunIDs  []int64   `json:"run_ids"`
-		Results int       `json:"results"`
-		Skipped []skipped `json:"skipped"`
-	}
-	if err := json.Unmarshal([]byte(out), &col); err != nil {
-		t.Fatalf("corepin kube collect -o json: %v\n%s", err, out)
-	}
-	if col.Results != pods || len(col.Skipped) != 0 || len(col.RunIDs) != 1 {
-		t.Fatalf("corepin kube collect: %d results in runs %v, %d skipped %+v; want %d results in one run, none skipped",
-			col.Results, col.RunIDs, len(col.Skipped), col.Skipped, pods)
-	}
-	c.note("corepin kube collect --from (logs through the API server): %d results, run %d, in %s", col.Results, col.RunIDs[0], fmtDur(took))
+	col, took := c.collectInto(db, pods, "--kubeconfig", c.kubeconfig, "--namespace", namespace, "--selector", "corepin.io/sweep=concurrency")
+	c.note("corepin kube collect (API server, termination messages): %d results, run %d, in %s", col.Results, col.RunIDs[0], fmtDur(took))
+	fromLogs, took := c.collectInto(c.path("results-logs.db"), pods, "--from", logs)
+	c.note("corepin kube collect --from (the same pods' logs, fetched through the API server): %d results in %s", fromLogs.Results, fmtDur(took))
 
-	out = run(t, nil, c.corepin, "results", "--db", db, "--run", fmt.Sprint(col.RunIDs[0]), "-o", "json")
+	out := run(t, nil, c.corepin, "results", "--db", db, "--run", fmt.Sprint(col.RunIDs[0]), "-o", "json")
 	var res struct {
 		Jobs []struct {
 			Mode     string `json:"mode"`
@@ -611,6 +619,11 @@ func (c *cluster) collect(logs string, pods int) {
 	}
 	if len(res.Jobs) != pods {
 		t.Fatalf("corepin results --run %d: %d jobs, want %d", col.RunIDs[0], len(res.Jobs), pods)
+	}
+	for i, j := range res.Jobs {
+		if j.ExitCode != 0 {
+			t.Errorf("corepin results: job %d (%s) exit code %d", i, j.Mode, j.ExitCode)
+		}
 	}
 	dir := c.path("report")
 	run(t, nil, c.corepin, "report", "--db", db, "--run", fmt.Sprint(col.RunIDs[0]), "--report-dir", dir)
