@@ -511,43 +511,69 @@ func parseResults(t *testing.T, logs map[string]string) []podResult {
 // running at the same time never shared a CPU; the pods of the other
 // modes ran on the shared pool, every CPU the machine allows. The kubelet's
 // CPU manager is off (policy none), so a pinned cpuset can only have come
-// from corepin nri.
-func (c *cluster) checkPlacement(rs []podResult) {
+// from corepin nri. Where the test saw a pod's container running, the
+// kernel's view (affinity and cpuset cgroup) must match what the pod
+// reported, and at least one pinned pod must have been seen.
+func (c *cluster) checkPlacement(rs []podResult, lives map[string]live) {
 	t := c.t
 	topo, err := topology.Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := topo.Allowed()
-	pinned := 0
+	pinned, bad := 0, 0
+	fail := func(format string, args ...any) {
+		bad++
+		t.Errorf(format, args...)
+	}
 	for _, r := range rs {
 		got, err := cpuset.Parse(r.run.CPUSet)
 		if err != nil {
-			t.Errorf("pod %s: cpuset %q: %v", r.pod, r.run.CPUSet, err)
+			fail("pod %s: cpuset %q: %v", r.pod, r.run.CPUSet, err)
 			continue
 		}
 		used, err := cpuset.Parse(r.run.CPUsUsed)
 		if err != nil {
-			t.Errorf("pod %s: cpus_used %q: %v", r.pod, r.run.CPUsUsed, err)
+			fail("pod %s: cpus_used %q: %v", r.pod, r.run.CPUsUsed, err)
 			continue
 		}
 		if r.run.ExitCode != 0 {
-			t.Errorf("pod %s: the workload exited %d", r.pod, r.run.ExitCode)
+			fail("pod %s: the workload exited %d", r.pod, r.run.ExitCode)
 		}
 		if !used.IsSubsetOf(got) {
-			t.Errorf("pod %s (%s): used CPUs %s outside its cpuset %s", r.pod, r.point.Mode, used, got)
+			fail("pod %s (%s): used CPUs %s outside its cpuset %s", r.pod, r.point.Mode, used, got)
 		}
 		if r.point.Mode == "pinned" {
 			pinned++
 			if want := r.point.CPUs; fmt.Sprint(got.Size()) != want {
-				t.Errorf("pod %s (pinned, %s CPUs): ran on %s", r.pod, want, got)
+				fail("pod %s (pinned, %s CPUs): ran on %s", r.pod, want, got)
 			}
 		} else if !got.Equals(all) {
-			t.Errorf("pod %s (%s): ran on %s, want the shared pool %s", r.pod, r.point.Mode, got, all)
+			fail("pod %s (%s): ran on %s, want the shared pool %s", r.pod, r.point.Mode, got, all)
 		}
 	}
 	if pinned == 0 {
-		t.Error("no pinned pod ran")
+		fail("no pinned pod ran")
+	}
+	seen, seenPinned := 0, 0
+	for _, r := range rs {
+		v, ok := lives[r.pod]
+		if !ok {
+			continue
+		}
+		seen++
+		if r.point.Mode == "pinned" {
+			seenPinned++
+		}
+		want, _ := cpuset.Parse(r.run.CPUSet)
+		aff, err1 := cpuset.Parse(v.Affinity)
+		cg, err2 := cpuset.Parse(v.CPUs)
+		if err1 != nil || err2 != nil || !aff.Equals(want) || !cg.Equals(want) {
+			fail("pod %s (%s): the kernel showed affinity %q and cpuset.cpus %q while it ran, it reported %s", r.pod, r.point.Mode, v.Affinity, v.CPUs, want)
+		}
+	}
+	if seenPinned == 0 {
+		fail("no pinned pod's container was seen running through the CRI (%d pods seen): the kernel's view is unchecked", seen)
 	}
 	overlaps := 0
 	for i, a := range rs {
@@ -560,13 +586,17 @@ func (c *cluster) checkPlacement(rs []podResult) {
 				x, _ := cpuset.Parse(a.run.CPUSet)
 				y, _ := cpuset.Parse(b.run.CPUSet)
 				if !x.Intersection(y).IsEmpty() {
-					t.Errorf("pinned pods %s (%s) and %s (%s) ran at the same time on shared CPUs", a.pod, x, b.pod, y)
+					fail("pinned pods %s (%s) and %s (%s) ran at the same time on shared CPUs", a.pod, x, b.pod, y)
 				}
 			}
 		}
 	}
-	c.note("placement: %d pods, %d pinned on CPUs of their own (%d pairs of pinned pods ran at once, on disjoint CPUs); the rest on %s",
-		len(rs), pinned, overlaps, all)
+	if bad > 0 {
+		c.note("placement: %d of %d pods (%d pinned) not where their point says", bad, len(rs), pinned)
+		return
+	}
+	c.note("placement: %d pods, %d pinned on CPUs of their own (%d pairs of pinned pods ran at once, on disjoint CPUs); the rest on %s; "+
+		"the kernel's affinity and cpuset cgroup matched for the %d pods (%d pinned) seen running", len(rs), pinned, overlaps, all, seen, seenPinned)
 }
 
 // collectOut is corepin kube collect -o json.
@@ -655,8 +685,11 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	c.startKubelet()
 	js := c.sweepJobs()
 	logs := c.path("logs")
+	ctx, stop := context.WithCancel(context.Background())
+	lives := rt.watch(ctx, 50*time.Millisecond)
 	byPod := c.runJobs(js, logs)
-	c.checkPlacement(parseResults(t, byPod))
+	stop()
+	c.checkPlacement(parseResults(t, byPod), lives())
 	c.collect(logs, len(byPod))
 }
 

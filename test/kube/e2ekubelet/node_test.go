@@ -2,10 +2,13 @@ package e2ekubelet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +178,84 @@ func nodeIP(t *testing.T) string {
 	}
 	t.Skip("skipping: no up, non-loopback IPv4 interface for the kubelet's node IP (the kubelet refuses loopback)")
 	return ""
+}
+
+// live is what the kernel said about a running container of a sweep pod:
+// its first process's affinity (Cpus_allowed_list) and its cpuset
+// cgroup's cpuset.cpus.
+type live struct{ Affinity, CPUs string }
+
+// watch polls the CRI every interval until ctx ends and records, for
+// each sweep container it sees running, the kernel's view of it, keyed by
+// pod name; the returned function waits for the poller and hands the map
+// over. Containers that end between listing and reading are skipped.
+func (c *cri) watch(ctx context.Context, interval time.Duration) func() map[string]live {
+	seen := map[string]live{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		ids := map[string]bool{}
+		for {
+			l, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+				State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
+			if err == nil {
+				for _, ctr := range l.Containers {
+					pod := ctr.Labels["io.kubernetes.pod.name"]
+					if ids[ctr.Id] || pod == "" {
+						continue
+					}
+					if v, ok := c.liveOf(ctx, ctr.Id); ok {
+						ids[ctr.Id] = true
+						seen[pod] = v
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() map[string]live { <-done; return seen }
+}
+
+func (c *cri) liveOf(ctx context.Context, id string) (live, bool) {
+	st, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		return live{}, false
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
+		return live{}, false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", info.Pid))
+	if err != nil {
+		return live{}, false
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
+	if err != nil {
+		return live{}, false
+	}
+	var v live
+	for _, line := range strings.Split(string(status), "\n") {
+		if s, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			v.Affinity = strings.TrimSpace(s)
+		}
+	}
+	for _, line := range strings.Split(string(cg), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuset") {
+			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuset", parts[2], "cpuset.cpus"))
+			if err != nil {
+				return live{}, false
+			}
+			v.CPUs = strings.TrimSpace(string(b))
+		}
+	}
+	return v, v.Affinity != "" && v.CPUs != ""
 }
