@@ -422,10 +422,38 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 		if n := len(pods.Items); int32(n) != *j.Spec.Completions {
 			t.Fatalf("job %s: %d pods, want %d", j.Name, n, *j.Spec.Completions)
 		}
-		c.t.Logf("job %s (%s): %d pods complete in %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), fmtDur(time.Since(start)))
+		c.t.Logf("job %s (%s): %d pods complete in %s; %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), fmtDur(time.Since(start)), podTimes(start, pods.Items))
 	}
 	c.note("%d Jobs (%d pods) complete %s after the first was created", len(js), len(out), fmtDur(time.Since(begin)))
 	return out
+}
+
+// podTimes says when, after start, each pod was created, scheduled,
+// started and finished (the API's times have whole seconds).
+func podTimes(start time.Time, pods []corev1.Pod) string {
+	at := func(t metav1.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", t.Sub(start.Truncate(time.Second)).Seconds())
+	}
+	var out []string
+	for _, p := range pods {
+		var sched, started, finished metav1.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+				sched = c.LastTransitionTime
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if term := cs.State.Terminated; term != nil {
+				started, finished = term.StartedAt, term.FinishedAt
+			}
+		}
+		out = append(out, fmt.Sprintf("%s created %s scheduled %s started %s finished %s s", p.Name[len(p.Name)-5:],
+			at(p.CreationTimestamp), at(sched), at(started), at(finished)))
+	}
+	return strings.Join(out, ", ")
 }
 
 func (c *cluster) podLog(ctx context.Context, pod string) string {
