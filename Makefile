@@ -110,9 +110,11 @@ e2e-kubelet:
 	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
 	  { echo "e2e-kubelet needs: apt-get install runc busybox-static umoci skopeo"; exit 2; }
 	$(MAKE) build kube-bin
+	@mkdir -p $(KUBE_BIN) $(COREPIN_CACHE)
 	@for c in kubelet kube-controller-manager; do test -x $(KUBE_BIN)/$$c || { \
-	  echo "building $$c into $(KUBE_BIN)"; \
-	  (cd test/kube && $(GO) build -o $(KUBE_BIN)/$$c.tmp k8s.io/kubernetes/cmd/$$c) && mv $(KUBE_BIN)/$$c.tmp $(KUBE_BIN)/$$c || exit 1; }; done
+	  echo "building $$c into $(KUBE_BIN)"; start=$$(date +%s); \
+	  (cd test/kube && $(GO) build -o $(KUBE_BIN)/$$c.tmp k8s.io/kubernetes/cmd/$$c) && mv $(KUBE_BIN)/$$c.tmp $(KUBE_BIN)/$$c || exit 1; \
+	  echo "{\"built\":\"$$c $(KUBE_VERSION)\",\"wall_s\":$$(($$(date +%s)-start))}" >> $(COREPIN_CACHE)/e2e-kubelet-report.txt; }; done
 	@test -x $(E2E_BIN)/containerd-shim-runc-v2 || GOBIN=$(E2E_BIN) $(GO) install \
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
