@@ -33,7 +33,7 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 	if rows[1][5] != "+20%" || rows[3][5] != "+50%" {
 		t.Errorf("penalties = %s, %s; want +20%% (pinned) and +50%% (quota)", rows[1][5], rows[3][5])
 	}
-	if !strings.Contains(a.Recommendation, "pinned mode slowed each job least (+20%") {
+	if !strings.Contains(a.Recommendation, "pinned mode (corepin run's default) slowed each job least (+20%") {
 		t.Errorf("recommendation = %q", a.Recommendation)
 	}
 	if len(a.Charts) != 2 || a.Charts[0].Kind != ChartHeatmap || a.Charts[0].Grid[1][1] != 50 {
@@ -269,5 +269,44 @@ func TestColocationPlacements(t *testing.T) {
 				t.Errorf("batch resources invalid: %v", err)
 			}
 		})
+	}
+}
+
+// A mode is recommended over pinned (corepin run's default) only when it
+// beats it beyond the noise of the repeats (Mann-Whitney); a lower median
+// alone is a tie, and the default stays.
+func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
+	e := &concurrencyExp{}
+	e.Spec(true)
+	e.spec.Modes = []string{"pinned", "quota", "unbounded"}
+	alone := func(mode string) PointResult {
+		return pr(P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
+	}
+	// quota clearly faster than pinned in every repeat.
+	clear := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
+		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
+		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+	}
+	rec := e.Analyze(&Env{}, clear).Recommendation
+	for _, want := range []string{"quota mode slowed each job least (+20%", "beating pinned mode (corepin run's default) (+50%)", "Mann-Whitney p=0.00794, n=5 vs 5", "Use quota"} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("clear case: recommendation %q lacks %q", rec, want)
+		}
+	}
+	// quota's median is lower but the repeats overlap: a tie, pinned stays.
+	noisy := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
+		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
+		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+	}
+	rec = e.Analyze(&Env{}, noisy).Recommendation
+	for _, want := range []string{"keep pinned mode (corepin run's default)", "quota measured +40%", "not significant", "unbounded slowed it most"} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("noisy case: recommendation %q lacks %q", rec, want)
+		}
+	}
+	if strings.Contains(rec, "Use quota") {
+		t.Errorf("noisy case recommends quota: %q", rec)
 	}
 }

@@ -170,14 +170,33 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 				XLabel: "concurrency", YLabel: "mode", XLabels: concs, YLabels: modes, Grid: grid},
 			box)
 	}
-	a.Recommendation = e.recommend(pts, penalty)
+	perRepeat := func(p PointResult) []float64 {
+		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
+		if a == 0 || math.IsNaN(a) {
+			return nil
+		}
+		var out []float64
+		for _, v := range p.Values("job_wall_s") {
+			out = append(out, v/a-1)
+		}
+		return out
+	}
+	a.Recommendation = e.recommend(pts, penalty, perRepeat)
 	return a
 }
 
-// recommend names the mode with the lowest median penalty at the highest
-// concurrency measured in every mode.
-func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) float64) string {
-	best := map[string][]float64{}
+// defaultMode is corepin run's default enforcement mode, the reference a
+// recommended mode must beat.
+const defaultMode = "pinned"
+
+// recommend compares the modes at the highest concurrency every mode ran
+// (above 1), on each repeat's penalty vs the same job alone. The candidate
+// is the mode with the lowest median penalty; it is recommended only if it
+// beats the reference (corepin run's default mode, else the first mode
+// measured) in a Mann-Whitney test over the repeats. Otherwise the
+// difference is a tie and the reference stays: a recommendation never
+// measured worse than the default beyond the noise.
+func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) float64, perRepeat func(PointResult) []float64) string {
 	maxC := 0
 	for _, p := range pts {
 		c, _ := strconv.Atoi(p.Point.Get("concurrency"))
@@ -202,30 +221,55 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 			common = min(common, mc)
 		}
 	}
+	medians := map[string][]float64{} // per point, pooled over CPUs per job
+	repeats := map[string][]float64{}
 	for _, p := range pts {
 		if c, _ := strconv.Atoi(p.Point.Get("concurrency")); c == common {
+			m := p.Point.Get("mode")
 			if v := penalty(p); !math.IsNaN(v) {
-				best[p.Point.Get("mode")] = append(best[p.Point.Get("mode")], v)
+				medians[m] = append(medians[m], v)
+				repeats[m] = append(repeats[m], perRepeat(p)...)
 			}
 		}
 	}
 	bestMode, bestV, worstMode, worstV := "", math.Inf(1), "", math.Inf(-1)
+	var ref string
 	for _, m := range e.spec.Modes {
-		if v, ok := best[m]; ok {
-			mv := Median(v)
-			if mv < bestV {
-				bestMode, bestV = m, mv
-			}
-			if mv > worstV {
-				worstMode, worstV = m, mv
-			}
+		v, ok := medians[m]
+		if !ok {
+			continue
+		}
+		if ref == "" || m == defaultMode {
+			ref = m
+		}
+		mv := Median(v)
+		if mv < bestV {
+			bestMode, bestV = m, mv
+		}
+		if mv > worstV {
+			worstMode, worstV = m, mv
 		}
 	}
 	if bestMode == "" {
 		return "no mode completed at a concurrency above 1"
 	}
-	return fmt.Sprintf("at %d jobs at once, %s mode slowed each job least (%s vs alone); %s slowed it most (%s). Use %s for batches of this size on this machine.",
-		common, bestMode, pct(bestV), worstMode, pct(worstV), bestMode)
+	refV := Median(medians[ref])
+	refName := ref + " mode"
+	if ref == defaultMode {
+		refName += " (corepin run's default)"
+	}
+	spread := fmt.Sprintf("%s slowed it most (%s)", worstMode, pct(worstV))
+	if bestMode == ref {
+		return fmt.Sprintf("at %d jobs at once, %s slowed each job least (%s vs alone); %s. Use %s for batches of this size on this machine.",
+			common, refName, pct(refV), spread, ref)
+	}
+	c := MannWhitney(repeats[bestMode], repeats[ref])
+	if !c.Significant() {
+		return fmt.Sprintf("at %d jobs at once, keep %s: %s measured %s vs alone against its %s, a difference that is not significant (%s); %s.",
+			common, refName, bestMode, pct(bestV), pct(refV), c, spread)
+	}
+	return fmt.Sprintf("at %d jobs at once, %s mode slowed each job least (%s vs alone), beating %s (%s) beyond the noise (%s); %s. Use %s for batches of this size on this machine.",
+		common, bestMode, pct(bestV), refName, pct(refV), c, spread, bestMode)
 }
 
 // CurrentSpec returns the spec as configured.

@@ -23,7 +23,10 @@ publishes in its annotations: corepin.io/topology (the compact
 "corepin topo -o json" document) with corepin.io/assigned (the "assigned" list
 of "corepin plan"), or the coarse corepin.io/numa-free ("[4,0]": free CPUs per
 NUMA node); corepin nri --annotate-node (chart value annotateNode) keeps them
-up to date. Nodes publishing neither pass, scored 0. GET /healthz answers ok.
+up to date. Nodes publishing neither pass, scored 0. A node that could not
+take the pod even with nothing held is failed as unresolvable, so the
+scheduler does not preempt pods there in vain. GET /healthz answers ok;
+GET /metrics serves Prometheus metrics (call durations, filtered nodes).
 
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
 configuration is deploy/kubernetes/scheduler/scheduler-config.yaml.

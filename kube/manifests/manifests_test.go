@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/agent"
 )
@@ -31,37 +30,16 @@ const (
 var defaultRelease = Release{Name: "corepin", Namespace: "kube-system"}
 
 // objects decodes every document of stream strictly (unknown fields are
-// errors) into its typed Kubernetes object, by apiVersion and kind.
+// errors) into its typed Kubernetes object, by kind: one document of each.
 func objects(t *testing.T, stream []byte) map[string]any {
 	t.Helper()
 	out := map[string]any{}
-	for i, doc := range Documents(stream) {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatalf("document %d: %v\n%s", i, err, doc)
+	for key, obj := range named(t, stream) {
+		kind, _, _ := strings.Cut(key, "/")
+		if _, dup := out[kind]; dup {
+			t.Fatalf("two %s documents", kind)
 		}
-		var obj any
-		switch tm.APIVersion + " " + tm.Kind {
-		case "apps/v1 DaemonSet":
-			obj = &appsv1.DaemonSet{}
-		case "v1 ConfigMap":
-			obj = &corev1.ConfigMap{}
-		case "v1 ServiceAccount":
-			obj = &corev1.ServiceAccount{}
-		case "rbac.authorization.k8s.io/v1 ClusterRole":
-			obj = &rbacv1.ClusterRole{}
-		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
-			obj = &rbacv1.ClusterRoleBinding{}
-		default:
-			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
-		}
-		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-			t.Fatalf("document %d (%s): %v\n%s", i, tm.Kind, err, doc)
-		}
-		if _, dup := out[tm.Kind]; dup {
-			t.Fatalf("two %s documents", tm.Kind)
-		}
-		out[tm.Kind] = obj
+		out[kind] = obj
 	}
 	return out
 }

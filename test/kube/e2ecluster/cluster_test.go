@@ -8,6 +8,7 @@ package e2ecluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -18,11 +19,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -617,4 +620,124 @@ func (c *cluster) report(t *testing.T) {
 	defer f.Close()
 	b, _ := json.Marshal(map[string]any{"test": t.Name(), "at": time.Now().UTC().Format(time.RFC3339), "notes": c.timings})
 	fmt.Fprintf(f, "%s\n", b)
+}
+
+// TestHundredNodes schedules 50 pods one after another on 100 nodes
+// through the real kube-scheduler and the real extender, and reports each
+// pod's creation-to-binding time and the extender's own call durations
+// (its /metrics histogram): the extender's cost in a cluster of 100 nodes
+// as the scheduler sees it, beside `make bench`'s BenchmarkFilterPrioritize100Nodes.
+func TestHundredNodes(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	port := c.startExtender(corepin)
+	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const nodes, pods = 100, 50
+	for i := range nodes {
+		// A different CPU held on each node: distinct states.
+		n := kubetest.Node(t, fmt.Sprintf("node-%03d", i), fmt.Sprintf(`[{"id":"x/held","cpuset":"%d","qos":"LSE"}]`, i%16))
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the scheduler's informer sees all 100
+	var lat []time.Duration
+	for i := range pods {
+		pod := kubetest.CPUPod(fmt.Sprintf("enc-%02d", i), "default", "4")
+		created := time.Now()
+		p, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := c.cs.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{})
+			return err == nil && got.Spec.NodeName != "", err
+		})
+		if err != nil {
+			t.Fatalf("pod %s not bound: %v", p.Name, err)
+		}
+		lat = append(lat, time.Since(created))
+	}
+	slices.Sort(lat)
+	c.note("%d pods (4 CPUs, single-numa-node) on %d nodes, one at a time: creation to binding p50 %d ms, p99 %d ms, max %d ms",
+		pods, nodes, lat[len(lat)/2].Milliseconds(), lat[len(lat)*99/100].Milliseconds(), lat[len(lat)-1].Milliseconds())
+
+	m := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	calls := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`]
+	judged := m[`corepin_extender_filtered_nodes_total{result="kept"}`] + m[`corepin_extender_filtered_nodes_total{result="failed"}`] +
+		m[`corepin_extender_filtered_nodes_total{result="unresolvable"}`]
+	if calls < pods || judged != calls*nodes {
+		t.Fatalf("extender: %v filter calls judged %v nodes, want at least %d calls of %d nodes each", calls, judged, pods, nodes)
+	}
+	for _, verb := range []string{"filter", "prioritize"} {
+		n := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_count{verb=%q}`, verb)]
+		sum := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_sum{verb=%q}`, verb)]
+		c.note("extender /%s: %v calls of %d nodes, mean %.2f ms, p99 at most %s (histogram bucket)", verb, n, nodes,
+			1000*sum/n, p99Bucket(m, verb))
+	}
+	c.report(t)
+}
+
+// scrape reads a Prometheus text page into series -> value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	rsp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// p99Bucket is the upper bound of the histogram bucket holding verb's 99th
+// percentile call.
+func p99Bucket(m map[string]float64, verb string) string {
+	total := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_count{verb=%q}`, verb)]
+	type bucket struct {
+		le    float64
+		count float64
+	}
+	var bs []bucket
+	prefix := `corepin_extender_request_duration_seconds_bucket{verb="` + verb + `",le="`
+	for k, v := range m {
+		le, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		le = strings.TrimSuffix(le, `"}`)
+		var f float64
+		if le == "+Inf" {
+			f = math.Inf(1)
+		} else if _, err := fmt.Sscan(le, &f); err != nil {
+			continue
+		}
+		bs = append(bs, bucket{f, v})
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	for _, b := range bs {
+		if b.count >= 0.99*total {
+			return fmt.Sprintf("%g ms", 1000*b.le)
+		}
+	}
+	return "?"
 }

@@ -47,31 +47,41 @@ func TopologyDoc(t testing.TB) string {
 // Nodes returns the cluster's nodes as API objects: capacity and
 // allocatable (16 CPUs, 64Gi, 110 pods), Ready, corepin's annotations.
 func Nodes(t testing.TB) []*corev1.Node {
+	var out []*corev1.Node
+	for _, c := range Cluster {
+		out = append(out, Node(t, c.Name, c.Assigned))
+	}
+	return out
+}
+
+// Node is one node of the cluster's machine type named name, holding the
+// CPUs of assigned (the "assigned" list of corepin plan, "" for none).
+func Node(t testing.TB, name, assigned string) *corev1.Node {
 	doc := TopologyDoc(t)
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("16"),
 		corev1.ResourceMemory: resource.MustParse("64Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
-	var out []*corev1.Node
-	for _, c := range Cluster {
-		out = append(out, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        c.Name,
-				Labels:      map[string]string{corev1.LabelHostname: c.Name},
-				Annotations: map[string]string{extender.AnnotationTopology: doc, extender.AnnotationAssigned: c.Assigned},
-			},
-			Status: corev1.NodeStatus{
-				Capacity:    res,
-				Allocatable: res,
-				Conditions: []corev1.NodeCondition{{
-					Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-					LastHeartbeatTime: metav1.NewTime(time.Now()),
-				}},
-			},
-		})
+	ann := map[string]string{extender.AnnotationTopology: doc}
+	if assigned != "" {
+		ann[extender.AnnotationAssigned] = assigned
 	}
-	return out
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{corev1.LabelHostname: name},
+			Annotations: ann,
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    res,
+			Allocatable: res,
+			Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: metav1.NewTime(time.Now()),
+			}},
+		},
+	}
 }
 
 // CPUPod is a Guaranteed pod of n whole CPUs asking for single-numa-node.
