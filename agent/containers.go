@@ -64,7 +64,8 @@ type Containers struct {
 
 // OpenContainers opens (or creates) the state file at path for topology t
 // and allocator configuration cfg; topologyPolicy is given to requests
-// that name none.
+// that name none. It records cfg in the file (SharedConfig), so local
+// runs place with it.
 func OpenContainers(path string, t *topology.Topology, cfg alloc.Config, topologyPolicy string) (*Containers, error) {
 	if t == nil || path == "" {
 		return nil, fmt.Errorf("opening the container state: state path and topology are required")
@@ -79,6 +80,10 @@ func OpenContainers(path string, t *topology.Topology, cfg alloc.Config, topolog
 	}
 	db, err := store.Open(path)
 	if err != nil {
+		return nil, err
+	}
+	if err := recordConfig(db, "nri", cfg, topologyPolicy); err != nil {
+		db.Close()
 		return nil, err
 	}
 	return &Containers{db: db, topo: t, cfg: cfg, topoPol: topologyPolicy}, nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corepin/corepin/enforce"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	m := NewMetrics()
 	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
-		TopologyPolicy: c.TopologyPolicy})
+		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}})
 	if err != nil {
 		return err
 	}
@@ -111,12 +112,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	for pending := len(lns); pending > 0; {
 		select {
 		case <-tick.C:
-			if _, err := n.Sweep(); err != nil {
-				log.Warn("sweep", "err", err)
-			}
-			if err := n.Refresh(); err != nil {
-				log.Warn("refresh", "err", err)
-			}
+			sweep(n, log)
 		case err := <-errc:
 			pending--
 			if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -127,4 +123,48 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	log.Info("agent stopped; workloads keep running")
 	return errors.Join(errs...)
+}
+
+// sweep is one periodic tick of a running agent: it releases what is
+// gone (Sweep: its own workloads' and dead runs' reservations), then
+// brings in what other processes committed (Refresh).
+func sweep(n *Node, log *slog.Logger) {
+	if _, err := n.Sweep(); err != nil {
+		log.Warn("sweep", "err", err)
+	}
+	if err := n.Refresh(); err != nil {
+		log.Warn("refresh", "err", err)
+	}
+}
+
+// runGroups lists the groups of local runs' jobs as `corepin run`'s
+// driver makes them: enforce.Detect with the default root. Only pinned
+// runs hold reservations, and they are never best-effort (BE batches,
+// under their own root, are refused --mode pinned), so that root is the
+// only one. The driver is detected at the first List, which Sweep calls
+// only once a run died holding CPUs: an agent on a node where no run ever
+// crashed creates no root of the runs'. A driver that cannot list groups
+// (affinity-only) is an error, so that no reservation is released while
+// its job might still run.
+type runGroups struct {
+	mu sync.Mutex
+	l  enforce.Lister
+}
+
+func (r *runGroups) List() ([]enforce.Listed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.l == nil {
+		d, err := enforce.Detect(enforce.WithRoot(enforce.DefaultRoot))
+		if err != nil {
+			return nil, fmt.Errorf("detecting the runs' cgroup driver: %w", err)
+		}
+		l, ok := d.(enforce.Lister)
+		if !ok {
+			return nil, fmt.Errorf("the runs' driver %s cannot list their groups (%s); keeping dead runs' CPUs",
+				d.Name(), strings.Join(d.Limitations(), "; "))
+		}
+		r.l = l
+	}
+	return r.l.List()
 }

@@ -33,12 +33,16 @@
 //
 // # Without a daemon
 //
-// A front door that runs without an agent (a local `corepin run`) uses
-// the same Node: if an agent answers on the socket, it calls it through
-// Client; otherwise it opens the same state file with Open and
-// Options.LockWait, so concurrent runs wait for each other's admissions
-// instead of double-assigning, and a run that cannot get the lock in time
-// refuses with ErrLocked (exit 2).
+// A local `corepin run` places its pinned jobs with StatePlacer on the
+// same state file, in the same write transaction as the agent's
+// admissions, so neither hands out a CPU the other holds. The agent and
+// the NRI plugin record their allocator configuration in the file when
+// they open it (SharedConfig: reserved CPUs, policy, options, topology
+// policy; the newest writer's wins, nothing assigned moves), and a run
+// places with it, so it never takes a CPU the agent reserves. A run's
+// reservations name their owner process: when it dies, they are
+// released, by the next run that opens the file or by the agent's next
+// sweep, once the job's group has no process left.
 //
 // # QoS controller
 //

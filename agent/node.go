@@ -49,6 +49,11 @@ type Options struct {
 	// StopTimeout bounds how long Delete waits for a workload's
 	// processes to leave its group after SIGKILL; 0 means 5s.
 	StopTimeout time.Duration
+	// RunGroups lists the groups of local runs' jobs (the groups `corepin
+	// run`'s driver makes). With it, Sweep releases the reservations of
+	// runs that died whose jobs have no process left; nil leaves them
+	// to the next run that opens the state file.
+	RunGroups GroupLister
 }
 
 // Node is the one owner of a node's CPUs: the state file, the allocator
@@ -72,6 +77,7 @@ type Node struct {
 	cfg     alloc.Config
 	drv     enforce.Driver
 	lister  enforce.Lister
+	runs    GroupLister
 	log     *slog.Logger
 	metrics *Metrics
 	stop    time.Duration
@@ -101,8 +107,9 @@ type entry struct {
 // ErrLocked means another process holds the state file's lock.
 var ErrLocked = errors.New("state file is locked by another corepin agent")
 
-// Open opens (or creates) the state file, takes its lock, and reconciles
-// the state with the live groups (see Reconcile). A state file that is not
+// Open opens (or creates) the state file, takes its lock, reconciles
+// the state with the live groups (see Reconcile), and records its
+// allocator configuration in the file (SharedConfig) for local runs. A state file that is not
 // corepin's, is corrupt, or was written by a newer corepin is refused and
 // left byte-identical (the store's ErrNotDB, ErrCorrupt, ErrForeign,
 // ErrTooNew).
@@ -117,7 +124,7 @@ func Open(o Options) (*Node, error) {
 	if _, err := alloc.NewState(o.Topology, o.Alloc); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
-	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, log: o.Logger, metrics: o.Metrics,
+	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, runs: o.RunGroups, log: o.Logger, metrics: o.Metrics,
 		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}, opts: o}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -135,6 +142,14 @@ func Open(o Options) (*Node, error) {
 		return nil, err
 	}
 	if _, err := n.Reconcile(); err != nil {
+		n.db.Close()
+		lock.Close()
+		return nil, err
+	}
+	// Recorded once the state loaded under this configuration: from now
+	// on local runs place with it (the newest writer's wins; a daemon
+	// refused above records nothing).
+	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); err != nil {
 		n.db.Close()
 		lock.Close()
 		return nil, err

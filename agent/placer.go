@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,8 +56,11 @@ func (o Owner) alive() bool {
 // runs, or a run and the agent, never hand out one CPU twice. A job that
 // finds no CPUs free waits for them up to Wait, then fails with the
 // allocator's Rejection. Each reservation names its owner (this process);
-// OpenStatePlacer releases those of dead owners whose job groups are
-// empty, so a crashed run's surviving jobs keep their CPUs while they live.
+// OpenStatePlacer (and a running agent's sweep) releases those of dead
+// owners whose job groups are empty, so a crashed run's surviving jobs
+// keep their CPUs while they live. Where a daemon recorded its allocator
+// configuration in the state file (SharedConfig), jobs are placed with
+// it: never on the agent's reserved CPUs.
 type StatePlacer struct {
 	db    *store.DB
 	topo  *topology.Topology
@@ -73,9 +77,12 @@ var placerSeq atomic.Int64
 
 var _ runner.Placer = (*StatePlacer)(nil)
 
-// OpenStatePlacer opens the state file at path. live, if not nil, lists
-// the runner's groups (its driver), to keep the reservations of a crashed
-// run's jobs that still run.
+// OpenStatePlacer opens the state file at path. cfg is the run's own
+// allocator configuration (its reserved CPUs: those outside its cpuset
+// cgroup); where a daemon recorded its configuration in the file
+// (SharedConfig), each placement uses that one, with cfg's reserved CPUs
+// added. live, if not nil, lists the runner's groups (its driver), to keep
+// the reservations of a crashed run's jobs that still run.
 func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait time.Duration, live enforce.Lister) (*StatePlacer, error) {
 	self, err := ownerOf(os.Getpid())
 	if err != nil {
@@ -89,45 +96,79 @@ func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait t
 		return nil, err
 	}
 	p := &StatePlacer{db: db, topo: t, cfg: cfg, self: self, tpc: max(1, t.ThreadsPerCore()), wait: wait, names: map[string]string{}, seq: placerSeq.Add(1)}
-	if err := p.releaseDead(live); err != nil {
+	if _, _, err := p.config(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if _, err := releaseDeadRuns(db, live); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// releaseDead deletes the reservations whose owner died and whose job
-// group (listed by live) has no process left.
-func (p *StatePlacer) releaseDead(live enforce.Lister) error {
-	running := map[string]bool{}
-	if live != nil {
+// config is the allocator configuration and the topology policy a
+// placement uses now: the one recorded in the state file by the newest
+// daemon that opened it, if any, else the run's own with best-effort.
+// It is read before each admission's transaction, so a daemon recording
+// a new configuration in between takes effect at the next placement;
+// nothing already placed moves.
+func (p *StatePlacer) config() (alloc.Config, alloc.TopologyPolicy, error) {
+	rc, ok, err := RecordedConfig(p.db)
+	if err != nil || !ok {
+		return p.cfg, alloc.TopologyBestEffort, err
+	}
+	cfg, err := rc.Config(p.topo, p.cfg)
+	if err != nil {
+		return alloc.Config{}, "", fmt.Errorf("placing on %s: %w", p.db.Path(), err)
+	}
+	tp := alloc.TopologyPolicy(rc.TopologyPolicy)
+	if tp == "" {
+		tp = alloc.TopologyBestEffort
+	}
+	return cfg, tp, nil
+}
+
+// GroupLister lists enforcement groups; every enforce.Lister is one.
+type GroupLister interface {
+	List() ([]enforce.Listed, error)
+}
+
+// releaseDeadRuns deletes from db the reservations of `corepin run`s
+// (StatePlacer) whose owner died and whose job group, listed by live, has
+// no process left, and returns them. The check and the deletion are one
+// write transaction, so no placement interleaves. live nil means the runs
+// have no groups to look at (the affinity driver): every reservation of a
+// dead owner is released. live is listed only when some owner is dead, so
+// a node without crashed runs reads no cgroup for it. A run that opens the
+// state file (OpenStatePlacer) and the agent's periodic sweep both call it.
+func releaseDeadRuns(db *store.DB, live GroupLister) ([]store.Assignment, error) {
+	return db.ReleaseAssignments(func(cur []store.Assignment) ([]string, error) {
+		var dead []string
+		jobs := map[string]string{} // name -> owner pid/job
+		for _, a := range cur {
+			var rec record
+			if json.Unmarshal(a.Request, &rec) != nil || rec.Owner == nil || rec.Owner.alive() {
+				continue
+			}
+			dead = append(dead, a.Name)
+			jobs[a.Name] = strconv.Itoa(rec.Owner.PID) + "/" + rec.Job
+		}
+		if len(dead) == 0 || live == nil {
+			return dead, nil
+		}
 		ls, err := live.List()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("listing the groups of runs' jobs: %w", err)
 		}
+		running := map[string]bool{}
 		for _, l := range ls {
 			if len(l.Pids) > 0 {
 				running[strconv.Itoa(l.OwnerPID)+"/"+l.Name] = true
 			}
 		}
-	}
-	as, err := p.db.Assignments()
-	if err != nil {
-		return err
-	}
-	for _, a := range as {
-		var rec record
-		if json.Unmarshal(a.Request, &rec) != nil || rec.Owner == nil || rec.Owner.alive() {
-			continue
-		}
-		if running[strconv.Itoa(rec.Owner.PID)+"/"+rec.Job] {
-			continue
-		}
-		if err := p.db.DeleteAssignment(a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+		return slices.DeleteFunc(dead, func(name string) bool { return running[jobs[name]] }), nil
+	})
 }
 
 // Close closes the state file. Reservations not released stay held
@@ -142,12 +183,17 @@ func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 	if n%p.tpc == 0 {
 		bind = alloc.BindFullPCPUs
 	}
-	req := alloc.Request{ID: name, CPUs: n, QoS: alloc.LSE, Bind: bind, TopologyPolicy: alloc.TopologyBestEffort}
+	req := alloc.Request{ID: name, CPUs: n, QoS: alloc.LSE, Bind: bind}
 	deadline := time.Now().Add(p.wait)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		var pl alloc.Placement
-		_, err := p.db.Admit(name, func(cur []store.Assignment) (store.Assignment, error) {
-			st, err := stateFrom(p.topo, p.cfg, cur)
+		cfg, tp, err := p.config()
+		if err != nil {
+			return runner.Placement{}, err
+		}
+		req.TopologyPolicy = tp
+		_, err = p.db.Admit(name, func(cur []store.Assignment) (store.Assignment, error) {
+			st, err := stateFrom(p.topo, cfg, cur)
 			if err != nil {
 				return store.Assignment{}, err
 			}
@@ -171,11 +217,23 @@ func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 			p.mu.Unlock()
 			return runner.Placement{CPUs: pl.CPUs, Mems: pl.NUMANodes}, nil
 		}
-		if !errors.Is(err, alloc.ErrRejected) || time.Now().After(deadline) {
+		if !errors.Is(err, alloc.ErrRejected) || time.Now().After(deadline) || neverFits(p.topo, cfg, req) {
 			return runner.Placement{}, classify(name, err)
 		}
 		time.Sleep(wait)
 	}
+}
+
+// neverFits reports whether cfg refuses req even on an empty machine (it
+// asks for more CPUs than the reserved ones leave): waiting for other
+// holders to let go cannot help then.
+func neverFits(t *topology.Topology, cfg alloc.Config, req alloc.Request) bool {
+	st, err := alloc.NewState(t, cfg)
+	if err != nil {
+		return true
+	}
+	_, err = st.Allocate(req)
+	return errors.Is(err, alloc.ErrRejected)
 }
 
 // Release gives job id's CPUs back.

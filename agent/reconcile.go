@@ -23,6 +23,7 @@ const (
 	ActMerged   = "merged"   // a second live group of one workload, its processes moved
 	ActRepaired = "repaired" // a group whose cpuset differed from its assignment, rewritten
 	ActKept     = "conflict" // a live orphan group that could not be admitted; its CPUs are not free
+	ActDeadRun  = "dead_run" // a dead corepin run's reservation whose job has no process left, released
 )
 
 // ReconcileReport counts what Reconcile did, by action.
@@ -191,11 +192,14 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 }
 
 // Sweep is the light periodic check of a running agent: it releases the
-// workloads whose groups have no process left. Commands the agent started
-// itself are released when they exit (it waits for them), so Sweep reads
-// only the groups of adopted processes and cgroups and of commands started
-// by an earlier agent: an idle agent with only its own children reads
-// nothing at all.
+// workloads whose groups have no process left, and (with
+// Options.RunGroups) the reservations of local runs that died and whose
+// jobs have no process left, by the rule a run applies when it opens the
+// state file. Commands the agent started itself are released when they
+// exit (it waits for them), so Sweep reads only the groups of adopted
+// processes and cgroups and of commands started by an earlier agent, and
+// the runs' groups only when a run's owner is dead: an idle agent with
+// only its own children reads no cgroup at all.
 func (n *Node) Sweep() (released []string, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -225,7 +229,40 @@ func (n *Node) Sweep() (released []string, err error) {
 	if len(released) > 0 {
 		n.log.Info("released workloads whose processes are gone", "names", released)
 	}
-	return released, errors.Join(errs...)
+	runs, err := n.releaseDeadRuns()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return append(released, runs...), errors.Join(errs...)
+}
+
+// releaseDeadRuns releases the reservations of dead runs whose jobs have
+// no process left (see releaseDeadRuns), logging and counting each.
+// Callers hold n.mu.
+func (n *Node) releaseDeadRuns() ([]string, error) {
+	if n.runs == nil {
+		return nil, nil
+	}
+	gone, err := releaseDeadRuns(n.db, n.runs)
+	if err != nil {
+		return nil, fmt.Errorf("releasing dead runs' CPUs: %w", err)
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	var names []string
+	for _, a := range gone {
+		rec, _, _ := decodeAssignment(a) // releaseDeadRuns decoded it
+		n.log.Info("released a dead run's reservation", "name", a.Name, "job", rec.Job, "owner_pid", rec.Owner.PID,
+			"cpuset", a.Cpuset)
+		delete(n.wl, a.Name)
+		if err := n.st.Release(a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
+			return names, err
+		}
+		n.metrics.reconcile(ActDeadRun)
+		names = append(names, a.Name)
+	}
+	return names, n.syncPools()
 }
 
 // forget releases an assignment whose workload is gone.

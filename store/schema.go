@@ -82,11 +82,20 @@ CREATE TABLE assignments (
 ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN interrupted_at TEXT;
 `,
+	// 3: settings every process sharing a state file must agree on (the
+	// agent's allocator configuration), one JSON document per key.
+	`
+CREATE TABLE settings (
+	key        TEXT PRIMARY KEY,
+	value      TEXT NOT NULL CHECK (json_valid(value)),
+	updated_at TEXT NOT NULL
+) STRICT;
+`,
 }
 
 // SchemaVersion is the schema version this binary writes (PRAGMA
 // user_version); Open refuses files with a higher one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func init() {
 	if len(migrations) != SchemaVersion {

@@ -135,6 +135,51 @@ func (db *DB) DeleteAssignment(name string) error {
 	})
 }
 
+// ReleaseAssignments deletes the assignments pick names, in one BEGIN
+// IMMEDIATE transaction that also reads what pick sees, so no other
+// writer can change an assignment between pick's decision and its
+// deletion. It returns the deleted assignments as they were. An error
+// from pick is returned unwrapped and nothing is deleted; a name that
+// is not among current is ErrNotFound and nothing is deleted. pick must
+// not call db: the transaction holds its one connection.
+func (db *DB) ReleaseAssignments(pick func(current []Assignment) (names []string, err error)) ([]Assignment, error) {
+	var out []Assignment
+	err := db.tx(func(tx *sql.Tx) error {
+		cur, err := assignments(tx)
+		if err != nil {
+			return err
+		}
+		names, err := pick(cur)
+		if err != nil {
+			return err
+		}
+		byName := make(map[string]Assignment, len(cur))
+		for _, a := range cur {
+			byName[a.Name] = a
+		}
+		done := make(map[string]bool, len(names))
+		for _, name := range names {
+			if done[name] {
+				continue // a name given twice is deleted once
+			}
+			done[name] = true
+			a, ok := byName[name]
+			if !ok {
+				return fmt.Errorf("releasing assignment %q: %w", name, ErrNotFound)
+			}
+			if _, err := tx.Exec(`DELETE FROM assignments WHERE name = ?`, name); err != nil {
+				return fmt.Errorf("releasing assignment %q: %w", name, err)
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Assignments lists every assignment by name. It is one SELECT, hence one
 // consistent snapshot (a read transaction of its own), and takes no write
 // lock.

@@ -86,7 +86,7 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	if diff := cmp.Diff([]string{"assignments", "jobs", "measurements", "runs"}, tables); diff != "" {
+	if diff := cmp.Diff([]string{"assignments", "jobs", "measurements", "runs", "settings"}, tables); diff != "" {
 		t.Errorf("tables (-want +got):\n%s", diff)
 	}
 }

@@ -73,6 +73,11 @@ func runPlacer(topo *topology.Topology, driver enforce.Driver, stderr io.Writer)
 		return p, func() error { return nil }, err
 	}
 	lister, _ := driver.(enforce.Lister)
+	// The run's own view: the CPUs outside its cpuset cgroup are not its
+	// to give. Where the agent or the NRI plugin opened the file, the
+	// placer adds their reserved CPUs, policy and options (the
+	// configuration they recorded in it), so jobs never land on CPUs the
+	// agent keeps for the system.
 	cfg := alloc.Config{Reserved: topo.Online().Difference(topo.Allowed())}
 	sp, err := agent.OpenStatePlacer(path, topo, cfg, placeWait, lister)
 	if err != nil {

@@ -1,0 +1,132 @@
+package store
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSettings(t *testing.T) {
+	db := newDB(t)
+	if _, err := db.LoadSetting("alloc"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("LoadSetting of a missing key = %v, want ErrNotFound", err)
+	}
+	if err := db.SaveSetting("alloc", raw(`{"reserved_cpus":"0"}`)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := db.LoadSetting("alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.Value) != `{"reserved_cpus":"0"}` || first.UpdatedAt.IsZero() {
+		t.Errorf("LoadSetting = %+v, want the saved value and a time", first)
+	}
+	// The last writer wins.
+	if err := db.SaveSetting("alloc", raw(`{"reserved_cpus":"0-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := db.LoadSetting("alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(second.Value) != `{"reserved_cpus":"0-1"}` || second.UpdatedAt.Before(first.UpdatedAt) {
+		t.Errorf("LoadSetting after a second save = %+v, want the second value, updated at or after %v", second, first.UpdatedAt)
+	}
+	// Bad input changes nothing.
+	for _, tc := range []struct {
+		name, key, value, msg string
+	}{
+		{name: "empty key", key: "", value: `{}`, msg: "key is empty"},
+		{name: "long key", key: strings.Repeat("k", MaxSettingKey+1), value: `{}`, msg: "longer than"},
+		{name: "empty value", key: "alloc", value: ``, msg: "want 1 to"},
+		{name: "big value", key: "alloc", value: `"` + strings.Repeat("v", MaxSettingValue) + `"`, msg: "want 1 to"},
+		{name: "not JSON", key: "alloc", value: `{`, msg: "not valid JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := db.SaveSetting(tc.key, raw(tc.value))
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("SaveSetting = %v, want an error saying %q", err, tc.msg)
+			}
+			got, err := db.LoadSetting("alloc")
+			if err != nil || string(got.Value) != `{"reserved_cpus":"0-1"}` {
+				t.Errorf("after a refused save: %+v (%v), want the value unchanged", got, err)
+			}
+		})
+	}
+}
+
+// A file of schema 2 (before settings) gains the table, keeping its
+// assignments.
+func TestMigrateSchema2Settings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	func() {
+		replace(t, &migrations, migrations[:2])
+		db := openT(t, path)
+		if _, err := db.SaveAssignment(Assignment{Name: "enc-1", Cpuset: "1", QoS: "LSE"}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}()
+	replace(t, &migrations, migrations[:SchemaVersion:SchemaVersion])
+	db := openT(t, path)
+	if err := db.SaveSetting("alloc", raw(`{}`)); err != nil {
+		t.Fatalf("SaveSetting on a migrated file = %v", err)
+	}
+	as, err := db.Assignments()
+	if err != nil || len(as) != 1 || as[0].Name != "enc-1" {
+		t.Errorf("Assignments after migrating = %+v (%v), want enc-1 kept", as, err)
+	}
+}
+
+func TestReleaseAssignments(t *testing.T) {
+	db := newDB(t)
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := db.SaveAssignment(Assignment{Name: n, Cpuset: "1", QoS: "LSE"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func() []string {
+		as, err := db.Assignments()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range as {
+			out = append(out, a.Name)
+		}
+		return out
+	}
+	// A refusal from pick, or a name that is not there, deletes nothing.
+	no := errors.New("no")
+	if _, err := db.ReleaseAssignments(func([]Assignment) ([]string, error) { return []string{"a"}, no }); err != no {
+		t.Errorf("ReleaseAssignments with a failing pick = %v, want its error", err)
+	}
+	if _, err := db.ReleaseAssignments(func([]Assignment) ([]string, error) { return []string{"a", "zz"}, nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ReleaseAssignments of a missing name = %v, want ErrNotFound", err)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, names()); diff != "" {
+		t.Fatalf("after refused releases (-want +got):\n%s", diff)
+	}
+	var seen []string
+	got, err := db.ReleaseAssignments(func(cur []Assignment) ([]string, error) {
+		for _, a := range cur {
+			seen = append(seen, a.Name)
+		}
+		return []string{"c", "a", "c"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "c" || got[1].Name != "a" || got[0].Cpuset != "1" {
+		t.Errorf("ReleaseAssignments = %+v, want c and a as they were", got)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, seen); diff != "" {
+		t.Errorf("pick saw (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b"}, names()); diff != "" {
+		t.Errorf("after releasing (-want +got):\n%s", diff)
+	}
+}
