@@ -11,6 +11,7 @@ import (
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nri"
+	"github.com/corepin/corepin/kube/kubeclient"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
@@ -39,19 +40,23 @@ With --annotate-node (in a pod) it keeps the annotations corepin extender
 reads on its own Node (named by --node-name; needs patch on nodes):
 corepin.io/topology and corepin.io/assigned, or only corepin.io/numa-free
 when the topology would pass 256 KiB. Both publish after every
-synchronisation and every admission or release, coalesced.
+synchronisation and every admission or release, coalesced. In a pod they
+use its service account; a plugin run on the host gives --kubeconfig (and
+--context) instead.
 
 Examples:
   corepin nri
   corepin nri --config /etc/corepin/agent.yaml --state /var/lib/corepin/agent.db
   corepin nri --nri-socket /run/containerd-test/nri.sock --sysfs-root /
-  corepin nri --annotate-node --node-name "$NODE_NAME"`
+  corepin nri --annotate-node --node-name "$NODE_NAME"
+  corepin nri --annotate-node --node-name node-1 --kubeconfig /etc/kubernetes/kubelet.conf`
 
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
 	var state, config, socket, root, nodeName string
 	var publishNRT, annotateNode bool
+	var kube kubeclient.Options
 	cmd := &cobra.Command{
 		Use:   "nri",
 		Short: "Run the NRI plugin (pins Kubernetes containers under containerd or CRI-O)",
@@ -82,7 +87,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
 				}
-				pub, err := nrt.InCluster()
+				pub, err := publisher(kube)
 				if err != nil {
 					return Usagef("--publish-nrt: %v", err)
 				}
@@ -94,7 +99,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if nodeName == "" {
 					return Usagef("--annotate-node needs --node-name (or $NODE_NAME): the node to annotate")
 				}
-				pub, err := nrt.InCluster()
+				pub, err := publisher(kube)
 				if err != nil {
 					return Usagef("--annotate-node: %v", err)
 				}
@@ -125,5 +130,21 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
 	fl.BoolVar(&annotateNode, "annotate-node", false, "publish the node's topology and assignments as the annotations corepin extender reads (in a pod, with its service account)")
 	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt and --annotate-node")
+	fl.StringVar(&kube.Kubeconfig, "kubeconfig", "", "kubeconfig for --publish-nrt and --annotate-node from outside a pod (default: the pod's service account)")
+	fl.StringVar(&kube.Context, "context", "", "the kubeconfig context (default: its current one)")
 	return cmd
+}
+
+// publisher is the API client of --publish-nrt and --annotate-node: the
+// pod's service account, or the kubeconfig given (a plugin run on the host).
+func publisher(o kubeclient.Options) (*nrt.Publisher, error) {
+	if o.Kubeconfig == "" && o.Context == "" {
+		return nrt.InCluster()
+	}
+	o.UserAgent = "corepin-nri/" + Version
+	server, hc, err := kubeclient.HTTP(o)
+	if err != nil {
+		return nil, err
+	}
+	return &nrt.Publisher{Server: server, Client: hc}, nil
 }

@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corepin/corepin/kube/kubeclient"
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 func TestNRIRefusesBadInput(t *testing.T) {
@@ -45,5 +52,35 @@ func TestNRIRefusesBadInput(t *testing.T) {
 				t.Errorf("the foreign state file changed")
 			}
 		})
+	}
+}
+
+// TestNRIPublisherFromKubeconfig: a plugin run on the host reaches the API
+// server through --kubeconfig and --context (token, CA) and patches its
+// node; without them it needs a pod's service account.
+func TestNRIPublisherFromKubeconfig(t *testing.T) {
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+r.Header.Get("Content-Type")+" "+string(body))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1"}}`)
+	}))
+	defer srv.Close()
+	kc := writeKubeconfig(t, srv)
+	pub, err := publisher(kubeclient.Options{Kubeconfig: kc, Context: "sweep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := "[4,0]"
+	if err := pub.AnnotateNode(context.Background(), "n1", nrt.Annotations{"corepin.io/numa-free": &v}); err != nil {
+		t.Fatalf("AnnotateNode: %v", err)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "PATCH /api/v1/nodes/n1 Bearer sweep-token application/merge-patch+json ") ||
+		!strings.Contains(got[0], `"corepin.io/numa-free":"[4,0]"`) {
+		t.Errorf("requests %q, want one merge patch of node n1 with the context's token", got)
+	}
+	if _, err := publisher(kubeclient.Options{Kubeconfig: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("a missing kubeconfig gave a publisher")
 	}
 }

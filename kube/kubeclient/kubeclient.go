@@ -9,10 +9,13 @@ package kubeclient
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -54,29 +57,9 @@ type Client struct {
 // error wrapping ErrNoConfig (or clientcmd's own, naming the file or the
 // context), made before any request.
 func Load(o Options) (*Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.Kubeconfig != "" {
-		rules.ExplicitPath = o.Kubeconfig
-	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
-	overrides.Context.Namespace = o.Namespace
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := cc.ClientConfig()
-	if clientcmd.IsEmptyConfig(err) {
-		return nil, fmt.Errorf("%w: give --kubeconfig, set $KUBECONFIG or write ~/.kube/config (or run inside a cluster)", ErrNoConfig)
-	}
+	cfg, ns, err := restConfig(o)
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil {
-		return nil, fmt.Errorf("reading the namespace: %w", err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = Timeout
-	}
-	if o.UserAgent != "" {
-		cfg.UserAgent = o.UserAgent
+		return nil, err
 	}
 	core, err := coreclient.NewForConfig(cfg)
 	if err != nil {
@@ -87,6 +70,56 @@ func Load(o Options) (*Client, error) {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
 	return &Client{Core: core, Batch: batch, Namespace: ns, Host: cfg.Host}, nil
+}
+
+// HTTP returns the API server's base URL and an HTTP client that
+// authenticates as o's kubeconfig says (token, client certificate, exec
+// plugin) and trusts its CA, for code that speaks the REST API itself
+// (kube/nrt's publisher).
+func HTTP(o Options) (string, *http.Client, error) {
+	cfg, _, err := restConfig(o)
+	if err != nil {
+		return "", nil, err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("building the HTTP client for %s: %w", cfg.Host, err)
+	}
+	host := cfg.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	return strings.TrimSuffix(host, "/"), hc, nil
+}
+
+// restConfig loads o's kubeconfig: the REST configuration and the
+// namespace.
+func restConfig(o Options) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
+	overrides.Context.Namespace = o.Namespace
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, "", fmt.Errorf("%w: give --kubeconfig, set $KUBECONFIG or write ~/.kube/config (or run inside a cluster)", ErrNoConfig)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the namespace: %w", err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = Timeout
+	}
+	if o.UserAgent != "" {
+		cfg.UserAgent = o.UserAgent
+	}
+	return cfg, ns, nil
 }
 
 // CoreV1 returns the core API group's client.
