@@ -10,9 +10,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,8 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -72,6 +76,7 @@ type cluster struct {
 	token      string
 	api        string
 	kubeconfig string
+	extPort    int
 	cgroupRoot string
 	ps         *procs
 	cs         kubernetes.Interface
@@ -186,12 +191,14 @@ current-context: e2e
 	waitOK(t, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), "", 90*time.Second)
 	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
 
+	// The real corepin extender under the shipped scheduler configuration:
+	// the node's annotations (corepin nri --annotate-node) are what it
+	// judges.
+	c.extPort = freePort(t)
+	ext := c.ps.start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort))
+	waitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", 20*time.Second)
 	schedPort := freePort(t)
-	schedCfg := writeFile(t, c.path("scheduler.yaml"), fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: %q}
-leaderElection: {leaderElect: false}
-`, c.kubeconfig))
+	schedCfg := writeFile(t, c.path("scheduler.yaml"), shippedSchedulerConfig(t, c.kubeconfig, c.extPort))
 	begin = time.Now()
 	s := c.ps.start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
 		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
@@ -222,7 +229,8 @@ func (c *cluster) startNode() *cri {
 	// No reserved CPU: the 2-CPU machine must fit two pinned pods at once.
 	writeFile(t, c.path("corepin.yaml"), []byte("reserved_cpus: \"\"\npolicy: corepin\n"))
 	plugin := c.ps.start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
-		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"))
+		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"),
+		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(plugin.log.String(), "msg=synchronized") {
 		select {
@@ -331,7 +339,8 @@ func (c *cluster) startKubelet() {
 func (c *cluster) sweepJobs() []batchv1.Job {
 	t := c.t
 	args := []string{"kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--image", corepinImage,
-		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "--host-network", "-o", "json"}
+		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "--host-network",
+		"--numa-policy", "single-numa-node", "-o", "json"}
 	out := run(t, nil, c.corepin, args...)
 	var list struct {
 		Kind  string            `json:"kind"`
@@ -718,7 +727,99 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	byPod := c.runJobs(js, logs)
 	stop()
 	c.checkPlacement(parseResults(t, byPod), lives())
+	c.checkExtender(len(byPod))
 	c.collect(logs, len(byPod))
+}
+
+// checkExtender checks the loop the cluster side closes: the node
+// published its state (corepin nri --annotate-node, from the host through
+// the kubeconfig) as the extender reads it, and the scheduler asked the
+// extender about every pod, which kept the node each time.
+func (c *cluster) checkExtender(pods int) {
+	t := c.t
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	var n *corev1.Node
+	// The plugin annotates after each change and every 30 s.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 40*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		n = got
+		_, ok := got.Annotations[extender.AnnotationTopology]
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s never carried %s: %v", nodeName, extender.AnnotationTopology, err)
+	}
+	topo, held, ok, err := extender.NodeTopology(n)
+	if !ok || err != nil {
+		t.Fatalf("node %s: the extender cannot read its annotations: %v", nodeName, err)
+	}
+	if got, want := topo.Online().Size(), runtime.NumCPU(); got != want {
+		t.Errorf("node %s publishes %d CPUs, the machine has %d", nodeName, got, want)
+	}
+	m := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.extPort))
+	calls, kept := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`], m[`corepin_extender_filtered_nodes_total{result="kept"}`]
+	// A pod may be refused while the annotations still show CPUs that a
+	// finished pod held; the scheduler retries when the node changes.
+	if calls < float64(pods) || kept < float64(pods) {
+		t.Errorf("extender: %v filter calls kept the node %v times, want at least one keeping call per pod (%d)", calls, kept, pods)
+	}
+	c.note("node %s annotated by corepin nri from the host (%d CPUs, %d held now); under the shipped scheduler configuration corepin extender was asked %v times and kept the node %v times",
+		nodeName, topo.Online().Size(), len(held), calls, kept)
+}
+
+// shippedSchedulerConfig is deploy/kubernetes/scheduler/scheduler-config.yaml
+// with this machine's kubeconfig and extender port.
+func shippedSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../../deploy/kubernetes/scheduler/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("the shipped scheduler config: %v", err)
+	}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	exts, _ := cfg["extenders"].([]any)
+	if len(exts) != 1 {
+		t.Fatalf("the shipped scheduler config has %d extenders, want corepin's only", len(exts))
+	}
+	exts[0].(map[string]any)["urlPrefix"] = fmt.Sprintf("http://127.0.0.1:%d", extPort)
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scrape reads a Prometheus text page into series -> value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	rsp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || strings.HasPrefix(line, "#") || i < 0 {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }
 
 // teardown stops the kubelet first (so it recreates nothing), removes
