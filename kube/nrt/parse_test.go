@@ -81,7 +81,6 @@ func TestFreeCPUs(t *testing.T) {
 	}
 }
 
-
 // FuzzFreeCPUs feeds arbitrary zone lists (JSON) to FreeCPUs: it never
 // panics, and what it accepts is a bounded list of non-negative counts.
 func FuzzFreeCPUs(f *testing.F) {
