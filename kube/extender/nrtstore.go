@@ -125,7 +125,8 @@ func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced 
 		UpdateFunc: func(_, obj any) { s.onSet(obj) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
+				s.Delete(t.Key) // cluster-scoped: the key is the name
+				return
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				s.Delete(u.GetName())
