@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/kube/extender"
 )
@@ -23,10 +25,26 @@ publishes in its annotations: corepin.io/topology (the compact
 "corepin topo -o json" document) with corepin.io/assigned (the "assigned" list
 of "corepin plan"), or the coarse corepin.io/numa-free ("[4,0]": free CPUs per
 NUMA node); corepin nri --annotate-node (chart value annotateNode) keeps them
-up to date. Nodes publishing neither pass, scored 0. A node that could not
-take the pod even with nothing held is failed as unresolvable, so the
-scheduler does not preempt pods there in vain. GET /healthz answers ok;
-GET /metrics serves Prometheus metrics (call durations, filtered nodes).
+up to date.
+
+With --nrt it also watches the cluster's NodeResourceTopology objects
+(topology.node.k8s.io/v1alpha2, as corepin nri --publish-nrt, NFD's
+topology-updater or Koordinator publish them; the CRD must be installed and
+the extender may list and watch noderesourcetopologies) and judges a node
+without corepin annotations by its object: the "available" cpu of each zone
+of type Node (node-0, node-1, ...) stands for its free CPUs per NUMA node,
+as corepin.io/numa-free would. An object with fractional, negative or
+malformed zones is logged on stderr and its node stays unjudged. The cluster
+is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
+~/.kube/config, else the pod's service account; --context picks a context.
+Until the informer has listed the objects once, GET /healthz answers 503
+(filter and prioritize answer meanwhile, with the objects known so far); if
+it has not within --nrt-sync-timeout, the extender exits 1.
+
+Nodes publishing none of these pass, scored 0. A node that could not take
+the pod even with nothing held is failed as unresolvable, so the scheduler
+does not preempt pods there in vain. GET /healthz answers ok; GET /metrics
+serves Prometheus metrics (call durations, filtered nodes).
 
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
 configuration is deploy/kubernetes/scheduler/scheduler-config.yaml.
@@ -37,7 +55,9 @@ Serves until SIGTERM or SIGINT, then finishes the calls in flight and exits 0.
 Examples:
   corepin extender                                  # 127.0.0.1:18888
   corepin extender --listen 0.0.0.0:18888 --max-nodes 5000
-  corepin extender --listen 127.0.0.1:0 -o json     # any free port, printed`
+  corepin extender --listen 127.0.0.1:0 -o json     # any free port, printed
+  corepin extender --nrt                            # also NodeResourceTopology, in-cluster
+  corepin extender --nrt --kubeconfig ~/.kube/config --context prod`
 
 func init() { register(newExtenderCmd) }
 
@@ -46,6 +66,9 @@ func newExtenderCmd(e *env) *cobra.Command {
 		listen   string
 		maxBody  int64
 		maxNodes int
+		useNRT   bool
+		kube     kubeFlags
+		syncWait time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "extender",
@@ -59,9 +82,36 @@ func newExtenderCmd(e *env) *cobra.Command {
 			if maxNodes < 1 || maxNodes > 100000 {
 				return Usagef("--max-nodes %d: want 1 to 100000", maxNodes)
 			}
-			ext := extender.New(extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes))
+			if !useNRT {
+				if n := changed(cmd, "kubeconfig", "context", "nrt-sync-timeout"); n != "" {
+					return Usagef("--%s needs --nrt", n)
+				}
+			}
+			if syncWait <= 0 || syncWait > time.Hour {
+				return Usagef("--nrt-sync-timeout %s: want more than 0 and at most 1h", syncWait)
+			}
+			opts := []extender.Option{extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes)}
 			ctx, stop := signalContext(cmd)
 			defer stop()
+			var syncErr <-chan error
+			if useNRT {
+				c, err := kube.client()
+				if err != nil {
+					return err
+				}
+				log := slog.New(slog.NewTextHandler(e.stderr, nil))
+				if e.JSON() {
+					log = slog.New(slog.NewJSONHandler(e.stderr, nil))
+				}
+				store := extender.NewNRTStore(maxNodes, log)
+				synced, err := store.Watch(ctx, c.Dynamic)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, extender.WithNRT(store), extender.WithReady(synced))
+				syncErr = waitSynced(ctx, synced, syncWait, c.Host)
+			}
+			ext := extender.New(opts...)
 			ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
 				return struct {
 					Listen string `json:"listen"`
@@ -76,6 +126,9 @@ func newExtenderCmd(e *env) *cobra.Command {
 			select {
 			case err := <-errc:
 				return fmt.Errorf("serving: %w", err)
+			case err := <-syncErr:
+				srv.Close()
+				return err
 			case <-ctx.Done():
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -92,6 +145,25 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:18888", "address to listen on (port 0: any free port)")
 	fl.Int64Var(&maxBody, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
-	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request")
+	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request (with --nrt also the most NodeResourceTopology objects kept)")
+	fl.BoolVar(&useNRT, "nrt", false, "also judge nodes without corepin annotations by their NodeResourceTopology objects")
+	fl.StringVar(&kube.kubeconfig, "kubeconfig", "", "with --nrt: kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
+	fl.StringVar(&kube.context, "context", "", "with --nrt: kubeconfig context (default its current context)")
+	fl.DurationVar(&syncWait, "nrt-sync-timeout", 2*time.Minute, "with --nrt: exit 1 if the NodeResourceTopology objects are not listed within this time (/healthz answers 503 until they are)")
 	return cmd
+}
+
+// waitSynced reports on the returned channel an error if synced has not
+// reported true within limit (and nothing once it has, or ctx ended).
+func waitSynced(ctx context.Context, synced func() bool, limit time.Duration, host string) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		if toolscache.WaitForCacheSync(wctx.Done(), synced) || ctx.Err() != nil {
+			return
+		}
+		errc <- fmt.Errorf("listing NodeResourceTopology objects at %s: not synced within %s (--nrt-sync-timeout): is the CRD noderesourcetopologies.topology.node.k8s.io installed, and may the extender list and watch them?", host, limit)
+	}()
+	return errc
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
@@ -44,10 +47,53 @@ func TestExtenderServesFilter(t *testing.T) {
 }
 
 func TestExtenderRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"extender", "--max-nodes", "0"}, {"extender", "--max-body-bytes", "10"}, {"extender", "x"}} {
+	for _, args := range [][]string{{"extender", "--max-nodes", "0"}, {"extender", "--max-body-bytes", "10"}, {"extender", "x"},
+		{"extender", "--kubeconfig", "/dev/null"}, {"extender", "--nrt-sync-timeout", "1s"},
+		{"extender", "--nrt", "--nrt-sync-timeout", "0s"}, {"extender", "--nrt", "--kubeconfig", "/nonexistent/kubeconfig"}} {
 		var out, errb strings.Builder
 		if code := Main(args, strings.NewReader(""), &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errb.String())
 		}
+	}
+}
+
+// TestExtenderNRTWithoutCRD starts `corepin extender --nrt` on an API
+// server that does not serve NodeResourceTopology: /healthz answers 503,
+// and the extender exits 1 once --nrt-sync-timeout has passed, saying
+// what to check.
+func TestExtenderNRTWithoutCRD(t *testing.T) {
+	api := httptest.NewServer(http.NotFoundHandler())
+	defer api.Close()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: " + api.URL + "}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: c\n"
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "-o", "json", "--nrt", "--kubeconfig", kc, "--nrt-sync-timeout", "2s")
+	var addr struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &addr); err != nil {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	resp, err := http.Get("http://" + addr.Listen + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /healthz before sync = %d, want 503", resp.StatusCode)
+	}
+	// stop cancels only after the extender has given up by itself.
+	var err2 error
+	for range 200 {
+		if _, err2 = http.Get("http://" + addr.Listen + "/healthz"); err2 != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err == nil || !strings.Contains(err.Error(), "noderesourcetopologies.topology.node.k8s.io") {
+		t.Errorf("extender exit = %v, want the sync error naming the CRD", err)
 	}
 }

@@ -10,13 +10,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 // BenchmarkFilterPrioritize100Nodes times one /filter plus one /prioritize
 // call through the handler (decode, place on every node, encode) for 100
 // nodes, and reports the p50 and p99 of a call pair. "topology": each node
 // publishes its full 16-CPU topology and its own assignments (100 cached
-// states); "numa-free": the coarse fallback annotation;
+// states); "numa-free": the coarse fallback annotation; "nrt": no
+// annotation, the same free CPUs per NUMA node from NodeResourceTopology
+// objects (WithNRT);
 // "topology-distinct-pods": as topology, but each pair is for another pod
 // (64 in turn), as in a scheduling wave, so /filter finds no cached
 // verdict (the cache holds 4096) and places on every node.
@@ -33,21 +37,30 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 		name  string
 		nodes []corev1.Node
 	}{{"topology", topo}, {"numa-free", coarse}} {
-		b.Run(bc.name, func(b *testing.B) { benchCalls(b, args(b, pod, bc.nodes...)) })
+		b.Run(bc.name, func(b *testing.B) { benchCalls(b, New().Handler(), args(b, pod, bc.nodes...)) })
 	}
+	b.Run("nrt", func(b *testing.B) {
+		store := NewNRTStore(100, nil)
+		bare := make([]corev1.Node, 0, 100)
+		for i := range 100 {
+			name := fmt.Sprintf("node-%03d", i)
+			bare = append(bare, node(name, nil))
+			store.Set(name, nrtZones(4+i%5, 8-i%3))
+		}
+		benchCalls(b, New(WithNRT(store)).Handler(), args(b, pod, bare...))
+	})
 	b.Run("topology-distinct-pods", func(b *testing.B) {
 		var bodies [][]byte
 		for i := range 64 {
 			p := guaranteedPod(fmt.Sprintf("enc-%d", i), "4", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
 			bodies = append(bodies, args(b, p, topo...))
 		}
-		benchCalls(b, bodies...)
+		benchCalls(b, New().Handler(), bodies...)
 	})
 }
 
 // benchCalls times call pairs on bodies in turn.
-func benchCalls(b *testing.B, bodies ...[]byte) {
-	h := New().Handler()
+func benchCalls(b *testing.B, h http.Handler, bodies ...[]byte) {
 	call := func(path string, body []byte) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
@@ -75,4 +88,13 @@ func benchCalls(b *testing.B, bodies ...[]byte) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us/call")
 		b.ReportMetric(float64(len(bodies[0]))/1024, "body-KiB")
 	}
+}
+
+// nrtZones are the Node zones of free CPUs per NUMA node.
+func nrtZones(free ...int) []nrt.Zone {
+	var zs []nrt.Zone
+	for i, f := range free {
+		zs = append(zs, nrt.Zone{Name: fmt.Sprintf("node-%d", i), Type: "Node", Resources: []nrt.Resource{{Name: "cpu", Available: fmt.Sprint(f)}}})
+	}
+	return zs
 }

@@ -11,8 +11,11 @@
 // AnnotationAssigned, or the coarse AnnotationNUMAFree), written by the NRI
 // plugin with --annotate-node (kube/nrt.NodeAnnotations); decoded states are
 // cached by a hash of those annotations, and verdicts by state and request.
-// A node that publishes neither is not corepin's to judge and passes with
-// score 0.
+// With WithNRT, a node without those annotations is judged by its
+// NodeResourceTopology object (topology.node.k8s.io/v1alpha2) as an
+// NRTStore keeps it from a client-go informer: the free CPUs of its Node
+// zones make the same stand-in machine as AnnotationNUMAFree. A node that
+// publishes none of these is not corepin's to judge and passes with score 0.
 //
 // The handler reads a body's nodes without decoding them into corev1.Node:
 // it takes each node's name and corepin annotations and answers /filter

@@ -36,6 +36,8 @@ type Extender struct {
 	cache    cache[stateKey, *nodeState]
 	verdicts cache[verdictKey, verdict]
 	metrics  *metrics
+	nrt      *NRTStore
+	ready    func() bool
 }
 
 // Option configures an Extender.
@@ -46,6 +48,14 @@ func WithMaxBodyBytes(n int64) Option { return func(e *Extender) { e.maxBody = n
 
 // WithMaxNodes bounds the nodes of one request to n.
 func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
+
+// WithNRT judges the nodes without corepin annotations by the
+// NodeResourceTopology objects s keeps (NRTStore.Watch).
+func WithNRT(s *NRTStore) Option { return func(e *Extender) { e.nrt = s } }
+
+// WithReady makes GET /healthz answer 503 while ready reports false (the
+// NodeResourceTopology informer has not synced yet).
+func WithReady(ready func() bool) Option { return func(e *Extender) { e.ready = ready } }
 
 // New returns an Extender.
 func New(opts ...Option) *Extender {
@@ -59,7 +69,8 @@ func New(opts ...Option) *Extender {
 }
 
 // Handler serves POST /filter and POST /prioritize (the verbs of the
-// shipped scheduler configuration), GET /healthz and GET /metrics
+// shipped scheduler configuration), GET /healthz (503 until WithReady's
+// function reports true) and GET /metrics
 // (Prometheus: call durations and counts by verb, filtered nodes by
 // result).
 func (e *Extender) Handler() http.Handler {
@@ -68,6 +79,10 @@ func (e *Extender) Handler() http.Handler {
 	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) })))
 	mux.Handle("GET /metrics", e.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if e.ready != nil && !e.ready() {
+			http.Error(w, errNotSynced.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		io.WriteString(w, "ok\n")
 	})
 	return mux

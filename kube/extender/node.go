@@ -96,13 +96,13 @@ func (c *cache[K, V]) len() int {
 // never share an entry).
 type stateKey [32]byte
 
-// stateOf returns the node's decoded state and its key, nil when the node
-// publishes no corepin state.
+// stateOf returns the node's decoded state and its key: by its corepin
+// annotations, else by its NodeResourceTopology (nrtStateOf), else nil.
 func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return nil, stateKey{}
+		return e.nrtStateOf(node.Name)
 	}
 	h := sha256.New()
 	if hasTopo {
@@ -131,7 +131,7 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
 	topo, assigned, free := n.ann[0], n.ann[1], n.ann[2]
 	if topo == nil && free == nil {
-		return nil, stateKey{}
+		return e.nrtStateOf(n.name)
 	}
 	h := sha256.New()
 	if topo != nil {
@@ -245,8 +245,8 @@ func decodeTopology(topo, assigned string) *nodeState {
 	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State}
 }
 
-// decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree: node i
-// has free[i] single-thread cores, its own L3 and its own socket.
+// decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree
+// (numaFreeState).
 func decodeNUMAFree(raw string) *nodeState {
 	if len(raw) > MaxAnnotationBytes {
 		return failed("%s longer than %d bytes", AnnotationNUMAFree, MaxAnnotationBytes)
@@ -262,12 +262,26 @@ func decodeNUMAFree(raw string) *nodeState {
 	if len(free) == 0 || len(free) > maxNUMAFreeNodes {
 		return failed("%s %q: want 1 to %d NUMA nodes", AnnotationNUMAFree, short(raw), maxNUMAFreeNodes)
 	}
+	total := 0
+	for _, f := range free {
+		if f < 0 || f > cpuset.MaxCPU+1 || total+f > cpuset.MaxCPU+1 {
+			return failed("%s %q: free CPUs must be 0 to %d in all", AnnotationNUMAFree, short(raw), cpuset.MaxCPU+1)
+		}
+		total += f
+	}
+	return numaFreeState(free, AnnotationNUMAFree)
+}
+
+// numaFreeState builds the stand-in machine of free CPUs per NUMA node
+// (AnnotationNUMAFree, or a NodeResourceTopology's zones): node i has
+// free[i] single-thread cores, its own L3 and its own socket. The caller
+// has checked that the counts are non-negative and at most cpuset.MaxCPU+1
+// in all; what names the source in errors. The state has no empty
+// counterpart: the source does not say what is held.
+func numaFreeState(free []int, what string) *nodeState {
 	var cpus []topology.CPU
 	dense := 0 // socket and L3 indexes are dense over the nodes with CPUs
 	for n, f := range free {
-		if f < 0 || len(cpus)+f > cpuset.MaxCPU+1 {
-			return failed("%s %q: free CPUs must be 0 to %d in all", AnnotationNUMAFree, short(raw), cpuset.MaxCPU+1)
-		}
 		for range f {
 			id := len(cpus)
 			cpus = append(cpus, topology.CPU{ID: id, Online: true, Allowed: true, Socket: topology.SocketID(dense),
@@ -283,13 +297,32 @@ func decodeNUMAFree(raw string) *nodeState {
 	}
 	t, err := topology.New(cpus, nil)
 	if err != nil {
-		return failed("%s: %v", AnnotationNUMAFree, err)
+		return failed("%s: %v", what, err)
 	}
 	st, err := alloc.NewState(t, alloc.Config{})
 	if err != nil {
-		return failed("%s: %v", AnnotationNUMAFree, err)
+		return failed("%s: %v", what, err)
 	}
 	return &nodeState{st: st, free: len(cpus)}
+}
+
+// nrtStateOf is the state of a node without corepin annotations: the
+// stand-in machine of its NodeResourceTopology, nil when the extender
+// watches none (WithNRT) or knows none for the node.
+func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
+	if e.nrt == nil {
+		return nil, stateKey{}
+	}
+	ent, ok := e.nrt.get(name)
+	if !ok {
+		return nil, stateKey{}
+	}
+	if ns, ok := e.cache.get(ent.key); ok {
+		return ns, ent.key
+	}
+	ns := numaFreeState(ent.free, "NodeResourceTopology")
+	e.cache.put(ent.key, ns)
+	return ns, ent.key
 }
 
 func short(s string) string {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -40,13 +41,17 @@ type Options struct {
 }
 
 // Client is a connection to one cluster: the typed clients of the core
-// and batch API groups, the two corepin reads. It has the methods of
+// and batch API groups, the two corepin reads, and the dynamic client. It has the methods of
 // kubernetes.Interface of those names, so code written against them takes
 // client-go's fake clientset in tests. Building the whole clientset would
 // link every API group's client into corepin.
 type Client struct {
 	Core  coreclient.CoreV1Interface
 	Batch batchclient.BatchV1Interface
+	// Dynamic reaches the resources without a typed client (custom
+	// resources such as NodeResourceTopology), without Timeout, for
+	// informers.
+	Dynamic dynamic.Interface
 	// Namespace is the namespace Options chose.
 	Namespace string
 	// Host is the API server's address, for messages.
@@ -69,7 +74,16 @@ func Load(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
-	return &Client{Core: core, Batch: batch, Namespace: ns, Host: cfg.Host}, nil
+	// Informers watch for minutes through the dynamic client: no
+	// per-request timeout there (client-go bounds its list calls and
+	// watches with timeoutSeconds itself).
+	dcfg := rest.CopyConfig(cfg)
+	dcfg.Timeout = 0
+	dyn, err := dynamic.NewForConfig(dcfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
+	}
+	return &Client{Core: core, Batch: batch, Dynamic: dyn, Namespace: ns, Host: cfg.Host}, nil
 }
 
 // HTTP returns the API server's base URL and an HTTP client that

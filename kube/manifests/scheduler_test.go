@@ -196,6 +196,56 @@ func TestChartShipsTheScheduler(t *testing.T) {
 	}
 }
 
+// TestChartSchedulerNRT checks scheduler.nrt: the extender runs with --nrt
+// and its service account may list and watch NodeResourceTopology objects
+// (and no more); without it, neither.
+func TestChartSchedulerNRT(t *testing.T) {
+	ns := defaultRelease.Namespace
+	for _, nrt := range []bool{false, true} {
+		t.Run(fmt.Sprint("nrt=", nrt), func(t *testing.T) {
+			objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "nrt": nrt}}))
+			dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+			var args []string
+			for _, c := range dep.Spec.Template.Spec.Containers {
+				if c.Name == "extender" {
+					args = c.Args
+				}
+			}
+			if got := slices.Contains(args, "--nrt"); got != nrt {
+				t.Errorf("extender args %v: --nrt present %v, want %v", args, got, nrt)
+			}
+			// What the scheduler's service account may do with
+			// noderesourcetopologies, through the chart's own roles.
+			var verbs []string
+			for _, o := range objs {
+				b, ok := o.(*rbacv1.ClusterRoleBinding)
+				if !ok || !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+					return s.Kind == "ServiceAccount" && s.Name == "corepin-scheduler" && s.Namespace == ns
+				}) {
+					continue
+				}
+				role, ok := objs["ClusterRole//"+b.RoleRef.Name].(*rbacv1.ClusterRole)
+				if !ok {
+					continue // a cluster's own role (system:kube-scheduler)
+				}
+				for _, r := range role.Rules {
+					if slices.Contains(r.APIGroups, "topology.node.k8s.io") && slices.Contains(r.Resources, "noderesourcetopologies") {
+						verbs = append(verbs, r.Verbs...)
+					}
+				}
+			}
+			slices.Sort(verbs)
+			want := []string(nil)
+			if nrt {
+				want = []string{"list", "watch"}
+			}
+			if !slices.Equal(verbs, want) {
+				t.Errorf("corepin-scheduler may %v noderesourcetopologies, want %v", verbs, want)
+			}
+		})
+	}
+}
+
 func TestChartWithoutSchedulerHasNone(t *testing.T) {
 	for key := range named(t, render(t, nil)) {
 		if strings.Contains(key, "corepin-scheduler") {

@@ -1,0 +1,205 @@
+package extender
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
+)
+
+// NRTResource is the NodeResourceTopology resource the store watches
+// (the CRD of kubernetes-sigs/noderesourcetopology-api; corepin nri
+// --publish-nrt, NFD's topology-updater and Koordinator publish it).
+var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
+
+// NRTStore keeps, per node name, the free CPUs per NUMA node its
+// NodeResourceTopology object publishes (nrt.FreeCPUs), for the nodes
+// without corepin annotations. An object FreeCPUs refuses is logged and
+// leaves its node unjudged. It keeps at most max nodes: an object for one
+// more is logged and ignored until another is deleted. Its methods are
+// safe for concurrent use.
+type NRTStore struct {
+	mu  sync.RWMutex
+	m   map[string]nrtEntry
+	max int
+	log *slog.Logger
+}
+
+// nrtEntry is one node's free CPUs per NUMA node and the key of the
+// stand-in state they make.
+type nrtEntry struct {
+	free []int
+	key  stateKey
+}
+
+// NewNRTStore returns an empty store of at most max nodes, warning on log
+// (nil: slog.Default()).
+func NewNRTStore(max int, log *slog.Logger) *NRTStore {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &NRTStore{m: map[string]nrtEntry{}, max: max, log: log}
+}
+
+// Set records node's zones, or forgets the node (with a warning) when
+// they do not read as whole free CPUs per NUMA node.
+func (s *NRTStore) Set(node string, zones []nrt.Zone) {
+	free, err := nrt.FreeCPUs(zones)
+	if err == nil {
+		total := 0
+		for _, f := range free {
+			total += f
+		}
+		if total > cpuset.MaxCPU+1 {
+			err = fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
+		}
+	}
+	if err != nil {
+		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
+		s.Delete(node)
+		return
+	}
+	h := sha256.New()
+	h.Write([]byte("nrt numa-free\x00"))
+	for _, f := range free {
+		h.Write(strconv.AppendInt(nil, int64(f), 10))
+		h.Write([]byte{','})
+	}
+	var k stateKey
+	h.Sum(k[:0])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[node]; !ok && len(s.m) >= s.max {
+		s.log.Warn("NodeResourceTopology ignored: the store is full, its node stays unjudged", "node", node, "max", s.max)
+		return
+	}
+	s.m[node] = nrtEntry{free: free, key: k}
+}
+
+// Delete forgets node.
+func (s *NRTStore) Delete(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, node)
+}
+
+// Len is the number of nodes known.
+func (s *NRTStore) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.m)
+}
+
+func (s *NRTStore) get(node string) (nrtEntry, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.m[node]
+	return e, ok
+}
+
+// Watch keeps the store up to date from client's NodeResourceTopology
+// objects (cluster-scoped, NRTResource) until ctx ends, through a
+// client-go informer that keeps only each object's name and zones. synced
+// reports whether the informer has listed them all once.
+func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
+	inf := f.ForResource(NRTResource).Informer()
+	if err := inf.SetTransform(trimNRT); err != nil {
+		return nil, fmt.Errorf("setting the NodeResourceTopology transform: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onSet,
+		UpdateFunc: func(_, obj any) { s.onSet(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				s.Delete(t.Key) // cluster-scoped: the key is the name
+				return
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.Delete(u.GetName())
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	f.Start(ctx.Done())
+	return inf.HasSynced, nil
+}
+
+func (s *NRTStore) onSet(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	zones, err := zonesOf(u)
+	if err != nil {
+		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
+		s.Delete(u.GetName())
+		return
+	}
+	s.Set(u.GetName(), zones)
+}
+
+// zonesOf decodes an object's zones.
+func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
+	var o struct {
+		Zones []nrt.Zone `json:"zones"`
+	}
+	raw, ok := u.Object["zones"]
+	if !ok || raw == nil {
+		return nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
+	}
+	if len(list) > nrt.MaxZones {
+		return nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
+		return nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
+	}
+	return o.Zones, nil
+}
+
+// trimNRT is the informer's transform: it keeps of an object only what
+// the store and the informer's own cache need (name, resource version,
+// zones; at most one zone beyond nrt.MaxZones, enough to refuse it), so a
+// large object costs little while cached.
+func trimNRT(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone: its object was trimmed when added
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetUID(u.GetUID())
+	if z, ok := u.Object["zones"]; ok {
+		if list, ok := z.([]any); ok && len(list) > nrt.MaxZones+1 {
+			z = list[:nrt.MaxZones+1]
+		}
+		out.Object["zones"] = z
+	}
+	return out, nil
+}
+
+// errNotSynced is what /healthz answers before the store's informer has
+// synced.
+var errNotSynced = errors.New("waiting for the NodeResourceTopology informer to sync")

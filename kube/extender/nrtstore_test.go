@@ -1,0 +1,322 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/topology"
+)
+
+// nrtObject is node's NodeResourceTopology as corepin nri --publish-nrt
+// builds it (nrt.Build) for a machine of 8 single-thread cores per NUMA
+// node with free[i] of node i's CPUs not held by an exclusive workload.
+func nrtObject(t *testing.T, node string, free ...int) *unstructured.Unstructured {
+	t.Helper()
+	topo := topology.MustSynthetic(topology.Shape{Sockets: len(free), NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
+	var held cpuset.Builder
+	for n, f := range free {
+		for i, c := range topo.NodeCPUs(topology.NodeID(n)).List() {
+			if i >= f {
+				held.Add(c)
+			}
+		}
+	}
+	o := nrt.Build(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node")
+	return toUnstructured(t, o)
+}
+
+func toUnstructured(t *testing.T, o any) *unstructured.Unstructured {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatalf("decoding %s: %v", b, err)
+	}
+	return u
+}
+
+// logBuf is a concurrency-safe log sink.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// watchedStore is a store kept by an informer on a fake dynamic client
+// holding objs, synced and watching when it returns.
+func watchedStore(t *testing.T, objs ...runtime.Object) (*NRTStore, *dynamicfake.FakeDynamicClient, *logBuf) {
+	t.Helper()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{NRTResource: "NodeResourceTopologyList"}, objs...)
+	// The fake tracker sends a watcher only the changes made after it
+	// exists: the test changes objects only once the informer watches.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("noderesourcetopologies", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
+	log := &logBuf{}
+	s := NewNRTStore(100, slog.New(slog.NewTextHandler(log, nil)))
+	synced, err := s.Watch(t.Context(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !toolscache.WaitForCacheSync(t.Context().Done(), synced) {
+		t.Fatal("informer did not sync")
+	}
+	<-watching
+	return s, client, log
+}
+
+// eventually waits until cond holds, failing after a generous bound: it
+// waits for the informer's goroutine, it does not time anything.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %s", what)
+		}
+	}
+}
+
+func freeOf(s *NRTStore, node string) []int {
+	e, ok := s.get(node)
+	if !ok {
+		return nil
+	}
+	return e.free
+}
+
+func TestNRTStoreJudgesNodesWithoutAnnotations(t *testing.T) {
+	s, client, log := watchedStore(t, nrtObject(t, "w1", 8, 2))
+	if diff := cmp.Diff([]int{8, 2}, freeOf(s, "w1")); diff != "" {
+		t.Fatalf("w1 free after sync (-want +got):\n%s", diff)
+	}
+	h := New(WithNRT(s)).Handler()
+	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod, node("w1", nil), node("foreign", nil))
+
+	res := filter(t, h, body)
+	if diff := cmp.Diff([]string{"w1", "foreign"}, names(res.Nodes)); diff != "" || len(res.FailedNodes)+len(res.FailedAndUnresolvableNodes) != 0 {
+		t.Errorf("[8,2]: kept (-want +got):\n%s failed %v %v", diff, res.FailedNodes, res.FailedAndUnresolvableNodes)
+	}
+	if sc := prioritize(t, h, body); sc["w1"] == 0 || sc["foreign"] != 0 {
+		t.Errorf("[8,2]: scores %v, want w1 above 0 and the unjudged node 0", sc)
+	}
+
+	// An update (an informer event) changes the answer: [5,5] has no
+	// NUMA node with 6 free CPUs; the failure stays resolvable (the
+	// stand-in machine does not say what preemption would free).
+	upd := nrtObject(t, "w1", 5, 5)
+	if _, err := client.Resource(NRTResource).Update(t.Context(), upd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "w1 at [5,5]", func() bool { return cmp.Equal([]int{5, 5}, freeOf(s, "w1")) })
+	res = filter(t, h, body)
+	want := extenderv1.FailedNodesMap{"w1": "no NUMA node with 6 free CPUs"}
+	if diff := cmp.Diff(want, res.FailedNodes); diff != "" || len(res.FailedAndUnresolvableNodes) != 0 {
+		t.Errorf("[5,5]: failed (-want +got):\n%s unresolvable %v", diff, res.FailedAndUnresolvableNodes)
+	}
+	if diff := cmp.Diff([]string{"foreign"}, names(res.Nodes)); diff != "" {
+		t.Errorf("[5,5]: kept (-want +got):\n%s", diff)
+	}
+	// The typed path answers the same.
+	typed := New(WithNRT(s)).Filter(decode(t, body))
+	if diff := cmp.Diff(want, typed.FailedNodes); diff != "" {
+		t.Errorf("[5,5], typed path: failed (-want +got):\n%s", diff)
+	}
+
+	// Deleting the object leaves the node unjudged.
+	if err := client.Resource(NRTResource).Delete(t.Context(), "w1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "w1 forgotten", func() bool { return s.Len() == 0 })
+	res = filter(t, h, body)
+	if diff := cmp.Diff([]string{"w1", "foreign"}, names(res.Nodes)); diff != "" || len(res.FailedNodes) != 0 {
+		t.Errorf("deleted: kept (-want +got):\n%s failed %v", diff, res.FailedNodes)
+	}
+	if l := log.String(); l != "" {
+		t.Errorf("log = %q, want nothing for well-formed objects", l)
+	}
+}
+
+func decode(t *testing.T, body []byte) *extenderv1.ExtenderArgs {
+	t.Helper()
+	a, err := DecodeArgs(body, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestNRTAnnotationsWin(t *testing.T) {
+	s, _, _ := watchedStore(t, nrtObject(t, "w1", 8, 2))
+	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, pod, node("w1", map[string]string{AnnotationNUMAFree: "[5,5]"}))
+	res := filter(t, New(WithNRT(s)).Handler(), body)
+	if got := res.FailedNodes["w1"]; got != "no NUMA node with 6 free CPUs" {
+		t.Errorf("w1 with annotation [5,5] and NRT [8,2]: reason %q, want the annotation's refusal", got)
+	}
+}
+
+func TestNRTMalformedZonesLeaveNodeUnjudged(t *testing.T) {
+	zone := func(name, typ, avail string) map[string]any {
+		return map[string]any{"name": name, "type": typ, "resources": []any{map[string]any{"name": "cpu", "capacity": "8", "allocatable": "8", "available": avail}}}
+	}
+	obj := func(name string, zones any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": nrt.APIVersion, "kind": nrt.Kind,
+			"metadata": map[string]any{"name": name}, "zones": zones}}
+	}
+	cases := []struct {
+		name  string
+		zones any
+		warn  string
+	}{
+		{name: "fraction", zones: []any{zone("node-0", "Node", "1500m")}, warn: "want whole CPUs"},
+		{name: "negative", zones: []any{zone("node-0", "Node", "-2")}, warn: "want 0 to"},
+		{name: "garbage", zones: []any{zone("node-0", "Node", "lots")}, warn: "cpu available"},
+		{name: "badname", zones: []any{zone("numa0", "Node", "4")}, warn: "want a name node-N"},
+		{name: "twice", zones: []any{zone("node-0", "Node", "4"), zone("node-0", "Node", "4")}, warn: "given twice"},
+		{name: "nonode", zones: []any{zone("socket-0", "Socket", "4")}, warn: "no zone of type Node"},
+		{name: "notalist", zones: "node-0", warn: "zones is not a list"},
+		{name: "badtype", zones: []any{map[string]any{"name": "node-0", "type": "Node", "resources": "cpu"}}, warn: "NodeResourceTopology zones"},
+	}
+	var objs []runtime.Object
+	for _, tc := range cases {
+		objs = append(objs, obj(tc.name, tc.zones))
+	}
+	s, _, log := watchedStore(t, objs...)
+	if n := s.Len(); n != 0 {
+		t.Errorf("store kept %d nodes, want none", n)
+	}
+	h := New(WithNRT(s)).Handler()
+	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := filter(t, h, args(t, pod, node(tc.name, nil)))
+			if diff := cmp.Diff([]string{tc.name}, names(res.Nodes)); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			found := false
+			for _, l := range strings.Split(log.String(), "\n") {
+				if strings.Contains(l, "node="+tc.name+" ") && strings.Contains(l, tc.warn) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no warning for node %s containing %q in log:\n%s", tc.name, tc.warn, log.String())
+			}
+		})
+	}
+}
+
+func TestNRTStoreBounded(t *testing.T) {
+	log := &logBuf{}
+	s := NewNRTStore(2, slog.New(slog.NewTextHandler(log, nil)))
+	z := nrt.Build("x", topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1}), alloc.Pools{}, "").Zones
+	for _, n := range []string{"a", "b", "c"} {
+		s.Set(n, z)
+	}
+	if _, ok := s.get("c"); ok || s.Len() != 2 || !strings.Contains(log.String(), "the store is full") {
+		t.Errorf("store of 2 after 3 objects: len %d, c kept %v, log %q; want a and b kept, c refused with a warning", s.Len(), ok, log.String())
+	}
+	s.Set("a", z) // an update of a known node is not refused
+	s.Delete("b")
+	s.Set("c", z)
+	if _, ok := s.get("c"); !ok || s.Len() != 2 {
+		t.Errorf("after deleting b: c kept %v, len %d; want c kept", ok, s.Len())
+	}
+}
+
+func TestHealthzWaitsForSync(t *testing.T) {
+	var mu sync.Mutex
+	ready := false
+	h := New(WithReady(func() bool { mu.Lock(); defer mu.Unlock(); return ready })).Handler()
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "NodeResourceTopology") {
+		t.Errorf("before sync: GET /healthz = %d %q, want 503 naming the informer", code, body)
+	}
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	if code, body := get(); code != http.StatusOK {
+		t.Errorf("after sync: GET /healthz = %d %q, want 200", code, body)
+	}
+	if code, _ := post(t, New().Handler(), "/filter", args(t, guaranteedPod("p", "1", nil, nil), node("n", nil))); code != http.StatusOK {
+		t.Errorf("without --nrt: POST /filter = %d, want 200", code)
+	}
+}
+
+// FuzzNRTObject feeds arbitrary objects to the store's informer handler
+// and judges a pod on what it kept: nothing may panic, and a kept node has
+// a state (possibly refusing every pod), never a decoding error.
+func FuzzNRTObject(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"8"}]},{"name":"node-1","type":"Node","resources":[{"name":"cpu","available":"2"}]}]}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"1500m"}]}]}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":4}]}]}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":{"node-0":1}}`))
+	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	req, reqErr := RequestOf(pod)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u := &unstructured.Unstructured{}
+		if u.UnmarshalJSON(data) != nil {
+			return
+		}
+		s := NewNRTStore(4, slog.New(slog.DiscardHandler))
+		tu, err := trimNRT(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.onSet(tu)
+		e := New(WithNRT(s))
+		ns, k := e.nrtStateOf(u.GetName())
+		if ns == nil {
+			return
+		}
+		if ns.err != nil {
+			t.Errorf("kept node has error state %v", ns.err)
+		}
+		_ = e.judge(ns, k, req, reqErr)
+	})
+}

@@ -1,0 +1,232 @@
+package e2ecluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/test/kube/kubetest"
+	"github.com/corepin/corepin/topology"
+)
+
+// nrtCRD is the smallest CustomResourceDefinition of NodeResourceTopology
+// the API server serves: v1alpha2, cluster-scoped, any fields (the real
+// one, from kubernetes-sigs/noderesourcetopology-api, is what NFD or
+// Koordinator install; corepin ships none).
+const nrtCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: noderesourcetopologies.topology.node.k8s.io
+  annotations:
+    # A *.k8s.io group needs it; the upstream CRD names its KEP.
+    api-approved.kubernetes.io: https://github.com/kubernetes/enhancements/pull/1178
+spec:
+  group: topology.node.k8s.io
+  scope: Cluster
+  names:
+    plural: noderesourcetopologies
+    singular: noderesourcetopology
+    kind: NodeResourceTopology
+    listKind: NodeResourceTopologyList
+    shortNames: [node-res-topo]
+  versions:
+    - name: v1alpha2
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// nrtFor is node's NodeResourceTopology as corepin nri --publish-nrt
+// builds it, for a machine of 8 single-thread cores per NUMA node with
+// free[i] of node i's CPUs not held.
+func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
+	t.Helper()
+	topo := topology.MustSynthetic(topology.Shape{Sockets: len(free), NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
+	var held cpuset.Builder
+	for n, f := range free {
+		for i, c := range topo.NodeCPUs(topology.NodeID(n)).List() {
+			if i >= f {
+				held.Add(c)
+			}
+		}
+	}
+	b, err := json.Marshal(nrt.Build(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// installNRTCRD creates the CRD and waits until it is established.
+func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(nrtCRD), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(crdResource).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the NodeResourceTopology CRD: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		u, err := dyn.Resource(crdResource).Get(ctx, "noderesourcetopologies.topology.node.k8s.io", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the NodeResourceTopology CRD not established: %v", err)
+	}
+}
+
+// TestRealSchedulerWithNRT runs the real kube-scheduler (the shipped
+// configuration) with the real `corepin extender --nrt` on three nodes
+// that publish no corepin annotation, only a NodeResourceTopology each
+// (free CPUs per NUMA node [5,5], [3,5], [8,0]): the 6-CPU
+// single-numa-node pod is bound to the only node with 6 free CPUs on one
+// NUMA node, and the 9-CPU one is Unschedulable with corepin's reason.
+func TestRealSchedulerWithNRT(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	installNRTCRD(ctx, t, dyn)
+
+	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
+	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
+		n := kubetest.Node(t, name, "")
+		n.Annotations = nil // only the NodeResourceTopology speaks for it
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", name, err)
+		}
+		if _, err := dyn.Resource(extender.NRTResource).Create(ctx, nrtFor(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
+		}
+	}
+
+	// /healthz answers ok only once the informer has listed the objects.
+	port := freePort(t)
+	begin := time.Now()
+	ext := c.start("corepin extender --nrt", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
+	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
+	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	// Let the scheduler's informer see the three nodes.
+	time.Sleep(time.Second)
+
+	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc-nrt", "default", "6"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		pod = p
+		return err == nil && p.Spec.NodeName != "", err
+	})
+	if err != nil {
+		t.Fatalf("pod enc-nrt not bound: %v", err)
+	}
+	if pod.Spec.NodeName != "nrt-aligned" {
+		t.Fatalf("pod enc-nrt bound to %q, want nrt-aligned (NUMA free [8,0])", pod.Spec.NodeName)
+	}
+	c.note("pod enc-nrt (6 CPUs, single-numa-node) bound to %s by NodeResourceTopology", pod.Spec.NodeName)
+
+	// The publishers update their objects (the informer's events): the
+	// aligned node now has [2,0] left, the lopsided one [3,6].
+	for name, f := range map[string][]int{"nrt-aligned": {2, 0}, "nrt-lopsided": {3, 6}} {
+		cur, err := dyn.Resource(extender.NRTResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		upd := nrtFor(t, name, f...)
+		upd.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := dyn.Resource(extender.NRTResource).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("updating the NodeResourceTopology of %s: %v", name, err)
+		}
+	}
+	time.Sleep(time.Second) // the extender's informer follows by watch
+	second, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc2-nrt", "default", "6"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, second.Name, metav1.GetOptions{})
+		second = p
+		return err == nil && p.Spec.NodeName != "", err
+	})
+	if err != nil {
+		t.Fatalf("pod enc2-nrt not bound: %v", err)
+	}
+	if second.Spec.NodeName != "nrt-lopsided" {
+		t.Fatalf("pod enc2-nrt bound to %q after the updates, want nrt-lopsided (NUMA free [3,6])", second.Spec.NodeName)
+	}
+	c.note("pod enc2-nrt (6 CPUs) bound to %s after the objects changed", second.Spec.NodeName)
+
+	big, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("big-nrt", "default", "9"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, big.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("pod %s bound to %s", p.Name, p.Spec.NodeName)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				msg = cond.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod big-nrt not Unschedulable: %v", err)
+	}
+	if want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."; !strings.HasPrefix(msg, want) {
+		t.Fatalf("pod big-nrt: message %q, want it to start %q", msg, want)
+	}
+	c.note("pod big-nrt (9 CPUs, single-numa-node): Unschedulable: %s", msg)
+	if strings.Contains(ext.log.String(), "NodeResourceTopology ignored") {
+		t.Errorf("the extender ignored an object corepin's own builder made:\n%s", tail(ext.log.String(), 2048))
+	}
+}
