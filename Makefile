@@ -5,7 +5,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz clean soak e2e-node test-kube e2e-cluster kube-bin
+.PHONY: all build demo test bench fuzz clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet
 
 all: build
 
