@@ -93,6 +93,13 @@ CREATE TABLE settings (
 `,
 }
 
+// minReadable is the oldest schema version whose results this binary
+// reads without migrating it (OpenReadOnly): every results table and column
+// the readers query exists from it on. Migration 3 added only the settings
+// of processes sharing a state file, which readers of results never touch.
+// Raise it when a migration adds something the readers query.
+const minReadable = 2
+
 // SchemaVersion is the schema version this binary writes (PRAGMA
 // user_version); Open refuses files with a higher one.
 const SchemaVersion = 3

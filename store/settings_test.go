@@ -130,3 +130,56 @@ func TestReleaseAssignments(t *testing.T) {
 		t.Errorf("after releasing (-want +got):\n%s", diff)
 	}
 }
+
+// A results file of schema 2 (written by the corepin before settings)
+// opens read-only as it is: reading results needs nothing migration 3
+// added, and reading never writes. A file of schema 1 lacks the runs'
+// owner and still needs an upgrade.
+func TestOpenReadOnlyReadsOlderResults(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, version int) string {
+		path := filepath.Join(dir, name)
+		replace(t, &migrations, migrations[:version])
+		db := openT(t, path)
+		if version >= 2 { // this binary's BeginRun writes the owner of schema 2
+			id, err := db.BeginRun(Run{Command: "bench"})
+			if err == nil {
+				err = db.AddJob(id, Job{Job: 0, Cmd: "true", Mode: "pinned", QoS: "LSE", CPUs: 1})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		replace(t, &migrations, migrations[:SchemaVersion:SchemaVersion])
+		return path
+	}
+	v2 := write("v2.db", 2)
+	v1 := write("v1.db", 1)
+
+	db, err := OpenReadOnly(v2)
+	if err != nil {
+		t.Fatalf("OpenReadOnly of a schema-2 file = %v, want it read as it is", err)
+	}
+	runs, err := db.Runs(RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("Runs = %+v (%v), want the one run", runs, err)
+	}
+	jobs, err := db.Jobs(runs[0].ID)
+	if err != nil || len(jobs) != 1 {
+		t.Errorf("Jobs = %+v (%v), want the one job", jobs, err)
+	}
+	db.Close()
+	check, err := Open(v2) // a writer migrates it afterwards, as before
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := check.userVersion(); err != nil || v != SchemaVersion {
+		t.Errorf("after a writer opened it: schema %d (%v), want %d", v, err, SchemaVersion)
+	}
+	check.Close()
+
+	if _, err := OpenReadOnly(v1); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("OpenReadOnly of a schema-1 file = %v, want ErrReadOnly", err)
+	}
+}

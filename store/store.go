@@ -343,7 +343,8 @@ func parseTime(s sql.NullString) (time.Time, error) {
 // the caller may only read, in a directory the caller may not write. Where
 // SQLite cannot open the file's WAL read-only (no -shm file and no right to
 // make one), it reads the file as immutable: a writer running meanwhile is
-// not seen. A database whose schema needs an upgrade is ErrReadOnly.
+// not seen. A database older than the results readers need (minReadable)
+// is ErrReadOnly; one between that and SchemaVersion is read as it is.
 func OpenReadOnly(path string) (*DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("opening database: empty path")
@@ -393,7 +394,7 @@ func (db *DB) checkReadable() error {
 	switch {
 	case v > len(migrations):
 		return fmt.Errorf("opening %s: %w: schema version %d, this corepin knows up to %d; use a newer corepin", db.path, ErrTooNew, v, len(migrations))
-	case v < len(migrations):
+	case v < minReadable:
 		return fmt.Errorf("opening %s read-only: %w: schema version %d needs an upgrade to %d; run corepin once with write access to it", db.path, ErrReadOnly, v, len(migrations))
 	}
 	return nil
