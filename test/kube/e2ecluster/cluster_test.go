@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -20,15 +19,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,13 +52,6 @@ const (
 // repoRoot is the product repository (this module sits at test/kube).
 const repoRoot = "../../.."
 
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  *logBuf
-	done chan struct{}
-}
-
 // cluster is one running control plane.
 type cluster struct {
 	t       *testing.T
@@ -71,7 +59,7 @@ type cluster struct {
 	bin     string
 	token   string
 	api     string // https://127.0.0.1:port
-	procs   []*proc
+	ps      *kubetest.Procs
 	cfg     *rest.Config
 	cs      kubernetes.Interface
 	timings []string
@@ -81,109 +69,6 @@ func (c *cluster) note(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	c.t.Log(line)
 	c.timings = append(c.timings, line)
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// start runs a component in its own process group, its output kept for
-// the failure report.
-func (c *cluster) start(name, path string, args ...string) *proc {
-	c.t.Helper()
-	buf := &logBuf{}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = buf, buf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("starting %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: buf, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	c.procs = append(c.procs, p)
-	return p
-}
-
-// stop stops the components in reverse order of start (scheduler,
-// extender, apiserver, etcd): SIGTERM, then SIGKILL after 15 s (the
-// apiserver's graceful stop takes about 8 s).
-func (c *cluster) stop() {
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		if c.t.Failed() {
-			c.t.Logf("---- %s output (last 4 KiB) ----\n%s", p.name, tail(p.log.String(), 4096))
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// logBuf keeps a component's output; the process writes while a failing
-// test reads.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitOK polls url until it answers 200 "ok" (etcd: {"health":"true"}), or fails the test after
-// limit, naming the component and whether its process died.
-func (c *cluster) waitOK(p *proc, url, token string, limit time.Duration) time.Duration {
-	c.t.Helper()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	start := time.Now()
-	for time.Since(start) < limit {
-		select {
-		case <-p.done:
-			c.t.Fatalf("%s exited while starting:\n%s", p.name, tail(p.log.String(), 4096))
-		default:
-		}
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if rsp, err := client.Do(req); err == nil {
-			body, _ := io.ReadAll(io.LimitReader(rsp.Body, 1024))
-			rsp.Body.Close()
-			healthy := strings.TrimSpace(string(body)) == "ok" || strings.Contains(string(body), `"health":"true"`)
-			if rsp.StatusCode == http.StatusOK && healthy {
-				return time.Since(start)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	c.t.Fatalf("%s not healthy at %s after %v:\n%s", p.name, url, limit, tail(p.log.String(), 4096))
-	return 0
 }
 
 func (c *cluster) write(name string, data []byte) string {
@@ -215,9 +100,9 @@ func startControlPlane(t *testing.T, bin string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, bin: bin, token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())}
+	c := &cluster{t: t, dir: dir, bin: bin, token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano()), ps: &kubetest.Procs{T: t}}
 	t.Cleanup(func() {
-		c.stop()
+		c.ps.Stop()
 		os.RemoveAll(dir)
 	})
 
@@ -233,24 +118,24 @@ func startControlPlane(t *testing.T, bin string) *cluster {
 	saPub := c.write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
 	tokens := c.write("tokens.csv", []byte(c.token+",admin,admin,system:masters\n"))
 
-	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
+	etcdPort, peerPort, apiPort := kubetest.FreePort(t), kubetest.FreePort(t), kubetest.FreePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	begin := time.Now()
-	etcd := c.start("etcd", filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
+	etcd := c.ps.Start("etcd", nil, filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
-	c.waitOK(etcd, etcdURL+"/health", "", 30*time.Second)
+	kubetest.WaitOK(c.t, etcd, etcdURL+"/health", "", 30*time.Second)
 	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api := c.start("kube-apiserver", filepath.Join(bin, "kube-apiserver"),
+	api := c.ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+filepath.Join(dir, "certs"),
 		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
 		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
-	c.waitOK(api, c.api+"/readyz", c.token, 90*time.Second)
+	kubetest.WaitOK(c.t, api, c.api+"/readyz", c.token, 90*time.Second)
 	c.note("kube-apiserver ready %.1f s after etcd started", time.Since(begin).Seconds())
 
 	c.cfg = &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
@@ -276,41 +161,6 @@ contexts:
 current-context: e2e
 `, c.api, c.token)
 	return c.write("kubeconfig", []byte(cfg))
-}
-
-// shippedSchedulerConfig is deploy/kubernetes/scheduler/scheduler-config.yaml
-// with only what differs on this machine changed: the kubeconfig path and
-// the extender's port.
-func shippedSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kubernetes/scheduler/scheduler-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("the shipped scheduler config: %v", err)
-	}
-	cc, _ := cfg["clientConnection"].(map[string]any)
-	if cc == nil {
-		t.Fatal("the shipped scheduler config has no clientConnection")
-	}
-	cc["kubeconfig"] = kubeconfig
-	exts, _ := cfg["extenders"].([]any)
-	if len(exts) != 1 {
-		t.Fatalf("the shipped scheduler config has %d extenders, want corepin's only", len(exts))
-	}
-	ext := exts[0].(map[string]any)
-	prefix, _ := ext["urlPrefix"].(string)
-	if !strings.HasPrefix(prefix, "http://127.0.0.1:") {
-		t.Fatalf("urlPrefix %q: the test expects the shipped loopback extender", prefix)
-	}
-	ext["urlPrefix"] = fmt.Sprintf("http://127.0.0.1:%d", extPort)
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // chartSchedulerConfig is the scheduler configuration the Helm chart ships
@@ -347,9 +197,9 @@ func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 
 // startExtender runs the real corepin extender and returns its port.
 func (c *cluster) startExtender(corepin string) int {
-	port := freePort(c.t)
-	ext := c.start("corepin extender", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
-	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", 20*time.Second)
+	port := kubetest.FreePort(c.t)
+	ext := c.ps.Start("corepin extender", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", 20*time.Second)
 	return port
 }
 
@@ -357,12 +207,12 @@ func (c *cluster) startExtender(corepin string) int {
 func (c *cluster) startScheduler(name string, cfg []byte) {
 	kc := c.kubeconfig()
 	path := c.write(name+".yaml", cfg)
-	port := freePort(c.t)
+	port := kubetest.FreePort(c.t)
 	begin := time.Now()
-	s := c.start(name, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
+	s := c.ps.Start(name, nil, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc)
-	c.waitOK(s, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), "", 60*time.Second)
+	kubetest.WaitOK(c.t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), "", 60*time.Second)
 	c.note("%s healthy %.1f s after start", name, time.Since(begin).Seconds())
 }
 
@@ -464,7 +314,7 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 	bin, corepin := need(t)
 	c := startControlPlane(t, bin)
 	port := c.startExtender(corepin)
-	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	c.startScheduler("corepin-scheduler", chartSchedulerConfig(t, c.kubeconfig(), port))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -631,7 +481,7 @@ func TestHundredNodes(t *testing.T) {
 	bin, corepin := need(t)
 	c := startControlPlane(t, bin)
 	port := c.startExtender(corepin)
-	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const nodes, pods = 100, 50
@@ -664,7 +514,7 @@ func TestHundredNodes(t *testing.T) {
 	c.note("%d pods (4 CPUs, single-numa-node) on %d nodes, one at a time: creation to binding p50 %d ms, p99 %d ms, max %d ms",
 		pods, nodes, lat[len(lat)/2].Milliseconds(), lat[len(lat)*99/100].Milliseconds(), lat[len(lat)-1].Milliseconds())
 
-	m := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	m := kubetest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	calls := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`]
 	judged := m[`corepin_extender_filtered_nodes_total{result="kept"}`] + m[`corepin_extender_filtered_nodes_total{result="failed"}`] +
 		m[`corepin_extender_filtered_nodes_total{result="unresolvable"}`]
@@ -678,35 +528,6 @@ func TestHundredNodes(t *testing.T) {
 			1000*sum/n, p99Bucket(m, verb))
 	}
 	c.report(t)
-}
-
-// scrape reads a Prometheus text page into series -> value.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	rsp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
 }
 
 // p99Bucket is the upper bound of the histogram bucket holding verb's 99th

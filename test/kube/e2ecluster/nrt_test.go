@@ -140,13 +140,13 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	}
 
 	// /healthz answers ok only once the informer has listed the objects.
-	port := freePort(t)
+	port := kubetest.FreePort(t)
 	begin := time.Now()
-	ext := c.start("corepin extender --nrt", corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
-	c.waitOK(ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
 	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
-	c.startScheduler("kube-scheduler", shippedSchedulerConfig(t, c.kubeconfig(), port))
+	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	// Let the scheduler's informer see the three nodes.
 	time.Sleep(time.Second)
 
@@ -226,7 +226,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 		t.Fatalf("pod big-nrt: message %q, want it to start %q", msg, want)
 	}
 	c.note("pod big-nrt (9 CPUs, single-numa-node): Unschedulable: %s", msg)
-	if strings.Contains(ext.log.String(), "NodeResourceTopology ignored") {
-		t.Errorf("the extender ignored an object corepin's own builder made:\n%s", tail(ext.log.String(), 2048))
+	if strings.Contains(ext.Log.String(), "NodeResourceTopology ignored") {
+		t.Errorf("the extender ignored an object corepin's own builder made:\n%s", kubetest.Tail(ext.Log.String(), 2048))
 	}
 }

@@ -10,12 +10,10 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,10 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -78,7 +76,7 @@ type cluster struct {
 	kubeconfig string
 	extPort    int
 	cgroupRoot string
-	ps         *procs
+	ps         *kubetest.Procs
 	cs         kubernetes.Interface
 	notes      []string
 }
@@ -137,17 +135,17 @@ func (c *cluster) startControlPlane() {
 	c.token = "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())
 	tokens := writeFile(t, c.path("tokens.csv"), []byte(c.token+",admin,admin,system:masters\n"))
 
-	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
+	etcdPort, peerPort, apiPort := kubetest.FreePort(t), kubetest.FreePort(t), kubetest.FreePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	begin := time.Now()
-	etcd := c.ps.start("etcd", nil, filepath.Join(c.kubeBin, "etcd"), "--data-dir", c.path("etcd"),
+	etcd := c.ps.Start("etcd", nil, filepath.Join(c.kubeBin, "etcd"), "--data-dir", c.path("etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
-	waitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
+	kubetest.WaitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
 	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api := c.ps.start("kube-apiserver", nil, filepath.Join(c.kubeBin, "kube-apiserver"),
+	api := c.ps.Start("kube-apiserver", nil, filepath.Join(c.kubeBin, "kube-apiserver"),
 		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+c.path("certs"),
 		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
@@ -157,7 +155,7 @@ func (c *cluster) startControlPlane() {
 		// Pod logs: reach the kubelet at its node IP; the node's name
 		// (--hostname-override) resolves nowhere.
 		"--kubelet-preferred-address-types=InternalIP")
-	waitOK(t, api, c.api+"/readyz", c.token, 90*time.Second)
+	kubetest.WaitOK(t, api, c.api+"/readyz", c.token, 90*time.Second)
 	c.note("kube-apiserver ready %s after etcd started", fmtDur(time.Since(begin)))
 
 	cfg := &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
@@ -182,28 +180,28 @@ current-context: e2e
 	// kube-controller-manager: the Job controller creates the pods and
 	// tracks completions; pod GC removes pods of a deleted node. No
 	// service-account or token controllers: the pods mount no token.
-	kcmPort := freePort(t)
+	kcmPort := kubetest.FreePort(t)
 	begin = time.Now()
-	kcm := c.ps.start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
+	kcm := c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
 		"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
 		"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",
 		fmt.Sprintf("--secure-port=%d", kcmPort), "--bind-address=127.0.0.1")
-	waitOK(t, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), "", 90*time.Second)
+	kubetest.WaitOK(t, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), "", 90*time.Second)
 	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
 
 	// The real corepin extender under the shipped scheduler configuration:
 	// the node's annotations (corepin nri --annotate-node) are what it
 	// judges.
-	c.extPort = freePort(t)
-	ext := c.ps.start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort))
-	waitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", 20*time.Second)
-	schedPort := freePort(t)
-	schedCfg := writeFile(t, c.path("scheduler.yaml"), shippedSchedulerConfig(t, c.kubeconfig, c.extPort))
+	c.extPort = kubetest.FreePort(t)
+	ext := c.ps.Start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort))
+	kubetest.WaitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", 20*time.Second)
+	schedPort := kubetest.FreePort(t)
+	schedCfg := writeFile(t, c.path("scheduler.yaml"), kubetest.ShippedSchedulerConfig(t, c.kubeconfig, c.extPort))
 	begin = time.Now()
-	s := c.ps.start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
+	s := c.ps.Start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
 		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
 		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig)
-	waitOK(t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
+	kubetest.WaitOK(t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
 	c.note("kube-scheduler healthy %s after start", fmtDur(time.Since(begin)))
 }
 
@@ -220,7 +218,7 @@ func (c *cluster) startNode() *cri {
 	}
 	writeFile(t, c.path("cni/net.d/10-lo.conflist"), []byte(cniConfig))
 	env := append(os.Environ(), "PATH="+c.ctdBin+":"+os.Getenv("PATH"))
-	ctd := c.ps.start("containerd", env, filepath.Join(c.ctdBin, "containerd"), "--config", c.path("containerd.toml"))
+	ctd := c.ps.Start("containerd", env, filepath.Join(c.ctdBin, "containerd"), "--config", c.path("containerd.toml"))
 	rt := dialCRI(t, c.path("run/containerd.sock"))
 	c.note("containerd CRI up in %s", fmtDur(rt.waitUp(t, ctd, 30*time.Second)))
 	for _, img := range []string{pause, image} {
@@ -228,18 +226,18 @@ func (c *cluster) startNode() *cri {
 	}
 	// No reserved CPU: the 2-CPU machine must fit two pinned pods at once.
 	writeFile(t, c.path("corepin.yaml"), []byte("reserved_cpus: \"\"\npolicy: corepin\n"))
-	plugin := c.ps.start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
+	plugin := c.ps.Start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
 		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"),
 		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(plugin.log.String(), "msg=synchronized") {
+	for !strings.Contains(plugin.Log.String(), "msg=synchronized") {
 		select {
-		case <-plugin.done:
-			t.Fatalf("corepin nri exited:\n%s", plugin.log.String())
+		case <-plugin.Done:
+			t.Fatalf("corepin nri exited:\n%s", plugin.Log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("corepin nri did not synchronise with containerd in 30 s:\n%s", plugin.log.String())
+			t.Fatalf("corepin nri did not synchronise with containerd in 30 s:\n%s", plugin.Log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -293,19 +291,19 @@ func (c *cluster) startKubelet() {
 	t := c.t
 	ip := nodeIP(t)
 	makeCgroupRoot(t, c.cgroupRoot)
-	port, healthz := freePort(t), freePort(t)
+	port, healthz := kubetest.FreePort(t), kubetest.FreePort(t)
 	cfg := writeFile(t, c.path("kubelet.yaml"), []byte(c.kubeletConfig(ip, port, healthz)))
 	begin := time.Now()
-	kl := c.ps.start("kubelet", nil, filepath.Join(c.kubeBin, "kubelet"), "--config="+cfg,
+	kl := c.ps.Start("kubelet", nil, filepath.Join(c.kubeBin, "kubelet"), "--config="+cfg,
 		"--kubeconfig="+c.kubeconfig, "--hostname-override="+nodeName, "--node-ip="+ip,
 		"--root-dir="+c.path("kubelet"), "--cert-dir="+c.path("kubelet/pki"))
-	waitOK(t, kl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "", 90*time.Second)
+	kubetest.WaitOK(t, kl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "", 90*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var node *corev1.Node
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
-		case <-kl.done:
+		case <-kl.Done:
 			return false, fmt.Errorf("the kubelet exited")
 		default:
 		}
@@ -328,7 +326,7 @@ func (c *cluster) startKubelet() {
 				conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message))
 			}
 		}
-		t.Fatalf("node %s not Ready: %v; conditions %v\n%s", nodeName, err, conds, tail(kl.log.String(), 8<<10))
+		t.Fatalf("node %s not Ready: %v; conditions %v\n%s", nodeName, err, conds, kubetest.Tail(kl.Log.String(), 8<<10))
 	}
 	c.note("node %s Ready %s after the kubelet started (capacity cpu %s, memory %s)", nodeName, fmtDur(time.Since(begin)),
 		node.Status.Capacity.Cpu(), node.Status.Capacity.Memory())
@@ -347,7 +345,7 @@ func (c *cluster) sweepJobs() []batchv1.Job {
 		Items []json.RawMessage `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil || list.Kind != "List" {
-		t.Fatalf("corepin %s: want a v1 List (%v):\n%s", strings.Join(args, " "), err, tail(out, 2048))
+		t.Fatalf("corepin %s: want a v1 List (%v):\n%s", strings.Join(args, " "), err, kubetest.Tail(out, 2048))
 	}
 	var js []batchv1.Job
 	for _, raw := range list.Items {
@@ -682,7 +680,7 @@ func (c *cluster) collect(logs string, pods int) {
 		} `json:"jobs"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("corepin results -o json: %v\n%s", err, tail(out, 2048))
+		t.Fatalf("corepin results -o json: %v\n%s", err, kubetest.Tail(out, 2048))
 	}
 	if len(res.Jobs) != pods {
 		t.Fatalf("corepin results --run %d: %d jobs, want %d", col.RunIDs[0], len(res.Jobs), pods)
@@ -713,7 +711,7 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	}
 	c.dir = dir
 	c.cgroupRoot = "/" + filepath.Base(dir)
-	c.ps = &procs{t: t}
+	c.ps = &kubetest.Procs{T: t}
 	var rt *cri
 	t.Cleanup(func() { c.teardown(before, rt) })
 
@@ -760,7 +758,7 @@ func (c *cluster) checkExtender(pods int) {
 	if got, want := topo.Online().Size(), runtime.NumCPU(); got != want {
 		t.Errorf("node %s publishes %d CPUs, the machine has %d", nodeName, got, want)
 	}
-	m := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.extPort))
+	m := kubetest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.extPort))
 	calls, kept := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`], m[`corepin_extender_filtered_nodes_total{result="kept"}`]
 	// A pod may be refused while the annotations still show CPUs that a
 	// finished pod held; the scheduler retries when the node changes.
@@ -771,57 +769,6 @@ func (c *cluster) checkExtender(pods int) {
 		nodeName, topo.Online().Size(), len(held), calls, kept)
 }
 
-// shippedSchedulerConfig is deploy/kubernetes/scheduler/scheduler-config.yaml
-// with this machine's kubeconfig and extender port.
-func shippedSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
-	t.Helper()
-	data, err := os.ReadFile("../../../deploy/kubernetes/scheduler/scheduler-config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("the shipped scheduler config: %v", err)
-	}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
-	exts, _ := cfg["extenders"].([]any)
-	if len(exts) != 1 {
-		t.Fatalf("the shipped scheduler config has %d extenders, want corepin's only", len(exts))
-	}
-	exts[0].(map[string]any)["urlPrefix"] = fmt.Sprintf("http://127.0.0.1:%d", extPort)
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// scrape reads a Prometheus text page into series -> value.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	rsp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		i := strings.LastIndexByte(line, ' ')
-		if line == "" || strings.HasPrefix(line, "#") || i < 0 {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
-}
-
 // teardown stops the kubelet first (so it recreates nothing), removes
 // every pod sandbox through the CRI (containers, shims), stops the rest,
 // then removes what the run left on the machine and checks the machine
@@ -829,16 +776,13 @@ func scrape(t *testing.T, url string) map[string]float64 {
 func (c *cluster) teardown(before snapshot, rt *cri) {
 	t := c.t
 	begin := time.Now()
-	if i := slices.IndexFunc(c.ps.list, func(p *proc) bool { return p.name == "kubelet" }); i >= 0 {
-		c.ps.stopOne(c.ps.list[i])
-		c.ps.list = slices.Delete(c.ps.list, i, i+1)
-	}
+	c.ps.StopNamed("kubelet")
 	if rt != nil {
 		n := rt.removeAll(t)
 		rt.conn.Close()
 		t.Logf("teardown: %d pod sandboxes removed", n)
 	}
-	c.ps.stop()
+	c.ps.Stop()
 	cg := removeCgroupRoot(t, c.cgroupRoot)
 	ms := unmountUnder(t, c.dir)
 	cleanContainerLogsDir(t, c.dir, before.dirs[containerLogsDir])

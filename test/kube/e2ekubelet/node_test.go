@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
 // Images of the node, built without a registry (umoci, skopeo) and
@@ -113,7 +115,7 @@ func dialCRI(t *testing.T, sock string) *cri {
 }
 
 // waitUp polls the CRI Version every 50 ms.
-func (c *cri) waitUp(t *testing.T, p *proc, limit time.Duration) time.Duration {
+func (c *cri) waitUp(t *testing.T, p *kubetest.Proc, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -124,12 +126,12 @@ func (c *cri) waitUp(t *testing.T, p *proc, limit time.Duration) time.Duration {
 			return time.Since(start)
 		}
 		select {
-		case <-p.done:
-			t.Fatalf("containerd exited while starting:\n%s", tail(p.log.String(), 6<<10))
+		case <-p.Done:
+			t.Fatalf("containerd exited while starting:\n%s", kubetest.Tail(p.Log.String(), 6<<10))
 		default:
 		}
 		if time.Since(start) > limit {
-			t.Fatalf("containerd's CRI did not answer in %v: %v\n%s", limit, err, tail(p.log.String(), 6<<10))
+			t.Fatalf("containerd's CRI did not answer in %v: %v\n%s", limit, err, kubetest.Tail(p.Log.String(), 6<<10))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
