@@ -10,11 +10,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +55,7 @@ type cluster struct {
 	bin     string
 	token   string
 	api     string // https://127.0.0.1:port
+	kc      string // kubeconfig file
 	ps      *kubetest.Procs
 	cfg     *rest.Config
 	cs      kubernetes.Interface
@@ -100,68 +97,19 @@ func startControlPlane(t *testing.T, bin string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, bin: bin, token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano()), ps: &kubetest.Procs{T: t}}
+	c := &cluster{t: t, dir: dir, bin: bin, ps: &kubetest.Procs{T: t}}
 	t.Cleanup(func() {
 		c.ps.Stop()
 		os.RemoveAll(dir)
 	})
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKey := c.write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	saPub := c.write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
-	tokens := c.write("tokens.csv", []byte(c.token+",admin,admin,system:masters\n"))
-
-	etcdPort, peerPort, apiPort := kubetest.FreePort(t), kubetest.FreePort(t), kubetest.FreePort(t)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	begin := time.Now()
-	etcd := c.ps.Start("etcd", nil, filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
-	kubetest.WaitOK(c.t, etcd, etcdURL+"/health", "", 30*time.Second)
-	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api := c.ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+filepath.Join(dir, "certs"),
-		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
-		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
-	kubetest.WaitOK(c.t, api, c.api+"/readyz", c.token, 90*time.Second)
-	c.note("kube-apiserver ready %.1f s after etcd started", time.Since(begin).Seconds())
-
-	c.cfg = &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
-	c.cs, err = kubernetes.NewForConfig(c.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := kubetest.StartControlPlane(t, c.ps, bin, dir)
+	c.note("kube-apiserver ready %.1f s after etcd started", cp.Ready.Seconds())
+	c.api, c.token, c.cfg, c.cs, c.kc = cp.API, cp.Token, cp.Config, cp.Client, cp.Kubeconfig
 	return c
 }
 
-func (c *cluster) kubeconfig() string {
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin}
-current-context: e2e
-`, c.api, c.token)
-	return c.write("kubeconfig", []byte(cfg))
-}
+func (c *cluster) kubeconfig() string { return c.kc }
 
 // chartSchedulerConfig is the scheduler configuration the Helm chart ships
 // for its second scheduler (scheduler.enabled), rendered with the

@@ -3,11 +3,7 @@ package e2ekubelet
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
@@ -122,66 +117,18 @@ func need(t *testing.T) *cluster {
 // kube-scheduler with a default configuration.
 func (c *cluster) startControlPlane() {
 	t := c.t
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKey := writeFile(t, c.path("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	saPub := writeFile(t, c.path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
-	c.token = "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())
-	tokens := writeFile(t, c.path("tokens.csv"), []byte(c.token+",admin,admin,system:masters\n"))
-
-	etcdPort, peerPort, apiPort := kubetest.FreePort(t), kubetest.FreePort(t), kubetest.FreePort(t)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	begin := time.Now()
-	etcd := c.ps.Start("etcd", nil, filepath.Join(c.kubeBin, "etcd"), "--data-dir", c.path("etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
-	kubetest.WaitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
-	c.api = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api := c.ps.Start("kube-apiserver", nil, filepath.Join(c.kubeBin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+c.path("certs"),
-		"--token-auth-file="+tokens, "--authorization-mode=AlwaysAllow",
-		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+	cp := kubetest.StartControlPlane(t, c.ps, c.kubeBin, c.dir,
 		// Pod logs: reach the kubelet at its node IP; the node's name
 		// (--hostname-override) resolves nowhere.
 		"--kubelet-preferred-address-types=InternalIP")
-	kubetest.WaitOK(t, api, c.api+"/readyz", c.token, 90*time.Second)
-	c.note("kube-apiserver ready %s after etcd started", fmtDur(time.Since(begin)))
-
-	cfg := &rest.Config{Host: c.api, BearerToken: c.token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
-	c.cs, err = kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.kubeconfig = writeFile(t, c.path("kubeconfig"), fmt.Appendf(nil, `apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin}
-current-context: e2e
-`, c.api, c.token))
+	c.note("kube-apiserver ready %s after etcd started", fmtDur(cp.Ready))
+	c.api, c.token, c.cs, c.kubeconfig = cp.API, cp.Token, cp.Client, cp.Kubeconfig
 
 	// kube-controller-manager: the Job controller creates the pods and
 	// tracks completions; pod GC removes pods of a deleted node. No
 	// service-account or token controllers: the pods mount no token.
 	kcmPort := kubetest.FreePort(t)
-	begin = time.Now()
+	begin := time.Now()
 	kcm := c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
 		"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
 		"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",

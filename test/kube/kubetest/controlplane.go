@@ -1,0 +1,100 @@
+package kubetest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// ControlPlane is a running etcd and kube-apiserver.
+type ControlPlane struct {
+	// API is the API server's address, https://127.0.0.1:PORT (a
+	// self-signed serving certificate).
+	API string
+	// Token is the bearer token of an admin (system:masters).
+	Token string
+	// Kubeconfig is a kubeconfig file reaching API as that admin.
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	// Ready is the time from etcd's start to the API server's /readyz.
+	Ready time.Duration
+}
+
+// StartControlPlane starts etcd and kube-apiserver, binaries from bin,
+// files in dir, as components of ps: bearer-token admin, AlwaysAllow, no
+// ServiceAccount admission (pods mount no token), and apiserverFlags
+// beside these.
+func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags ...string) *ControlPlane {
+	t.Helper()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saKey := write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	saPub := write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	cp := &ControlPlane{Token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())}
+	tokens := write("tokens.csv", []byte(cp.Token+",admin,admin,system:masters\n"))
+
+	etcdPort, peerPort, apiPort := FreePort(t), FreePort(t), FreePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	begin := time.Now()
+	etcd := ps.Start("etcd", nil, filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
+	WaitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
+	cp.API = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	args := append([]string{
+		"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir=" + filepath.Join(dir, "certs"),
+		"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow",
+		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+	}, apiserverFlags...)
+	api := ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"), args...)
+	WaitOK(t, api, cp.API+"/readyz", cp.Token, 90*time.Second)
+	cp.Ready = time.Since(begin)
+
+	cp.Config = &rest.Config{Host: cp.API, BearerToken: cp.Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
+	cp.Client, err = kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Kubeconfig = write("kubeconfig", fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, cp.API, cp.Token))
+	return cp
+}
