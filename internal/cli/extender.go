@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -45,6 +46,8 @@ Nodes publishing none of these pass, scored 0. A node that could not take
 the pod even with nothing held is failed as unresolvable, so the scheduler
 does not preempt pods there in vain. GET /healthz answers ok; GET /metrics
 serves Prometheus metrics (call durations, filtered nodes).
+--metrics-listen serves those two alone on an address of their own, for
+kubelet probes and Prometheus while the scheduler's verbs stay on loopback.
 
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
 configuration is deploy/kubernetes/scheduler/scheduler-config.yaml.
@@ -63,12 +66,13 @@ func init() { register(newExtenderCmd) }
 
 func newExtenderCmd(e *env) *cobra.Command {
 	var (
-		listen   string
-		maxBody  int64
-		maxNodes int
-		useNRT   bool
-		kube     kubeFlags
-		syncWait time.Duration
+		listen        string
+		metricsListen string
+		maxBody       int64
+		maxNodes      int
+		useNRT        bool
+		kube          kubeFlags
+		syncWait      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "extender",
@@ -120,30 +124,53 @@ func newExtenderCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: ext.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
+			servers := []*http.Server{{Handler: ext.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}}
+			listeners := []net.Listener{ln}
+			if metricsListen != "" {
+				mln, err := net.Listen("tcp", metricsListen)
+				if err != nil {
+					ln.Close()
+					return Usagef("--metrics-listen %s: %v", metricsListen, err)
+				}
+				servers = append(servers, &http.Server{Handler: ext.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute})
+				listeners = append(listeners, mln)
+			}
+			errc := make(chan error, len(servers))
+			for i, srv := range servers {
+				go func() { errc <- srv.Serve(listeners[i]) }()
+			}
 			select {
 			case err := <-errc:
+				for _, srv := range servers {
+					srv.Close()
+				}
 				return fmt.Errorf("serving: %w", err)
 			case err := <-syncErr:
-				srv.Close()
+				for _, srv := range servers {
+					srv.Close()
+				}
 				return err
 			case <-ctx.Done():
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				return fmt.Errorf("shutting down: %w", err)
+			var errs []error
+			for _, srv := range servers {
+				if err := srv.Shutdown(sctx); err != nil {
+					errs = append(errs, fmt.Errorf("shutting down: %w", err))
+				}
 			}
-			if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serving: %w", err)
+			for range servers {
+				if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+					errs = append(errs, fmt.Errorf("serving: %w", err))
+				}
 			}
-			return nil
+			return errors.Join(errs...)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:18888", "address to listen on (port 0: any free port)")
+	fl.StringVar(&metricsListen, "metrics-listen", "", "also serve only GET /healthz and GET /metrics on this address (e.g. :18889 for probes and Prometheus while --listen stays on loopback)")
 	fl.Int64Var(&maxBody, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request (with --nrt also the most NodeResourceTopology objects kept)")
 	fl.BoolVar(&useNRT, "nrt", false, "also judge nodes without corepin annotations by their NodeResourceTopology objects")

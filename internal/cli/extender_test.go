@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +45,80 @@ func TestExtenderServesFilter(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("extender exit = %v, want nil after cancel", err)
+	}
+}
+
+// TestExtenderMetricsListen: --metrics-listen serves /healthz and /metrics
+// on their own address and not the scheduler's verbs; a port in use is bad
+// input.
+func TestExtenderMetricsListen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := l.Addr().String()
+	l.Close()
+	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "--metrics-listen", ops, "-o", "json")
+	var addr struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &addr); err != nil {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	get := func(url string) (int, string) {
+		var rsp *http.Response
+		for range 50 { // the second listener may trail the first line
+			if rsp, err = http.Get(url); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer rsp.Body.Close()
+		b, _ := io.ReadAll(rsp.Body)
+		return rsp.StatusCode, string(b)
+	}
+	if code, body := get("http://" + ops + "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("ops /healthz = %d %q", code, body)
+	}
+	// One call through the scheduler's address shows on the ops one.
+	body, err := os.ReadFile("../../kube/extender/testdata/filter-single-numa.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rsp, err := http.Post("http://"+addr.Listen+"/filter", "application/json", bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	} else {
+		rsp.Body.Close()
+	}
+	if code, body := get("http://" + ops + "/metrics"); code != http.StatusOK || !strings.Contains(body, `corepin_extender_requests_total{code="200",verb="filter"} 1`) {
+		t.Errorf("ops /metrics = %d, lacks the extender's series", code)
+	}
+	rsp, err := http.Post("http://"+ops+"/filter", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusNotFound && rsp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("ops POST /filter = %d, want it not served there", rsp.StatusCode)
+	}
+	if code, _ := get("http://" + addr.Listen + "/metrics"); code != http.StatusOK {
+		t.Errorf("--listen /metrics = %d", code)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("extender exit = %v, want nil after cancel", err)
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var out, errb strings.Builder
+	if code := Main([]string{"extender", "--listen", "127.0.0.1:0", "--metrics-listen", busy.Addr().String()}, strings.NewReader(""), &out, &errb); code != 2 || !strings.Contains(errb.String(), "--metrics-listen") {
+		t.Errorf("--metrics-listen on a port in use: exit %d, stderr %q; want exit 2 naming the flag", code, errb.String())
 	}
 }
 

@@ -77,6 +77,20 @@ func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /filter", e.metrics.timed("filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) })))
 	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) })))
+	e.ops(mux)
+	return mux
+}
+
+// OpsHandler serves only GET /healthz and GET /metrics, for a listener of
+// their own that probes and Prometheus can reach while the scheduler's
+// verbs stay on loopback.
+func (e *Extender) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	e.ops(mux)
+	return mux
+}
+
+func (e *Extender) ops(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", e.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if e.ready != nil && !e.ready() {
@@ -85,7 +99,6 @@ func (e *Extender) Handler() http.Handler {
 		}
 		io.WriteString(w, "ok\n")
 	})
-	return mux
 }
 
 // verb reads a call's body and answers it the fast way (readArgs, then

@@ -148,6 +148,21 @@ func TestChartShipsTheScheduler(t *testing.T) {
 	if len(ext.Args) < 2 || ext.Args[0] != "extender" || !slices.Contains(ext.Args, "--listen=127.0.0.1:19999") {
 		t.Errorf("extender container args %v, want corepin extender --listen=127.0.0.1:19999", ext.Args)
 	}
+	// Probes reach the extender's own ops port, not the loopback verbs.
+	var metricsPort int32
+	for _, p := range ext.Ports {
+		if p.Name == "metrics" {
+			metricsPort = p.ContainerPort
+		}
+	}
+	if metricsPort == 0 || !slices.Contains(ext.Args, fmt.Sprintf("--metrics-listen=:%d", metricsPort)) {
+		t.Errorf("extender ports %+v args %v: want a metrics port it serves with --metrics-listen", ext.Ports, ext.Args)
+	}
+	for _, pr := range []*corev1.Probe{ext.LivenessProbe, ext.ReadinessProbe} {
+		if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/healthz" || pr.HTTPGet.Port.String() != "metrics" || pr.HTTPGet.Host != "" {
+			t.Errorf("extender probe %+v: want GET /healthz on the metrics port at the pod IP", pr)
+		}
+	}
 	if pod.ServiceAccountName != "corepin-scheduler" {
 		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
 	}
