@@ -10,8 +10,8 @@ import (
 
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/kube/kubeclient"
+	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
