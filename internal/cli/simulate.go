@@ -197,7 +197,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 				if ctx == nil {
 					ctx = context.Background()
 				}
-				if cluster, skipped, err = clusterNodes(ctx, kc.Core); err != nil {
+				if cluster, skipped, err = clusterNodes(ctx, kc); err != nil {
 					return err
 				}
 				if len(cluster) == 0 {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/corepin/corepin/kube/kubeclient"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/sim"
@@ -27,14 +27,14 @@ const nodePageSize = 500
 // corepin.io/assigned CPUs held. Nodes publishing the same machine share
 // one topology. Nodes without the annotation, or with one that does not
 // decode, are returned as skipped with the reason.
-func clusterNodes(ctx context.Context, api coreclient.NodesGetter) ([]sim.Node, []skippedNode, error) {
+func clusterNodes(ctx context.Context, api kubeclient.Reader) ([]sim.Node, []skippedNode, error) {
 	var nodes []sim.Node
 	var skipped []skippedNode
 	machines := map[string]*topology.Topology{}
 	opts := metav1.ListOptions{Limit: nodePageSize}
 	seen := 0
 	for {
-		list, err := api.Nodes().List(ctx, opts)
+		list, err := api.ListNodes(ctx, opts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("listing the cluster's nodes: %w", err)
 		}

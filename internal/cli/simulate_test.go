@@ -9,6 +9,7 @@ import (
 
 	"context"
 	"github.com/corepin/corepin/internal/testutil"
+	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 	corev1 "k8s.io/api/core/v1"
@@ -294,7 +295,7 @@ func TestClusterNodesPages(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	nodes, skipped, err := clusterNodes(context.Background(), cs.CoreV1())
+	nodes, skipped, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs})
 	if err != nil || len(nodes) != 3 || len(skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
 		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(skipped), err, len(limits), limits, nodePageSize)
 	}

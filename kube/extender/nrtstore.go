@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/cpuset"
@@ -115,8 +116,20 @@ func (s *NRTStore) get(node string) (nrtEntry, bool) {
 // client-go informer that keeps only each object's name and zones. synced
 // reports whether the informer has listed them all once.
 func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
-	inf := f.ForResource(NRTResource).Informer()
+	// A plain shared informer over the dynamic client: dynamicinformer's
+	// factory would link every typed informer of client-go (about 12 MB).
+	// The wrapper tells the reflector whether client streams its initial
+	// list in a watch (the real API server does; client-go's fakes do not).
+	res := client.Resource(NRTResource)
+	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}, client)
+	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	if err := inf.SetTransform(trimNRT); err != nil {
 		return nil, fmt.Errorf("setting the NodeResourceTopology transform: %w", err)
 	}
@@ -136,7 +149,7 @@ func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced 
 	if err != nil {
 		return nil, fmt.Errorf("watching NodeResourceTopology objects: %w", err)
 	}
-	f.Start(ctx.Done())
+	go inf.RunWithContext(ctx)
 	return inf.HasSynced, nil
 }
 

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/corepin/corepin/kube/kubeclient"
 )
 
 // Bounds on what AddCluster and WaitJobs ask of the API server.
@@ -33,13 +33,10 @@ const (
 // match, too many pods), as opposed to failures to reach it.
 var ErrCluster = errors.New("kube collect")
 
-// API is the part of client-go's clientset that collect uses (pods, their
-// logs and Jobs): kubernetes.Interface and its fake satisfy it, and so
-// does kubeclient.Client, which builds only these two typed clients.
-type API interface {
-	CoreV1() coreclient.CoreV1Interface
-	BatchV1() batchclient.BatchV1Interface
-}
+// API is what collect reads from the cluster (pods, their logs and
+// Jobs): kubeclient.Client, or in tests a fake clientset through
+// kubeclienttest.
+type API = kubeclient.Reader
 
 // LogReader reads the end of a pod container's log. ClientLogs reads it
 // through the API server; tests give their own.
@@ -54,7 +51,7 @@ type ClientLogs struct{ Client API }
 // PodLog implements LogReader.
 func (l ClientLogs) PodLog(ctx context.Context, namespace, pod, container string) (io.ReadCloser, error) {
 	tail, limit := int64(LogTailLines), int64(LogLimitBytes)
-	return l.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &tail, LimitBytes: &limit}).Stream(ctx)
+	return l.Client.PodLog(ctx, namespace, pod, &corev1.PodLogOptions{Container: container, TailLines: &tail, LimitBytes: &limit})
 }
 
 // Cluster is where a sweep's pods and Jobs are.
@@ -116,7 +113,7 @@ func (c *Collection) AddCluster(ctx context.Context, k Cluster) (ClusterSummary,
 	}
 	opts := metav1.ListOptions{LabelSelector: sel, Limit: page}
 	for {
-		list, err := k.Client.CoreV1().Pods(k.Namespace).List(ctx, opts)
+		list, err := k.Client.ListPods(ctx, k.Namespace, opts)
 		if err != nil {
 			return sum, fmt.Errorf("listing pods %s in namespace %s: %w", sel, k.Namespace, err)
 		}
@@ -237,7 +234,7 @@ func WaitJobs(ctx context.Context, k Cluster, interval time.Duration, progress f
 		p := WaitProgress{}
 		opts := metav1.ListOptions{LabelSelector: sel, Limit: page}
 		for {
-			list, err := k.Client.BatchV1().Jobs(k.Namespace).List(ctx, opts)
+			list, err := k.Client.ListJobs(ctx, k.Namespace, opts)
 			if err != nil {
 				return false, fmt.Errorf("listing Jobs %s in namespace %s: %w", sel, k.Namespace, err)
 			}

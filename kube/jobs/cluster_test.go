@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
 	"github.com/corepin/corepin/store"
 )
 
@@ -152,7 +153,7 @@ func TestAddCluster(t *testing.T) {
 			unlabelled.Labels = nil
 			cs := fake.NewClientset(append(objs, other, unlabelled)...)
 			var c Collection
-			sum, err := c.AddCluster(context.Background(), Cluster{Client: cs, Logs: tc.logs, Namespace: "bench"})
+			sum, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Logs: tc.logs, Namespace: "bench"})
 			if err != nil {
 				t.Fatalf("AddCluster() error = %v", err)
 			}
@@ -189,7 +190,7 @@ func TestAddClusterRecordsFailedPod(t *testing.T) {
 	cs := fake.NewClientset(sweepPod("p0", corev1.PodSucceeded, 0, document(t, threadsMarker(t, 0, "p0", 1000, 0))),
 		sweepPod("p1", corev1.PodFailed, 2, document(t, threadsMarker(t, 1, "p1", 1800, 2))))
 	var c Collection
-	if _, err := c.AddCluster(context.Background(), Cluster{Client: cs, Namespace: "bench", Selector: LabelSweep + "=threads"}); err != nil {
+	if _, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", Selector: LabelSweep + "=threads"}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
@@ -239,7 +240,7 @@ func TestAddClusterPages(t *testing.T) {
 		return true, out, nil
 	})
 	var c Collection
-	sum, err := c.AddCluster(context.Background(), Cluster{Client: cs, Namespace: "bench", PageSize: 2})
+	sum, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestAddClusterPages(t *testing.T) {
 	if selectors[0] != LabelSweep {
 		t.Errorf("selector %q, want %q (the label every sweep's pods carry)", selectors[0], LabelSweep)
 	}
-	if _, err := c.AddCluster(context.Background(), Cluster{Client: cs, Selector: "a in (", Namespace: "bench"}); !errors.Is(err, ErrInvalid) {
+	if _, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Selector: "a in (", Namespace: "bench"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("AddCluster(bad selector) error = %v, want ErrInvalid", err)
 	}
 }
@@ -269,7 +270,7 @@ func TestWaitJobs(t *testing.T) {
 	t.Run("all finished", func(t *testing.T) {
 		cs := fake.NewClientset(sweepJob("a", batchv1.JobComplete), sweepJob("b", batchv1.JobFailed))
 		var seen []WaitProgress
-		if err := WaitJobs(context.Background(), Cluster{Client: cs, Namespace: "bench"}, 1, func(p WaitProgress) { seen = append(seen, p) }); err != nil {
+		if err := WaitJobs(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench"}, 1, func(p WaitProgress) { seen = append(seen, p) }); err != nil {
 			t.Fatalf("WaitJobs() error = %v", err)
 		}
 		if diff := cmp.Diff([]WaitProgress{{Finished: 2, Total: 2}}, seen); diff != "" {
@@ -280,7 +281,7 @@ func TestWaitJobs(t *testing.T) {
 		cs := fake.NewClientset(sweepJob("a", batchv1.JobComplete), sweepJob("b", ""))
 		ctx, cancel := context.WithCancel(context.Background())
 		polls := 0
-		err := WaitJobs(ctx, Cluster{Client: cs, Namespace: "bench"}, 1, func(p WaitProgress) {
+		err := WaitJobs(ctx, Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench"}, 1, func(p WaitProgress) {
 			polls++
 			if polls == 2 {
 				cancel() // the deadline, as --timeout sets it
@@ -291,7 +292,7 @@ func TestWaitJobs(t *testing.T) {
 		}
 	})
 	t.Run("no Jobs", func(t *testing.T) {
-		err := WaitJobs(context.Background(), Cluster{Client: fake.NewClientset(), Namespace: "bench"}, 1, nil)
+		err := WaitJobs(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: fake.NewClientset()}, Namespace: "bench"}, 1, nil)
 		if !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "no Jobs match corepin.io/sweep") {
 			t.Errorf("WaitJobs() error = %v, want no Jobs match", err)
 		}

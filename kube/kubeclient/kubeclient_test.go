@@ -46,7 +46,7 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load() error = %v", err)
 			}
-			if c.Host != tc.host || c.Namespace != tc.namespace || c.CoreV1() == nil || c.BatchV1() == nil {
+			if c.Host != tc.host || c.Namespace != tc.namespace || c.core == nil || c.batch == nil || c.Dynamic == nil {
 				t.Errorf("Load() = host %q namespace %q, want %q and %q with both clients", c.Host, c.Namespace, tc.host, tc.namespace)
 			}
 		})
