@@ -534,18 +534,7 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 	f := newRuntime(t, dir)
 	t.Cleanup(f.r.Stop)
 	published := make(chan alloc.Pools, 16)
-	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes),
-		Publish: func(_ context.Context, pl alloc.Pools) error { published <- pl; return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
-	t.Cleanup(func() { cancel(); <-done })
-	f.waitSync()
-	f.r.BlockPluginSync().Unblock()
+	runPlugin(t, f, Options{Publish: func(_ context.Context, pl alloc.Pools) error { published <- pl; return nil }})
 	lse := f.mustCreate(lse4)
 	deadline := time.After(10 * time.Second)
 	for {
@@ -638,17 +627,7 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
 	a := &nrt.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
-	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), Annotate: a.Annotate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
-	t.Cleanup(func() { cancel(); <-done })
-	f.waitSync()
-	f.r.BlockPluginSync().Unblock()
+	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
 	deadline := time.After(10 * time.Second)
@@ -666,4 +645,24 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 			t.Fatalf("no annotation showing the LSE container (%s) within 10s", want)
 		}
 	}
+}
+
+// runPlugin runs a plugin of o (state in a temporary file, the two-node
+// machine) with its own Run loop against f until the test ends, and
+// returns once f's runtime has synchronised it.
+func runPlugin(t *testing.T, f *fakeRuntime, o Options) *Plugin {
+	t.Helper()
+	o.State, o.Topology = filepath.Join(t.TempDir(), "state.db"), topology.MustSynthetic(twoNodes)
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, stub.WithSocketPath(f.sock)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.waitSync()
+	f.r.BlockPluginSync().Unblock()
+	return p
 }
