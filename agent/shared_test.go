@@ -17,6 +17,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/enforce/enforcetest"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -25,24 +26,10 @@ import (
 // 0,2 and 1,3) on one NUMA node.
 var fourCPUs = topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2}
 
-// noGroups is a cgroup driver with no groups: enough for a Node whose
-// workloads are all local runs' jobs, without root or cgroupfs.
-type noGroups struct{}
-
-func (noGroups) Name() string { return "fake" }
-func (noGroups) Create(string, enforce.Resources) (enforce.Group, error) {
-	return nil, errors.ErrUnsupported
-}
-func (noGroups) Cleanup() ([]string, error)                   { return nil, nil }
-func (noGroups) Limitations() []string                        { return nil }
-func (noGroups) List() ([]enforce.Listed, error)              { return nil, nil }
-func (noGroups) Reopen(enforce.Listed) (enforce.Group, error) { return nil, errors.ErrUnsupported }
-func (noGroups) OpenExisting(string) (enforce.Group, error)   { return nil, errors.ErrUnsupported }
-
-// fakeNode opens a Node on state with topology t and cfg, over noGroups.
+// fakeNode opens a Node on state with topology t and cfg, over enforcetest.NoGroups.
 func fakeNode(t *testing.T, state string, topo *topology.Topology, o Options) *Node {
 	t.Helper()
-	o.StatePath, o.Topology, o.Driver = state, topo, noGroups{}
+	o.StatePath, o.Topology, o.Driver = state, topo, enforcetest.NoGroups{}
 	n, err := Open(o)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +11,7 @@ import (
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/enforce/enforcetest"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -53,20 +52,6 @@ func TestSharedState(t *testing.T) {
 	}
 }
 
-// noGroups is a cgroup driver without groups: enough for an agent Node
-// that only records its configuration, without root or cgroupfs.
-type noGroups struct{}
-
-func (noGroups) Name() string { return "fake" }
-func (noGroups) Create(string, enforce.Resources) (enforce.Group, error) {
-	return nil, errors.ErrUnsupported
-}
-func (noGroups) Cleanup() ([]string, error)                   { return nil, nil }
-func (noGroups) Limitations() []string                        { return nil }
-func (noGroups) List() ([]enforce.Listed, error)              { return nil, nil }
-func (noGroups) Reopen(enforce.Listed) (enforce.Group, error) { return nil, errors.ErrUnsupported }
-func (noGroups) OpenExisting(string) (enforce.Group, error)   { return nil, errors.ErrUnsupported }
-
 // Issue 10, left for later (1): with an agent configured reserved_cpus
 // "0", `corepin run --mode pinned` placed jobs on CPU 0, since it built
 // its own allocator configuration. It now places with the one the agent
@@ -84,7 +69,7 @@ func TestPinnedRunAvoidsTheAgentsReservedCPUs(t *testing.T) {
 	reserved := cpuset.New(allowed.Min()) // CPU 0 on most machines
 	free := allowed.Difference(reserved)
 	state := filepath.Join(t.TempDir(), "state.db")
-	n, err := agent.Open(agent.Options{StatePath: state, Topology: topo, Driver: noGroups{}, Alloc: alloc.Config{Reserved: reserved}})
+	n, err := agent.Open(agent.Options{StatePath: state, Topology: topo, Driver: enforcetest.NoGroups{}, Alloc: alloc.Config{Reserved: reserved}})
 	if err != nil {
 		t.Fatal(err)
 	}
