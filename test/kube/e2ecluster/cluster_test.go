@@ -440,12 +440,19 @@ func TestHundredNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(2 * time.Second) // the scheduler's informer sees all 100
-	var lat []time.Duration
-	for i := range pods {
-		pod := kubetest.CPUPod(fmt.Sprintf("enc-%02d", i), "default", "4")
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	// filterCounts is how many /filter calls the extender answered and how
+	// many nodes they judged in all.
+	filterCounts := func() (calls, judged float64) {
+		m := kubetest.Scrape(t, metricsURL)
+		return m[`corepin_extender_request_duration_seconds_count{verb="filter"}`],
+			m[`corepin_extender_filtered_nodes_total{result="kept"}`] + m[`corepin_extender_filtered_nodes_total{result="failed"}`] +
+				m[`corepin_extender_filtered_nodes_total{result="unresolvable"}`]
+	}
+	bind := func(name string) time.Duration {
+		t.Helper()
 		created := time.Now()
-		p, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		p, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod(name, "default", "4"), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,19 +463,44 @@ func TestHundredNodes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pod %s not bound: %v", p.Name, err)
 		}
-		lat = append(lat, time.Since(created))
+		return time.Since(created)
+	}
+	// Warm-up pods until one /filter call judged all 100 nodes: the
+	// scheduler's node informer has caught up with the creations (a fixed
+	// sleep was not enough on a loaded machine).
+	for i := 0; ; i++ {
+		c0, j0 := filterCounts()
+		bind(fmt.Sprintf("warm-%02d", i))
+		c1, j1 := filterCounts()
+		if c1 > c0 && j1-j0 == (c1-c0)*nodes {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("after %d warm-up pods the scheduler still sends fewer than %d nodes per /filter call (last: %v calls, %v nodes)", i+1, nodes, c1-c0, j1-j0)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	calls0, judged0 := filterCounts()
+	var lat []time.Duration
+	for i := range pods {
+		lat = append(lat, bind(fmt.Sprintf("enc-%02d", i)))
 	}
 	slices.Sort(lat)
 	c.note("%d pods (4 CPUs, single-numa-node) on %d nodes, one at a time: creation to binding p50 %d ms, p99 %d ms, max %d ms",
 		pods, nodes, lat[len(lat)/2].Milliseconds(), lat[len(lat)*99/100].Milliseconds(), lat[len(lat)-1].Milliseconds())
 
-	m := kubetest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-	calls := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`]
-	judged := m[`corepin_extender_filtered_nodes_total{result="kept"}`] + m[`corepin_extender_filtered_nodes_total{result="failed"}`] +
-		m[`corepin_extender_filtered_nodes_total{result="unresolvable"}`]
-	if calls < pods || judged != calls*nodes {
+	// The extender counts a call once its answer is written, so the last
+	// call may show a moment after the pod is bound: poll briefly.
+	var calls, judged float64
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		c1, j1 := filterCounts()
+		calls, judged = c1-calls0, j1-judged0
+		return calls >= pods && judged == calls*nodes, nil
+	})
+	if err != nil {
 		t.Fatalf("extender: %v filter calls judged %v nodes, want at least %d calls of %d nodes each", calls, judged, pods, nodes)
 	}
+	m := kubetest.Scrape(t, metricsURL)
 	for _, verb := range []string{"filter", "prioritize"} {
 		n := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_count{verb=%q}`, verb)]
 		sum := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_sum{verb=%q}`, verb)]
