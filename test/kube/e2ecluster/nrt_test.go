@@ -1,9 +1,12 @@
 package e2ecluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/alloc"
@@ -110,6 +114,35 @@ func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
 	}
 }
 
+// filterKeeps asks the extender's /filter, as kube-scheduler does, which of
+// nodes can take pod, and returns their names.
+func filterKeeps(t *testing.T, url string, pod *corev1.Pod, nodes []corev1.Node) []string {
+	t.Helper()
+	body, err := json.Marshal(extenderv1.ExtenderArgs{Pod: pod, Nodes: &corev1.NodeList{Items: nodes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	var res extenderv1.ExtenderFilterResult
+	if err := json.NewDecoder(io.LimitReader(rsp.Body, 4<<20)).Decode(&res); err != nil {
+		t.Fatalf("extender /filter: %v", err)
+	}
+	if res.Error != "" {
+		t.Fatalf("extender /filter: %s", res.Error)
+	}
+	var names []string
+	if res.Nodes != nil {
+		for _, n := range res.Nodes.Items {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
 // TestRealSchedulerWithNRT runs the real kube-scheduler (the shipped
 // configuration) with the real `corepin extender --nrt` on three nodes
 // that publish no corepin annotation, only a NodeResourceTopology each
@@ -180,7 +213,21 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 			t.Fatalf("updating the NodeResourceTopology of %s: %v", name, err)
 		}
 	}
-	time.Sleep(time.Second) // the extender's informer follows by watch
+	// The extender's informer follows by watch: ask the extender itself,
+	// as the scheduler would, until its answer reflects the update.
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := kubetest.CPUPod("probe", "default", "6")
+	var kept []string
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		kept = filterKeeps(t, fmt.Sprintf("http://127.0.0.1:%d/filter", port), probe, nodes.Items)
+		return len(kept) == 1 && kept[0] == "nrt-lopsided", nil
+	})
+	if err != nil {
+		t.Fatalf("the extender keeps %v for a 6-CPU pod after the updates, want [nrt-lopsided]", kept)
+	}
 	second, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc2-nrt", "default", "6"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
