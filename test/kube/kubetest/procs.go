@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,8 +65,44 @@ func (ps *Procs) StopOne(p *Proc) {
 		<-p.Done
 	}
 	if ps.T.Failed() {
-		ps.T.Logf("---- %s output (last 6 KiB) ----\n%s", p.Name, Tail(p.Log.String(), 6<<10))
+		ps.T.Logf("---- %s: last lines worth reading (whole output in %s) ----\n%s", p.Name, ps.save(p), Notable(p.Log.String(), 12))
 	}
+}
+
+// save writes p's whole output to a file beside the other components' of
+// the failed test, where it outlives the test's temporary directories, and
+// returns its path.
+func (ps *Procs) save(p *Proc) string {
+	dir := filepath.Join(os.TempDir(), "corepin-e2e-logs", strings.NewReplacer("/", "_", " ", "_").Replace(ps.T.Name()))
+	name := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(p.Name)+".log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "(not saved: " + err.Error() + ")"
+	}
+	if err := os.WriteFile(name, []byte(p.Log.String()), 0o644); err != nil {
+		return "(not saved: " + err.Error() + ")"
+	}
+	return name
+}
+
+// Notable is the last n lines of a component's output that say something
+// went wrong: structured lines (JSON or klog) at info, debug or warn level
+// are left out, since they bury a failing test's own message in CI's
+// excerpt of its output. Lines of other forms are kept.
+func Notable(out string, n int) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	var keep []string
+	for i := len(lines) - 1; i >= 0 && len(keep) < n; i-- {
+		l := lines[i]
+		switch {
+		case l == "",
+			strings.Contains(l, `"level":"info"`), strings.Contains(l, `"level":"warn"`), strings.Contains(l, `"level":"debug"`),
+			len(l) > 0 && (l[0] == 'I' || l[0] == 'W') && len(l) > 5 && l[1] >= '0' && l[1] <= '9':
+			continue
+		}
+		keep = append(keep, Tail(l, 400))
+	}
+	slices.Reverse(keep)
+	return strings.Join(keep, "\n")
 }
 
 // StopNamed stops the component called name, if it was started, and
