@@ -27,7 +27,7 @@ func freePerNode(st *alloc.State) map[topology.NodeID]int {
 // decodes it.
 func published(t *testing.T, e *Extender, st *alloc.State) *nodeState {
 	t.Helper()
-	ann, _, err := nrt.NodeAnnotations(st)
+	ann, _, err := nrt.NodeAnnotations(st, "")
 	if err != nil {
 		t.Fatalf("NodeAnnotations: %v", err)
 	}
@@ -118,11 +118,11 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 100, QoS: alloc.LSE}); err != nil {
 			t.Fatal(err)
 		}
-		ann, coarse, err := nrt.NodeAnnotations(st)
+		ann, coarse, err := nrt.NodeAnnotations(st, "")
 		if err != nil || !coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v; want the fallback", coarse, err)
 		}
-		ns := decodeNUMAFree(*ann[AnnotationNUMAFree])
+		ns := decodeNUMAFree(*ann[AnnotationNUMAFree], ann[AnnotationAllocator])
 		if ns.err != nil {
 			t.Fatal(ns.err)
 		}
