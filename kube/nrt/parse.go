@@ -139,6 +139,10 @@ func ParseAllocator(s string) (Allocator, error) {
 		return Allocator{}, fmt.Errorf("%w: longer than %d bytes", ErrAllocator, MaxAnnotationBytes)
 	}
 	var a Allocator
+	if t := bytes.TrimLeft([]byte(s), " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		return Allocator{}, fmt.Errorf("%w: %q is not a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}",
+			ErrAllocator, short(s))
+	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
