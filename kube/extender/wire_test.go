@@ -154,6 +154,12 @@ func FuzzHandlerMatchesTypedPath(f *testing.F) {
 	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n\u0041","annotations":{"corepin.io/topology":"{\"cpus\":[{\"cpu\":0,\"online\":true,\"allowed\":true}]}"}}}]}}`))
 	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a","name":"b"}}]},"NodeNames":null}`))
 	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":1}}, null, 3, "x", {"metadata":[]}]}}`))
+	// Nodes publishing their allocator settings (corepin.io/allocator),
+	// good and bad, beside either form, and a pod naming no topology
+	// policy (the node's default applies) or one.
+	f.Add([]byte(`{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"3"},"limits":{"cpu":"3"}}}]}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[2,2]","corepin.io/allocator":"{\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/numa-free":"[2,2]"}}}]}}`))
+	f.Add([]byte(`{"Pod":{"metadata":{"annotations":{"corepin.io/numa-policy":"none"}}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/allocator":"{\"topology_policy\":\"restricted\"}","corepin.io/topology":"{\"cpus\":[{\"cpu\":0,\"online\":true,\"allowed\":true},{\"cpu\":1,\"online\":true,\"allowed\":true,\"core\":1}]}","corepin.io/assigned":"[{\"id\":\"(reserved)\",\"cpuset\":\"0\",\"qos\":\"LSE\"}]"}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[1]","corepin.io/allocator":"{\"policy\":\"static\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/allocator":"null","corepin.io/numa-free":"[1]","corepin.io/allocator":"{}"}}}]}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkSameAnswers(t, body, 8)
 	})
