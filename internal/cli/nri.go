@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -94,7 +93,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--publish-nrt: %v", err)
 				}
-				settings := nrt.Allocator{Policy: string(cmp.Or(ac.Policy, alloc.PolicyCorepin)), Options: ac.Options, TopologyPolicy: c.TopologyPolicy}
+				settings := nrt.AllocatorOfConfig(ac, c.TopologyPolicy)
 				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
 					return pub.Publish(ctx, nrt.BuildWith(nodeName, topo, pools, settings))
 				}

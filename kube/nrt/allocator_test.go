@@ -65,6 +65,24 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 	}
 }
 
+// The NRT publisher, which holds no State, names the same settings as the
+// annotations of a State of that configuration.
+func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
+	for _, cfg := range []alloc.Config{
+		{},
+		{Policy: alloc.PolicyCorepin, Options: []string{alloc.OptFullPCPUsOnly}},
+		{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptDistributeAcrossNUMA, alloc.OptStrictCPUReservation}, Reserved: cpuset.New(0)},
+	} {
+		st, err := alloc.NewState(topology.MustSynthetic(twoNodes), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(AllocatorOf(st, "restricted"), AllocatorOfConfig(cfg, "restricted")); diff != "" {
+			t.Errorf("%+v (-state +config):\n%s", cfg, diff)
+		}
+	}
+}
+
 func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
 	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
 	srv := httptest.NewServer(api)

@@ -1,6 +1,7 @@
 package nrt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -68,6 +70,13 @@ type Allocator struct {
 // node's default topology policy.
 func AllocatorOf(st *alloc.State, topologyPolicy string) Allocator {
 	return Allocator{Policy: string(st.Policy()), Options: st.Options(), TopologyPolicy: topologyPolicy}
+}
+
+// AllocatorOfConfig is the settings of an allocator of configuration cfg
+// with topologyPolicy: AllocatorOf of a State made with cfg (an empty
+// policy is corepin), for publishers that hold no State (NRT objects).
+func AllocatorOfConfig(cfg alloc.Config, topologyPolicy string) Allocator {
+	return Allocator{Policy: string(cmp.Or(cfg.Policy, alloc.PolicyCorepin)), Options: slices.Clone(cfg.Options), TopologyPolicy: topologyPolicy}
 }
 
 // ErrTooLarge means a node's state does not fit in its annotations at all.
