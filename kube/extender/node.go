@@ -153,8 +153,9 @@ func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
 	}
 	h := sha256.New()
 	if settings != nil {
-		// Length first: the annotations after it are not delimited.
-		h.Write([]byte("raw allocator " + strconv.Itoa(len(settings)) + "\x00"))
+		// A raw JSON string ends at its first unescaped quote: it
+		// delimits itself from the annotations after it.
+		h.Write([]byte("raw allocator\x00"))
 		h.Write(settings)
 	}
 	if topo != nil {
