@@ -14,9 +14,10 @@ import (
 // goroutine. Decisions depend only on the State and the Request, so the same
 // sequence of calls gives the same placements on any machine.
 type State struct {
-	ix     *index
-	policy Policy
-	opts   options
+	ix       *index
+	policy   Policy
+	opts     options
+	optNames []string // Config.Options as given
 
 	reserved, reservedPhys bitset
 	used                   bitset // CPUs held by LSE and LSR assignments
@@ -45,14 +46,11 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if t == nil {
 		return nil, invalid("no topology")
 	}
-	s := &State{policy: cfg.Policy, asg: map[string]*Assignment{}}
-	if s.policy == "" {
-		s.policy = PolicyCorepin
+	policy, err := ParsePolicy(string(cfg.Policy))
+	if err != nil {
+		return nil, err
 	}
-	if s.policy != PolicyCorepin && s.policy != PolicyKubelet {
-		return nil, invalid("unknown policy %q (want corepin or kubelet)", cfg.Policy)
-	}
-	var err error
+	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]*Assignment{}}
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
@@ -146,6 +144,10 @@ func (s *State) Topology() *topology.Topology { return s.ix.topo }
 
 // Policy returns the engine in use.
 func (s *State) Policy() Policy { return s.policy }
+
+// Options returns the option names of the State's Config, as given (a
+// copy).
+func (s *State) Options() []string { return slices.Clone(s.optNames) }
 
 // Reserved returns the reserved CPUs.
 func (s *State) Reserved() cpuset.CPUSet { return s.reserved.toSet() }

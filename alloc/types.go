@@ -197,6 +197,41 @@ type options struct {
 
 var knownOptions = []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA, OptAlignBySocket, OptDistributeAcrossCores, OptStrictCPUReservation, OptPreferAlignByUncoreCache}
 
+// CheckOptions reports whether NewState accepts names as Config.Options:
+// every name one of the kubelet option names, and no pair kubelet refuses
+// together. It does not check what depends on a machine (align-by-socket
+// on fewer NUMA nodes than sockets). Errors wrap ErrInvalid and list the
+// known names.
+func CheckOptions(names []string) error {
+	_, err := parseOptions(names)
+	return err
+}
+
+// ParsePolicy returns the engine named s, "" being PolicyCorepin. An
+// unknown name is an error wrapping ErrInvalid that names the two engines.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case "":
+		return PolicyCorepin, nil
+	case PolicyCorepin, PolicyKubelet:
+		return p, nil
+	}
+	return "", invalid("unknown policy %q (want corepin or kubelet)", s)
+}
+
+// ParseTopologyPolicy returns the topology policy named s, "" being
+// TopologyNone. An unknown name is an error wrapping ErrInvalid that names
+// the four policies.
+func ParseTopologyPolicy(s string) (TopologyPolicy, error) {
+	switch p := TopologyPolicy(s); p {
+	case "":
+		return TopologyNone, nil
+	case TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode:
+		return p, nil
+	}
+	return "", invalid("unknown topology policy %q (want none, best-effort, restricted or single-numa-node)", s)
+}
+
 func parseOptions(names []string) (options, error) {
 	var o options
 	for _, n := range names {
@@ -251,9 +286,6 @@ func (r *Request) normalize() error {
 	if r.NUMA == "" {
 		r.NUMA = MostAllocated
 	}
-	if r.TopologyPolicy == "" {
-		r.TopologyPolicy = TopologyNone
-	}
 	if !slices.Contains([]QoS{SYSTEM, LSE, LSR, LS, BE}, r.QoS) {
 		return invalid("unknown qos %q (want SYSTEM, LSE, LSR, LS or BE)", r.QoS)
 	}
@@ -266,9 +298,11 @@ func (r *Request) normalize() error {
 	if !slices.Contains([]NUMAStrategy{MostAllocated, LeastAllocated, DistributeEvenly}, r.NUMA) {
 		return invalid("unknown numa strategy %q (want MostAllocated, LeastAllocated or DistributeEvenly)", r.NUMA)
 	}
-	if !slices.Contains([]TopologyPolicy{TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode}, r.TopologyPolicy) {
-		return invalid("unknown topology policy %q (want none, best-effort, restricted or single-numa-node)", r.TopologyPolicy)
+	tp, err := ParseTopologyPolicy(string(r.TopologyPolicy))
+	if err != nil {
+		return err
 	}
+	r.TopologyPolicy = tp
 	if r.CPUs < 0 || r.MilliCPUs < 0 {
 		return invalid("request %q: negative cpus", r.ID)
 	}

@@ -25,8 +25,12 @@ placement each would get. Both run corepin's allocator on the state each node
 publishes in its annotations: corepin.io/topology (the compact
 "corepin topo -o json" document) with corepin.io/assigned (the "assigned" list
 of "corepin plan"), or the coarse corepin.io/numa-free ("[4,0]": free CPUs per
-NUMA node); corepin nri --annotate-node (chart value annotateNode) keeps them
-up to date.
+NUMA node), each beside corepin.io/allocator, the node allocator's settings
+('{"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}'):
+the node is judged under its own policy and options, and its topology_policy
+is the default of pods that name none (as the NRI plugin applies it); a node
+without it is judged as policy corepin, no options, topology policy none.
+corepin nri --annotate-node (chart value annotateNode) keeps them up to date.
 
 With --nrt it also watches the cluster's NodeResourceTopology objects
 (topology.node.k8s.io/v1alpha2, as corepin nri --publish-nrt, NFD's
@@ -34,7 +38,8 @@ topology-updater or Koordinator publish them; the CRD must be installed and
 the extender may list and watch noderesourcetopologies) and judges a node
 without corepin annotations by its object: the "available" cpu of each zone
 of type Node (node-0, node-1, ...) stands for its free CPUs per NUMA node,
-as corepin.io/numa-free would. An object with fractional, negative or
+as corepin.io/numa-free would, and the attributes topologyManagerPolicy,
+corepin.io/policy and corepin.io/options (comma-joined) are its settings. An object with fractional, negative or
 malformed zones is logged on stderr and its node stays unjudged. The cluster
 is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account; --context picks a context.

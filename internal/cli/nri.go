@@ -34,12 +34,14 @@ default_validator must be enabled; see deploy/kubernetes/containerd-nri.toml).
 
 With --publish-nrt (in a pod) it keeps a NodeResourceTopology object
 (topology.node.k8s.io/v1alpha2, named after --node-name) up to date with the
-free CPUs of each NUMA node; the CRD must be installed.
+free CPUs of each NUMA node and the attributes topologyManagerPolicy,
+corepin.io/policy and corepin.io/options; the CRD must be installed.
 
 With --annotate-node (in a pod) it keeps the annotations corepin extender
 reads on its own Node (named by --node-name; needs patch on nodes):
 corepin.io/topology and corepin.io/assigned, or only corepin.io/numa-free
-when the topology would pass 256 KiB. Both publish after every
+when the topology would pass 256 KiB, and always corepin.io/allocator (the
+policy, policy_options and topology_policy the extender must judge with). Both publish after every
 synchronisation and every admission or release, coalesced. In a pod they
 use its service account; a plugin run on the host gives --kubeconfig (and
 --context) instead.
@@ -91,8 +93,9 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--publish-nrt: %v", err)
 				}
+				settings := nrt.AllocatorOfConfig(ac, c.TopologyPolicy)
 				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
-					return pub.Publish(ctx, nrt.Build(nodeName, topo, pools, c.TopologyPolicy))
+					return pub.Publish(ctx, nrt.BuildWith(nodeName, topo, pools, settings))
 				}
 			}
 			if annotateNode {
@@ -103,7 +106,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--annotate-node: %v", err)
 				}
-				o.Annotate = (&nrt.Annotator{Publisher: pub, Node: nodeName, Log: o.Logger}).Annotate
+				o.Annotate = (&nrt.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: c.TopologyPolicy, Log: o.Logger}).Annotate
 			}
 			p, err := nri.New(o)
 			if isAgentUsage(err) {

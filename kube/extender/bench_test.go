@@ -3,6 +3,7 @@ package extender
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,7 +24,10 @@ import (
 // objects (WithNRT);
 // "topology-distinct-pods": as topology, but each pair is for another pod
 // (64 in turn), as in a scheduling wave, so /filter finds no cached
-// verdict (the cache holds 4096) and places on every node.
+// verdict (the cache holds 4096) and places on every node;
+// "topology-settings": as topology, each node also publishing its
+// allocator settings (corepin.io/allocator, default topology policy
+// single-numa-node) and the pod naming no policy.
 func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 	topo := make([]corev1.Node, 0, 100)
 	coarse := make([]corev1.Node, 0, 100)
@@ -48,6 +52,15 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 			store.Set(name, nrtZones(4+i%5, 8-i%3))
 		}
 		benchCalls(b, New(WithNRT(store)).Handler(), args(b, pod, bare...))
+	})
+	b.Run("topology-settings", func(b *testing.B) {
+		nodes := make([]corev1.Node, 0, len(topo))
+		for _, n := range topo {
+			ann := maps.Clone(n.Annotations)
+			ann[AnnotationAllocator] = `{"policy":"corepin","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}`
+			nodes = append(nodes, node(n.Name, ann))
+		}
+		benchCalls(b, New().Handler(), args(b, guaranteedPod("enc", "4", nil, nil), nodes...))
 	})
 	b.Run("topology-distinct-pods", func(b *testing.B) {
 		var bodies [][]byte

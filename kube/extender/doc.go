@@ -8,13 +8,19 @@
 // run on a copy of that node's published state, so the cluster view and the
 // node (the agent, the NRI plugin) cannot disagree about what fits. A node
 // publishes its state in annotations (AnnotationTopology with
-// AnnotationAssigned, or the coarse AnnotationNUMAFree), written by the NRI
-// plugin with --annotate-node (kube/nrt.NodeAnnotations); decoded states are
-// cached by a hash of those annotations, and verdicts by state and request.
+// AnnotationAssigned, or the coarse AnnotationNUMAFree, each beside
+// AnnotationAllocator, its allocator's policy, options and default topology
+// policy), written by the NRI plugin with --annotate-node
+// (kube/nrt.NodeAnnotations); a node is judged under its own settings, and
+// a pod naming no topology policy gets the node's default, as on the node.
+// Decoded states are cached by a hash of those annotations, and verdicts by
+// state and request.
 // With WithNRT, a node without those annotations is judged by its
 // NodeResourceTopology object (topology.node.k8s.io/v1alpha2) as an
 // NRTStore keeps it from a client-go informer: the free CPUs of its Node
-// zones make the same stand-in machine as AnnotationNUMAFree. A node that
+// zones make the same stand-in machine as AnnotationNUMAFree, and its
+// attributes (topologyManagerPolicy, corepin.io/policy, corepin.io/options)
+// are its settings. A node that
 // publishes none of these is not corepin's to judge and passes with score 0.
 //
 // The handler reads a body's nodes without decoding them into corev1.Node:

@@ -213,9 +213,12 @@ type verdict struct {
 }
 
 // verdictKey names a verdict: the node's state and the request (its
-// comparable fields; the extender's requests carry no Hint).
+// comparable fields; the extender's requests carry no Hint), with the
+// topology policy in force (the pod's, else the node's default) and
+// whether it is the node's default (the reason says so).
 type verdictKey struct {
 	state          stateKey
+	nodeDefault    bool
 	id             string
 	cpus, milli    int
 	qos            alloc.QoS
@@ -226,7 +229,9 @@ type verdictKey struct {
 }
 
 // judge answers req on a node of state ns (nil: the node publishes none),
-// from the verdict cache or by placing req on a copy of ns.
+// from the verdict cache or by placing req on a copy of ns. A request
+// naming no topology policy gets the node's default, as the NRI plugin
+// gives it (agent.Containers.Admit).
 func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr error) verdict {
 	if ns == nil {
 		return verdict{ok: true} // not a corepin node: not ours to judge
@@ -243,7 +248,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		}
 		return verdict{reason: "no free CPUs"}
 	}
-	vk := verdictKey{state: k, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
+	nodeDefault := req.TopologyPolicy == "" && ns.topologyPolicy != "" && ns.topologyPolicy != alloc.TopologyNone
+	if req.TopologyPolicy == "" {
+		req.TopologyPolicy = ns.topologyPolicy
+	}
+	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
 		exclusive: req.Exclusive, numa: req.NUMA, topologyPolicy: req.TopologyPolicy}
 	if len(req.Hint) == 0 {
 		if v, ok := e.verdicts.get(vk); ok {
@@ -254,6 +263,10 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	pl, err := ns.st.Clone().Allocate(req)
 	if err != nil {
 		v = verdict{reason: Reason(req, err)}
+		if nodeDefault && topologyCaused(req, err) {
+			// The pod did not ask for it: say whose policy refused it.
+			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
+		}
 		if ns.empty != nil {
 			if _, err := ns.empty.Clone().Allocate(req); err != nil {
 				v.unresolvable = true
@@ -387,23 +400,38 @@ func score(pl alloc.Placement, free int) int64 {
 	return int64(min(max(align+pack, 0), int(extenderv1.MaxExtenderPriority)))
 }
 
+// constraint is the constraint a refusal is worded by: the Rejection's,
+// except that under single-numa-node too few CPUs on the whole node is
+// also too few on every NUMA node (one reason, counted once per node).
+// ok is false for an error that is no Rejection.
+func constraint(req alloc.Request, err error) (c string, rj alloc.Rejection, ok bool) {
+	if !errors.As(err, &rj) {
+		return "", rj, false
+	}
+	c = rj.Constraint
+	if req.TopologyPolicy == alloc.TopologySingleNUMANode && (c == "capacity" || c == string(alloc.BindFullPCPUs) || c == alloc.OptFullPCPUsOnly) {
+		c = string(alloc.TopologySingleNUMANode)
+	}
+	return c, rj, true
+}
+
+// topologyCaused reports whether err refuses req for its topology policy.
+func topologyCaused(req alloc.Request, err error) bool {
+	c, _, ok := constraint(req, err)
+	return ok && c == string(req.TopologyPolicy)
+}
+
 // Reason words a refusal the way the scheduler's own reasons read ("no
 // NUMA node with 9 free CPUs"), with the same text on every node refused
 // for the same cause.
 func Reason(req alloc.Request, err error) string {
-	var rj alloc.Rejection
-	if !errors.As(err, &rj) {
+	c, rj, ok := constraint(req, err)
+	if !ok {
 		return err.Error()
 	}
 	what := "CPUs"
 	if req.Bind == alloc.BindFullPCPUs {
 		what = "CPUs in whole cores"
-	}
-	c := rj.Constraint
-	if req.TopologyPolicy == alloc.TopologySingleNUMANode && (c == "capacity" || c == string(alloc.BindFullPCPUs) || c == alloc.OptFullPCPUsOnly) {
-		// Too few CPUs on the whole node is, under this policy, also too
-		// few on every NUMA node: one reason, counted once per node.
-		c = string(alloc.TopologySingleNUMANode)
 	}
 	switch c {
 	case string(alloc.TopologySingleNUMANode):

@@ -16,6 +16,7 @@ func FuzzHandlerDecode(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte(`{"Pod":{"metadata":{"annotations":{"scheduling.koordinator.sh/resource-spec":"{\"preferredCPUBindPolicy\":\"FullPCPUs\"}"}}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/topology":"{\"cpus\":[{\"cpu\":0,\"online\":true,\"allowed\":true}]}"}}}]}}`))
 	f.Add([]byte(`{"Pod":{},"NodeNames":["a"]}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[4,4]","corepin.io/allocator":"{\"policy\":\"kubelet\",\"topology_policy\":\"single-numa-node\"}"}}}]}}`))
 	e := New(WithMaxNodes(64))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		args, err := DecodeArgs(body, 64)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,11 @@ const (
 	// in node order, e.g. "[4,0]". It stands for a machine of that many
 	// single-thread cores per node, one socket and one L3 per node.
 	AnnotationNUMAFree = nrt.AnnotationNUMAFree
+	// AnnotationAllocator holds the node allocator's settings beside
+	// either form: {"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}
+	// (nrt.Allocator). Absent means policy corepin, no options, topology
+	// policy none (a node of an older corepin).
+	AnnotationAllocator = nrt.AnnotationAllocator
 )
 
 // ErrNode is wrapped by errors about a node's published state.
@@ -56,7 +62,10 @@ type nodeState struct {
 	// every pod there were preempted. Nil when the node publishes too
 	// little to know (AnnotationNUMAFree).
 	empty *alloc.State
-	err   error
+	// topologyPolicy is the node's default topology policy, given to
+	// pods that name none ("" is none).
+	topologyPolicy alloc.TopologyPolicy
+	err            error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -104,7 +113,12 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	if !hasTopo && !hasFree {
 		return e.nrtStateOf(node.Name)
 	}
+	settings, hasSettings := node.Annotations[AnnotationAllocator]
 	h := sha256.New()
+	if hasSettings {
+		// Length first: the annotations after it are not delimited.
+		h.Write([]byte("allocator " + strconv.Itoa(len(settings)) + "\x00" + settings))
+	}
 	if hasTopo {
 		h.Write([]byte("topology\x00" + topo + "\x00" + node.Annotations[AnnotationAssigned]))
 	} else {
@@ -115,11 +129,15 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	if ns, ok := e.cache.get(k); ok {
 		return ns, k
 	}
+	var set *string
+	if hasSettings {
+		set = &settings
+	}
 	var ns *nodeState
 	if hasTopo {
-		ns = decodeTopology(topo, node.Annotations[AnnotationAssigned])
+		ns = decodeTopology(topo, node.Annotations[AnnotationAssigned], set)
 	} else {
-		ns = decodeNUMAFree(free)
+		ns = decodeNUMAFree(free, set)
 	}
 	e.cache.put(k, ns)
 	return ns, k
@@ -129,11 +147,17 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 // annotations are still JSON strings: they are hashed as sent and
 // unquoted only when the state is not cached.
 func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
-	topo, assigned, free := n.ann[0], n.ann[1], n.ann[2]
+	topo, assigned, free, settings := n.ann[0], n.ann[1], n.ann[2], n.ann[3]
 	if topo == nil && free == nil {
 		return e.nrtStateOf(n.name)
 	}
 	h := sha256.New()
+	if settings != nil {
+		// A raw JSON string ends at its first unescaped quote: it
+		// delimits itself from the annotations after it.
+		h.Write([]byte("raw allocator\x00"))
+		h.Write(settings)
+	}
 	if topo != nil {
 		h.Write([]byte("raw topology\x00"))
 		h.Write(topo)
@@ -155,11 +179,16 @@ func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
 		}
 		return s
 	}
+	var set *string
+	if settings != nil {
+		s := unquote(settings)
+		set = &s
+	}
 	var ns *nodeState
 	if topo != nil {
-		ns = decodeTopology(unquote(topo), unquote(assigned))
+		ns = decodeTopology(unquote(topo), unquote(assigned), set)
 	} else {
-		ns = decodeNUMAFree(unquote(free))
+		ns = decodeNUMAFree(unquote(free), set)
 	}
 	e.cache.put(k, ns)
 	return ns, k
@@ -219,14 +248,48 @@ func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, 
 	return t, list, nil
 }
 
+// parseSettings decodes AnnotationAllocator; nil (the node publishes none)
+// is the zero settings: policy corepin, no options, topology policy none.
+func parseSettings(raw *string) (nrt.Allocator, error) {
+	if raw == nil {
+		return nrt.Allocator{}, nil
+	}
+	a, err := nrt.ParseAllocator(*raw)
+	if err != nil {
+		return nrt.Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
+	}
+	return a, nil
+}
+
 // decodeTopology builds the state of a node publishing its topology and
-// assignments, through the same plan document `corepin plan` places on.
-func decodeTopology(topo, assigned string) *nodeState {
+// assignments, through the same plan document `corepin plan` places on,
+// under the allocator settings settings (AnnotationAllocator; nil when the
+// node publishes none). With settings, the ReservedID entries become the
+// document's reserved CPUs, as they are the node allocator's: the kubelet
+// engine counts their cores as taken under full-pcpus-only, and
+// strict-cpu-reservation keeps them out of the shared pool. Without, the
+// state is the one an extender unaware of settings built.
+func decodeTopology(topo, assigned string, settings *string) *nodeState {
+	set, err := parseSettings(settings)
+	if err != nil {
+		return &nodeState{err: err}
+	}
 	t, list, err := parseTopology(topo, assigned)
 	if err != nil {
 		return &nodeState{err: err}
 	}
 	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
+	if settings != nil {
+		// The machine-dependent checks of the settings (align-by-socket
+		// on fewer NUMA nodes than sockets), named as the settings' fault.
+		if _, err := alloc.NewState(t, set.Config()); err != nil {
+			return failed("%s: %v", AnnotationAllocator, err)
+		}
+		doc.Policy, doc.Options = set.Policy, set.Options
+		if doc.Reserved, doc.Assigned, err = splitReserved(list); err != nil {
+			return failed("%s: %v", AnnotationAssigned, err)
+		}
+	}
 	p, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
@@ -242,12 +305,36 @@ func decodeTopology(topo, assigned string) *nodeState {
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+}
+
+// splitReserved separates the ReservedID entries of list: their CPUs as a
+// reserved set in Linux list form, and the other entries.
+func splitReserved(list []plan.Assigned) (string, []plan.Assigned, error) {
+	var reserved cpuset.Builder
+	rest := make([]plan.Assigned, 0, len(list))
+	for _, a := range list {
+		if a.ID != plan.ReservedID {
+			rest = append(rest, a)
+			continue
+		}
+		as, err := a.Assignment()
+		if err != nil {
+			return "", nil, err
+		}
+		reserved.AddSet(as.CPUs)
+	}
+	return reserved.Result().String(), rest, nil
 }
 
 // decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree
-// (numaFreeState).
-func decodeNUMAFree(raw string) *nodeState {
+// (numaFreeState) under the allocator settings settings
+// (AnnotationAllocator; nil when the node publishes none).
+func decodeNUMAFree(raw string, settings *string) *nodeState {
+	set, err := parseSettings(settings)
+	if err != nil {
+		return &nodeState{err: err}
+	}
 	if len(raw) > MaxAnnotationBytes {
 		return failed("%s longer than %d bytes", AnnotationNUMAFree, MaxAnnotationBytes)
 	}
@@ -269,16 +356,17 @@ func decodeNUMAFree(raw string) *nodeState {
 		}
 		total += f
 	}
-	return numaFreeState(free, AnnotationNUMAFree)
+	return numaFreeState(free, AnnotationNUMAFree, set)
 }
 
 // numaFreeState builds the stand-in machine of free CPUs per NUMA node
-// (AnnotationNUMAFree, or a NodeResourceTopology's zones): node i has
-// free[i] single-thread cores, its own L3 and its own socket. The caller
-// has checked that the counts are non-negative and at most cpuset.MaxCPU+1
-// in all; what names the source in errors. The state has no empty
-// counterpart: the source does not say what is held.
-func numaFreeState(free []int, what string) *nodeState {
+// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node
+// allocator's settings set: node i has free[i] single-thread cores, its own
+// L3 and its own socket. The caller has checked that the counts are
+// non-negative and at most cpuset.MaxCPU+1 in all, and set's names; what
+// names the source in errors. The state has no empty counterpart: the
+// source does not say what is held.
+func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
 	var cpus []topology.CPU
 	dense := 0 // socket and L3 indexes are dense over the nodes with CPUs
 	for n, f := range free {
@@ -293,17 +381,17 @@ func numaFreeState(free []int, what string) *nodeState {
 	}
 	if len(cpus) == 0 {
 		// No CPU at all: an empty state every exclusive request fails on.
-		return &nodeState{}
+		return &nodeState{topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
 	}
 	t, err := topology.New(cpus, nil)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
-	st, err := alloc.NewState(t, alloc.Config{})
+	st, err := alloc.NewState(t, set.Config())
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
-	return &nodeState{st: st, free: len(cpus)}
+	return &nodeState{st: st, free: len(cpus), topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the
@@ -320,7 +408,7 @@ func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
 	if ns, ok := e.cache.get(ent.key); ok {
 		return ns, ent.key
 	}
-	ns := numaFreeState(ent.free, "NodeResourceTopology")
+	ns := numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
 	e.cache.put(ent.key, ns)
 	return ns, ent.key
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,9 +28,11 @@ import (
 var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
 
 // NRTStore keeps, per node name, the free CPUs per NUMA node its
-// NodeResourceTopology object publishes (nrt.FreeCPUs), for the nodes
-// without corepin annotations. An object FreeCPUs refuses is logged and
-// leaves its node unjudged. It keeps at most max nodes: an object for one
+// NodeResourceTopology object publishes (nrt.FreeCPUs) and the allocator
+// settings of its attributes (nrt.AllocatorFromAttributes: the node's
+// default topology policy, and corepin's policy and options), for the
+// nodes without corepin annotations. An object either refuses is logged
+// and leaves its node unjudged. It keeps at most max nodes: an object for one
 // more is logged and ignored until another is deleted. Its methods are
 // safe for concurrent use.
 type NRTStore struct {
@@ -39,11 +42,12 @@ type NRTStore struct {
 	log *slog.Logger
 }
 
-// nrtEntry is one node's free CPUs per NUMA node and the key of the
-// stand-in state they make.
+// nrtEntry is one node's free CPUs per NUMA node, its allocator settings
+// and the key of the stand-in state they make.
 type nrtEntry struct {
-	free []int
-	key  stateKey
+	free     []int
+	settings nrt.Allocator
+	key      stateKey
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -55,9 +59,16 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 	return &NRTStore{m: map[string]nrtEntry{}, max: max, log: log}
 }
 
-// Set records node's zones, or forgets the node (with a warning) when
-// they do not read as whole free CPUs per NUMA node.
-func (s *NRTStore) Set(node string, zones []nrt.Zone) {
+// Set records node's zones and attributes, or forgets the node (with a
+// warning) when the zones do not read as whole free CPUs per NUMA node or
+// the attributes name an unknown topology policy, engine or option.
+func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
+	settings, err := nrt.AllocatorFromAttributes(attrs)
+	if err != nil {
+		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
+		s.Delete(node)
+		return
+	}
 	free, err := nrt.FreeCPUs(zones)
 	if err == nil {
 		total := 0
@@ -79,6 +90,10 @@ func (s *NRTStore) Set(node string, zones []nrt.Zone) {
 		h.Write(strconv.AppendInt(nil, int64(f), 10))
 		h.Write([]byte{','})
 	}
+	if settings.Policy != "" || len(settings.Options) > 0 || settings.TopologyPolicy != "" {
+		// Names are checked, so none holds a NUL or a comma.
+		h.Write([]byte("\x00" + settings.Policy + "\x00" + strings.Join(settings.Options, ",") + "\x00" + settings.TopologyPolicy))
+	}
 	var k stateKey
 	h.Sum(k[:0])
 	s.mu.Lock()
@@ -87,7 +102,7 @@ func (s *NRTStore) Set(node string, zones []nrt.Zone) {
 		s.log.Warn("NodeResourceTopology ignored: the store is full, its node stays unjudged", "node", node, "max", s.max)
 		return
 	}
-	s.m[node] = nrtEntry{free: free, key: k}
+	s.m[node] = nrtEntry{free: free, settings: settings, key: k}
 }
 
 // Delete forgets node.
@@ -158,41 +173,57 @@ func (s *NRTStore) onSet(obj any) {
 	if !ok {
 		return
 	}
-	zones, err := zonesOf(u)
+	zones, attrs, err := objectOf(u)
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
 		s.Delete(u.GetName())
 		return
 	}
-	s.Set(u.GetName(), zones)
+	s.Set(u.GetName(), zones, attrs...)
 }
 
-// zonesOf decodes an object's zones.
-func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
+// objectOf decodes an object's zones and attributes (none when absent).
+func objectOf(u *unstructured.Unstructured) ([]nrt.Zone, []nrt.Attribute, error) {
 	var o struct {
 		Zones []nrt.Zone `json:"zones"`
 	}
+	var a struct {
+		Attributes []nrt.Attribute `json:"attributes"`
+	}
 	raw, ok := u.Object["zones"]
 	if !ok || raw == nil {
-		return nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
+		return nil, nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
+		return nil, nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
 	}
 	if len(list) > nrt.MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
+		return nil, nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
+		return nil, nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
 	}
-	return o.Zones, nil
+	if raw, ok := u.Object["attributes"]; ok && raw != nil {
+		al, ok := raw.([]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: attributes is not a list", nrt.ErrAllocator)
+		}
+		if len(al) > nrt.MaxAttributes {
+			return nil, nil, fmt.Errorf("%w: more than %d attributes", nrt.ErrAllocator, nrt.MaxAttributes)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
+			return nil, nil, fmt.Errorf("%w: attributes: %w", nrt.ErrAllocator, err)
+		}
+	}
+	return o.Zones, a.Attributes, nil
 }
 
 // trimNRT is the informer's transform: it keeps of an object only what
 // the store and the informer's own cache need (name, resource version,
-// zones; at most one zone beyond nrt.MaxZones, enough to refuse it), so a
-// large object costs little while cached.
+// zones and attributes; at most one zone beyond nrt.MaxZones and one
+// attribute beyond nrt.MaxAttributes, enough to refuse them), so a large
+// object costs little while cached.
 func trimNRT(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -209,6 +240,12 @@ func trimNRT(obj any) (any, error) {
 			z = list[:nrt.MaxZones+1]
 		}
 		out.Object["zones"] = z
+	}
+	if a, ok := u.Object["attributes"]; ok {
+		if list, ok := a.([]any); ok && len(list) > nrt.MaxAttributes+1 {
+			a = list[:nrt.MaxAttributes+1]
+		}
+		out.Object["attributes"] = a
 	}
 	return out, nil
 }

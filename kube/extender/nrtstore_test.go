@@ -296,8 +296,13 @@ func FuzzNRTObject(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"1500m"}]}]}`))
 	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":4}]}]}`))
 	f.Add([]byte(`{"metadata":{"name":"n"},"zones":{"node-0":1}}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"8"}]}],"attributes":[{"name":"topologyManagerPolicy","value":"single-numa-node"},{"name":"corepin.io/policy","value":"kubelet"},{"name":"corepin.io/options","value":"full-pcpus-only,strict-cpu-reservation"}]}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"8"}]}],"attributes":[{"name":"topologyManagerPolicy","value":"bogus"}]}`))
+	f.Add([]byte(`{"metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"8"}]}],"attributes":{"topologyManagerPolicy":1}}`))
 	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
 	req, reqErr := RequestOf(pod)
+	// A pod naming no topology policy gets the object's default.
+	plain, plainErr := RequestOf(guaranteedPod("seven", "7", nil, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u := &unstructured.Unstructured{}
 		if u.UnmarshalJSON(data) != nil {
@@ -318,5 +323,6 @@ func FuzzNRTObject(f *testing.F) {
 			t.Errorf("kept node has error state %v", ns.err)
 		}
 		_ = e.judge(ns, k, req, reqErr)
+		_ = e.judge(ns, k, plain, plainErr)
 	})
 }

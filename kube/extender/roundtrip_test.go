@@ -2,9 +2,11 @@ package extender
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
@@ -23,11 +25,11 @@ func freePerNode(st *alloc.State) map[topology.NodeID]int {
 	return m
 }
 
-// published is the node whose NRI plugin published st, as the extender
-// decodes it.
-func published(t *testing.T, e *Extender, st *alloc.State) *nodeState {
+// publishedNode is the Node whose NRI plugin, of default topology policy
+// topologyPolicy, published st.
+func publishedNode(t *testing.T, name string, st *alloc.State, topologyPolicy string) corev1.Node {
 	t.Helper()
-	ann, _, err := nrt.NodeAnnotations(st)
+	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy)
 	if err != nil {
 		t.Fatalf("NodeAnnotations: %v", err)
 	}
@@ -37,26 +39,61 @@ func published(t *testing.T, e *Extender, st *alloc.State) *nodeState {
 			m[k] = *v
 		}
 	}
-	n := node("n", m)
-	ns, _ := e.stateOf(&n)
+	return node(name, m)
+}
+
+// published is the node whose NRI plugin published st and topologyPolicy,
+// as the extender decodes it, and its key.
+func published(t *testing.T, e *Extender, st *alloc.State, topologyPolicy string) (*nodeState, stateKey) {
+	t.Helper()
+	n := publishedNode(t, "n", st, topologyPolicy)
+	ns, k := e.stateOf(&n)
 	if ns == nil || ns.err != nil || ns.st == nil {
-		t.Fatalf("the extender cannot read what the plugin published (%v): %+v", m, ns)
+		t.Fatalf("the extender cannot read what the plugin published (%v): %+v", n.Annotations, ns)
 	}
-	return ns
+	return ns, k
+}
+
+// nodeAdmits is the node's own answer to a pod asking r: the NRI plugin's
+// (agent.Containers.Admit gives a request naming no topology policy the
+// node's default).
+func nodeAdmits(st *alloc.State, r alloc.Request, topologyPolicy string) (alloc.Placement, error) {
+	if r.TopologyPolicy == "" {
+		r.TopologyPolicy = alloc.TopologyPolicy(topologyPolicy)
+	}
+	return st.Clone().Allocate(r)
 }
 
 // TestPublishedStateDecodesToTheNodesAnswers: what the NRI plugin publishes
-// for a node's state (nrt.NodeAnnotations), decoded by the extender, gives
-// the same free CPUs per NUMA node and the same answer to every request as
-// the node's own state.
+// for a node's state and settings (nrt.NodeAnnotations), decoded by the
+// extender, gives the same free CPUs per NUMA node and the same answer to
+// every request as the node's own state under its own settings: policy,
+// options and default topology policy (given to the asks that name none;
+// the others keep theirs, as on the node).
 func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 	twoNodes := topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}
 	fourNodes := topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}
+	mixed := []alloc.Request{
+		{ID: "ns/a", CPUs: 4, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
+		{ID: "ns/b", CPUs: 2, QoS: alloc.LSR, Exclusive: alloc.ExclusivePCPULevel},
+		{ID: "ns/c", MilliCPUs: 2500, QoS: alloc.LS},
+		{ID: "ns/d", MilliCPUs: 100, QoS: alloc.BE},
+	}
+	// The kubelet engine takes no bind or exclusive policy.
+	plain := []alloc.Request{
+		{ID: "ns/a", CPUs: 4, QoS: alloc.LSE},
+		{ID: "ns/b", CPUs: 2, QoS: alloc.LSR},
+		{ID: "ns/c", MilliCPUs: 2500, QoS: alloc.LS},
+		{ID: "ns/d", MilliCPUs: 100, QoS: alloc.BE},
+	}
+	fullPCPUs := []string{alloc.OptFullPCPUsOnly}
 	states := []struct {
 		name  string
 		shape topology.Shape
 		cfg   alloc.Config
-		held  []alloc.Request
+		// topologyPolicy is the node's default (the NRI plugin's).
+		topologyPolicy string
+		held           []alloc.Request
 	}{
 		{name: "empty, nothing reserved", shape: twoNodes},
 		{name: "reserved core and mixed workloads", shape: twoNodes, cfg: alloc.Config{Reserved: cpuset.New(0, 8)}, held: []alloc.Request{
@@ -69,10 +106,30 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 			{ID: "ns/a", CPUs: 3, QoS: alloc.LSE, Exclusive: alloc.ExclusiveNUMANodeLevel, TopologyPolicy: alloc.TopologySingleNUMANode},
 			{ID: "ns/b", CPUs: 6, QoS: alloc.LSE, TopologyPolicy: alloc.TopologyRestricted},
 		}},
+		// One CPU of a core reserved: kubelet's full-pcpus-only counts its
+		// sibling as taken, so the extender must know it is reserved, not
+		// held.
+		{name: "kubelet, full-pcpus-only, a reserved CPU", shape: twoNodes,
+			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: fullPCPUs, Reserved: cpuset.New(0)}, held: plain[:1]},
+		{name: "kubelet, full-pcpus-only, reserved by count", shape: fourNodes,
+			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: fullPCPUs, ReservedCount: 2}, held: plain},
+		{name: "kubelet, strict-cpu-reservation and distribute-cpus-across-numa", shape: fourNodes,
+			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptStrictCPUReservation, alloc.OptDistributeAcrossNUMA}, Reserved: cpuset.New(0, 16)}, held: plain},
+		{name: "corepin, full-pcpus-only", shape: twoNodes,
+			cfg: alloc.Config{Options: fullPCPUs, Reserved: cpuset.New(0, 8)}, held: mixed},
+		{name: "node default single-numa-node", shape: twoNodes, topologyPolicy: "single-numa-node",
+			cfg: alloc.Config{Reserved: cpuset.New(0)}, held: mixed[:2]},
+		{name: "kubelet, node default restricted", shape: fourNodes, topologyPolicy: "restricted",
+			// 3 CPUs free on each of nodes 1 to 3: 9 fit on three nodes,
+			// not on the two restricted asks for.
+			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0, 16)}, held: append(slices.Clone(plain[:2]),
+				alloc.Request{ID: "ns/e", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode},
+				alloc.Request{ID: "ns/f", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode},
+				alloc.Request{ID: "ns/g", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode})},
 	}
 	var asks []alloc.Request
 	for _, n := range []int{1, 2, 3, 4, 6, 7, 9} {
-		for _, tp := range []alloc.TopologyPolicy{"", alloc.TopologySingleNUMANode, alloc.TopologyRestricted} {
+		for _, tp := range []alloc.TopologyPolicy{"", alloc.TopologyNone, alloc.TopologySingleNUMANode, alloc.TopologyRestricted} {
 			for _, b := range []alloc.Bind{"", alloc.BindFullPCPUs, alloc.BindSpreadByPCPUs} {
 				for _, x := range []alloc.Exclusive{"", alloc.ExclusivePCPULevel, alloc.ExclusiveNUMANodeLevel} {
 					asks = append(asks, alloc.Request{ID: fmt.Sprintf("new/%d-%s-%s-%s", n, tp, b, x), CPUs: n, QoS: alloc.LSE, Bind: b, TopologyPolicy: tp, Exclusive: x})
@@ -80,7 +137,11 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 			}
 		}
 	}
-	asks = append(asks, alloc.Request{ID: "new/lsr", CPUs: 2, QoS: alloc.LSR})
+	asks = append(asks, alloc.Request{ID: "new/lsr", CPUs: 2, QoS: alloc.LSR},
+		alloc.Request{ID: "new/lsr-one-node", CPUs: 5, QoS: alloc.LSR, TopologyPolicy: alloc.TopologySingleNUMANode},
+		alloc.Request{ID: "new/ls", MilliCPUs: 9500, QoS: alloc.LS},
+		alloc.Request{ID: "new/ls-huge", MilliCPUs: 15500, QoS: alloc.LS},
+		alloc.Request{ID: "new/be", MilliCPUs: 500, QoS: alloc.BE})
 	for _, tc := range states {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := alloc.NewState(topology.MustSynthetic(tc.shape), tc.cfg)
@@ -92,20 +153,43 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 					t.Fatalf("holding %s: %v", r.ID, err)
 				}
 			}
-			ns := published(t, New(), st)
+			e := New()
+			ns, k := published(t, e, st, tc.topologyPolicy)
 			if diff := cmp.Diff(freePerNode(st), freePerNode(ns.st)); diff != "" {
 				t.Errorf("free CPUs per NUMA node (-node +extender):\n%s", diff)
 			}
+			if got, want := ns.st.Policy(), st.Policy(); got != want {
+				t.Errorf("extender's engine %s, node's %s", got, want)
+			}
+			if diff := cmp.Diff(st.Pools(), ns.st.Pools(), cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+				t.Errorf("pools (-node +extender):\n%s", diff)
+			}
+			refused, byDefault := 0, 0
 			for _, r := range asks {
-				want, werr := st.Clone().Allocate(r)
-				got, gerr := ns.st.Clone().Allocate(r)
-				if (werr == nil) != (gerr == nil) || (werr != nil && Reason(r, werr) != Reason(r, gerr)) {
+				want, werr := nodeAdmits(st, r, tc.topologyPolicy)
+				got, gerr := nodeAdmits(ns.st, r, string(ns.topologyPolicy))
+				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Errorf("%s: node says %v, extender %v", r.ID, werr, gerr)
 					continue
 				}
 				if werr == nil && !want.CPUs.Equals(got.CPUs) {
 					t.Errorf("%s: node places on %s, extender on %s", r.ID, want.CPUs, got.CPUs)
 				}
+				if v := e.judge(ns, k, r, nil); v.ok != (werr == nil) {
+					t.Errorf("%s: node says %v, extender's verdict %+v", r.ID, werr, v)
+				}
+				if werr != nil {
+					refused++
+					if _, err := st.Clone().Allocate(r); r.TopologyPolicy == "" && err == nil {
+						byDefault++ // refused for the node's default alone
+					}
+				}
+			}
+			if refused == 0 || refused == len(asks) {
+				t.Errorf("the node refuses %d of %d asks: the state tells nothing apart", refused, len(asks))
+			}
+			if tc.topologyPolicy != "" && byDefault == 0 {
+				t.Errorf("no ask is refused for the node's default topology policy alone: the case shows nothing")
 			}
 		})
 	}
@@ -118,11 +202,11 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 100, QoS: alloc.LSE}); err != nil {
 			t.Fatal(err)
 		}
-		ann, coarse, err := nrt.NodeAnnotations(st)
+		ann, coarse, err := nrt.NodeAnnotations(st, "")
 		if err != nil || !coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v; want the fallback", coarse, err)
 		}
-		ns := decodeNUMAFree(*ann[AnnotationNUMAFree])
+		ns := decodeNUMAFree(*ann[AnnotationNUMAFree], ann[AnnotationAllocator])
 		if ns.err != nil {
 			t.Fatal(ns.err)
 		}

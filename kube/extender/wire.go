@@ -23,7 +23,7 @@ type rawNode struct {
 	name string
 	// ann holds the raw (still quoted and escaped) JSON strings of the
 	// annotations corepin reads.
-	ann [3][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree
+	ann [4][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator
 }
 
 // rawArgs is a body the fast path read.
@@ -289,7 +289,7 @@ func (w *walker) node() (rawNode, bool) {
 				}
 				var am member
 				return w.object(func(k []byte) bool {
-					name, ok := am.want(k, AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree)
+					name, ok := am.want(k, AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator)
 					if !ok {
 						return false
 					}
@@ -305,6 +305,8 @@ func (w *walker) node() (rawNode, bool) {
 						n.ann[1] = v
 					case AnnotationNUMAFree:
 						n.ann[2] = v
+					case AnnotationAllocator:
+						n.ann[3] = v
 					}
 					return true
 				})

@@ -1,6 +1,7 @@
 package nrt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -29,6 +31,12 @@ const (
 	// in node order, e.g. "[4,0]". It stands for a machine of that many
 	// single-thread cores per node, one socket and one L3 per node.
 	AnnotationNUMAFree = "corepin.io/numa-free"
+	// AnnotationAllocator holds the node allocator's settings, compact
+	// JSON (Allocator), published beside either form above:
+	// {"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}.
+	// Absent (a node running an older corepin) means policy corepin, no
+	// options, topology policy none.
+	AnnotationAllocator = "corepin.io/allocator"
 	// MaxAnnotationBytes bounds what a node publishes in these annotations
 	// together (Kubernetes caps all of an object's annotations at 256 KiB
 	// together), and what the extender decodes of each.
@@ -36,11 +44,40 @@ const (
 	// MaxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
 	MaxNUMAFreeNodes = 64
 	// ReservedID is the assigned entry standing for the node's reserved
-	// CPUs: the extender places on the published topology with no
-	// allocator configuration, so the reserved CPUs are published as held
-	// (as exclusive, out of every pool: the cluster cannot place on them).
+	// CPUs, published as held (as exclusive, out of every pool: the
+	// cluster cannot place on them). An extender that reads
+	// AnnotationAllocator makes them its allocator's reserved CPUs again
+	// (they count under full-pcpus-only and strict-cpu-reservation); an
+	// older one keeps them held.
 	ReservedID = plan.ReservedID
 )
+
+// Allocator is a node allocator's settings (AnnotationAllocator): what
+// the extender needs besides the machine and its assignments to answer as
+// the node will. Empty fields are omitted.
+type Allocator struct {
+	// Policy is the engine: corepin or kubelet ("" is corepin).
+	Policy string `json:"policy,omitempty"`
+	// Options are kubelet static-policy option names.
+	Options []string `json:"options,omitempty"`
+	// TopologyPolicy is the node's default topology policy (corepin nri
+	// --config's topology_policy), given to pods that name none with
+	// corepin.io/numa-policy; "" is none.
+	TopologyPolicy string `json:"topology_policy,omitempty"`
+}
+
+// AllocatorOf is the settings of st's allocator with topologyPolicy, the
+// node's default topology policy.
+func AllocatorOf(st *alloc.State, topologyPolicy string) Allocator {
+	return Allocator{Policy: string(st.Policy()), Options: st.Options(), TopologyPolicy: topologyPolicy}
+}
+
+// AllocatorOfConfig is the settings of an allocator of configuration cfg
+// with topologyPolicy: AllocatorOf of a State made with cfg (an empty
+// policy is corepin), for publishers that hold no State (NRT objects).
+func AllocatorOfConfig(cfg alloc.Config, topologyPolicy string) Allocator {
+	return Allocator{Policy: string(cmp.Or(cfg.Policy, alloc.PolicyCorepin)), Options: slices.Clone(cfg.Options), TopologyPolicy: topologyPolicy}
+}
 
 // ErrTooLarge means a node's state does not fit in its annotations at all.
 var ErrTooLarge = errors.New("node state too large to publish")
@@ -49,14 +86,21 @@ var ErrTooLarge = errors.New("node state too large to publish")
 // annotation (a JSON merge patch's null).
 type Annotations map[string]*string
 
-// NodeAnnotations encodes st (a node's whole state) as the extender
-// decodes it: AnnotationTopology (st's machine, with the topology package's
-// own document) and AnnotationAssigned (plan's Assigned entries: every
-// exclusive set with its exclusive policy, every LS and BE quota, and the
-// reserved CPUs as ReservedID), removing AnnotationNUMAFree. When the two
-// together would pass MaxAnnotationBytes it publishes AnnotationNUMAFree
-// only (coarse is true) and removes the other two.
-func NodeAnnotations(st *alloc.State) (ann Annotations, coarse bool, err error) {
+// NodeAnnotations encodes st (a node's whole state) and topologyPolicy
+// (the node's default topology policy, "" for none) as the extender
+// decodes them: AnnotationTopology (st's machine, with the topology
+// package's own document), AnnotationAssigned (plan's Assigned entries:
+// every exclusive set with its exclusive policy, every LS and BE quota,
+// and the reserved CPUs as ReservedID) and AnnotationAllocator
+// (AllocatorOf), removing AnnotationNUMAFree. When the three together
+// would pass MaxAnnotationBytes it publishes AnnotationNUMAFree and
+// AnnotationAllocator only (coarse is true) and removes the other two.
+func NodeAnnotations(st *alloc.State, topologyPolicy string) (ann Annotations, coarse bool, err error) {
+	settings, err := json.Marshal(AllocatorOf(st, topologyPolicy))
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding the allocator settings: %w", err)
+	}
+	set := string(settings)
 	topo, err := json.Marshal(st.Topology().Doc())
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding the topology: %w", err)
@@ -82,15 +126,15 @@ func NodeAnnotations(st *alloc.State) (ann Annotations, coarse bool, err error) 
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding the assignments: %w", err)
 	}
-	if len(topo)+len(as) <= MaxAnnotationBytes {
+	if len(topo)+len(as)+len(set) <= MaxAnnotationBytes {
 		t, a := string(topo), string(as)
-		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil}, false, nil
+		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: &set}, false, nil
 	}
 	free, err := NUMAFree(st)
 	if err != nil {
 		return nil, false, err
 	}
-	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free}, true, nil
+	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: &set}, true, nil
 }
 
 // NUMAFree is st's AnnotationNUMAFree: per NUMA node id from 0, the CPUs an
@@ -134,15 +178,18 @@ func (p *Publisher) AnnotateNode(ctx context.Context, node string, ann Annotatio
 type Annotator struct {
 	Publisher *Publisher
 	Node      string
-	Log       *slog.Logger
-	coarse    sync.Once
+	// TopologyPolicy is the node's default topology policy (the NRI
+	// plugin's), published in AnnotationAllocator.
+	TopologyPolicy string
+	Log            *slog.Logger
+	coarse         sync.Once
 }
 
-// Annotate publishes st (NodeAnnotations) on the node. The first time the
+// Annotate publishes st and a.TopologyPolicy (NodeAnnotations) on the node. The first time the
 // topology is too large and only AnnotationNUMAFree is published, it logs
 // so once.
 func (a *Annotator) Annotate(ctx context.Context, st *alloc.State) error {
-	ann, coarse, err := NodeAnnotations(st)
+	ann, coarse, err := NodeAnnotations(st, a.TopologyPolicy)
 	if err != nil {
 		return err
 	}

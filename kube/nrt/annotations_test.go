@@ -121,7 +121,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ann, coarse, err := NodeAnnotations(st)
+	ann, coarse, err := NodeAnnotations(st, "")
 	if err != nil || !coarse {
 		t.Fatalf("NodeAnnotations on %d CPUs: coarse %v, %v; want the fallback", len(big.CPUs()), coarse, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/topology"
@@ -77,16 +78,48 @@ type Attribute struct {
 // names it.
 func ZoneName(n topology.NodeID) string { return "node-" + strconv.Itoa(int(n)) }
 
-// Build is node's object for topology t under pools: per NUMA node with
-// CPUs, capacity is its usable CPUs, allocatable those not reserved, and
-// available those not held by an exclusive (LSE, LSR) workload either.
-// topologyPolicy ("" is none) becomes the topologyManagerPolicy attribute.
+// Attribute names of the object. The first two are those NFD's
+// topology-updater publishes (and the topology-aware scheduler plugins
+// read); the corepin ones carry what they do not define.
+const (
+	// AttrTopologyPolicy is the node's default topology policy: none,
+	// best-effort, restricted or single-numa-node.
+	AttrTopologyPolicy = "topologyManagerPolicy"
+	// AttrTopologyScope is the Topology Manager's scope; corepin places
+	// per container.
+	AttrTopologyScope = "topologyManagerScope"
+	// AttrPolicy is the node allocator's engine: corepin or kubelet.
+	AttrPolicy = "corepin.io/policy"
+	// AttrOptions are its kubelet static-policy options, comma-joined
+	// (absent for none).
+	AttrOptions = "corepin.io/options"
+)
+
+// Build is BuildWith for settings of topology policy topologyPolicy alone:
+// no corepin attributes.
 func Build(node string, t *topology.Topology, p alloc.Pools, topologyPolicy string) Object {
+	return BuildWith(node, t, p, Allocator{TopologyPolicy: topologyPolicy})
+}
+
+// BuildWith is node's object for topology t under pools and the node
+// allocator's settings s: per NUMA node with CPUs, capacity is its usable
+// CPUs, allocatable those not reserved, and available those not held by an
+// exclusive (LSE, LSR) workload either. s.TopologyPolicy ("" is none)
+// becomes AttrTopologyPolicy; s.Policy, when set, AttrPolicy, and
+// s.Options, when any, AttrOptions.
+func BuildWith(node string, t *topology.Topology, p alloc.Pools, s Allocator) Object {
 	o := Object{APIVersion: APIVersion, Kind: Kind, Metadata: Metadata{Name: node}}
+	topologyPolicy := s.TopologyPolicy
 	if topologyPolicy == "" {
 		topologyPolicy = string(alloc.TopologyNone)
 	}
-	o.Attributes = []Attribute{{Name: "topologyManagerPolicy", Value: topologyPolicy}, {Name: "topologyManagerScope", Value: "container"}}
+	o.Attributes = []Attribute{{Name: AttrTopologyPolicy, Value: topologyPolicy}, {Name: AttrTopologyScope, Value: "container"}}
+	if s.Policy != "" {
+		o.Attributes = append(o.Attributes, Attribute{Name: AttrPolicy, Value: s.Policy})
+	}
+	if len(s.Options) > 0 {
+		o.Attributes = append(o.Attributes, Attribute{Name: AttrOptions, Value: strings.Join(s.Options, ",")})
+	}
 	dist := t.Distances()
 	nodes := t.NodesWithCPUs()
 	for _, n := range nodes {

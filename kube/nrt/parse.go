@@ -1,6 +1,8 @@
 package nrt
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +11,7 @@ import (
 
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -25,6 +28,10 @@ const (
 	// maxCPUsPerZone bounds a zone's available CPUs (cpuset's largest
 	// CPU number is far below it).
 	maxCPUsPerZone = 1 << 16
+	// MaxAttributes bounds the attributes of one object read.
+	MaxAttributes = 64
+	// MaxOptions bounds the options of an Allocator (there are six).
+	MaxOptions = 16
 )
 
 // ErrZones is wrapped by errors about an object's zones.
@@ -120,3 +127,105 @@ func short(s string) string {
 	}
 	return s
 }
+
+// ErrAllocator is wrapped by errors about a node's allocator settings.
+var ErrAllocator = errors.New("invalid allocator settings")
+
+// ParseAllocator decodes AnnotationAllocator: one JSON object of the
+// fields of Allocator and no others, at most MaxAnnotationBytes long, whose
+// names Check accepts. Errors wrap ErrAllocator and say what is allowed.
+func ParseAllocator(s string) (Allocator, error) {
+	if len(s) > MaxAnnotationBytes {
+		return Allocator{}, fmt.Errorf("%w: longer than %d bytes", ErrAllocator, MaxAnnotationBytes)
+	}
+	var a Allocator
+	if t := bytes.TrimLeft([]byte(s), " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		return Allocator{}, fmt.Errorf("%w: %q is not a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}",
+			ErrAllocator, short(s))
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return Allocator{}, fmt.Errorf("%w: parsing %q: want a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}: %w",
+			ErrAllocator, short(s), err)
+	}
+	if dec.More() {
+		return Allocator{}, fmt.Errorf("%w: trailing data after the JSON object", ErrAllocator)
+	}
+	if err := a.Check(); err != nil {
+		return Allocator{}, err
+	}
+	return a, nil
+}
+
+// Check reports whether a names a known engine, known options that the
+// engine takes together (at most MaxOptions) and a known topology policy,
+// with the allocator's own parsers. Errors wrap ErrAllocator (and
+// alloc.ErrInvalid) and list the allowed names.
+func (a Allocator) Check() error {
+	if _, err := alloc.ParsePolicy(a.Policy); err != nil {
+		return fmt.Errorf("%w: policy: %w", ErrAllocator, err)
+	}
+	if len(a.Options) > MaxOptions {
+		return fmt.Errorf("%w: %d options, more than %d", ErrAllocator, len(a.Options), MaxOptions)
+	}
+	if err := alloc.CheckOptions(a.Options); err != nil {
+		return fmt.Errorf("%w: options: %w", ErrAllocator, err)
+	}
+	if _, err := alloc.ParseTopologyPolicy(a.TopologyPolicy); err != nil {
+		return fmt.Errorf("%w: topology_policy: %w", ErrAllocator, err)
+	}
+	return nil
+}
+
+// Config is the allocator configuration of a (no reserved CPUs: a node
+// publishes those as held, ReservedID).
+func (a Allocator) Config() alloc.Config {
+	return alloc.Config{Policy: alloc.Policy(a.Policy), Options: a.Options}
+}
+
+// AllocatorFromAttributes reads the settings an object's attributes carry:
+// AttrTopologyPolicy (as NFD's topology-updater and Build write it),
+// AttrPolicy and AttrOptions; each absent one stays empty, other
+// attributes are skipped. More than MaxAttributes attributes, one of
+// these given twice, or a value Check refuses is an error wrapping
+// ErrAllocator.
+func AllocatorFromAttributes(attrs []Attribute) (Allocator, error) {
+	if len(attrs) > MaxAttributes {
+		return Allocator{}, fmt.Errorf("%w: %d attributes, more than %d", ErrAllocator, len(attrs), MaxAttributes)
+	}
+	var a Allocator
+	seen := map[string]bool{}
+	for _, at := range attrs {
+		switch at.Name {
+		case AttrTopologyPolicy, AttrPolicy, AttrOptions:
+		default:
+			continue
+		}
+		if seen[at.Name] {
+			return Allocator{}, fmt.Errorf("%w: attribute %s given twice", ErrAllocator, at.Name)
+		}
+		seen[at.Name] = true
+		if len(at.Value) > maxAttributeBytes {
+			return Allocator{}, fmt.Errorf("%w: attribute %s %q: longer than %d bytes", ErrAllocator, at.Name, short(at.Value), maxAttributeBytes)
+		}
+		switch at.Name {
+		case AttrTopologyPolicy:
+			a.TopologyPolicy = at.Value
+		case AttrPolicy:
+			a.Policy = at.Value
+		case AttrOptions:
+			if at.Value != "" {
+				a.Options = strings.Split(at.Value, ",")
+			}
+		}
+	}
+	if err := a.Check(); err != nil {
+		return Allocator{}, fmt.Errorf("attributes %s, %s, %s: %w", AttrPolicy, AttrOptions, AttrTopologyPolicy, err)
+	}
+	return a, nil
+}
+
+// maxAttributeBytes bounds the value of an attribute AllocatorFromAttributes
+// reads: every option name comma-joined is under 200 bytes.
+const maxAttributeBytes = 1024
