@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/kube/manifests"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
@@ -164,51 +165,38 @@ func (c *cluster) startScheduler(name string, cfg []byte) {
 	c.note("%s healthy %.1f s after start", name, time.Since(begin).Seconds())
 }
 
-// bindAndRefuse creates the 6-CPU pod that only "aligned" can take and the
-// 9-CPU pod no node can, for scheduler schedulerName ("" is the default).
-func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
-	t := c.t
-	suffix := ""
-	if schedulerName != "" {
-		suffix = "-" + schedulerName
-	}
-	enc := kubetest.CPUPod("enc"+suffix, "default", "6")
-	enc.Spec.SchedulerName = schedulerName
+// create creates pod and returns when it was created.
+func (c *cluster) create(ctx context.Context, pod *corev1.Pod) time.Time {
+	c.t.Helper()
 	created := time.Now()
-	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, enc, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("creating pod %s: %v", pod.Name, err)
 	}
-	var bound time.Duration
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		pod = p
-		if p.Spec.NodeName != "" {
-			bound = time.Since(created)
-			return true, nil
-		}
-		return false, nil
+	return created
+}
+
+// waitBound waits until pod is bound and returns the pod as bound.
+func (c *cluster) waitBound(ctx context.Context, pod *corev1.Pod) *corev1.Pod {
+	c.t.Helper()
+	var got *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		got = p
+		return err == nil && p.Spec.NodeName != "", err
 	})
 	if err != nil {
-		t.Fatalf("pod %s not bound: %v", pod.Name, err)
+		c.t.Fatalf("pod %s not bound: %v", pod.Name, err)
 	}
-	if pod.Spec.NodeName != "aligned" {
-		t.Fatalf("pod %s bound to %q, want aligned", pod.Name, pod.Spec.NodeName)
-	}
-	c.note("pod %s (6 CPUs, single-numa-node, scheduler %s) bound to %s %d ms after creation", pod.Name, pod.Spec.SchedulerName, pod.Spec.NodeName, bound.Milliseconds())
+	return got
+}
 
-	bigPod := kubetest.CPUPod("big"+suffix, "default", "9")
-	bigPod.Spec.SchedulerName = schedulerName
-	big, err := c.cs.CoreV1().Pods("default").Create(ctx, bigPod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+// waitUnschedulable waits until the scheduler marks pod Unschedulable and
+// returns its message; the pod being bound fails the test.
+func (c *cluster) waitUnschedulable(ctx context.Context, pod *corev1.Pod) string {
+	c.t.Helper()
 	var msg string
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, big.Name, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -224,8 +212,33 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s not Unschedulable: %v", big.Name, err)
+		c.t.Fatalf("pod %s not Unschedulable: %v", pod.Name, err)
 	}
+	return msg
+}
+
+// bindAndRefuse creates the 6-CPU pod that only "aligned" can take and the
+// 9-CPU pod no node can, for scheduler schedulerName ("" is the default).
+func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
+	t := c.t
+	suffix := ""
+	if schedulerName != "" {
+		suffix = "-" + schedulerName
+	}
+	enc := kubetest.CPUPod("enc"+suffix, "default", "6")
+	enc.Spec.SchedulerName = schedulerName
+	created := c.create(ctx, enc)
+	pod := c.waitBound(ctx, enc)
+	bound := time.Since(created)
+	if pod.Spec.NodeName != "aligned" {
+		t.Fatalf("pod %s bound to %q, want aligned", pod.Name, pod.Spec.NodeName)
+	}
+	c.note("pod %s (6 CPUs, single-numa-node, scheduler %s) bound to %s %d ms after creation", pod.Name, pod.Spec.SchedulerName, pod.Spec.NodeName, bound.Milliseconds())
+
+	big := kubetest.CPUPod("big"+suffix, "default", "9")
+	big.Spec.SchedulerName = schedulerName
+	c.create(ctx, big)
+	msg := c.waitUnschedulable(ctx, big)
 	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."
 	if !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
@@ -233,7 +246,7 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 	if !strings.Contains(msg, "Preemption is not helpful") {
 		t.Fatalf("pod %s: message %q: want preemption ruled out (FailedAndUnresolvableNodes)", big.Name, msg)
 	}
-	c.note("pod %s (9 CPUs, single-numa-node, scheduler %s): Unschedulable: %s", big.Name, big.Spec.SchedulerName, msg)
+	c.note("pod %s (9 CPUs, single-numa-node, scheduler %s): Unschedulable: %s", big.Name, cmp.Or(schedulerName, corev1.DefaultSchedulerName), msg)
 
 	// Leave the nodes as they were for the next round.
 	zero := int64(0)
@@ -242,7 +255,7 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 			t.Fatal(err)
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, err
 	})
@@ -276,6 +289,63 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 	time.Sleep(time.Second)
 	c.bindAndRefuse(ctx, "")
 	c.bindAndRefuse(ctx, "corepin-scheduler")
+	c.report(t)
+}
+
+// TestRealSchedulerHonoursNodeSettings gives the three nodes the settings
+// a corepin node publishes beside its state (corepin.io/allocator) with a
+// node-wide default topology policy single-numa-node, as `corepin nri
+// --topology-policy single-numa-node --annotate-node` does. Pods that
+// name no topology policy then get the node's: the 6-CPU one is bound to
+// the only node that can align it and the 9-CPU one is Unschedulable with
+// the reason naming the node's default, while a 9-CPU pod that names
+// policy none itself is bound.
+func TestRealSchedulerHonoursNodeSettings(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	port := c.startExtender(corepin)
+	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, n := range kubetest.Nodes(t) {
+		n.Annotations[extender.AnnotationAllocator] = `{"policy":"corepin","topology_policy":"single-numa-node"}`
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", n.Name, err)
+		}
+	}
+	plain := func(name, cpus, policy string) *corev1.Pod {
+		p := kubetest.CPUPod(name, "default", cpus)
+		delete(p.Annotations, extender.AnnotationNUMAPolicy)
+		if policy != "" {
+			p.Annotations[extender.AnnotationNUMAPolicy] = policy
+		}
+		return p
+	}
+
+	enc := plain("enc-plain", "6", "")
+	c.create(ctx, enc)
+	if got := c.waitBound(ctx, enc).Spec.NodeName; got != "aligned" {
+		t.Fatalf("pod %s (6 CPUs, no topology policy of its own) bound to %q, want aligned: the nodes' default is single-numa-node", enc.Name, got)
+	}
+	c.note("pod %s (6 CPUs, no corepin.io/numa-policy; nodes default single-numa-node) bound to aligned", enc.Name)
+
+	big := plain("big-plain", "9", "")
+	c.create(ctx, big)
+	msg := c.waitUnschedulable(ctx, big)
+	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)."
+	if !strings.HasPrefix(msg, want) {
+		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
+	}
+	c.note("pod %s (9 CPUs, no corepin.io/numa-policy): Unschedulable: %s", big.Name, msg)
+
+	// The pod's own annotation overrides the node's default: 9 CPUs
+	// spread over both NUMA nodes fit on split (10 free).
+	spread := plain("big-none", "9", "none")
+	c.create(ctx, spread)
+	if got := c.waitBound(ctx, spread).Spec.NodeName; got != "split" {
+		t.Fatalf("pod %s (9 CPUs, corepin.io/numa-policy: none) bound to %q, want split, the only node with 9 free CPUs", spread.Name, got)
+	}
+	c.note("pod %s (9 CPUs, corepin.io/numa-policy: none) bound to split", spread.Name)
 	c.report(t)
 }
 
