@@ -55,7 +55,9 @@ Node choice (--node-choice, default both):
 
 --topology-policy is the nodes' Topology Manager policy for requests that name
 none. Its default here is single-numa-node, where topology decides admission;
-kubelet's own default is none.
+kubelet's own default is none. With --from-cluster and no --topology-policy,
+nodes that all publish the same default (corepin.io/allocator) are replayed
+under theirs.
 
 Generators (--gen farm|mixed, or "corepin simulate gen" to write a trace):
   farm    transcode farm: LSE jobs of 2, 4, 6 or 8 CPUs
@@ -197,8 +199,16 @@ func newSimulateCmd(e *env) *cobra.Command {
 				if ctx == nil {
 					ctx = context.Background()
 				}
-				if cluster, skipped, err = clusterNodes(ctx, kc); err != nil {
+				view, err := clusterNodes(ctx, kc)
+				if err != nil {
 					return err
+				}
+				cluster, skipped = view.nodes, view.skipped
+				// The nodes' own default topology policy, when they all
+				// publish the same one and none was asked for.
+				if tp, ok := view.nodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
+					topoPolicy = string(tp)
+					fmt.Fprintf(e.stderr, "topology policy %s: the default every node publishes (%s); --topology-policy overrides it\n", tp, extender.AnnotationAllocator)
 				}
 				if len(cluster) == 0 {
 					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology", kc.Host, extender.AnnotationTopology, len(skipped))

@@ -188,6 +188,60 @@ func TestSimulateTopologyIsTopoJSON(t *testing.T) {
 	}
 }
 
+// TestSimulateFromClusterTakesTheNodesTopologyPolicy: nodes that all
+// publish the same default topology policy (corepin.io/allocator) are
+// replayed under it unless --topology-policy says otherwise; nodes that
+// differ, or one without the annotation, leave the flag's default.
+func TestSimulateFromClusterTakesTheNodesTopologyPolicy(t *testing.T) {
+	nodeFile := writeNode(t)
+	doc, err := os.ReadFile(nodeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, settings string) corev1.Node {
+		ann := map[string]string{"corepin.io/topology": string(doc)}
+		if settings != "" {
+			ann["corepin.io/allocator"] = settings
+		}
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+	}
+	for _, tc := range []struct {
+		name       string
+		nodes      []corev1.Node
+		flags      []string
+		want       string
+		wantStderr bool
+	}{
+		{"all publish none", []corev1.Node{node("a", `{"policy":"corepin"}`), node("b", `{"policy":"kubelet","topology_policy":"none"}`)}, nil, "none", true},
+		{"all publish restricted", []corev1.Node{node("a", `{"policy":"corepin","topology_policy":"restricted"}`), node("b", `{"policy":"corepin","topology_policy":"restricted"}`)}, nil, "restricted", true},
+		{"the flag overrides", []corev1.Node{node("a", `{"policy":"corepin"}`), node("b", `{"policy":"corepin"}`)}, []string{"--topology-policy", "best-effort"}, "best-effort", false},
+		{"nodes differ", []corev1.Node{node("a", `{"policy":"corepin"}`), node("b", `{"policy":"corepin","topology_policy":"restricted"}`)}, nil, "single-numa-node", false},
+		{"one publishes none", []corev1.Node{node("a", `{"policy":"corepin"}`), node("b", "")}, nil, "single-numa-node", false},
+		{"one publishes a broken one", []corev1.Node{node("a", `{"policy":"corepin"}`), node("b", `{"policy":"x"}`)}, nil, "single-numa-node", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := fakeAPIServer(t, nil, tc.nodes...)
+			kc := writeKubeconfig(t, srv)
+			args := append([]string{"simulate", "--gen", "farm", "--jobs", "20", "--from-cluster", "--kubeconfig", kc, "--context", "sweep",
+				"--policies", "corepin", "-o", "json"}, tc.flags...)
+			code, out, errs := corepin(t, "", args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var rep sim.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.TopologyPolicy != tc.want {
+				t.Errorf("replayed under topology policy %q, want %q", rep.TopologyPolicy, tc.want)
+			}
+			if got := strings.Contains(errs, "the default every node publishes"); got != tc.wantStderr {
+				t.Errorf("stderr %q: says the nodes' default: %v, want %v", errs, got, tc.wantStderr)
+			}
+		})
+	}
+}
+
 // TestSimulateFromCluster replays a kube jobs sweep over a cluster's nodes
 // read from a fake API server: two nodes publish their topology (one with
 // 4 CPUs held), one publishes none and one a broken one; both of those are
@@ -295,9 +349,10 @@ func TestClusterNodesPages(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	nodes, skipped, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs})
-	if err != nil || len(nodes) != 3 || len(skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
-		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(skipped), err, len(limits), limits, nodePageSize)
+	view, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs})
+	nodes := view.nodes
+	if err != nil || len(nodes) != 3 || len(view.skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
+		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(view.skipped), err, len(limits), limits, nodePageSize)
 	}
 	if nodes[0].Topology != nodes[2].Topology {
 		t.Errorf("nodes publishing the same machine have distinct topologies; want one shared")
