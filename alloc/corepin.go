@@ -374,6 +374,7 @@ func (cc *corepinCall) computeCaps() {
 	numaEx := cc.r.Exclusive == ExclusiveNUMANodeLevel
 	clear(sc.cap)
 	clear(sc.cleanT)
+	clear(sc.coresT)
 	clear(sc.nodeCap)
 	clear(sc.nodeClean)
 	if allow := cc.allowN; allow != nil {
@@ -421,6 +422,7 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	for _, t := range ix.coreAnc[core] {
 		sc.cap[t] += free
 		sc.cleanT[t] += clean
+		sc.coresT[t]++
 	}
 	sc.nodeCap[node] += free
 	if whole {
@@ -574,26 +576,29 @@ func (cc *corepinCall) fill(t int32, m int) {
 		rem -= min(rem, sc.cap[rest[0]])
 		chosen++
 	}
-	// Share m among them, CPUs of whole free cores first, so that spanning
-	// the same children shares as few cores as possible.
+	// Share m among them in tiers, each child topped up to a tier's limit
+	// before the next tier: CPUs of whole free cores first, so that
+	// spanning the same children shares as few cores as possible; under
+	// SpreadByPCPUs one thread of each whole free core, then one thread of
+	// every other core, then second threads, so that the set spans as many
+	// cores as the chosen children hold before it doubles up on any.
 	as := len(sc.amt)
 	defer func() { sc.amt = sc.amt[:as] }()
-	left := m
-	for _, ch := range kids[:chosen] {
-		a := left
-		if cc.bind != BindSpreadByPCPUs {
-			a = min(sc.cleanT[ch], left)
-		} else {
-			a = min(sc.cap[ch], left)
-		}
-		sc.amt = append(sc.amt, a)
-		left -= a
+	for range kids[:chosen] {
+		sc.amt = append(sc.amt, 0)
 	}
 	amt := sc.amt[as:]
-	for i, ch := range kids[:chosen] {
-		a := min(sc.cap[ch]-amt[i], left)
-		amt[i] += a
-		left -= a
+	tiers := [...][]int{sc.cleanT, sc.coresT, sc.cap}
+	if cc.bind != BindSpreadByPCPUs {
+		tiers[1] = sc.cleanT // no middle tier
+	}
+	left := m
+	for _, limit := range tiers {
+		for i, ch := range kids[:chosen] {
+			a := min(max(limit[ch]-amt[i], 0), left)
+			amt[i] += a
+			left -= a
+		}
 	}
 	for i, ch := range kids[:chosen] {
 		if amt[i] > 0 {

@@ -89,7 +89,8 @@
 // full-pcpus-only request by counting free CPUs and then fills it with
 // threads of half-used cores, corepin refuses and says how many CPUs whole
 // cores hold; TestKubeletRegressions) and SpreadByPCPUs (one thread per
-// core first; also what distribute-cpus-across-cores means here); exclusive
+// core first, over every node the set spans, before any core gives a
+// second thread; also what distribute-cpus-across-cores means here); exclusive
 // PCPULevel (avoid cores holding another PCPULevel workload) and
 // NUMANodeLevel (avoid nodes holding another NUMANodeLevel workload); NUMA
 // strategies MostAllocated (pack), LeastAllocated (the emptiest node) and
