@@ -285,9 +285,15 @@ func (cc *corepinCall) place(n, k int) {
 			cc.fill(0, n)
 		}
 	case k == 1 && cc.strategy == LeastAllocated:
+		// The emptiest node; on a tie, the one in the emptier socket.
+		ix := cc.s.ix
 		best := -1
 		for i, c := range sc.nodeCap {
-			if c >= n && (best < 0 || c > sc.nodeCap[best]) {
+			if c < n {
+				continue
+			}
+			if best < 0 || cmp.Or(cmp.Compare(c, sc.nodeCap[best]),
+				cmp.Compare(sc.socketCap[ix.coreSocket[ix.nodeCores[i][0]]], sc.socketCap[ix.coreSocket[ix.nodeCores[best][0]]])) > 0 {
 				best = i
 			}
 		}
@@ -377,6 +383,7 @@ func (cc *corepinCall) computeCaps() {
 	clear(sc.coresT)
 	clear(sc.nodeCap)
 	clear(sc.nodeClean)
+	clear(sc.socketCap)
 	if allow := cc.allowN; allow != nil {
 		// Only the allowed nodes' cores can hold anything.
 		clear(sc.ec)
@@ -425,6 +432,7 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 		sc.coresT[t]++
 	}
 	sc.nodeCap[node] += free
+	sc.socketCap[ix.coreSocket[core]] += free
 	if whole {
 		sc.nodeClean[node] += free
 	}
@@ -471,21 +479,25 @@ func (cc *corepinCall) childrenNeeded(t int32, m int) int {
 
 // fit is the key fitKey orders units that can hold m by: those that need
 // no shared core, then those spanning the fewest children, then the
-// tightest fit, then the fullest NUMA node, then the lowest tree index.
+// tightest fit, then the fullest NUMA node, then the fullest socket (so
+// that packing leaves the emptier socket whole), then the lowest tree
+// index.
 type fit struct {
-	t                    int32
-	unclean              bool
-	needed, cap, nodeCap int
+	t                               int32
+	unclean                         bool
+	needed, cap, nodeCap, socketCap int
 }
 
 func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := &cc.s.sc
-	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t)}
+	ix := cc.s.ix
+	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t),
+		socketCap: sc.socketCap[ix.coreSocket[ix.tree[t].cores[0]]]}
 }
 
 func (a fit) compare(b fit) int {
 	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
-		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.t, b.t))
+		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.socketCap, b.socketCap), cmp.Compare(a.t, b.t))
 }
 
 func cmpBool(a, b bool) int {

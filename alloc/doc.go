@@ -93,7 +93,9 @@
 // second thread; also what distribute-cpus-across-cores means here); exclusive
 // PCPULevel (avoid cores holding another PCPULevel workload) and
 // NUMANodeLevel (avoid nodes holding another NUMANodeLevel workload); NUMA
-// strategies MostAllocated (pack), LeastAllocated (the emptiest node) and
+// strategies MostAllocated (pack: among equal fits the fuller node, then
+// the fuller socket), LeastAllocated (the emptiest node, then the one in
+// the emptier socket) and
 // DistributeEvenly (an even split over the fewest nodes that can take
 // equal shares; also what distribute-cpus-across-numa means here). The
 // topology policies restricted and single-numa-node refuse placements that

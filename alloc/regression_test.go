@@ -188,6 +188,25 @@ func TestKoordinatorRegressions(t *testing.T) {
 			req:   Request{CPUs: 10, Bind: BindSpreadByPCPUs},
 			want:  "0-9", cores: 8,
 		},
+		{
+			// Nodes 1 and 3 both hold 8 free CPUs; MostAllocated took the
+			// lower (node 1, in the emptier socket 0) and split socket 0's
+			// 10 free CPUs; packing the fuller socket 1 keeps them together.
+			name:  "mostAllocatedTieIgnoredSockets",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2, SiblingsAdjacent: true},
+			busy:  "0-5,16-23",
+			req:   Request{CPUs: 6, Bind: BindFullPCPUs, NUMA: MostAllocated},
+			want:  "24-29", cores: 3,
+		},
+		{
+			// The mirror image: LeastAllocated between two equally empty
+			// nodes spreads to the one in the emptier socket.
+			name:  "leastAllocatedTieIgnoredSockets",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2, SiblingsAdjacent: true},
+			busy:  "0-5,16-19",
+			req:   Request{CPUs: 6, Bind: BindFullPCPUs, NUMA: LeastAllocated},
+			want:  "24-29", cores: 3,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -452,6 +452,7 @@ type scratch struct {
 	cap, cleanT, coresT                    []int // per tree node: eligible CPUs, in whole free cores, cores with any
 	nodeCap, nodeClean, wholeNode          []int // per node: eligible, in whole free cores, saved
 	socketFree, partialFree                []int // for unbeatable
+	socketCap                              []int // per socket: eligible
 	allow, allow2                          []bool
 	kids                                   []int32
 	amt                                    []int
@@ -466,4 +467,5 @@ func (sc *scratch) init(ix *index) {
 	sc.cap, sc.cleanT, sc.coresT = make([]int, len(ix.tree)), make([]int, len(ix.tree)), make([]int, len(ix.tree))
 	sc.nodeCap, sc.nodeClean = make([]int, len(ix.nodes)), make([]int, len(ix.nodes))
 	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
+	sc.socketCap = make([]int, ix.numSockets)
 }
