@@ -103,6 +103,18 @@
 // with align-by-socket, restricted also admits what kubelet admits, the
 // narrowest set of nodes within the fewest sockets, and places inside it.
 //
+// The 59 cases of testdata/koordinator_cases.json are Koordinator's
+// published CPU-placement expectations (nodenumaresource
+// cpu_accumulator_test.go and resource_manager_test.go, on its own CPU
+// numbering), 83 runs with the FullPCPUs cases repeated under Default:
+// 61 runs give Koordinator's set; 22 differ by design, each with its reason
+// (fewer NUMA nodes; FullPCPUs strict where Koordinator falls back; no
+// core shared with another workload where whole cores can take the
+// request; no CPU shared by two pods; no preferred-CPU, amplification or
+// required-bind input), and TestKoordinatorPublishedCases checks that
+// each keeps its policies' promises and is aligned no worse than
+// Koordinator's set.
+//
 // Where it departs from kubelet, and why:
 //
 //   - L3 first. kubelet looks at uncore caches only with an option and only
