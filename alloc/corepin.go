@@ -285,9 +285,15 @@ func (cc *corepinCall) place(n, k int) {
 			cc.fill(0, n)
 		}
 	case k == 1 && cc.strategy == LeastAllocated:
+		// The emptiest node; on a tie, the one in the emptier socket.
+		ix := cc.s.ix
 		best := -1
 		for i, c := range sc.nodeCap {
-			if c >= n && (best < 0 || c > sc.nodeCap[best]) {
+			if c < n {
+				continue
+			}
+			if best < 0 || cmp.Or(cmp.Compare(c, sc.nodeCap[best]),
+				cmp.Compare(sc.socketCap[ix.coreSocket[ix.nodeCores[i][0]]], sc.socketCap[ix.coreSocket[ix.nodeCores[best][0]]])) > 0 {
 				best = i
 			}
 		}
@@ -374,8 +380,10 @@ func (cc *corepinCall) computeCaps() {
 	numaEx := cc.r.Exclusive == ExclusiveNUMANodeLevel
 	clear(sc.cap)
 	clear(sc.cleanT)
+	clear(sc.coresT)
 	clear(sc.nodeCap)
 	clear(sc.nodeClean)
+	clear(sc.socketCap)
 	if allow := cc.allowN; allow != nil {
 		// Only the allowed nodes' cores can hold anything.
 		clear(sc.ec)
@@ -421,8 +429,10 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	for _, t := range ix.coreAnc[core] {
 		sc.cap[t] += free
 		sc.cleanT[t] += clean
+		sc.coresT[t]++
 	}
 	sc.nodeCap[node] += free
+	sc.socketCap[ix.coreSocket[core]] += free
 	if whole {
 		sc.nodeClean[node] += free
 	}
@@ -469,21 +479,25 @@ func (cc *corepinCall) childrenNeeded(t int32, m int) int {
 
 // fit is the key fitKey orders units that can hold m by: those that need
 // no shared core, then those spanning the fewest children, then the
-// tightest fit, then the fullest NUMA node, then the lowest tree index.
+// tightest fit, then the fullest NUMA node, then the fullest socket (so
+// that packing leaves the emptier socket whole), then the lowest tree
+// index.
 type fit struct {
-	t                    int32
-	unclean              bool
-	needed, cap, nodeCap int
+	t                               int32
+	unclean                         bool
+	needed, cap, nodeCap, socketCap int
 }
 
 func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := &cc.s.sc
-	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t)}
+	ix := cc.s.ix
+	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t),
+		socketCap: sc.socketCap[ix.coreSocket[ix.tree[t].cores[0]]]}
 }
 
 func (a fit) compare(b fit) int {
 	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
-		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.t, b.t))
+		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.socketCap, b.socketCap), cmp.Compare(a.t, b.t))
 }
 
 func cmpBool(a, b bool) int {
@@ -574,26 +588,29 @@ func (cc *corepinCall) fill(t int32, m int) {
 		rem -= min(rem, sc.cap[rest[0]])
 		chosen++
 	}
-	// Share m among them, CPUs of whole free cores first, so that spanning
-	// the same children shares as few cores as possible.
+	// Share m among them in tiers, each child topped up to a tier's limit
+	// before the next tier: CPUs of whole free cores first, so that
+	// spanning the same children shares as few cores as possible; under
+	// SpreadByPCPUs one thread of each whole free core, then one thread of
+	// every other core, then second threads, so that the set spans as many
+	// cores as the chosen children hold before it doubles up on any.
 	as := len(sc.amt)
 	defer func() { sc.amt = sc.amt[:as] }()
-	left := m
-	for _, ch := range kids[:chosen] {
-		a := left
-		if cc.bind != BindSpreadByPCPUs {
-			a = min(sc.cleanT[ch], left)
-		} else {
-			a = min(sc.cap[ch], left)
-		}
-		sc.amt = append(sc.amt, a)
-		left -= a
+	for range kids[:chosen] {
+		sc.amt = append(sc.amt, 0)
 	}
 	amt := sc.amt[as:]
-	for i, ch := range kids[:chosen] {
-		a := min(sc.cap[ch]-amt[i], left)
-		amt[i] += a
-		left -= a
+	tiers := [...][]int{sc.cleanT, sc.coresT, sc.cap}
+	if cc.bind != BindSpreadByPCPUs {
+		tiers[1] = sc.cleanT // no middle tier
+	}
+	left := m
+	for _, limit := range tiers {
+		for i, ch := range kids[:chosen] {
+			a := min(max(limit[ch]-amt[i], 0), left)
+			amt[i] += a
+			left -= a
+		}
 	}
 	for i, ch := range kids[:chosen] {
 		if amt[i] > 0 {

@@ -159,3 +159,83 @@ func TestDistributeAcrossNUMAFullPCPUsHang(t *testing.T) {
 		t.Errorf("Allocate = %s, want %s", p.CPUs, want)
 	}
 }
+
+// Regressions found by replaying Koordinator's published CPU-placement
+// cases (koordinator_test.go). Machines number CPUs as Koordinator's test
+// helper does: SMT siblings adjacent, core c holding CPUs 2c and 2c+1.
+func TestKoordinatorRegressions(t *testing.T) {
+	tests := []struct {
+		name  string
+		shape topology.Shape
+		busy  string
+		req   Request
+		want  string
+		// cores is how many physical cores the placement must span.
+		cores int
+	}{
+		{
+			// 10 CPUs on 2 nodes of 4 cores: corepin filled node 0's eight
+			// threads and put 2 on node 1, 6 cores for a request that asked
+			// for one thread per core first while 8 cores were free.
+			name:  "spreadByPCPUsAcrossNodesDoubledUpEarly",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2, SiblingsAdjacent: true},
+			req:   Request{CPUs: 10, Bind: BindSpreadByPCPUs, Exclusive: ExclusivePCPULevel},
+			want:  "0-4,6,8,10,12,14", cores: 8,
+		},
+		{
+			name:  "spreadByPCPUsAcrossNodesDoubledUpEarly/x86 numbering",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2},
+			req:   Request{CPUs: 10, Bind: BindSpreadByPCPUs},
+			want:  "0-9", cores: 8,
+		},
+		{
+			// Nodes 1 and 3 both hold 8 free CPUs; MostAllocated took the
+			// lower (node 1, in the emptier socket 0) and split socket 0's
+			// 10 free CPUs; packing the fuller socket 1 keeps them together.
+			name:  "mostAllocatedTieIgnoredSockets",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2, SiblingsAdjacent: true},
+			busy:  "0-5,16-23",
+			req:   Request{CPUs: 6, Bind: BindFullPCPUs, NUMA: MostAllocated},
+			want:  "24-29", cores: 3,
+		},
+		{
+			// The mirror image: LeastAllocated between two equally empty
+			// nodes spreads to the one in the emptier socket.
+			name:  "leastAllocatedTieIgnoredSockets",
+			shape: topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2, SiblingsAdjacent: true},
+			busy:  "0-5,16-19",
+			req:   Request{CPUs: 6, Bind: BindFullPCPUs, NUMA: LeastAllocated},
+			want:  "24-29", cores: 3,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := topology.MustSynthetic(tc.shape)
+			s, err := NewState(topo, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.busy != "" {
+				if err := s.Assign(Assignment{ID: "busy", CPUs: cpuset.MustParse(tc.busy)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.req.ID = "pod"
+			p, err := s.Allocate(tc.req)
+			if err != nil {
+				t.Fatalf("Allocate: %v", err)
+			}
+			if want := cpuset.MustParse(tc.want); !p.CPUs.Equals(want) {
+				t.Errorf("Allocate = %s, want %s", p.CPUs, want)
+			}
+			cores := map[topology.CoreID]bool{}
+			for c := range p.CPUs.All() {
+				cpu, _ := topo.CPU(c)
+				cores[cpu.Core] = true
+			}
+			if len(cores) != tc.cores {
+				t.Errorf("placement %s spans %d cores, want %d", p.CPUs, len(cores), tc.cores)
+			}
+		})
+	}
+}

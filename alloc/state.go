@@ -449,9 +449,10 @@ type scratch struct {
 	markNode, markSocket, markL3, markCore []int8
 	ec, clean                              []int // per core
 	takenCore                              []int
-	cap, cleanT                            []int // per tree node
+	cap, cleanT, coresT                    []int // per tree node: eligible CPUs, in whole free cores, cores with any
 	nodeCap, nodeClean, wholeNode          []int // per node: eligible, in whole free cores, saved
 	socketFree, partialFree                []int // for unbeatable
+	socketCap                              []int // per socket: eligible
 	allow, allow2                          []bool
 	kids                                   []int32
 	amt                                    []int
@@ -463,7 +464,8 @@ func (sc *scratch) init(ix *index) {
 	sc.markNode, sc.markSocket = make([]int8, len(ix.nodes)), make([]int8, ix.numSockets)
 	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))
 	sc.ec, sc.clean, sc.takenCore = make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs)), make([]int, len(ix.coreCPUs))
-	sc.cap, sc.cleanT = make([]int, len(ix.tree)), make([]int, len(ix.tree))
+	sc.cap, sc.cleanT, sc.coresT = make([]int, len(ix.tree)), make([]int, len(ix.tree)), make([]int, len(ix.tree))
 	sc.nodeCap, sc.nodeClean = make([]int, len(ix.nodes)), make([]int, len(ix.nodes))
 	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
+	sc.socketCap = make([]int, ix.numSockets)
 }
