@@ -164,7 +164,10 @@ while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo $pid`},
 
 // Without a group, what stays in the process group is named and killed.
 func TestWaitKillsProcessGroupLeftover(t *testing.T) {
-	p, err := Start(context.Background(), Spec{Argv: []string{"sh", "-c", "sleep 1000 >/dev/null & echo $!"}})
+	// The leader waits until its child has exec'd sleep: before that the
+	// child is a forked sh, and the leftover would rightly be named sh.
+	p, err := Start(context.Background(), Spec{Argv: []string{"sh", "-c", `sleep 1000 >/dev/null & pid=$!
+while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done; echo $pid`}})
 	if err != nil {
 		t.Fatal(err)
 	}
