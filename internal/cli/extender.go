@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/kubeclient"
 )
 
 const extenderUsage = `Serve the kube-scheduler extender protocol (k8s.io/kube-scheduler/extender/v1).
@@ -112,8 +114,13 @@ func newExtenderCmd(e *env) *cobra.Command {
 				if e.JSON() {
 					log = slog.New(slog.NewJSONHandler(e.stderr, nil))
 				}
+				res, err := nrtResource(ctx, &kube)
+				if err != nil {
+					return fmt.Errorf("discovering NodeResourceTopology at %s: %w", c.Host, err)
+				}
+				log.Info("watching NodeResourceTopology objects", "version", res.GroupVersion().String())
 				store := extender.NewNRTStore(maxNodes, log)
-				synced, err := store.Watch(ctx, c.Dynamic)
+				synced, err := store.Watch(ctx, c.Dynamic, res)
 				if err != nil {
 					return err
 				}
@@ -183,6 +190,18 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl.StringVar(&kube.context, "context", "", "with --nrt: kubeconfig context (default its current context)")
 	fl.DurationVar(&syncWait, "nrt-sync-timeout", 2*time.Minute, "with --nrt: exit 1 if the NodeResourceTopology objects are not listed within this time (/healthz answers 503 until they are)")
 	return cmd
+}
+
+// nrtResource asks the API server of kube which NodeResourceTopology
+// version to watch (extender.NRTResourceOf).
+func nrtResource(ctx context.Context, kube *kubeFlags) (schema.GroupVersionResource, error) {
+	host, hc, err := kubeclient.HTTP(kubeclient.Options{Kubeconfig: kube.kubeconfig, Context: kube.context, UserAgent: "corepin/" + Version})
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, kubeclient.Timeout)
+	defer cancel()
+	return extender.NRTResourceOf(extender.HTTPDiscoverer{Ctx: dctx, Host: host, Client: hc})
 }
 
 // waitSynced reports on the returned channel an error if synced has not

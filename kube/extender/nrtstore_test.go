@@ -94,7 +94,7 @@ func watchedStore(t *testing.T, objs ...runtime.Object) (*NRTStore, *dynamicfake
 	})
 	log := &logBuf{}
 	s := NewNRTStore(100, slog.New(slog.NewTextHandler(log, nil)))
-	synced, err := s.Watch(t.Context(), client)
+	synced, err := s.Watch(t.Context(), client, NRTResource)
 	if err != nil {
 		t.Fatal(err)
 	}
