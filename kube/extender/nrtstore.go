@@ -65,12 +65,12 @@ type nrtEntry struct {
 
 // nrtFields is what the store reads of one object.
 type nrtFields struct {
-	zones      []nrt.Zone
-	zonesErr   error // only an error when the object has no Koordinator detail
-	attrs      []nrt.Attribute
-	policies   []string
-	koordAnn   map[string]string
-	hasKoord   bool
+	zones    []nrt.Zone
+	zonesErr error // only an error when the object has no Koordinator detail
+	attrs    []nrt.Attribute
+	policies []string
+	koordAnn map[string]string
+	hasKoord bool
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
