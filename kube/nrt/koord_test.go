@@ -48,12 +48,12 @@ func koordDetail(sockets, coresPerSocket int) string {
 // from the LS pool, 6,14 still in the BE pool.
 func koordAnnotations() map[string]string {
 	return map[string]string{
-		AnnotationKoordCPUTopology:      koordDetail(2, 4),
-		AnnotationKoordKubeletPolicy:    `{"policy":"static","options":{"full-pcpus-only":"true","distribute-cpus-across-numa":"false"},"reservedCPUs":"0"}`,
-		AnnotationKoordReservation:      `{"reservedCPUs":"8"}`,
-		AnnotationKoordPodCPUAllocs:     `[{"namespace":"default","name":"web","uid":"7f0c","cpuset":"1,9","managedByKubelet":true}]`,
-		AnnotationKoordCPUSharedPools:   `[{"socket":0,"node":0,"cpuset":"0,2-3,10-11"},{"socket":1,"node":1,"cpuset":"7,15"}]`,
-		AnnotationKoordBECPUSharedPools: `[{"socket":0,"node":0,"cpuset":"0,2-3,10-11"},{"socket":1,"node":1,"cpuset":"6-7,14-15"}]`,
+		AnnotationKoordCPUTopology:           koordDetail(2, 4),
+		AnnotationKoordKubeletPolicy:         `{"policy":"static","options":{"full-pcpus-only":"true","distribute-cpus-across-numa":"false"},"reservedCPUs":"0"}`,
+		AnnotationKoordReservation:           `{"reservedCPUs":"8"}`,
+		AnnotationKoordPodCPUAllocs:          `[{"namespace":"default","name":"web","uid":"7f0c","cpuset":"1,9","managedByKubelet":true}]`,
+		AnnotationKoordCPUSharedPools:        `[{"socket":0,"node":0,"cpuset":"0,2-3,10-11"},{"socket":1,"node":1,"cpuset":"7,15"}]`,
+		AnnotationKoordBECPUSharedPools:      `[{"socket":0,"node":0,"cpuset":"0,2-3,10-11"},{"socket":1,"node":1,"cpuset":"6-7,14-15"}]`,
 		"node.koordinator.sh/cpu-basic-info": `{"cpuModel":"Intel(R) Xeon(R)","hyperThreadEnabled":true}`,
 	}
 }
