@@ -35,14 +35,29 @@ without it is judged as policy corepin, no options, topology policy none.
 corepin nri --annotate-node (chart value annotateNode) keeps them up to date.
 
 With --nrt it also watches the cluster's NodeResourceTopology objects
-(topology.node.k8s.io/v1alpha2, as corepin nri --publish-nrt, NFD's
-topology-updater or Koordinator publish them; the CRD must be installed and
-the extender may list and watch noderesourcetopologies) and judges a node
-without corepin annotations by its object: the "available" cpu of each zone
-of type Node (node-0, node-1, ...) stands for its free CPUs per NUMA node,
-as corepin.io/numa-free would, and the attributes topologyManagerPolicy,
-corepin.io/policy and corepin.io/options (comma-joined) are its settings. An object with fractional, negative or
-malformed zones is logged on stderr and its node stays unjudged. The cluster
+(topology.node.k8s.io: v1alpha2 as corepin nri --publish-nrt and NFD's
+topology-updater publish them, or v1alpha1, Koordinator's, when the API server
+serves only that; the CRD must be installed, else the extender exits 1 at
+start, and the extender may list and watch noderesourcetopologies) and judges
+a node without corepin annotations by its object. An object Koordinator's
+koordlet wrote carries the node's whole CPU topology in annotations
+(node.koordinator.sh/cpu-topology: every CPU's core, socket and NUMA node;
+one L3 is assumed per socket and NUMA node, Koordinator names none): the
+node is judged on that machine as a corepin node is, with the CPUs of
+node.koordinator.sh/pod-cpu-allocs held, those missing from the shared pools
+(node.koordinator.sh/cpu-shared-pools) held by Koordinator's LSE and LSR pods,
+and kubelet.koordinator.sh/cpu-manager-policy's reservedCPUs,
+node.koordinator.sh/reservation and exclusive system QoS CPUs reserved; a
+static kubelet policy is judged by the kubelet engine with the options it
+sets true, none by corepin's. A malformed one of these fails the node,
+naming it. Otherwise the "available" cpu of each zone of type Node (node-0,
+node-1, ...) stands for its free CPUs per NUMA node, as corepin.io/numa-free
+would. The attributes topologyManagerPolicy, corepin.io/policy and
+corepin.io/options (comma-joined) are its settings; absent
+topologyManagerPolicy, v1alpha1's topologyPolicies (SingleNUMANodeContainerLevel,
+...) is its default topology policy. An object with fractional, negative or
+malformed zones or unknown settings is logged on stderr and its node stays
+unjudged. The cluster
 is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account; --context picks a context.
 Until the informer has listed the objects once, GET /healthz answers 503
@@ -66,7 +81,7 @@ Examples:
   corepin extender                                  # 127.0.0.1:18888
   corepin extender --listen 0.0.0.0:18888 --max-nodes 5000
   corepin extender --listen 127.0.0.1:0 -o json     # any free port, printed
-  corepin extender --nrt                            # also NodeResourceTopology, in-cluster
+  corepin extender --nrt                            # also NodeResourceTopology (v1alpha2 or v1alpha1), in-cluster
   corepin extender --nrt --kubeconfig ~/.kube/config --context prod`
 
 func init() { register(newExtenderCmd) }

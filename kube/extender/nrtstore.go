@@ -39,7 +39,9 @@ var NRTResourceV1alpha1 = schema.GroupVersionResource{Group: "topology.node.k8s.
 // zones (nrt.FreeCPUs); and the allocator settings of its attributes
 // (nrt.AllocatorFromAttributes) with, absent the topologyManagerPolicy
 // attribute, the default topology policy of its topologyPolicies
-// (nrt.TopologyPolicyOfNRT). An object whose zones or settings do not read
+// (nrt.TopologyPolicyOfNRT); on a Koordinator object the engine and
+// options are the kubelet's that Koordinator reports, not corepin's
+// attributes. An object whose zones or settings do not read
 // is logged and leaves its node unjudged; one whose Koordinator
 // annotations do not read fails its node with an error naming the
 // annotation. It keeps at most max nodes: an object for one more is
