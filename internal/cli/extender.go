@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/kubeclient"
 )
 
 const extenderUsage = `Serve the kube-scheduler extender protocol (k8s.io/kube-scheduler/extender/v1).
@@ -33,14 +35,29 @@ without it is judged as policy corepin, no options, topology policy none.
 corepin nri --annotate-node (chart value annotateNode) keeps them up to date.
 
 With --nrt it also watches the cluster's NodeResourceTopology objects
-(topology.node.k8s.io/v1alpha2, as corepin nri --publish-nrt, NFD's
-topology-updater or Koordinator publish them; the CRD must be installed and
-the extender may list and watch noderesourcetopologies) and judges a node
-without corepin annotations by its object: the "available" cpu of each zone
-of type Node (node-0, node-1, ...) stands for its free CPUs per NUMA node,
-as corepin.io/numa-free would, and the attributes topologyManagerPolicy,
-corepin.io/policy and corepin.io/options (comma-joined) are its settings. An object with fractional, negative or
-malformed zones is logged on stderr and its node stays unjudged. The cluster
+(topology.node.k8s.io: v1alpha2 as corepin nri --publish-nrt and NFD's
+topology-updater publish them, or v1alpha1, Koordinator's, when the API server
+serves only that; the CRD must be installed, else the extender exits 1 at
+start, and the extender may list and watch noderesourcetopologies) and judges
+a node without corepin annotations by its object. An object Koordinator's
+koordlet wrote carries the node's whole CPU topology in annotations
+(node.koordinator.sh/cpu-topology: every CPU's core, socket and NUMA node;
+one L3 is assumed per socket and NUMA node, Koordinator names none): the
+node is judged on that machine as a corepin node is, with the CPUs of
+node.koordinator.sh/pod-cpu-allocs held, those missing from the shared pools
+(node.koordinator.sh/cpu-shared-pools) held by Koordinator's LSE and LSR pods,
+and kubelet.koordinator.sh/cpu-manager-policy's reservedCPUs,
+node.koordinator.sh/reservation and exclusive system QoS CPUs reserved; a
+static kubelet policy is judged by the kubelet engine with the options it
+sets true, none by corepin's. A malformed one of these fails the node,
+naming it. Otherwise the "available" cpu of each zone of type Node (node-0,
+node-1, ...) stands for its free CPUs per NUMA node, as corepin.io/numa-free
+would. The attributes topologyManagerPolicy, corepin.io/policy and
+corepin.io/options (comma-joined) are its settings; absent
+topologyManagerPolicy, v1alpha1's topologyPolicies (SingleNUMANodeContainerLevel,
+...) is its default topology policy. An object with fractional, negative or
+malformed zones or unknown settings is logged on stderr and its node stays
+unjudged. The cluster
 is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account; --context picks a context.
 Until the informer has listed the objects once, GET /healthz answers 503
@@ -64,7 +81,7 @@ Examples:
   corepin extender                                  # 127.0.0.1:18888
   corepin extender --listen 0.0.0.0:18888 --max-nodes 5000
   corepin extender --listen 127.0.0.1:0 -o json     # any free port, printed
-  corepin extender --nrt                            # also NodeResourceTopology, in-cluster
+  corepin extender --nrt                            # also NodeResourceTopology (v1alpha2 or v1alpha1), in-cluster
   corepin extender --nrt --kubeconfig ~/.kube/config --context prod`
 
 func init() { register(newExtenderCmd) }
@@ -112,8 +129,13 @@ func newExtenderCmd(e *env) *cobra.Command {
 				if e.JSON() {
 					log = slog.New(slog.NewJSONHandler(e.stderr, nil))
 				}
+				res, err := nrtResource(ctx, &kube)
+				if err != nil {
+					return fmt.Errorf("discovering NodeResourceTopology at %s: %w", c.Host, err)
+				}
+				log.Info("watching NodeResourceTopology objects", "version", res.GroupVersion().String())
 				store := extender.NewNRTStore(maxNodes, log)
-				synced, err := store.Watch(ctx, c.Dynamic)
+				synced, err := store.Watch(ctx, c.Dynamic, res)
 				if err != nil {
 					return err
 				}
@@ -183,6 +205,18 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl.StringVar(&kube.context, "context", "", "with --nrt: kubeconfig context (default its current context)")
 	fl.DurationVar(&syncWait, "nrt-sync-timeout", 2*time.Minute, "with --nrt: exit 1 if the NodeResourceTopology objects are not listed within this time (/healthz answers 503 until they are)")
 	return cmd
+}
+
+// nrtResource asks the API server of kube which NodeResourceTopology
+// version to watch (extender.NRTResourceOf).
+func nrtResource(ctx context.Context, kube *kubeFlags) (schema.GroupVersionResource, error) {
+	host, hc, err := kubeclient.HTTP(kubeclient.Options{Kubeconfig: kube.kubeconfig, Context: kube.context, UserAgent: "corepin/" + Version})
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, kubeclient.Timeout)
+	defer cancel()
+	return extender.NRTResourceOf(extender.HTTPDiscoverer{Ctx: dctx, Host: host, Client: hc})
 }
 
 // waitSynced reports on the returned channel an error if synced has not

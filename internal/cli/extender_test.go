@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,19 +134,55 @@ func TestExtenderRefusesBadFlags(t *testing.T) {
 	}
 }
 
-// TestExtenderNRTWithoutCRD starts `corepin extender --nrt` on an API
-// server that does not serve NodeResourceTopology: /healthz answers 503,
-// and the extender exits 1 once --nrt-sync-timeout has passed, saying
-// what to check.
-func TestExtenderNRTWithoutCRD(t *testing.T) {
-	api := httptest.NewServer(http.NotFoundHandler())
-	defer api.Close()
+// plainKubeconfig writes a kubeconfig for the plain-HTTP API server at url.
+func plainKubeconfig(t *testing.T, url string) string {
+	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: " + api.URL + "}}]\n" +
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: " + url + "}}]\n" +
 		"contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: c\n"
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return kc
+}
+
+// TestExtenderNRTWithoutCRD starts `corepin extender --nrt` on an API
+// server that serves no NodeResourceTopology version: the extender exits 1
+// at once, saying the CRD is not installed.
+func TestExtenderNRTWithoutCRD(t *testing.T) {
+	api := httptest.NewServer(http.NotFoundHandler())
+	defer api.Close()
+	var out, errb strings.Builder
+	code := Main([]string{"extender", "--listen", "127.0.0.1:0", "--nrt", "--kubeconfig", plainKubeconfig(t, api.URL)}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "the NodeResourceTopology CRD is not installed (topology.node.k8s.io serves neither v1alpha2 nor v1alpha1)") {
+		t.Errorf("exit %d, stderr %q; want exit 1 saying the CRD is not installed", code, errb.String())
+	}
+	if out.String() != "" {
+		t.Errorf("stdout %q, want nothing: the extender never listened", out.String())
+	}
+}
+
+// TestExtenderNRTNotSynced starts `corepin extender --nrt` on an API
+// server whose discovery serves only v1alpha1 (as Koordinator's CRD) but
+// that lists no objects: it watches v1alpha1, /healthz answers 503, and
+// the extender exits 1 once --nrt-sync-timeout has passed, saying what to
+// check.
+func TestExtenderNRTNotSynced(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path == "/apis/topology.node.k8s.io/v1alpha1" {
+			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"topology.node.k8s.io/v1alpha1","resources":[{"name":"noderesourcetopologies","singularName":"noderesourcetopology","namespaced":false,"kind":"NodeResourceTopology","verbs":["get","list","watch"]}]}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer api.Close()
+	kc := plainKubeconfig(t, api.URL)
+
 	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "-o", "json", "--nrt", "--kubeconfig", kc, "--nrt-sync-timeout", "2s")
 	var addr struct {
 		Listen string `json:"listen"`
@@ -171,5 +208,17 @@ func TestExtenderNRTWithoutCRD(t *testing.T) {
 	}
 	if err := stop(); err == nil || !strings.Contains(err.Error(), "noderesourcetopologies.topology.node.k8s.io") {
 		t.Errorf("extender exit = %v, want the sync error naming the CRD", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	listed := false
+	for _, p := range paths {
+		if strings.HasPrefix(p, "/apis/topology.node.k8s.io/v1alpha2/") {
+			t.Errorf("requested %s: v1alpha2 is not served", p)
+		}
+		listed = listed || p == "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies"
+	}
+	if !listed {
+		t.Errorf("requests %q: want a list of v1alpha1 noderesourcetopologies", paths)
 	}
 }

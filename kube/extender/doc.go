@@ -16,11 +16,16 @@
 // Decoded states are cached by a hash of those annotations, and verdicts by
 // state and request.
 // With WithNRT, a node without those annotations is judged by its
-// NodeResourceTopology object (topology.node.k8s.io/v1alpha2) as an
-// NRTStore keeps it from a client-go informer: the free CPUs of its Node
-// zones make the same stand-in machine as AnnotationNUMAFree, and its
+// NodeResourceTopology object (topology.node.k8s.io v1alpha2, or v1alpha1
+// where only that is served: NRTResourceOf) as an NRTStore keeps it from a
+// client-go informer. An object Koordinator's koordlet wrote
+// (nrt.AnnotationKoordCPUTopology and the annotations beside it) makes the
+// whole machine, its reserved and held CPUs and the kubelet's policy, as a
+// corepin node's AnnotationTopology would; otherwise the free CPUs of its
+// Node zones make the same stand-in machine as AnnotationNUMAFree. Its
 // attributes (topologyManagerPolicy, corepin.io/policy, corepin.io/options)
-// are its settings. A node that
+// are its settings, and topologyPolicies its default topology policy when
+// no attribute names one. A node that
 // publishes none of these is not corepin's to judge and passes with score 0.
 //
 // The handler reads a body's nodes without decoding them into corev1.Node:

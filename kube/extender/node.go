@@ -395,8 +395,9 @@ func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the
-// stand-in machine of its NodeResourceTopology, nil when the extender
-// watches none (WithNRT) or knows none for the node.
+// machine Koordinator's annotations describe on its NodeResourceTopology
+// (koordState), else the stand-in machine of its zones; nil when the
+// extender watches none (WithNRT) or knows none for the node.
 func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
 	if e.nrt == nil {
 		return nil, stateKey{}
@@ -408,9 +409,39 @@ func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
 	if ns, ok := e.cache.get(ent.key); ok {
 		return ns, ent.key
 	}
-	ns := numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
+	var ns *nodeState
+	switch {
+	case ent.koordErr != nil:
+		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
+	case ent.koord != nil:
+		ns = koordState(ent.koord, ent.settings.TopologyPolicy)
+	default:
+		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
+	}
 	e.cache.put(ent.key, ns)
 	return ns, ent.key
+}
+
+// koordState builds the state of a node Koordinator describes (k) through
+// the same plan document a corepin node's annotations make
+// (decodeTopology): k's machine under its engine and options with its
+// reserved CPUs, holding k's held CPUs; its empty state holds nothing but
+// the reserved CPUs. topologyPolicy is the node's default topology policy.
+func koordState(k *nrt.Koord, topologyPolicy string) *nodeState {
+	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: k.Settings.Options}
+	empty, err := doc.Place(noSysfsRoot)
+	if err != nil {
+		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
+	}
+	doc.Assigned = make([]plan.Assigned, 0, len(k.Held))
+	for _, a := range k.Held {
+		doc.Assigned = append(doc.Assigned, plan.Assigned{ID: a.ID, CPUSet: a.CPUs.String(), QoS: string(a.QoS)})
+	}
+	p, err := doc.Place(noSysfsRoot)
+	if err != nil {
+		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
+	}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
 }
 
 func short(s string) string {

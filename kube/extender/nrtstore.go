@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,19 +23,30 @@ import (
 	"github.com/corepin/corepin/kube/nrt"
 )
 
-// NRTResource is the NodeResourceTopology resource the store watches
+// NRTResource is the NodeResourceTopology resource of version v1alpha2
 // (the CRD of kubernetes-sigs/noderesourcetopology-api; corepin nri
-// --publish-nrt, NFD's topology-updater and Koordinator publish it).
+// --publish-nrt and NFD's topology-updater publish it).
 var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
 
-// NRTStore keeps, per node name, the free CPUs per NUMA node its
-// NodeResourceTopology object publishes (nrt.FreeCPUs) and the allocator
-// settings of its attributes (nrt.AllocatorFromAttributes: the node's
-// default topology policy, and corepin's policy and options), for the
-// nodes without corepin annotations. An object either refuses is logged
-// and leaves its node unjudged. It keeps at most max nodes: an object for one
-// more is logged and ignored until another is deleted. Its methods are
-// safe for concurrent use.
+// NRTResourceV1alpha1 is the same resource at version v1alpha1, the one
+// Koordinator's koordlet writes (its CRD may serve no other).
+var NRTResourceV1alpha1 = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha1", Resource: "noderesourcetopologies"}
+
+// NRTStore keeps, per node name, what its NodeResourceTopology object
+// publishes for judging it: Koordinator's CPU detail (nrt.ParseKoord: the
+// whole machine, reserved and held CPUs) when the object carries
+// nrt.AnnotationKoordCPUTopology, else the free CPUs per NUMA node of its
+// zones (nrt.FreeCPUs); and the allocator settings of its attributes
+// (nrt.AllocatorFromAttributes) with, absent the topologyManagerPolicy
+// attribute, the default topology policy of its topologyPolicies
+// (nrt.TopologyPolicyOfNRT); on a Koordinator object the engine and
+// options are the kubelet's that Koordinator reports, not corepin's
+// attributes. An object whose zones or settings do not read
+// is logged and leaves its node unjudged; one whose Koordinator
+// annotations do not read fails its node with an error naming the
+// annotation. It keeps at most max nodes: an object for one more is
+// logged and ignored until another is deleted. Its methods are safe for
+// concurrent use.
 type NRTStore struct {
 	mu  sync.RWMutex
 	m   map[string]nrtEntry
@@ -42,12 +54,25 @@ type NRTStore struct {
 	log *slog.Logger
 }
 
-// nrtEntry is one node's free CPUs per NUMA node, its allocator settings
-// and the key of the stand-in state they make.
+// nrtEntry is one node's free CPUs per NUMA node or Koordinator state (or
+// the error reading it), its allocator settings and the key of the state
+// they make.
 type nrtEntry struct {
 	free     []int
+	koord    *nrt.Koord
+	koordErr error
 	settings nrt.Allocator
 	key      stateKey
+}
+
+// nrtFields is what the store reads of one object.
+type nrtFields struct {
+	zones    []nrt.Zone
+	zonesErr error // only an error when the object has no Koordinator detail
+	attrs    []nrt.Attribute
+	policies []string
+	koordAnn map[string]string
+	hasKoord bool
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -63,21 +88,14 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 // warning) when the zones do not read as whole free CPUs per NUMA node or
 // the attributes name an unknown topology policy, engine or option.
 func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
-	settings, err := nrt.AllocatorFromAttributes(attrs)
-	if err != nil {
-		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
-		s.Delete(node)
-		return
-	}
-	free, err := nrt.FreeCPUs(zones)
-	if err == nil {
-		total := 0
-		for _, f := range free {
-			total += f
-		}
-		if total > cpuset.MaxCPU+1 {
-			err = fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
-		}
+	s.set(node, nrtFields{zones: zones, attrs: attrs})
+}
+
+// set records what node's object o publishes (see NRTStore).
+func (s *NRTStore) set(node string, o nrtFields) {
+	settings, err := nrt.AllocatorFromAttributes(o.attrs)
+	if err == nil && settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
+		settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
 	}
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
@@ -85,24 +103,69 @@ func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
 		return
 	}
 	h := sha256.New()
-	h.Write([]byte("nrt numa-free\x00"))
-	for _, f := range free {
-		h.Write(strconv.AppendInt(nil, int64(f), 10))
-		h.Write([]byte{','})
+	ent := nrtEntry{settings: settings}
+	if o.hasKoord {
+		// Koordinator's annotations decide the engine and options; its
+		// zones (capacity and allocatable only, or none) are not read.
+		ent.koord, ent.koordErr = nrt.ParseKoord(o.koordAnn)
+		h.Write([]byte("nrt koordinator\x00"))
+		for _, name := range nrt.KoordAnnotations {
+			v, ok := o.koordAnn[name]
+			if !ok {
+				h.Write([]byte("-\x00"))
+				continue
+			}
+			// Length first: the values are not delimited.
+			h.Write([]byte("+" + strconv.Itoa(len(v)) + "\x00" + v))
+		}
+	} else {
+		err := o.zonesErr
+		var counts []int
+		if err == nil {
+			counts, err = nrt.FreeCPUs(o.zones)
+		}
+		if err == nil {
+			total := 0
+			for _, f := range counts {
+				total += f
+			}
+			if total > cpuset.MaxCPU+1 {
+				err = fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
+			}
+		}
+		if err != nil {
+			s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
+			s.Delete(node)
+			return
+		}
+		ent.free = counts
+		h.Write([]byte("nrt numa-free\x00"))
+		for _, f := range counts {
+			h.Write(strconv.AppendInt(nil, int64(f), 10))
+			h.Write([]byte{','})
+		}
 	}
 	if settings.Policy != "" || len(settings.Options) > 0 || settings.TopologyPolicy != "" {
 		// Names are checked, so none holds a NUL or a comma.
 		h.Write([]byte("\x00" + settings.Policy + "\x00" + strings.Join(settings.Options, ",") + "\x00" + settings.TopologyPolicy))
 	}
-	var k stateKey
-	h.Sum(k[:0])
+	h.Sum(ent.key[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[node]; !ok && len(s.m) >= s.max {
 		s.log.Warn("NodeResourceTopology ignored: the store is full, its node stays unjudged", "node", node, "max", s.max)
 		return
 	}
-	s.m[node] = nrtEntry{free: free, settings: settings, key: k}
+	s.m[node] = ent
+}
+
+func hasAttribute(attrs []nrt.Attribute, name string) bool {
+	for _, a := range attrs {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete forgets node.
@@ -127,21 +190,23 @@ func (s *NRTStore) get(node string) (nrtEntry, bool) {
 }
 
 // Watch keeps the store up to date from client's NodeResourceTopology
-// objects (cluster-scoped, NRTResource) until ctx ends, through a
-// client-go informer that keeps only each object's name and zones. synced
-// reports whether the informer has listed them all once.
-func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
+// objects (cluster-scoped) of resource res (NRTResource or
+// NRTResourceV1alpha1: NRTResourceOf picks the one served) until ctx ends,
+// through a client-go informer that keeps only what the store reads of
+// each object. synced reports whether the informer has listed them all
+// once.
+func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface, res schema.GroupVersionResource) (synced func() bool, err error) {
 	// A plain shared informer over the dynamic client: dynamicinformer's
 	// factory would link every typed informer of client-go (about 12 MB).
 	// The wrapper tells the reflector whether client streams its initial
 	// list in a watch (the real API server does; client-go's fakes do not).
-	res := client.Resource(NRTResource)
+	ri := client.Resource(res)
 	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
+			return ri.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
+			return ri.Watch(ctx, opts)
 		},
 	}, client)
 	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
@@ -168,62 +233,134 @@ func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface) (synced 
 	return inf.HasSynced, nil
 }
 
+// Discoverer answers which resources an API group version serves: the
+// one method of client-go's discovery.DiscoveryInterface the store needs
+// (HTTPDiscoverer implements it without linking client-go's typed
+// clientsets; client-go's discovery clients and fakes implement it too).
+type Discoverer interface {
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// ErrNoNRT means the API server serves no NodeResourceTopology version the
+// store reads.
+var ErrNoNRT = errors.New("the NodeResourceTopology CRD is not installed (topology.node.k8s.io serves neither v1alpha2 nor v1alpha1)")
+
+// NRTResourceOf asks d which NodeResourceTopology version the API server
+// serves: NRTResource (v1alpha2) when it does, else NRTResourceV1alpha1
+// (Koordinator's), else an error wrapping ErrNoNRT. A version whose group
+// is not found, or that lists no noderesourcetopologies, is not served;
+// any other failure is returned as is.
+func NRTResourceOf(d Discoverer) (schema.GroupVersionResource, error) {
+	for _, res := range []schema.GroupVersionResource{NRTResource, NRTResourceV1alpha1} {
+		list, err := d.ServerResourcesForGroupVersion(res.GroupVersion().String())
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return schema.GroupVersionResource{}, fmt.Errorf("discovering %s: %w", res.GroupVersion(), err)
+		}
+		for _, r := range list.APIResources {
+			if r.Name == res.Resource {
+				return res, nil
+			}
+		}
+	}
+	return schema.GroupVersionResource{}, ErrNoNRT
+}
+
 func (s *NRTStore) onSet(obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
-	zones, attrs, err := objectOf(u)
+	o, err := objectOf(u)
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
 		s.Delete(u.GetName())
 		return
 	}
-	s.Set(u.GetName(), zones, attrs...)
+	s.set(u.GetName(), o)
 }
 
-// objectOf decodes an object's zones and attributes (none when absent).
-func objectOf(u *unstructured.Unstructured) ([]nrt.Zone, []nrt.Attribute, error) {
-	var o struct {
-		Zones []nrt.Zone `json:"zones"`
+// objectOf decodes what the store reads of an object: its zones (an error
+// about them kept for a node without Koordinator detail), attributes,
+// topologyPolicies and Koordinator annotations (none when absent).
+func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
+	var o nrtFields
+	ann := u.GetAnnotations()
+	if _, ok := ann[nrt.AnnotationKoordCPUTopology]; ok {
+		o.hasKoord = true
+		o.koordAnn = make(map[string]string, len(nrt.KoordAnnotations))
+		for _, name := range nrt.KoordAnnotations {
+			if v, ok := ann[name]; ok {
+				o.koordAnn[name] = v
+			}
+		}
 	}
-	var a struct {
-		Attributes []nrt.Attribute `json:"attributes"`
-	}
-	raw, ok := u.Object["zones"]
-	if !ok || raw == nil {
-		return nil, nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
-	}
-	if len(list) > nrt.MaxZones {
-		return nil, nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
-	}
+	o.zones, o.zonesErr = zonesOf(u)
 	if raw, ok := u.Object["attributes"]; ok && raw != nil {
 		al, ok := raw.([]any)
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: attributes is not a list", nrt.ErrAllocator)
+			return o, fmt.Errorf("%w: attributes is not a list", nrt.ErrAllocator)
 		}
 		if len(al) > nrt.MaxAttributes {
-			return nil, nil, fmt.Errorf("%w: more than %d attributes", nrt.ErrAllocator, nrt.MaxAttributes)
+			return o, fmt.Errorf("%w: more than %d attributes", nrt.ErrAllocator, nrt.MaxAttributes)
+		}
+		var a struct {
+			Attributes []nrt.Attribute `json:"attributes"`
 		}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
-			return nil, nil, fmt.Errorf("%w: attributes: %w", nrt.ErrAllocator, err)
+			return o, fmt.Errorf("%w: attributes: %w", nrt.ErrAllocator, err)
+		}
+		o.attrs = a.Attributes
+	}
+	if raw, ok := u.Object["topologyPolicies"]; ok && raw != nil {
+		pl, ok := raw.([]any)
+		if !ok {
+			return o, fmt.Errorf("%w: topologyPolicies is not a list", nrt.ErrAllocator)
+		}
+		if len(pl) > nrt.MaxAttributes {
+			return o, fmt.Errorf("%w: more than %d topologyPolicies", nrt.ErrAllocator, nrt.MaxAttributes)
+		}
+		for _, p := range pl {
+			ps, ok := p.(string)
+			if !ok {
+				return o, fmt.Errorf("%w: topologyPolicies holds a %T, not a string", nrt.ErrAllocator, p)
+			}
+			o.policies = append(o.policies, ps)
 		}
 	}
-	return o.Zones, a.Attributes, nil
+	return o, nil
+}
+
+// zonesOf decodes an object's zones.
+func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
+	raw, ok := u.Object["zones"]
+	if !ok || raw == nil {
+		return nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
+	}
+	if len(list) > nrt.MaxZones {
+		return nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
+	}
+	var o struct {
+		Zones []nrt.Zone `json:"zones"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
+		return nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
+	}
+	return o.Zones, nil
 }
 
 // trimNRT is the informer's transform: it keeps of an object only what
 // the store and the informer's own cache need (name, resource version,
-// zones and attributes; at most one zone beyond nrt.MaxZones and one
-// attribute beyond nrt.MaxAttributes, enough to refuse them), so a large
-// object costs little while cached.
+// zones, attributes, topologyPolicies and Koordinator's annotations; at
+// most one zone beyond nrt.MaxZones and one attribute or topology policy
+// beyond nrt.MaxAttributes, enough to refuse them; the API server bounds
+// the annotations), so a large object costs little while cached.
 func trimNRT(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -235,17 +372,29 @@ func trimNRT(obj any) (any, error) {
 	out.SetName(u.GetName())
 	out.SetResourceVersion(u.GetResourceVersion())
 	out.SetUID(u.GetUID())
-	if z, ok := u.Object["zones"]; ok {
-		if list, ok := z.([]any); ok && len(list) > nrt.MaxZones+1 {
-			z = list[:nrt.MaxZones+1]
+	for _, f := range []struct {
+		field string
+		max   int
+	}{{"zones", nrt.MaxZones}, {"attributes", nrt.MaxAttributes}, {"topologyPolicies", nrt.MaxAttributes}} {
+		v, ok := u.Object[f.field]
+		if !ok {
+			continue
 		}
-		out.Object["zones"] = z
+		if list, ok := v.([]any); ok && len(list) > f.max+1 {
+			v = list[:f.max+1]
+		}
+		out.Object[f.field] = v
 	}
-	if a, ok := u.Object["attributes"]; ok {
-		if list, ok := a.([]any); ok && len(list) > nrt.MaxAttributes+1 {
-			a = list[:nrt.MaxAttributes+1]
+	if ann := u.GetAnnotations(); len(ann) > 0 {
+		kept := map[string]string{}
+		for _, name := range nrt.KoordAnnotations {
+			if v, ok := ann[name]; ok {
+				kept[name] = v
+			}
 		}
-		out.Object["attributes"] = a
+		if len(kept) > 0 {
+			out.SetAnnotations(kept)
+		}
 	}
 	return out, nil
 }

@@ -2,7 +2,10 @@
 // as a NodeResourceTopology object (topology.node.k8s.io/v1alpha2, the CRD
 // of kubernetes-sigs/noderesourcetopology-api that the topology-aware
 // scheduler plugins read), over the API server's plain REST interface with
-// the pod's service account. It does not install the CRD.
+// the pod's service account. It does not install the CRD. For the
+// scheduler extender it reads such objects back (FreeCPUs,
+// AllocatorFromAttributes) and the CPU detail Koordinator's koordlet
+// writes in their annotations (ParseKoord).
 package nrt
 
 import (
