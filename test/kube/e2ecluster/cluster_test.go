@@ -292,6 +292,17 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 	c.report(t)
 }
 
+// plain is a Guaranteed pod of cpus whole CPUs naming topology policy
+// policy, or none at all when policy is "" (the node's default applies).
+func plain(name, cpus, policy string) *corev1.Pod {
+	p := kubetest.CPUPod(name, "default", cpus)
+	delete(p.Annotations, extender.AnnotationNUMAPolicy)
+	if policy != "" {
+		p.Annotations[extender.AnnotationNUMAPolicy] = policy
+	}
+	return p
+}
+
 // TestRealSchedulerHonoursNodeSettings gives the three nodes the settings
 // a corepin node publishes beside its state (corepin.io/allocator) with a
 // node-wide default topology policy single-numa-node, as `corepin nri
@@ -313,15 +324,6 @@ func TestRealSchedulerHonoursNodeSettings(t *testing.T) {
 			t.Fatalf("creating node %s: %v", n.Name, err)
 		}
 	}
-	plain := func(name, cpus, policy string) *corev1.Pod {
-		p := kubetest.CPUPod(name, "default", cpus)
-		delete(p.Annotations, extender.AnnotationNUMAPolicy)
-		if policy != "" {
-			p.Annotations[extender.AnnotationNUMAPolicy] = policy
-		}
-		return p
-	}
-
 	enc := plain("enc-plain", "6", "")
 	c.create(ctx, enc)
 	if got := c.waitBound(ctx, enc).Spec.NodeName; got != "aligned" {

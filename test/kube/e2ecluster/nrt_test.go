@@ -2,11 +2,13 @@ package e2ecluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ import (
 )
 
 // nrtCRD is the smallest CustomResourceDefinition of NodeResourceTopology
-// the API server serves: v1alpha2, cluster-scoped, any fields (the real
+// the API server serves: one version (VERSION), cluster-scoped, any fields (the real
 // one, from kubernetes-sigs/noderesourcetopology-api, is what NFD or
 // Koordinator install; corepin ships none).
 const nrtCRD = `
@@ -50,7 +52,7 @@ spec:
     listKind: NodeResourceTopologyList
     shortNames: [node-res-topo]
   versions:
-    - name: v1alpha2
+    - name: VERSION
       served: true
       storage: true
       schema:
@@ -86,11 +88,12 @@ func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 	return u
 }
 
-// installNRTCRD creates the CRD and waits until it is established.
-func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
+// installNRTCRD creates the CRD serving version alone and waits until it
+// is established.
+func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface, version string) {
 	t.Helper()
 	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(nrtCRD), &obj); err != nil {
+	if err := yaml.Unmarshal([]byte(strings.Replace(nrtCRD, "VERSION", version, 1)), &obj); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(crdResource).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
@@ -158,7 +161,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	installNRTCRD(ctx, t, dyn)
+	installNRTCRD(ctx, t, dyn, "v1alpha2")
 
 	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
 	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
@@ -276,4 +279,96 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	if strings.Contains(ext.Log.String(), "NodeResourceTopology ignored") {
 		t.Errorf("the extender ignored an object corepin's own builder made:\n%s", kubetest.Tail(ext.Log.String(), 2048))
 	}
+}
+
+// koordNRT is the NodeResourceTopology koordlet writes for node koord-a
+// (v1alpha1, the machine and what holds it in annotations, zones without
+// available CPUs), kept beside the extender's unit tests.
+const koordNRT = "../../../kube/extender/testdata/koordinator-nrt-v1alpha1.json"
+
+// TestRealSchedulerWithKoordinatorNRT: an API server serving
+// NodeResourceTopology at v1alpha1 only, as Koordinator installs it, and
+// one node described by koordlet's object alone: 2 sockets of 4 two-thread
+// cores, kubelet static with full-pcpus-only and CPU 0 reserved, CPU 8
+// reserved by Koordinator, a kubelet pod on 1,9, Koordinator LSE on
+// 4-5,12-13 and LSR on 6,14 (seen through its shared pools), topology
+// policy SingleNUMANodeContainerLevel. Free: cores 2 and 3 on NUMA node 0,
+// core 7 on node 1. The real scheduler, through `corepin extender --nrt`,
+// binds what the node's own kubelet and Koordinator would take there and
+// refuses the rest with the node's reason.
+func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
+	bin, corepin := need(t)
+	c := startControlPlane(t, bin)
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	installNRTCRD(ctx, t, dyn, "v1alpha1")
+
+	raw, err := os.ReadFile(koordNRT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(raw); err != nil {
+		t.Fatal(err)
+	}
+	n := kubetest.Node(t, obj.GetName(), "")
+	n.Annotations = nil // only koordlet's object speaks for it
+	node, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Owned by the real Node, as koordlet writes it.
+	refs := obj.GetOwnerReferences()
+	refs[0].UID = node.UID
+	obj.SetOwnerReferences(refs)
+	if _, err := dyn.Resource(extender.NRTResourceV1alpha1).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating koordlet's NodeResourceTopology (v1alpha1): %v", err)
+	}
+
+	port := kubetest.FreePort(t)
+	begin := time.Now()
+	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
+	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	c.note("corepin extender --nrt (v1alpha1 served only) synced %.1f s after start", time.Since(begin).Seconds())
+	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
+
+	// Refusals first: a refused pod holds nothing, a bound one takes from
+	// the node's 16 allocatable CPUs in the scheduler's own resource fit.
+	for _, tc := range []struct {
+		pod          *corev1.Pod
+		want         string
+		unresolvable bool
+	}{
+		// The node has 16 CPUs and 0 and 8 are reserved: not even an
+		// empty node would do, so preemption cannot help.
+		{plain("koord-16", "16", "none"), "0/1 nodes are available: 1 fewer than 16 free CPUs in whole cores.", true},
+		// Free: cores 2 and 3 on NUMA node 0, core 7 on node 1, 6 CPUs
+		// in whole cores, 4 of them on one NUMA node.
+		{plain("koord-8", "8", "none"), "0/1 nodes are available: 1 fewer than 8 free CPUs in whole cores.", false},
+		{plain("koord-6", "6", ""), "0/1 nodes are available: 1 no NUMA node with 6 free CPUs (the node's default topology policy single-numa-node).", false},
+	} {
+		c.create(ctx, tc.pod)
+		msg := c.waitUnschedulable(ctx, tc.pod)
+		if !strings.HasPrefix(msg, tc.want) {
+			t.Fatalf("pod %s: message %q, want it to start %q", tc.pod.Name, msg, tc.want)
+		}
+		if got := strings.Contains(msg, "Preemption is not helpful"); got != tc.unresolvable {
+			t.Fatalf("pod %s: message %q: preemption ruled out %v, want %v", tc.pod.Name, msg, got, tc.unresolvable)
+		}
+		c.note("pod %s (%s CPUs): Unschedulable: %s", tc.pod.Name, tc.pod.Spec.Containers[0].Resources.Requests.Cpu(), msg)
+	}
+	for _, p := range []*corev1.Pod{plain("koord-4", "4", ""), plain("koord-6-none", "6", "none")} {
+		c.create(ctx, p)
+		if got := c.waitBound(ctx, p).Spec.NodeName; got != "koord-a" {
+			t.Fatalf("pod %s bound to %q, want koord-a", p.Name, got)
+		}
+		c.note("pod %s (%s CPUs, topology policy %q) bound to koord-a by koordlet's NodeResourceTopology", p.Name,
+			p.Spec.Containers[0].Resources.Requests.Cpu(), cmp.Or(p.Annotations[extender.AnnotationNUMAPolicy], "the node's"))
+	}
+	c.report(t)
 }
