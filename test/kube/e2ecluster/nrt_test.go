@@ -88,6 +88,19 @@ func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 	return u
 }
 
+// startNRTExtender runs `corepin extender --nrt` and returns its port once
+// /healthz answers ok, which it does only once its informer has listed the
+// objects.
+func (c *cluster) startNRTExtender(corepin string) (int, *kubetest.Proc) {
+	port := kubetest.FreePort(c.t)
+	begin := time.Now()
+	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
+	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
+	return port, ext
+}
+
 // installNRTCRD creates the CRD serving version alone and waits until it
 // is established.
 func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface, version string) {
@@ -175,13 +188,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 		}
 	}
 
-	// /healthz answers ok only once the informer has listed the objects.
-	port := kubetest.FreePort(t)
-	begin := time.Now()
-	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
-	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
-	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
+	port, ext := c.startNRTExtender(corepin)
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	// Let the scheduler's informer see the three nodes.
 	time.Sleep(time.Second)
@@ -329,12 +336,7 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 		t.Fatalf("creating koordlet's NodeResourceTopology (v1alpha1): %v", err)
 	}
 
-	port := kubetest.FreePort(t)
-	begin := time.Now()
-	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
-	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
-	c.note("corepin extender --nrt (v1alpha1 served only) synced %.1f s after start", time.Since(begin).Seconds())
+	port, ext := c.startNRTExtender(corepin)
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 
 	// Refusals first: a refused pod holds nothing, a bound one takes from
@@ -369,6 +371,9 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 		}
 		c.note("pod %s (%s CPUs, topology policy %q) bound to koord-a by koordlet's NodeResourceTopology", p.Name,
 			p.Spec.Containers[0].Resources.Requests.Cpu(), cmp.Or(p.Annotations[extender.AnnotationNUMAPolicy], "the node's"))
+	}
+	if strings.Contains(ext.Log.String(), "NodeResourceTopology ignored") {
+		t.Errorf("the extender ignored koordlet's object:\n%s", kubetest.Tail(ext.Log.String(), 2048))
 	}
 	c.report(t)
 }
