@@ -151,7 +151,7 @@ func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (Cont
 				return store.Assignment{}, err
 			}
 		}
-		if err := guardPools(st, p.QoS); err != nil {
+		if err := st.GuardPools(p.QoS); err != nil {
 			return store.Assignment{}, err
 		}
 		return assignmentOf(s, req, p, &ref)

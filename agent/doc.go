@@ -24,7 +24,7 @@
 //
 // An exclusive admission that would leave the LS pool smaller than the LS
 // quotas committed, or an empty pool under live LS or BE work, is
-// rejected (guardPools): a cpuset can not be emptied under running tasks.
+// rejected (alloc.State.GuardPools): a cpuset can not be emptied under running tasks.
 //
 // A state file that is not a SQLite database, is corrupt, belongs to
 // another program or has a newer schema stops Open with the store's

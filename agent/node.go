@@ -250,37 +250,6 @@ func decodeAssignment(a store.Assignment) (record, alloc.Assignment, error) {
 		Exclusive: alloc.Exclusive(rec.Excl)}, nil
 }
 
-// guardPools refuses an exclusive placement that would starve the shared
-// pools: the LS pool must still hold the LS quotas committed, and a class
-// with live workloads must keep at least one CPU (an empty cpuset under
-// live tasks is what cgroups refuse and what nri-plugins got wrong).
-func guardPools(st *alloc.State, q alloc.QoS) error {
-	if q != alloc.LSE && q != alloc.LSR {
-		return nil
-	}
-	var lsMilli, nLS, nBE int
-	for _, a := range st.Assignments() {
-		switch a.QoS {
-		case alloc.LS:
-			lsMilli += a.MilliCPUs
-			nLS++
-		case alloc.BE:
-			nBE++
-		}
-	}
-	p := st.Pools()
-	if lsMilli > p.LS.Size()*1000 || (nLS > 0 && p.LS.IsEmpty()) {
-		return alloc.Rejection{Constraint: "LS pool", Reason: fmt.Sprintf(
-			"this would leave %d shared CPUs for %d LS workloads holding %d millicpus; delete LS work or ask for fewer CPUs",
-			p.LS.Size(), nLS, lsMilli)}
-	}
-	if nBE > 0 && p.BE.IsEmpty() {
-		return alloc.Rejection{Constraint: "BE pool", Reason: fmt.Sprintf(
-			"this would leave no CPU for %d BE workloads; delete BE work or ask for fewer CPUs", nBE)}
-	}
-	return nil
-}
-
 // Create admits s: the allocator places it on the assignments committed
 // now, the store commits it, its group is made with its CPUs, and what
 // runs in it is started or adopted. On any failure after the commit the
@@ -341,7 +310,7 @@ func (n *Node) create(s Spec) (Workload, error) {
 		if err != nil {
 			return store.Assignment{}, err
 		}
-		if err := guardPools(st, p.QoS); err != nil {
+		if err := st.GuardPools(p.QoS); err != nil {
 			return store.Assignment{}, err
 		}
 		return assignmentOf(s, req, p, nil)

@@ -200,7 +200,7 @@ func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 			if pl, err = st.Allocate(req); err != nil {
 				return store.Assignment{}, err
 			}
-			if err := guardPools(st, alloc.LSE); err != nil {
+			if err := st.GuardPools(alloc.LSE); err != nil {
 				return store.Assignment{}, err
 			}
 			cpus := float64(n)

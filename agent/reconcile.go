@@ -284,7 +284,7 @@ func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
 	a := store.Assignment{Name: l.Name, QoS: string(alloc.LSE), Cpuset: l.CPUs.String()}
 	probe := n.st.Clone()
 	_, aa, _ := decodeAssignment(a)
-	if l.CPUs.IsEmpty() || probe.Assign(aa) != nil || guardPools(probe, alloc.LSE) != nil {
+	if l.CPUs.IsEmpty() || probe.Assign(aa) != nil || probe.GuardPools(alloc.LSE) != nil {
 		a.QoS, a.Cpuset = string(alloc.BE), ""
 	}
 	doc, err := json.Marshal(rec)

@@ -403,6 +403,38 @@ type Pools struct {
 	BE       cpuset.CPUSet `json:"be"`
 }
 
+// GuardPools refuses an exclusive placement (q LSE or LSR) already made on
+// s that starves the shared pools: the LS pool must still hold the LS
+// quotas committed, and a class with live workloads must keep at least one
+// CPU (an empty cpuset under live tasks is what cgroups refuse). Every
+// place that admits work (the agent, the NRI plugin, the scheduler
+// extender judging a node) checks it after Allocate, so that they agree.
+// The Rejection's Constraint is "LS pool" or "BE pool".
+func (s *State) GuardPools(q QoS) error {
+	if q != LSE && q != LSR {
+		return nil
+	}
+	var lsMilli, nLS, nBE int
+	for _, a := range s.asg {
+		switch a.QoS {
+		case LS:
+			lsMilli += a.MilliCPUs
+			nLS++
+		case BE:
+			nBE++
+		}
+	}
+	p := s.Pools()
+	if lsMilli > p.LS.Size()*1000 || (nLS > 0 && p.LS.IsEmpty()) {
+		return reject("LS pool", "this would leave %d shared CPUs for %d LS workloads holding %d millicpus; delete LS work or ask for fewer CPUs",
+			p.LS.Size(), nLS, lsMilli)
+	}
+	if nBE > 0 && p.BE.IsEmpty() {
+		return reject("BE pool", "this would leave no CPU for %d BE workloads; delete BE work or ask for fewer CPUs", nBE)
+	}
+	return nil
+}
+
 // Pools returns the current pools.
 func (s *State) Pools() Pools {
 	var lse, lsr cpuset.Builder

@@ -260,7 +260,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		}
 	}
 	var v verdict
-	pl, err := ns.st.Clone().Allocate(req)
+	pl, err := admit(ns.st, req)
 	if err != nil {
 		v = verdict{reason: Reason(req, err)}
 		if nodeDefault && topologyCaused(req, err) {
@@ -268,7 +268,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
 		}
 		if ns.empty != nil {
-			if _, err := ns.empty.Clone().Allocate(req); err != nil {
+			if _, err := admit(ns.empty, req); err != nil {
 				v.unresolvable = true
 			}
 		}
@@ -279,6 +279,18 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		e.verdicts.put(vk, v)
 	}
 	return v
+}
+
+// admit is the node's own answer to req on a copy of st: the placement,
+// then the check that it does not starve the node's shared pools, as the
+// NRI plugin admits a container (agent.Containers.Admit).
+func admit(st *alloc.State, req alloc.Request) (alloc.Placement, error) {
+	c := st.Clone()
+	pl, err := c.Allocate(req)
+	if err != nil {
+		return pl, err
+	}
+	return pl, c.GuardPools(pl.QoS)
 }
 
 // Filter keeps the nodes where the pod's CPUs can be placed and fails the
@@ -447,7 +459,12 @@ func Reason(req alloc.Request, err error) string {
 	case string(alloc.ExclusiveNUMANodeLevel):
 		return fmt.Sprintf("fewer than %d free CPUs on NUMA nodes without another NUMANodeLevel workload", req.CPUs)
 	case "LS pool":
+		if req.QoS == alloc.LSE || req.QoS == alloc.LSR {
+			return fmt.Sprintf("%d exclusive CPUs would leave the shared pool fewer CPUs than its LS pods hold", req.CPUs)
+		}
 		return fmt.Sprintf("shared CPU pool cannot take %d more millicpus", req.MilliCPUs)
+	case "BE pool":
+		return fmt.Sprintf("%d exclusive CPUs would leave no CPU for the node's BE pods", req.CPUs)
 	}
 	return rj.Error()
 }

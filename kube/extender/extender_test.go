@@ -404,3 +404,40 @@ func TestConcurrentCallsShareTheCache(t *testing.T) {
 		t.Errorf("cache holds %d states, want 2", n)
 	}
 }
+
+// TestFilterKeepsTheNodesSharedPoolsAlive: a node whose LS pods hold 10
+// CPUs of quota in its 16-CPU shared pool refuses an exclusive pod of 8
+// (the NRI plugin's admission, alloc.State.GuardPools: 8 shared CPUs
+// cannot carry 10 CPUs of committed quota), so the extender must too,
+// while it keeps the node for 6; the same node empty of LS pods takes 8,
+// so preemption may help. A node with BE pods and every other CPU held
+// refuses to leave them none.
+func TestFilterKeepsTheNodesSharedPoolsAlive(t *testing.T) {
+	h := New().Handler()
+	ls := topoNode(t, "ls", `[{"id":"a/web","cpus":6,"qos":"LS"},{"id":"a/api","cpus":4,"qos":"LS"}]`)
+	be := topoNode(t, "be", `[{"id":"a/x","cpuset":"0-7,8-13","qos":"LSE"},{"id":"a/batch","cpus":1,"qos":"BE"}]`)
+	for _, c := range []struct {
+		pod          string
+		node         corev1.Node
+		kept         bool
+		reason       string
+		unresolvable bool
+	}{
+		{"6", ls, true, "", false},
+		{"8", ls, false, "8 exclusive CPUs would leave the shared pool fewer CPUs than its LS pods hold", false},
+		{"2", be, false, "2 exclusive CPUs would leave no CPU for the node's BE pods", false},
+		{"1", be, true, "", false},
+	} {
+		pod := guaranteedPod("p", c.pod, nil, nil)
+		res := filter(t, h, args(t, pod, c.node))
+		kept := len(res.Nodes.Items) == 1
+		reason, unresolvable := res.FailedNodes[c.node.Name], false
+		if r, ok := res.FailedAndUnresolvableNodes[c.node.Name]; ok {
+			reason, unresolvable = r, true
+		}
+		if kept != c.kept || reason != c.reason || unresolvable != c.unresolvable {
+			t.Errorf("%s CPUs on %s: kept %v, reason %q, unresolvable %v; want %v, %q, %v",
+				c.pod, c.node.Name, kept, reason, unresolvable, c.kept, c.reason, c.unresolvable)
+		}
+	}
+}

@@ -56,12 +56,17 @@ func published(t *testing.T, e *Extender, st *alloc.State, topologyPolicy string
 
 // nodeAdmits is the node's own answer to a pod asking r: the NRI plugin's
 // (agent.Containers.Admit gives a request naming no topology policy the
-// node's default).
+// node's default, places it and refuses what starves the shared pools).
 func nodeAdmits(st *alloc.State, r alloc.Request, topologyPolicy string) (alloc.Placement, error) {
 	if r.TopologyPolicy == "" {
 		r.TopologyPolicy = alloc.TopologyPolicy(topologyPolicy)
 	}
-	return st.Clone().Allocate(r)
+	c := st.Clone()
+	pl, err := c.Allocate(r)
+	if err != nil {
+		return pl, err
+	}
+	return pl, c.GuardPools(pl.QoS)
 }
 
 // TestPublishedStateDecodesToTheNodesAnswers: what the NRI plugin publishes
