@@ -344,3 +344,38 @@ func TestBestFitFallsBack(t *testing.T) {
 		t.Errorf("best fit: admitted %d rejected %d by %v, want 3 0", bf.Admitted, bf.Rejected, bf.RejectedBy)
 	}
 }
+
+// TestExclusiveWorkNeverStarvesTheSharedPools: a node admits exclusive
+// work as a corepin node does (alloc.State.GuardPools), so an LSE job that
+// would leave a running BE job no CPU at all is refused there, "BE pool",
+// and the next node takes it. (LS quota is already capacity in the
+// nodes' views: an LSE job that would leave the LS pool short is refused
+// as "capacity".)
+func TestExclusiveWorkNeverStarvesTheSharedPools(t *testing.T) {
+	topo := topology.MustSynthetic(twoNUMA) // 4 single-thread CPUs
+	evs := mustTrace(t, `{"t": 0, "op": "arrive", "id": "be", "request": {"cpus": 1, "qos": "BE"}}
+{"t": 1, "op": "arrive", "id": "a", "request": {"cpus": 4}}
+`)
+	for _, nodes := range []int{1, 2} {
+		rep, err := Replay(evs, Config{Topology: topo, Nodes: nodes, TopologyPolicy: alloc.TopologyNone}, Runs([]Scenario{{Name: "corepin"}}, []NodeChoice{FirstFit, BestFit}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			// First fit sends a to the BE job's node, which refuses it, and
+			// does not retry (as kube-scheduler's own fit would not): an
+			// avoidable rejection when another node was empty. Best fit
+			// falls back to the other node.
+			wantAdmitted, wantBy, wantAvoidable := 1, map[string]int{"BE pool": 1}, 0
+			if nodes == 2 && r.NodeChoice == BestFit {
+				wantAdmitted, wantBy = 2, map[string]int{}
+			} else if nodes == 2 {
+				wantAvoidable = 1
+			}
+			if r.Admitted != wantAdmitted || len(r.RejectedBy) != len(wantBy) || r.RejectedBy["BE pool"] != wantBy["BE pool"] || r.Avoidable != wantAvoidable {
+				t.Errorf("%d nodes, %s: admitted %d, rejected by %v, avoidable %d; want %d admitted, rejected by %v, avoidable %d",
+					nodes, r.NodeChoice, r.Admitted, r.RejectedBy, r.Avoidable, wantAdmitted, wantBy, wantAvoidable)
+			}
+		}
+	}
+}
