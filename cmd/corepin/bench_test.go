@@ -61,7 +61,7 @@ colocation:
 	if string(rebuilt) != string(html) {
 		t.Errorf("corepin report's index.html differs from the one corepin bench wrote")
 	}
-	if groups := corepinGroups(t); len(groups) > 0 {
+	if groups := corepinGroups(t, 0); len(groups) > 0 {
 		t.Errorf("groups left behind: %v", groups)
 	}
 }

@@ -137,7 +137,7 @@ func TestRunSIGINTLeavesNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	groups := corepinGroups(t)
+	groups := corepinGroups(t, cmd.Process.Pid)
 	if len(groups) == 0 {
 		t.Errorf("no corepin job group while jobs run")
 	}
@@ -179,13 +179,28 @@ func TestRunSIGINTLeavesNothing(t *testing.T) {
 	}
 }
 
-// corepinGroups lists the job groups under corepin's roots.
-func corepinGroups(t *testing.T) []string {
+// corepinGroups lists corepin's run groups owned by process owner, or with
+// owner 0 those whose owner is gone: groups left behind. Groups of live
+// corepin processes of other tests running at the same time are not
+// listed.
+func corepinGroups(t *testing.T, owner int) []string {
 	t.Helper()
 	var out []string
 	for _, pat := range []string{"/sys/fs/cgroup/*/corepin/run-*", "/sys/fs/cgroup/corepin/run-*"} {
 		m, _ := filepath.Glob(pat)
-		out = append(out, m...)
+		for _, g := range m {
+			// run-<pid>-<start>-<name>: the corepin process that owns it.
+			f := strings.SplitN(strings.TrimPrefix(filepath.Base(g), "run-"), "-", 2)
+			pid, err := strconv.Atoi(f[0])
+			switch {
+			case err != nil:
+				out = append(out, g)
+			case owner > 0 && pid == owner:
+				out = append(out, g)
+			case owner == 0 && syscall.Kill(pid, 0) != nil:
+				out = append(out, g)
+			}
+		}
 	}
 	return out
 }
