@@ -122,7 +122,7 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 	}
 	var rec string
 	if best.pol == "" {
-		rec = fmt.Sprintf("%s: no policy kept the batch at 90%% of the idle CPU", svc)
+		rec = fmt.Sprintf("%s: no policy kept the batch at 90%% of the idle CPU.", svc)
 	} else {
 		rec = fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU).", svc, best.pol, best.ratio, 100*best.share)
 	}
