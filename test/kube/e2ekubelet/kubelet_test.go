@@ -22,6 +22,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
@@ -704,6 +705,12 @@ func (c *cluster) checkExtender(pods int) {
 	}
 	if got, want := topo.Online().Size(), runtime.NumCPU(); got != want {
 		t.Errorf("node %s publishes %d CPUs, the machine has %d", nodeName, got, want)
+	}
+	// The settings it runs under (corepin.yaml: policy corepin, no
+	// topology policy), which the extender judges the node by.
+	if a, err := nrt.ParseAllocator(n.Annotations[extender.AnnotationAllocator]); err != nil || a.Policy != "corepin" || len(a.Options) != 0 || a.TopologyPolicy != "" {
+		t.Errorf("node %s: %s %q (%v), want the plugin's settings {\"policy\":\"corepin\"}", nodeName, extender.AnnotationAllocator,
+			n.Annotations[extender.AnnotationAllocator], err)
 	}
 	m := kubetest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.extPort))
 	calls, kept := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`], m[`corepin_extender_filtered_nodes_total{result="kept"}`]
