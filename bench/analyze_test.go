@@ -53,13 +53,14 @@ func TestColocationAnalyzeBar(t *testing.T) {
 	pts := []PointResult{
 		pt(polAlone, m(10, 0, 0.5), m(10, 0, 0.5), m(12, 0, 0.5)),
 		pt(polBatchAlone, Metrics{"batch_cpus": 2}),
-		pt(polNone, m(30, 1.45, 0.5), m(31, 1.45, 0.5), m(29, 1.45, 0.5)),
-		pt(polCorepin, m(10.5, 1.4, 0.5), m(10.8, 1.4, 0.5), m(10.2, 1.4, 0.5)),
+		pt(polNone, m(30, 1.45, 0.5), m(31, 1.45, 0.5), m(29, 1.45, 0.5), m(30.5, 1.45, 0.5), m(29.5, 1.45, 0.5)),
+		pt(polCorepin, m(10.5, 1.4, 0.5), m(10.8, 1.4, 0.5), m(10.2, 1.4, 0.5), m(10.4, 1.4, 0.5), m(10.6, 1.4, 0.5)),
 		pt(polNice, m(20, 1.0, 0.5), m(20, 1.0, 0.5), m(20, 1.0, 0.5)),
 	}
 	a := e.Analyze(&Env{}, pts)
 	rec := a.Recommendation
-	for _, want := range []string{"cpu: use corepin (p99 1.05x alone", "corepin's default meets the bar", "Without a policy p99 is 3.00x alone"} {
+	for _, want := range []string{"cpu: use corepin (p99 1.05x alone", "lower than no policy's 3.00x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)",
+		"corepin's default meets the bar", "Without a policy p99 is 3.00x alone"} {
 		if !strings.Contains(rec, want) {
 			t.Errorf("recommendation %q lacks %q", rec, want)
 		}
@@ -71,6 +72,122 @@ func TestColocationAnalyzeBar(t *testing.T) {
 	pts[3] = pt(polCorepin, m(13, 1.4, 0.5))
 	if rec := e.Analyze(&Env{}, pts).Recommendation; !strings.Contains(rec, "corepin's default misses the bar") {
 		t.Errorf("a 1.3x p99 must miss the bar: %q", rec)
+	}
+}
+
+// A colocation policy is recommended over the default, no policy (none),
+// only when its p99 is lower beyond the noise of the repeats and it leaves
+// the batch 90% of the idle CPU; otherwise none stays, and the text says
+// why with the test.
+func TestColocationRecommendationNeedsSignificance(t *testing.T) {
+	m := func(p99, batch float64) Metrics {
+		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	}
+	// pt gives pol one repeat per p99, the batch at batch CPUs (of 1.5
+	// idle) in each.
+	pt := func(pol string, batch float64, p99s ...float64) PointResult {
+		p := PointResult{Point: P("service", "cpu", "policy", pol)}
+		for _, v := range p99s {
+			p.Repeats = append(p.Repeats, m(v, batch))
+		}
+		return p
+	}
+	alone := pt(polAlone, 0, 10, 10, 10, 10, 10)
+	tests := []struct {
+		name    string
+		pts     []PointResult
+		want    []string
+		notWant []string
+	}{
+		{
+			name: "clearly better, no overlap",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 30, 31, 29, 32, 28),
+				pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
+			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU), lower than no policy's 3.00x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)."},
+			notWant: []string{"keep the default"},
+		},
+		{
+			name: "lower median, overlapping repeats",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 20, 12, 25, 14, 18),
+				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
+			want:    []string{"cpu: keep the default (none: no policy): idle measured p99 1.50x alone against its 1.80x, a difference that is not significant (Mann-Whitney p=", "n=5 vs 5)."},
+			notWant: []string{"use idle"},
+		},
+		{
+			name: "better p99 but the batch starved",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 30, 31, 29, 32, 28),
+				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
+			want:    []string{"cpu: keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99 (none: 3.00x alone, batch keeps 97%)."},
+			notWant: []string{"use nice"},
+		},
+		{
+			name: "the starved one loses to an eligible one that must pass its own test",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 20, 12, 25, 14, 18),
+				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10),
+				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
+			want:    []string{"keep the default", "idle measured p99 1.50x", "not significant"},
+			notWant: []string{"use nice", "use idle"},
+		},
+		{
+			name: "every policy starves the batch",
+			pts: []PointResult{alone,
+				pt(polNone, 1.2, 30, 31, 29, 32, 28),
+				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
+			want:    []string{"cpu: keep the default (none: no policy): every policy left the batch under 90% of the idle CPU."},
+			notWant: []string{"use nice"},
+		},
+		{
+			name: "significantly worse than none",
+			pts: []PointResult{alone,
+				pt(polNone, 1.2, 11, 11.5, 10.5, 12, 10),
+				pt(polIdle, 1.4, 30, 31, 29, 32, 28)},
+			want:    []string{"keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99; the best, idle, measured 3.00x alone against its 1.10x (Mann-Whitney p=0.00794, n=5 vs 5)."},
+			notWant: []string{"use idle"},
+		},
+		{
+			name: "corepin not the pick: its comparison with none carries the test",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 20, 12, 25, 14, 18),
+				pt(polCorepin, 1.4, 13, 19, 11, 24, 15)},
+			want: []string{"corepin measured p99 1.50x alone against its 1.80x, a difference that is not significant",
+				"corepin's default misses the bar (p99 <= 1.10x alone with >= 90% of idle CPU to the batch): 1.50x, 93%."},
+			notWant: []string{"use corepin", "its p99 and no policy's"},
+		},
+		{
+			name: "corepin beside the pick: tested against none on its own",
+			pts: []PointResult{alone,
+				pt(polNone, 1.45, 30, 31, 29, 32, 28),
+				pt(polIdle, 1.4, 10.5, 10.6, 10.4, 10.7, 10.3),
+				pt(polCorepin, 1.4, 14, 20, 12, 25, 16)},
+			want: []string{"use idle", "corepin's default misses the bar (p99 <= 1.10x alone with >= 90% of idle CPU to the batch): 1.60x, 93%; its p99 is lower than no policy's 3.00x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)."},
+		},
+		{
+			name:    "none not measured",
+			pts:     []PointResult{alone, pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
+			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU); the default (none: no policy) was not measured to compare with."},
+			notWant: []string{"Mann-Whitney"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &colocationExp{}
+			e.Spec(true)
+			rec := e.Analyze(&Env{}, tc.pts).Recommendation
+			for _, w := range tc.want {
+				if !strings.Contains(rec, w) {
+					t.Errorf("recommendation %q lacks %q", rec, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rec, w) {
+					t.Errorf("recommendation %q contains %q", rec, w)
+				}
+			}
+		})
 	}
 }
 

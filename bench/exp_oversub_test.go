@@ -88,15 +88,15 @@ func oversubPoint(kind string, k int, metrics map[string][]float64) PointResult 
 func TestOversubAnalyzeSynthetic(t *testing.T) {
 	pts := []PointResult{
 		oversubPoint(OversubLoopback, 1, map[string][]float64{
-			"ops_per_s": {1000, 1000, 1000}, "per_proc_ops_per_s": {1000, 1000, 1000},
-			"wall_s": {1, 1, 1}, "rtt_p99_us": {100, 100, 100}}),
+			"ops_per_s": {1000, 1000, 1000, 1000, 1000}, "per_proc_ops_per_s": {1000, 1000, 1000, 1000, 1000},
+			"wall_s": {1, 1, 1, 1, 1}, "rtt_p99_us": {100, 100, 100, 100, 100}}),
 		oversubPoint(OversubLoopback, 2, map[string][]float64{
-			"ops_per_s": {500, 600, 700}, "per_proc_ops_per_s": {250, 300, 350},
-			"wall_s": {2, 1.7, 1.4}, "rtt_p99_us": {300, 300, 300}}),
+			"ops_per_s": {500, 600, 700, 600, 600}, "per_proc_ops_per_s": {250, 300, 350, 300, 300},
+			"wall_s": {2, 1.7, 1.4, 1.7, 1.7}, "rtt_p99_us": {300, 300, 300, 300, 300}}),
 		oversubPoint(OversubCompute, 1, map[string][]float64{
-			"ops_per_s": {200, 200, 200}, "per_proc_ops_per_s": {100, 100, 100}, "wall_s": {1, 1, 1}}),
+			"ops_per_s": {200, 200, 200, 200, 200}, "per_proc_ops_per_s": {100, 100, 100, 100, 100}, "wall_s": {1, 1, 1, 1, 1}}),
 		oversubPoint(OversubCompute, 2, map[string][]float64{
-			"ops_per_s": {190, 190, 190}, "per_proc_ops_per_s": {47.5, 47.5, 47.5}, "wall_s": {1.05, 1.05, 1.05}}),
+			"ops_per_s": {190, 190, 190, 190, 190}, "per_proc_ops_per_s": {47.5, 47.5, 47.5, 47.5, 47.5}, "wall_s": {1.05, 1.05, 1.05, 1.05, 1.05}}),
 	}
 	e := newOversubExp()
 	a := e.Analyze(&Env{}, pts)
@@ -125,7 +125,9 @@ func TestOversubAnalyzeSynthetic(t *testing.T) {
 	if !strings.Contains(per.Note, OversubVeth+" not measured") {
 		t.Errorf("note = %q, want it to say veth was not measured", per.Note)
 	}
-	for _, want := range []string{"At 2 processes per CPU", "(pingpong-loopback) lose 40%", "p99 x3.0", "compute-only processes lose 5%", "Don't oversubscribe communication-heavy ranks"} {
+	for _, want := range []string{"At 2 processes per CPU", "(pingpong-loopback) lose 40% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
+		"p99 x3.0 (Mann-Whitney p=0.00794, n=5 vs 5)", "compute-only processes lose 5% (Mann-Whitney p=0.00794, n=5 vs 5)",
+		"Don't oversubscribe communication-heavy ranks (they lose 35 points more than compute-only, beyond the noise: Mann-Whitney p=0.00794, n=5 vs 5)"} {
 		if !strings.Contains(a.Recommendation, want) {
 			t.Errorf("recommendation %q lacks %q", a.Recommendation, want)
 		}
@@ -141,16 +143,19 @@ func TestOversubAnalyzeSynthetic(t *testing.T) {
 		t.Errorf("loopback relative per-process throughput = %v, want [1 0.3]", y)
 	}
 	box := a.Charts[2]
-	if !slices.Equal(box.XLabels, []string{"1", "2"}) || !slices.Equal(box.Series[0].Values[1], []float64{2, 1.7, 1.4}) {
+	if !slices.Equal(box.XLabels, []string{"1", "2"}) || !slices.Equal(box.Series[0].Values[1], []float64{2, 1.7, 1.4, 1.7, 1.7}) {
 		t.Errorf("box = %+v", box)
 	}
 
 	// With a veth kind that only gains throughput but loses tail latency.
 	pts = append(pts,
-		oversubPoint(OversubVeth, 1, map[string][]float64{"ops_per_s": {800, 800}, "per_proc_ops_per_s": {800, 800}, "wall_s": {1, 1}, "rtt_p99_us": {120, 120}}),
-		oversubPoint(OversubVeth, 2, map[string][]float64{"ops_per_s": {960, 960}, "per_proc_ops_per_s": {480, 480}, "wall_s": {1, 1}, "rtt_p99_us": {480, 480}}))
+		oversubPoint(OversubVeth, 1, map[string][]float64{"ops_per_s": {800, 800, 800, 800, 800}, "per_proc_ops_per_s": {800, 800, 800, 800, 800},
+			"wall_s": {1, 1, 1, 1, 1}, "rtt_p99_us": {120, 120, 120, 120, 120}}),
+		oversubPoint(OversubVeth, 2, map[string][]float64{"ops_per_s": {960, 960, 960, 960, 960}, "per_proc_ops_per_s": {480, 480, 480, 480, 480},
+			"wall_s": {1, 1, 1, 1, 1}, "rtt_p99_us": {480, 480, 480, 480, 480}}))
 	a = e.Analyze(&Env{}, pts)
-	for _, want := range []string{"(pingpong-veth) gain 20%", "p99 x4.0", "tail latency does not", "gives 80% of loopback's round trips"} {
+	for _, want := range []string{"(pingpong-veth) gain 20%", "p99 x4.0 (Mann-Whitney p=0.00794, n=5 vs 5)", "Throughput holds up but tail latency does not",
+		"gives 80% of loopback's round trips per second at the lowest level (Mann-Whitney p=0.00794, n=5 vs 5), with p99 x1.2 (Mann-Whitney p=0.00794, n=5 vs 5)."} {
 		if !strings.Contains(a.Recommendation, want) {
 			t.Errorf("recommendation %q lacks %q", a.Recommendation, want)
 		}
@@ -160,6 +165,127 @@ func TestOversubAnalyzeSynthetic(t *testing.T) {
 	}
 	if got := a.Tables[2].Rows[0]; !slices.Equal(got, []string{"1", "0.80 (0.80-0.80)", "-", "1.20 (1.20-1.20)"}) {
 		t.Errorf("veth row = %v", got)
+	}
+}
+
+// Advice from the oversubscription experiment rests on differences beyond
+// the noise of the repeats (Mann-Whitney): a gap between communication and
+// compute, or a tail-latency rise, that the repeats do not separate gives
+// no advice, and a level whose tail latency rose beyond the noise is never
+// called safe however well its throughput held.
+func TestOversubAdviceNeedsSignificance(t *testing.T) {
+	five := func(v float64) []float64 { return []float64{v, v, v, v, v} }
+	base := []PointResult{
+		oversubPoint(OversubLoopback, 1, map[string][]float64{"ops_per_s": five(1000), "rtt_p99_us": five(100)}),
+		oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": five(200)}),
+		oversubPoint(OversubCompute, 2, map[string][]float64{"ops_per_s": {190, 189, 191, 190, 190}}),
+	}
+	loop2 := func(ops, p99 []float64) []PointResult {
+		return append(slices.Clone(base), oversubPoint(OversubLoopback, 2, map[string][]float64{"ops_per_s": ops, "rtt_p99_us": p99}))
+	}
+	tests := []struct {
+		name    string
+		pts     []PointResult
+		want    []string
+		notWant []string
+	}{
+		{
+			name: "communication loses more, no overlap",
+			pts:  loop2([]float64{600, 610, 590, 605, 595}, []float64{120, 121, 119, 122, 118}),
+			want: []string{"lose 40% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
+				"Don't oversubscribe communication-heavy ranks (they lose 35 points more than compute-only, beyond the noise: Mann-Whitney p=0.00794, n=5 vs 5)"},
+			notWant: []string{"within the noise", "safe"},
+		},
+		{
+			name: "communication loses more on the median, repeats overlap",
+			pts:  loop2([]float64{600, 980, 700, 990, 850}, []float64{120, 121, 119, 122, 118}),
+			want: []string{"lose 15% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
+				"No advice follows from this run: communication-heavy pairs lost 10 points more than compute-only (Mann-Whitney p=", "n=5 vs 5), within the noise"},
+			notWant: []string{"Don't oversubscribe", "safe"},
+		},
+		{
+			name:    "throughput holds, tail latency rises beyond the noise",
+			pts:     loop2([]float64{940, 945, 950, 955, 960}, []float64{300, 310, 290, 305, 295}),
+			want:    []string{"round-trip p99 x3.0 (Mann-Whitney p=0.00794, n=5 vs 5)", "Throughput holds up but tail latency does not"},
+			notWant: []string{"safe", "Don't oversubscribe"},
+		},
+		{
+			name: "throughput holds, tail latency rises on the median only",
+			pts:  loop2([]float64{940, 945, 950, 955, 960}, []float64{300, 90, 350, 95, 280}),
+			want: []string{"round-trip p99 x2.8 (within the noise: Mann-Whitney p=",
+				"No advice follows from this run: their round-trip p99 rose x2.8 (Mann-Whitney p="},
+			notWant: []string{"safe", "tail latency does not", "Don't oversubscribe"},
+		},
+		{
+			name: "no difference",
+			pts:  loop2([]float64{940, 945, 950, 955, 960}, []float64{100, 101, 99, 100, 102}),
+			want: []string{"lose 5% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
+				"round-trip p99 x1.0 (within the noise: Mann-Whitney p=",
+				"costs communication within 5 points of what it costs compute (+0 points, Mann-Whitney p=",
+				"it is as safe for one as for the other"},
+			notWant: []string{"Don't oversubscribe", "tail latency does not"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newOversubExp().Analyze(&Env{}, tc.pts).Recommendation
+			for _, w := range tc.want {
+				if !strings.Contains(rec, w) {
+					t.Errorf("recommendation %q lacks %q", rec, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rec, w) {
+					t.Errorf("recommendation %q contains %q", rec, w)
+				}
+			}
+		})
+	}
+}
+
+// "Placement matters" only when pairs pinned together and apart differ
+// beyond the noise of the repeats.
+func TestOversubPlacementNeedsSignificance(t *testing.T) {
+	place := func(pl string, ops ...float64) PointResult {
+		pr := oversubPoint(OversubLoopback, 1, map[string][]float64{"ops_per_s": ops})
+		pr.Point = P("kind", OversubLoopback, "procs_per_cpu", 1, "procs", 2, "placement", pl)
+		return pr
+	}
+	os := place(PlaceOS, 1000, 1000, 1000, 1000, 1000)
+	for _, tc := range []struct {
+		name            string
+		together, apart PointResult
+		want            []string
+		notWant         []string
+	}{
+		{
+			name:     "together clearly faster",
+			together: place(PlaceTogether, 3000, 3100, 2900, 3050, 2950),
+			apart:    place(PlaceApart, 1000, 1010, 990, 1005, 995),
+			want:     []string{"Placement matters: at 1 per CPU, pingpong-loopback pairs pinned to one CPU ran 3.00x the round trips of pairs pinned apart, beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5; 3.00x and 1.00x the scheduler's own placement)."},
+			notWant:  []string{"within the noise"},
+		},
+		{
+			name:     "together faster on the median, repeats overlap",
+			together: place(PlaceTogether, 1300, 900, 1250, 950, 1200),
+			apart:    place(PlaceApart, 1000, 1280, 880, 1100, 920),
+			want:     []string{"Placement: at 1 per CPU, pingpong-loopback pairs pinned to one CPU ran 1.20x the round trips of pairs pinned apart, a difference within the noise (Mann-Whitney p=", "this run does not show that placement matters"},
+			notWant:  []string{"Placement matters"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newOversubExp().Analyze(&Env{}, []PointResult{os, tc.together, tc.apart}).Recommendation
+			for _, w := range tc.want {
+				if !strings.Contains(rec, w) {
+					t.Errorf("recommendation %q lacks %q", rec, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rec, w) {
+					t.Errorf("recommendation %q contains %q", rec, w)
+				}
+			}
+		})
 	}
 }
 
@@ -307,8 +433,10 @@ func TestOversubPlacements(t *testing.T) {
 			found = true
 		}
 	}
-	if !found || !strings.Contains(rep.Analysis.Recommendation, "Placement matters") {
-		t.Errorf("no placement table or sentence: %+v", rep.Analysis)
+	// Two repeats can never differ beyond the noise (p >= 1/3).
+	if rec := rep.Analysis.Recommendation; !found || !strings.Contains(rec, "pairs pinned to one CPU ran") ||
+		!strings.Contains(rec, "within the noise (Mann-Whitney p=") || !strings.Contains(rec, "n=2 vs 2") || strings.Contains(rec, "Placement matters") {
+		t.Errorf("no placement table, or a placement sentence without its test: %+v", rep.Analysis)
 	}
 }
 

@@ -21,17 +21,27 @@ func ratioOf(pr, base PointResult, metric string) ratio {
 	if math.IsNaN(num) || math.IsNaN(den) || den == 0 {
 		return ratio{}
 	}
-	r := ratio{med: num / den, lo: math.Inf(1), hi: math.Inf(-1), ok: true}
-	a, b := pr.Values(metric), base.Values(metric)
-	for i := range min(len(a), len(b)) {
-		if b[i] != 0 {
-			r.lo, r.hi = min(r.lo, a[i]/b[i]), max(r.hi, a[i]/b[i])
-		}
-	}
-	if math.IsInf(r.lo, 0) {
+	r := ratio{med: num / den, ok: true}
+	if rs := pairedRatios(pr, base, metric); len(rs) > 0 {
+		r.lo, r.hi = slices.Min(rs), slices.Max(rs)
+	} else {
 		r.lo, r.hi = r.med, r.med
 	}
 	return r
+}
+
+// pairedRatios are the ratios of pr's repeats of metric to base's, paired
+// by round (repeat i of each ran in round i); rounds where base is 0 are
+// left out.
+func pairedRatios(pr, base PointResult, metric string) []float64 {
+	a, b := pr.Values(metric), base.Values(metric)
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] != 0 {
+			out = append(out, a[i]/b[i])
+		}
+	}
+	return out
 }
 
 func (r ratio) String() string {
@@ -100,6 +110,28 @@ func (d oversubData) rel(kind string, k int, metric string) ratio {
 		return ratio{}
 	}
 	return ratioOf(pr, base, metric)
+}
+
+// test compares kind's repeats of metric at k processes per CPU with those
+// at its baseline (Mann-Whitney; no test when either is missing).
+func (d oversubData) test(kind string, k int, metric string) Comparison {
+	_, base, ok := d.base(kind)
+	pr, ok2 := d.at[kind][k]
+	if !ok || !ok2 {
+		return MannWhitney(nil, nil)
+	}
+	return MannWhitney(pr.Values(metric), base.Values(metric))
+}
+
+// relRepeats are kind's per-round ratios of metric at k processes per CPU
+// to its baseline.
+func (d oversubData) relRepeats(kind string, k int, metric string) []float64 {
+	_, base, ok := d.base(kind)
+	pr, ok2 := d.at[kind][k]
+	if !ok || !ok2 {
+		return nil
+	}
+	return pairedRatios(pr, base, metric)
 }
 
 func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {

@@ -60,8 +60,14 @@ func placementAnalysis(pts []PointResult) (Table, Chart, string, bool) {
 		chart.XLabels = append(chart.XLabels, fmt.Sprintf("%s %d/CPU", strings.TrimPrefix(r.kind, "pingpong-"), r.k))
 		together.Y, apart.Y = append(together.Y, nanIfNot(rt)), append(apart.Y, nanIfNot(ra))
 		if rec == "" && okT && okA && rt.ok && ra.ok {
-			rec = fmt.Sprintf("Placement matters: at %d per CPU, %s pairs pinned to one CPU ran %.2fx the round trips of pairs pinned apart (%.2fx and %.2fx the scheduler's own placement).",
-				r.k, r.kind, rt.med/ra.med, rt.med, ra.med)
+			c := MannWhitney(tg.Values("ops_per_s"), ap.Values("ops_per_s"))
+			if c.Significant() {
+				rec = fmt.Sprintf("Placement matters: at %d per CPU, %s pairs pinned to one CPU ran %.2fx the round trips of pairs pinned apart, beyond the noise (%s; %.2fx and %.2fx the scheduler's own placement).",
+					r.k, r.kind, rt.med/ra.med, c, rt.med, ra.med)
+			} else {
+				rec = fmt.Sprintf("Placement: at %d per CPU, %s pairs pinned to one CPU ran %.2fx the round trips of pairs pinned apart, a difference within the noise (%s; %.2fx and %.2fx the scheduler's own placement): this run does not show that placement matters.",
+					r.k, r.kind, rt.med/ra.med, c, rt.med, ra.med)
+			}
 		}
 	}
 	if len(t.Rows) == 0 {
@@ -135,27 +141,51 @@ func (d oversubData) recommend() string {
 	var b strings.Builder
 	commLoss, commOK := lossOf(comm)
 	compLoss, compOK := lossOf(OversubCompute)
+	commAgg, compAgg := d.test(comm, level, "ops_per_s"), d.test(OversubCompute, level, "ops_per_s")
 	switch {
 	case commOK && compOK:
-		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput against 1 per CPU",
-			level, comm, loseGain(commLoss))
-		if p99 := d.rel(comm, level, "rtt_p99_us"); p99.ok {
-			fmt.Fprintf(&b, ", with round-trip p99 x%.1f", p99.med)
+		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput against 1 per CPU (%s)",
+			level, comm, loseGain(commLoss), noise(commAgg))
+		p99, p99Test := d.rel(comm, level, "rtt_p99_us"), d.test(comm, level, "rtt_p99_us")
+		if p99.ok {
+			fmt.Fprintf(&b, ", with round-trip p99 x%.1f (%s)", p99.med, noise(p99Test))
 		}
-		fmt.Fprintf(&b, ", while compute-only processes %s. ", loseGain(compLoss))
-		p99 := d.rel(comm, level, "rtt_p99_us")
+		fmt.Fprintf(&b, ", while compute-only processes %s (%s). ", loseGain(compLoss), noise(compAgg))
+		// Communication against compute: each kind's throughput relative
+		// to its own baseline, round by round.
+		gap := commLoss - compLoss
+		vs := MannWhitney(d.relRepeats(comm, level, "ops_per_s"), d.relRepeats(OversubCompute, level, "ops_per_s"))
+		tailBad := p99.ok && p99.med > 1.5
 		switch {
-		case commLoss-compLoss > 0.05:
-			b.WriteString("Don't oversubscribe communication-heavy ranks: give each rank its own CPU and keep each communicating pair on one L3 (FullPCPUs); compute-only work tolerates oversubscription better.")
-		case p99.ok && p99.med > 1.5:
-			b.WriteString("Throughput holds up but tail latency does not: keep latency-bound communicating ranks at one per CPU, each pair on one L3; oversubscribe compute-only work instead.")
+		case gap > 0.05 && vs.Significant():
+			fmt.Fprintf(&b, "Don't oversubscribe communication-heavy ranks (they lose %.0f points more than compute-only, beyond the noise: %s): give each rank its own CPU and keep each communicating pair on one L3 (FullPCPUs); compute-only work tolerates oversubscription better.",
+				100*gap, vs)
+		case tailBad && p99Test.Significant():
+			if gap > 0.05 {
+				fmt.Fprintf(&b, "Tail latency does not hold up: keep latency-bound communicating ranks at one per CPU, each pair on one L3; oversubscribe compute-only work instead. Their extra throughput loss against compute-only (%.0f points) is within the noise (%s).",
+					100*gap, vs)
+			} else {
+				b.WriteString("Throughput holds up but tail latency does not: keep latency-bound communicating ranks at one per CPU, each pair on one L3; oversubscribe compute-only work instead.")
+			}
+		case gap > 0.05 || tailBad:
+			var within []string
+			if gap > 0.05 {
+				within = append(within, fmt.Sprintf("communication-heavy pairs lost %.0f points more than compute-only (%s)", 100*gap, vs))
+			}
+			if tailBad {
+				within = append(within, fmt.Sprintf("their round-trip p99 rose x%.1f (%s)", p99.med, p99Test))
+			}
+			fmt.Fprintf(&b, "No advice follows from this run: %s, within the noise; more repeats (--repeats) can tell.", strings.Join(within, " and "))
 		default:
-			b.WriteString("On this machine oversubscription costs communication no more than compute: it is safe for both at this level; still keep each communicating pair on one L3.")
+			fmt.Fprintf(&b, "On this machine oversubscription costs communication within 5 points of what it costs compute (%+.0f points, %s): at this level it is as safe for one as for the other; still keep each communicating pair on one L3.",
+				100*gap, vs)
 		}
 	case compOK:
-		fmt.Fprintf(&b, "At %d processes per CPU, compute-only processes %s of their aggregate throughput; no ping-pong kind was measured.", level, loseGain(compLoss))
+		fmt.Fprintf(&b, "At %d processes per CPU, compute-only processes %s of their aggregate throughput (%s); no ping-pong kind was measured.",
+			level, loseGain(compLoss), noise(compAgg))
 	case commOK:
-		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput; compute-only was not measured for comparison.", level, comm, loseGain(commLoss))
+		fmt.Fprintf(&b, "At %d processes per CPU, communication-heavy pairs (%s) %s of their aggregate throughput (%s); compute-only was not measured for comparison.",
+			level, comm, loseGain(commLoss), noise(commAgg))
 	default:
 		return fmt.Sprintf("No kind was measured at both its baseline and %d processes per CPU: nothing to compare.", level)
 	}
@@ -163,14 +193,24 @@ func (d oversubData) recommend() string {
 		_, v, _ := d.base(OversubVeth)
 		_, l, _ := d.base(OversubLoopback)
 		if r := ratioOf(v, l, "ops_per_s"); r.ok {
-			fmt.Fprintf(&b, " The veth path between two namespaces (container networking) gives %.0f%% of loopback's round trips per second at the lowest level", 100*r.med)
+			fmt.Fprintf(&b, " The veth path between two namespaces (container networking) gives %.0f%% of loopback's round trips per second at the lowest level (%s)",
+				100*r.med, noise(MannWhitney(v.Values("ops_per_s"), l.Values("ops_per_s"))))
 			if p := ratioOf(v, l, "rtt_p99_us"); p.ok {
-				fmt.Fprintf(&b, " (p99 x%.1f)", p.med)
+				fmt.Fprintf(&b, ", with p99 x%.1f (%s)", p.med, noise(MannWhitney(v.Values("rtt_p99_us"), l.Values("rtt_p99_us"))))
 			}
 			b.WriteString(".")
 		}
 	}
 	return b.String()
+}
+
+// noise is c as a parenthesis: the test alone when the difference is
+// significant, else marked as within the noise.
+func noise(c Comparison) string {
+	if c.Significant() {
+		return c.String()
+	}
+	return "within the noise: " + c.String()
 }
 
 func loseGain(loss float64) string {
