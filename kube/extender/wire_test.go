@@ -18,13 +18,13 @@ import (
 
 // strictAnswers is what the typed path (DecodeArgs, Filter, Prioritize)
 // answers for body, as the scheduler decodes it.
-func strictAnswers(t testing.TB, body []byte, maxNodes int) (*extenderv1.ExtenderFilterResult, extenderv1.HostPriorityList, error) {
+func strictAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) (*extenderv1.ExtenderFilterResult, extenderv1.HostPriorityList, error) {
 	t.Helper()
 	args, err := DecodeArgs(body, maxNodes)
 	if err != nil {
 		return nil, nil, err
 	}
-	e := New(WithMaxNodes(maxNodes))
+	e := New(append([]Option{WithMaxNodes(maxNodes)}, opts...)...)
 	// Through JSON, as the scheduler reads them.
 	var fr extenderv1.ExtenderFilterResult
 	var pr extenderv1.HostPriorityList
@@ -41,9 +41,9 @@ func strictAnswers(t testing.TB, body []byte, maxNodes int) (*extenderv1.Extende
 
 // handlerAnswers is what the handler answers for body: status codes and
 // bodies of /filter and /prioritize.
-func handlerAnswers(t testing.TB, body []byte, maxNodes int) (fcode int, fbody []byte, pcode int, pbody []byte) {
+func handlerAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) (fcode int, fbody []byte, pcode int, pbody []byte) {
 	t.Helper()
-	h := New(WithMaxNodes(maxNodes)).Handler()
+	h := New(append([]Option{WithMaxNodes(maxNodes)}, opts...)...).Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(body)))
 	fcode, fbody = rec.Code, rec.Body.Bytes()
@@ -53,14 +53,14 @@ func handlerAnswers(t testing.TB, body []byte, maxNodes int) (fcode int, fbody [
 }
 
 // checkSameAnswers fails unless the handler answers body as the typed path
-// does. The fast path decodes only a node's name and annotations, so a
+// does, each an Extender of opts (and WithMaxNodes(maxNodes)). The fast path decodes only a node's name and annotations, so a
 // body whose other node fields do not decode into corev1.Node may be
 // answered by the handler where DecodeArgs refuses it (nothing else); its
 // filter answer is then still JSON.
-func checkSameAnswers(t testing.TB, body []byte, maxNodes int) {
+func checkSameAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) {
 	t.Helper()
-	sfr, spr, serr := strictAnswers(t, body, maxNodes)
-	fcode, fbody, pcode, pbody := handlerAnswers(t, body, maxNodes)
+	sfr, spr, serr := strictAnswers(t, body, maxNodes, opts...)
+	fcode, fbody, pcode, pbody := handlerAnswers(t, body, maxNodes, opts...)
 	if serr != nil {
 		if fcode == http.StatusOK && !strings.Contains(serr.Error(), "parsing Nodes") {
 			t.Fatalf("DecodeArgs refuses the body (%v) but the handler answered /filter", serr)
