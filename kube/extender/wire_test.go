@@ -164,8 +164,21 @@ func FuzzHandlerMatchesTypedPath(f *testing.F) {
 	f.Add([]byte(`{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"3"},"limits":{"cpu":"3"}}}]}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[2,2]","corepin.io/allocator":"{\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/numa-free":"[2,2]"}}}]}}`))
 	f.Add([]byte(`{"Pod":{"metadata":{"annotations":{"corepin.io/numa-policy":"none"}}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/allocator":"{\"topology_policy\":\"restricted\"}","corepin.io/topology":"{\"cpus\":[{\"cpu\":0,\"online\":true,\"allowed\":true},{\"cpu\":1,\"online\":true,\"allowed\":true,\"core\":1}]}","corepin.io/assigned":"[{\"id\":\"(reserved)\",\"cpuset\":\"0\",\"qos\":\"LSE\"}]"}}}]}}`))
 	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[1]","corepin.io/allocator":"{\"policy\":\"static\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/allocator":"null","corepin.io/numa-free":"[1]","corepin.io/allocator":"{}"}}}]}}`))
+	// Koordinator's node labels on nodes the store judges by Koordinator's
+	// objects (labelStore: k-none, k-none-snn, k-static, k-static-snn,
+	// k-full), by zones (z) or by corepin annotations: known values,
+	// escaped, unknown, empty, null, not strings, given twice.
+	const three = `{"spec":{"containers":[{"resources":{"requests":{"cpu":"3","memory":"1Gi"},"limits":{"cpu":"3","memory":"1Gi"}}}]}}`
+	const nine = `{"spec":{"containers":[{"resources":{"requests":{"cpu":"9","memory":"1Gi"},"limits":{"cpu":"9","memory":"1Gi"}}}]}}`
+	f.Add([]byte(`{"Pod":` + three + `,"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"}}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/cpu-bind-policy":"Full\u0050CPUsOnly","x":"y"}}},{"metadata":{"name":"k-full","labels":{"node.koordinator.sh/cpu-bind-policy":"SpreadByPCPUs"}}},{"metadata":{"name":"k-none-snn","labels":{"node.koordinator.sh/cpu-bind-policy":"None"}}}]}}`))
+	f.Add([]byte(`{"Pod":` + nine + `,"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/numa-topology-policy":"SingleNUMANode"}}},{"metadata":{"name":"k-none-snn","labels":{"node.koordinator.sh/numa-topology-policy":"None"}}},{"metadata":{"labels":{"node.koordinator.sh/numa-topology-policy":"SingleNUMANode"},"name":"k-static"}},{"metadata":{"name":"k-static-snn","labels":{"node.koordinator.sh/numa-topology-policy":""}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"fullpcpusonly"}}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/numa-topology-policy":"Some\\times\""}}},{"metadata":{"name":"z","labels":{"node.koordinator.sh/numa-topology-policy":"bogus"}}},{"metadata":{"name":"c","annotations":{"corepin.io/numa-free":"[2,2]"},"labels":{"node.koordinator.sh/cpu-bind-policy":"bogus"}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":null}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/cpu-bind-policy":1}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"None","node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"Node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"},"Labels":{}}}]}}`))
+	store := labelStore(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkSameAnswers(t, body, 8)
+		checkSameAnswers(t, body, 8, WithNRT(store))
 	})
 }
 
