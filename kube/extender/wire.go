@@ -153,19 +153,18 @@ func (w *walker) isNull() bool {
 
 // member tracks the keys of one object: a key that encoding/json would
 // match to a wanted one without being it exactly, or a key given twice,
-// sends the body to the strict path.
-type member struct{ seen map[string]bool }
+// sends the body to the strict path. A member is always asked for the same
+// names (at most 32): seen has bit i set once names[i] was seen, so reading
+// an object allocates nothing.
+type member struct{ seen uint32 }
 
 func (m *member) want(key []byte, names ...string) (string, bool) {
-	for _, n := range names {
+	for i, n := range names {
 		if string(key) == n {
-			if m.seen[n] {
+			if m.seen&(1<<i) != 0 {
 				return "", false
 			}
-			if m.seen == nil {
-				m.seen = map[string]bool{}
-			}
-			m.seen[n] = true
+			m.seen |= 1 << i
 			return n, true
 		}
 		if bytes.EqualFold(key, []byte(n)) {
