@@ -50,7 +50,14 @@ and kubelet.koordinator.sh/cpu-manager-policy's reservedCPUs,
 node.koordinator.sh/reservation and exclusive system QoS CPUs reserved; a
 static kubelet policy is judged by the kubelet engine with the options it
 sets true, none by corepin's. A malformed one of these fails the node,
-naming it. Otherwise the "available" cpu of each zone of type Node (node-0,
+naming it. Such a node's own labels apply as koord-scheduler applies them:
+node.koordinator.sh/numa-topology-policy (None, BestEffort, Restricted or
+SingleNUMANode) replaces the object's topology policy (under a static kubelet
+policy the stricter of the two holds: the kubelet still admits by its own),
+and node.koordinator.sh/cpu-bind-policy FullPCPUsOnly makes every exclusive
+pod take whole cores (as full-pcpus-only), SpreadByPCPUs one CPU per core
+first (None or empty: no constraint); an unknown value fails the node,
+naming the label. Otherwise the "available" cpu of each zone of type Node (node-0,
 node-1, ...) stands for its free CPUs per NUMA node, as corepin.io/numa-free
 would. The attributes topologyManagerPolicy, corepin.io/policy and
 corepin.io/options (comma-joined) are its settings; absent

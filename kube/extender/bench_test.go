@@ -27,7 +27,11 @@ import (
 // verdict (the cache holds 4096) and places on every node;
 // "topology-settings": as topology, each node also publishing its
 // allocator settings (corepin.io/allocator, default topology policy
-// single-numa-node) and the pod naming no policy.
+// single-numa-node) and the pod naming no policy; "koord": no annotation,
+// koordlet's NodeResourceTopology of an idle 16-CPU machine under either
+// kubelet policy, each Node with 3 common labels, the pod naming no
+// policy; "koord-labels": as koord, with Koordinator's cpu-bind-policy and
+// numa-topology-policy labels in 24 combinations.
 func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 	topo := make([]corev1.Node, 0, 100)
 	coarse := make([]corev1.Node, 0, 100)
@@ -62,6 +66,35 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 		}
 		benchCalls(b, New().Handler(), args(b, guaranteedPod("enc", "4", nil, nil), nodes...))
 	})
+	for _, labels := range []bool{false, true} {
+		name := "koord"
+		if labels {
+			name = "koord-labels"
+		}
+		b.Run(name, func(b *testing.B) {
+			store := NewNRTStore(100, nil)
+			bare := make([]corev1.Node, 0, 100)
+			kubelet := []string{`{"policy":"none"}`, `{"policy":"static"}`}
+			binds := []string{"FullPCPUsOnly", "SpreadByPCPUs", "None"}
+			policies := []string{"SingleNUMANode", "Restricted", "None", "BestEffort"}
+			for i := range 100 {
+				name := fmt.Sprintf("node-%03d", i)
+				o, err := objectOf(koordLabelObject(b, name, kubelet[i%2], "None"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				store.set(name, o)
+				n := node(name, nil)
+				n.Labels = map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "z1"}
+				if labels {
+					n.Labels[nrt.LabelKoordCPUBindPolicy] = binds[i%3]
+					n.Labels[nrt.LabelKoordNUMATopologyPolicy] = policies[i%4]
+				}
+				bare = append(bare, n)
+			}
+			benchCalls(b, New(WithNRT(store)).Handler(), args(b, guaranteedPod("enc", "4", nil, nil), bare...))
+		})
+	}
 	b.Run("topology-distinct-pods", func(b *testing.B) {
 		var bodies [][]byte
 		for i := range 64 {

@@ -25,11 +25,15 @@
 // Node zones make the same stand-in machine as AnnotationNUMAFree. Its
 // attributes (topologyManagerPolicy, corepin.io/policy, corepin.io/options)
 // are its settings, and topologyPolicies its default topology policy when
-// no attribute names one. A node that
-// publishes none of these is not corepin's to judge and passes with score 0.
+// no attribute names one. A node judged by Koordinator's object is judged
+// under its Node's Koordinator labels too (nrt.LabelKoordCPUBindPolicy,
+// nrt.LabelKoordNUMATopologyPolicy), as koord-scheduler applies them (see
+// koordState). A node that publishes none of these is not corepin's to
+// judge and passes with score 0.
 //
 // The handler reads a body's nodes without decoding them into corev1.Node:
-// it takes each node's name and corepin annotations and answers /filter
+// it takes each node's name, corepin annotations and Koordinator labels
+// and answers /filter
 // with the kept node items exactly as sent. Bodies it does not read exactly
 // as encoding/json would go through DecodeArgs, Filter and Prioritize.
 //

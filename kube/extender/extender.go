@@ -12,6 +12,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 // Defaults of an Extender.
@@ -248,10 +249,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		}
 		return verdict{reason: "no free CPUs"}
 	}
-	nodeDefault := req.TopologyPolicy == "" && ns.topologyPolicy != "" && ns.topologyPolicy != alloc.TopologyNone
-	if req.TopologyPolicy == "" {
-		req.TopologyPolicy = ns.topologyPolicy
-	}
+	req, nodeDefault := ns.request(req)
 	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
 		exclusive: req.Exclusive, numa: req.NUMA, topologyPolicy: req.TopologyPolicy}
 	if len(req.Hint) == 0 {
@@ -263,9 +261,14 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	pl, err := admit(ns.st, req)
 	if err != nil {
 		v = verdict{reason: Reason(req, err)}
-		if nodeDefault && topologyCaused(req, err) {
+		switch {
+		case nodeDefault && topologyCaused(req, err) && ns.policyLabel != "":
+			v.reason += " (the node's label " + nrt.LabelKoordNUMATopologyPolicy + " " + ns.policyLabel + ")"
+		case nodeDefault && topologyCaused(req, err):
 			// The pod did not ask for it: say whose policy refused it.
 			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
+		case ns.bindLabel != "" && bindCaused(req, err):
+			v.reason += " (the node's label " + nrt.LabelKoordCPUBindPolicy + " " + ns.bindLabel + ")"
 		}
 		if ns.empty != nil {
 			if _, err := admit(ns.empty, req); err != nil {
@@ -279,6 +282,23 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		e.verdicts.put(vk, v)
 	}
 	return v
+}
+
+// request is req as the node of state ns judges it: with the node's
+// default topology policy when req names none (nodeDefault reports whether
+// that is a policy other than none), and the node's bind policy when it has
+// one and req is exclusive (LSE, LSR).
+func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
+	nodeDefault = req.TopologyPolicy == "" && ns.topologyPolicy != "" && ns.topologyPolicy != alloc.TopologyNone
+	if req.TopologyPolicy == "" {
+		req.TopologyPolicy = ns.topologyPolicy
+	}
+	if ns.bind != "" && (req.QoS == alloc.LSE || req.QoS == alloc.LSR) {
+		// The node's Koordinator label: koord-scheduler makes it every
+		// CPU-bound pod's required bind policy.
+		req.Bind = ns.bind
+	}
+	return req, nodeDefault
 }
 
 // admit is the node's own answer to req on a copy of st: the placement,
@@ -425,6 +445,13 @@ func constraint(req alloc.Request, err error) (c string, rj alloc.Rejection, ok 
 		c = string(alloc.TopologySingleNUMANode)
 	}
 	return c, rj, true
+}
+
+// bindCaused reports whether err refuses req for its bind policy (or the
+// option full-pcpus-only, which acts as one).
+func bindCaused(req alloc.Request, err error) bool {
+	c, _, ok := constraint(req, err)
+	return ok && (c == string(alloc.BindFullPCPUs) || c == string(alloc.BindSpreadByPCPUs) || c == alloc.OptFullPCPUsOnly)
 }
 
 // topologyCaused reports whether err refuses req for its topology policy.

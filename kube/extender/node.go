@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -65,7 +66,15 @@ type nodeState struct {
 	// topologyPolicy is the node's default topology policy, given to
 	// pods that name none ("" is none).
 	topologyPolicy alloc.TopologyPolicy
-	err            error
+	// bind, when set, is the bind policy every exclusive (LSE, LSR)
+	// request takes on the node, whatever it asks: Koordinator's node
+	// label nrt.LabelKoordCPUBindPolicy.
+	bind alloc.Bind
+	// bindLabel and policyLabel are the values of Koordinator's node
+	// labels that decided bind and topologyPolicy, for the reasons of
+	// the refusals they cause ("" when no label decided them).
+	bindLabel, policyLabel string
+	err                    error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -111,7 +120,7 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return e.nrtStateOf(node.Name)
+		return e.nrtStateOf(node.Name, node.Labels[nrt.LabelKoordCPUBindPolicy], node.Labels[nrt.LabelKoordNUMATopologyPolicy])
 	}
 	settings, hasSettings := node.Annotations[AnnotationAllocator]
 	h := sha256.New()
@@ -149,7 +158,7 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
 	topo, assigned, free, settings := n.ann[0], n.ann[1], n.ann[2], n.ann[3]
 	if topo == nil && free == nil {
-		return e.nrtStateOf(n.name)
+		return e.nrtStateOf(n.name, rawLabel(n.label[0]), rawLabel(n.label[1]))
 	}
 	h := sha256.New()
 	if settings != nil {
@@ -396,9 +405,13 @@ func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
 
 // nrtStateOf is the state of a node without corepin annotations: the
 // machine Koordinator's annotations describe on its NodeResourceTopology
-// (koordState), else the stand-in machine of its zones; nil when the
-// extender watches none (WithNRT) or knows none for the node.
-func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
+// (koordState) under the node's Koordinator labels bindLabel
+// (nrt.LabelKoordCPUBindPolicy) and policyLabel
+// (nrt.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
+// machine of its zones, whose labels are not read (no koordlet runs there,
+// no koord-scheduler judges it by them). Nil when the extender watches none
+// (WithNRT) or knows none for the node.
+func (e *Extender) nrtStateOf(name, bindLabel, policyLabel string) (*nodeState, stateKey) {
 	if e.nrt == nil {
 		return nil, stateKey{}
 	}
@@ -406,29 +419,118 @@ func (e *Extender) nrtStateOf(name string) (*nodeState, stateKey) {
 	if !ok {
 		return nil, stateKey{}
 	}
-	if ns, ok := e.cache.get(ent.key); ok {
-		return ns, ent.key
+	key := ent.key
+	var labels nrt.KoordLabels
+	if ent.koord != nil && (bindLabel != "" || policyLabel != "") {
+		var err error
+		if labels, err = nrt.ParseKoordLabels(bindLabel, policyLabel); err != nil {
+			// Not cached: judge answers a failed state before it
+			// looks at its key.
+			return &nodeState{err: fmt.Errorf("%w: %w", ErrNode, err)}, stateKey{}
+		}
+		if labels != (nrt.KoordLabels{}) {
+			key = labeledKey(ent.key, labels)
+		}
+	}
+	if ns, ok := e.cache.get(key); ok {
+		return ns, key
 	}
 	var ns *nodeState
 	switch {
 	case ent.koordErr != nil:
 		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
 	case ent.koord != nil:
-		ns = koordState(ent.koord, ent.settings.TopologyPolicy)
+		ns = koordState(ent.koord, ent.settings.TopologyPolicy, labels)
 	default:
 		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
 	}
-	e.cache.put(ent.key, ns)
-	return ns, ent.key
+	e.cache.put(key, ns)
+	return ns, key
+}
+
+// labeledKey is the key of the state of the NodeResourceTopology of key
+// under Koordinator labels l (not both empty), computed without
+// allocating.
+func labeledKey(key stateKey, l nrt.KoordLabels) stateKey {
+	var b [len(key) + 64]byte
+	n := copy(b[:], key[:])
+	n += copy(b[n:], "labels\x00")
+	n += copy(b[n:], l.Bind)
+	b[n] = 0 // the names are known: none holds a NUL
+	n++
+	n += copy(b[n:], l.TopologyPolicy)
+	return sha256.Sum256(b[:n])
+}
+
+// rawLabel is the value of a label of the fast path (a raw JSON string;
+// nil when absent) as the typed path reads it: one of Koordinator's names,
+// without allocating, else unquoted.
+func rawLabel(raw []byte) string {
+	if raw == nil {
+		return ""
+	}
+	v := raw[1 : len(raw)-1]
+	for _, names := range [][]string{nrt.KoordCPUBindPolicies, nrt.KoordNUMATopologyPolicies} {
+		for _, name := range names {
+			if string(v) == name {
+				return name
+			}
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "\x00" // not reached: the walker took it from a valid document
+	}
+	return s
 }
 
 // koordState builds the state of a node Koordinator describes (k) through
 // the same plan document a corepin node's annotations make
 // (decodeTopology): k's machine under its engine and options with its
 // reserved CPUs, holding k's held CPUs; its empty state holds nothing but
-// the reserved CPUs. topologyPolicy is the node's default topology policy.
-func koordState(k *nrt.Koord, topologyPolicy string) *nodeState {
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: k.Settings.Options}
+// the reserved CPUs. topologyPolicy is the default topology policy its
+// NodeResourceTopology gives; labels are its Node's Koordinator labels,
+// applied as koord-scheduler applies them:
+//   - bind FullPCPUs (FullPCPUsOnly) is the kubelet option full-pcpus-only
+//     (koord-scheduler takes the two for one) and, under corepin's engine,
+//     every exclusive request's bind; SpreadByPCPUs is the option
+//     distribute-cpus-across-cores (the kubelet engine's spread) and, under
+//     corepin's engine, every exclusive request's bind, unless the
+//     kubelet's full-pcpus-only is set, which koord-scheduler puts first.
+//     Options the engine can not combine fail the node.
+//   - a topology policy replaces topologyPolicy (koord-scheduler puts the
+//     label first), except under the kubelet engine (static policy): the
+//     kubelet still admits the pod by its own policy, so the stricter of
+//     the two holds.
+func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *nodeState {
+	opts := k.Settings.Options
+	var bind alloc.Bind
+	var bindLabel, policyLabel string
+	switch hasFull := slices.Contains(opts, alloc.OptFullPCPUsOnly); {
+	case labels.Bind == alloc.BindFullPCPUs:
+		bind, bindLabel = labels.Bind, "FullPCPUsOnly"
+		if !hasFull {
+			opts = withOption(opts, alloc.OptFullPCPUsOnly)
+		}
+	case labels.Bind == alloc.BindSpreadByPCPUs && !hasFull:
+		bind, bindLabel = labels.Bind, "SpreadByPCPUs"
+		if !slices.Contains(opts, alloc.OptDistributeAcrossCores) {
+			opts = withOption(opts, alloc.OptDistributeAcrossCores)
+		}
+	}
+	if bindLabel != "" {
+		if err := alloc.CheckOptions(opts); err != nil {
+			return failed("label %s %s with the kubelet's options %v: %v", nrt.LabelKoordCPUBindPolicy, bindLabel, k.Settings.Options, err)
+		}
+	}
+	if k.Settings.Policy == string(alloc.PolicyKubelet) {
+		bind = "" // the kubelet engine takes no bind: its options bind
+	}
+	tp := alloc.TopologyPolicy(topologyPolicy)
+	if l := labels.TopologyPolicy; l != "" && (k.Settings.Policy != string(alloc.PolicyKubelet) || strictness(l) > strictness(tp)) {
+		tp, policyLabel = l, koordPolicyName(l)
+	}
+	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: opts}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
@@ -441,7 +543,44 @@ func koordState(k *nrt.Koord, topologyPolicy string) *nodeState {
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: tp,
+		bind: bind, bindLabel: bindLabel, policyLabel: policyLabel}
+}
+
+// withOption is opts and name, sorted, in a new slice.
+func withOption(opts []string, name string) []string {
+	out := append(slices.Clone(opts), name)
+	slices.Sort(out)
+	return out
+}
+
+// strictness orders topology policies by the alignment they demand: none
+// (or "") none, best-effort prefers it, restricted refuses what
+// best-effort would place unaligned, single-numa-node all that spans two
+// NUMA nodes.
+func strictness(p alloc.TopologyPolicy) int {
+	switch p {
+	case alloc.TopologyBestEffort:
+		return 1
+	case alloc.TopologyRestricted:
+		return 2
+	case alloc.TopologySingleNUMANode:
+		return 3
+	}
+	return 0
+}
+
+// koordPolicyName is Koordinator's name of topology policy p.
+func koordPolicyName(p alloc.TopologyPolicy) string {
+	switch p {
+	case alloc.TopologyBestEffort:
+		return "BestEffort"
+	case alloc.TopologyRestricted:
+		return "Restricted"
+	case alloc.TopologySingleNUMANode:
+		return "SingleNUMANode"
+	}
+	return "None"
 }
 
 func short(s string) string {

@@ -3,6 +3,8 @@ package extender
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 // The handler's fast path reads an ExtenderArgs body without building a
@@ -10,9 +12,9 @@ import (
 // objects, twice per filter and prioritize pair, and encoding them back
 // was most of a call's time (issue 13). encoding/json checks the whole
 // body once (json.Valid); a walker over the then well-formed document
-// finds each node item's raw bytes and its name and annotations, the only
-// fields corepin judges by. The filter answer carries the kept items as
-// the scheduler sent them. Any body the walker does not read exactly as
+// finds each node item's raw bytes and its name, annotations and
+// Koordinator labels, the only fields corepin judges by. The filter answer
+// carries the kept items as the scheduler sent them. Any body the walker does not read exactly as
 // encoding/json would (a key in another case, a key given twice, an
 // escape in a key, a value of another type) goes through the strict
 // typed path, DecodeArgs, which answers it (or refuses it) as before.
@@ -24,6 +26,8 @@ type rawNode struct {
 	// ann holds the raw (still quoted and escaped) JSON strings of the
 	// annotations corepin reads.
 	ann [4][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator
+	// label holds the raw JSON strings of Koordinator's node labels.
+	label [2][]byte // nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy
 }
 
 // rawArgs is a body the fast path read.
@@ -149,19 +153,18 @@ func (w *walker) isNull() bool {
 
 // member tracks the keys of one object: a key that encoding/json would
 // match to a wanted one without being it exactly, or a key given twice,
-// sends the body to the strict path.
-type member struct{ seen map[string]bool }
+// sends the body to the strict path. A member is always asked for the same
+// names (at most 32): seen has bit i set once names[i] was seen, so reading
+// an object allocates nothing.
+type member struct{ seen uint32 }
 
 func (m *member) want(key []byte, names ...string) (string, bool) {
-	for _, n := range names {
+	for i, n := range names {
 		if string(key) == n {
-			if m.seen[n] {
+			if m.seen&(1<<i) != 0 {
 				return "", false
 			}
-			if m.seen == nil {
-				m.seen = map[string]bool{}
-			}
-			m.seen[n] = true
+			m.seen |= 1 << i
 			return n, true
 		}
 		if bytes.EqualFold(key, []byte(n)) {
@@ -269,7 +272,7 @@ func (w *walker) node() (rawNode, bool) {
 		}
 		var mm member
 		return w.object(func(k []byte) bool {
-			name, ok := mm.want(k, "name", "annotations")
+			name, ok := mm.want(k, "name", "annotations", "labels")
 			switch {
 			case !ok:
 				return false
@@ -307,6 +310,29 @@ func (w *walker) node() (rawNode, bool) {
 						n.ann[2] = v
 					case AnnotationAllocator:
 						n.ann[3] = v
+					}
+					return true
+				})
+			case name == "labels":
+				if w.isNull() {
+					return true
+				}
+				var lm member
+				return w.object(func(k []byte) bool {
+					name, ok := lm.want(k, nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy)
+					if !ok {
+						return false
+					}
+					w.ws()
+					if w.b[w.i] != '"' {
+						return false // encoding/json refuses a non-string label
+					}
+					v, _ := w.str()
+					switch name {
+					case nrt.LabelKoordCPUBindPolicy:
+						n.label[0] = v
+					case nrt.LabelKoordNUMATopologyPolicy:
+						n.label[1] = v
 					}
 					return true
 				})

@@ -18,13 +18,13 @@ import (
 
 // strictAnswers is what the typed path (DecodeArgs, Filter, Prioritize)
 // answers for body, as the scheduler decodes it.
-func strictAnswers(t testing.TB, body []byte, maxNodes int) (*extenderv1.ExtenderFilterResult, extenderv1.HostPriorityList, error) {
+func strictAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) (*extenderv1.ExtenderFilterResult, extenderv1.HostPriorityList, error) {
 	t.Helper()
 	args, err := DecodeArgs(body, maxNodes)
 	if err != nil {
 		return nil, nil, err
 	}
-	e := New(WithMaxNodes(maxNodes))
+	e := New(append([]Option{WithMaxNodes(maxNodes)}, opts...)...)
 	// Through JSON, as the scheduler reads them.
 	var fr extenderv1.ExtenderFilterResult
 	var pr extenderv1.HostPriorityList
@@ -41,9 +41,9 @@ func strictAnswers(t testing.TB, body []byte, maxNodes int) (*extenderv1.Extende
 
 // handlerAnswers is what the handler answers for body: status codes and
 // bodies of /filter and /prioritize.
-func handlerAnswers(t testing.TB, body []byte, maxNodes int) (fcode int, fbody []byte, pcode int, pbody []byte) {
+func handlerAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) (fcode int, fbody []byte, pcode int, pbody []byte) {
 	t.Helper()
-	h := New(WithMaxNodes(maxNodes)).Handler()
+	h := New(append([]Option{WithMaxNodes(maxNodes)}, opts...)...).Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", bytes.NewReader(body)))
 	fcode, fbody = rec.Code, rec.Body.Bytes()
@@ -53,14 +53,14 @@ func handlerAnswers(t testing.TB, body []byte, maxNodes int) (fcode int, fbody [
 }
 
 // checkSameAnswers fails unless the handler answers body as the typed path
-// does. The fast path decodes only a node's name and annotations, so a
+// does, each an Extender of opts (and WithMaxNodes(maxNodes)). The fast path decodes only a node's name and annotations, so a
 // body whose other node fields do not decode into corev1.Node may be
 // answered by the handler where DecodeArgs refuses it (nothing else); its
 // filter answer is then still JSON.
-func checkSameAnswers(t testing.TB, body []byte, maxNodes int) {
+func checkSameAnswers(t testing.TB, body []byte, maxNodes int, opts ...Option) {
 	t.Helper()
-	sfr, spr, serr := strictAnswers(t, body, maxNodes)
-	fcode, fbody, pcode, pbody := handlerAnswers(t, body, maxNodes)
+	sfr, spr, serr := strictAnswers(t, body, maxNodes, opts...)
+	fcode, fbody, pcode, pbody := handlerAnswers(t, body, maxNodes, opts...)
 	if serr != nil {
 		if fcode == http.StatusOK && !strings.Contains(serr.Error(), "parsing Nodes") {
 			t.Fatalf("DecodeArgs refuses the body (%v) but the handler answered /filter", serr)
@@ -164,8 +164,21 @@ func FuzzHandlerMatchesTypedPath(f *testing.F) {
 	f.Add([]byte(`{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"3"},"limits":{"cpu":"3"}}}]}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[2,2]","corepin.io/allocator":"{\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/numa-free":"[2,2]"}}}]}}`))
 	f.Add([]byte(`{"Pod":{"metadata":{"annotations":{"corepin.io/numa-policy":"none"}}},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/allocator":"{\"topology_policy\":\"restricted\"}","corepin.io/topology":"{\"cpus\":[{\"cpu\":0,\"online\":true,\"allowed\":true},{\"cpu\":1,\"online\":true,\"allowed\":true,\"core\":1}]}","corepin.io/assigned":"[{\"id\":\"(reserved)\",\"cpuset\":\"0\",\"qos\":\"LSE\"}]"}}}]}}`))
 	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a","annotations":{"corepin.io/numa-free":"[1]","corepin.io/allocator":"{\"policy\":\"static\"}"}}},{"metadata":{"name":"b","annotations":{"corepin.io/allocator":"null","corepin.io/numa-free":"[1]","corepin.io/allocator":"{}"}}}]}}`))
+	// Koordinator's node labels on nodes the store judges by Koordinator's
+	// objects (labelStore: k-none, k-none-snn, k-static, k-static-snn,
+	// k-full), by zones (z) or by corepin annotations: known values,
+	// escaped, unknown, empty, null, not strings, given twice.
+	const three = `{"spec":{"containers":[{"resources":{"requests":{"cpu":"3","memory":"1Gi"},"limits":{"cpu":"3","memory":"1Gi"}}}]}}`
+	const nine = `{"spec":{"containers":[{"resources":{"requests":{"cpu":"9","memory":"1Gi"},"limits":{"cpu":"9","memory":"1Gi"}}}]}}`
+	f.Add([]byte(`{"Pod":` + three + `,"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"}}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/cpu-bind-policy":"Full\u0050CPUsOnly","x":"y"}}},{"metadata":{"name":"k-full","labels":{"node.koordinator.sh/cpu-bind-policy":"SpreadByPCPUs"}}},{"metadata":{"name":"k-none-snn","labels":{"node.koordinator.sh/cpu-bind-policy":"None"}}}]}}`))
+	f.Add([]byte(`{"Pod":` + nine + `,"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/numa-topology-policy":"SingleNUMANode"}}},{"metadata":{"name":"k-none-snn","labels":{"node.koordinator.sh/numa-topology-policy":"None"}}},{"metadata":{"labels":{"node.koordinator.sh/numa-topology-policy":"SingleNUMANode"},"name":"k-static"}},{"metadata":{"name":"k-static-snn","labels":{"node.koordinator.sh/numa-topology-policy":""}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"fullpcpusonly"}}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/numa-topology-policy":"Some\\times\""}}},{"metadata":{"name":"z","labels":{"node.koordinator.sh/numa-topology-policy":"bogus"}}},{"metadata":{"name":"c","annotations":{"corepin.io/numa-free":"[2,2]"},"labels":{"node.koordinator.sh/cpu-bind-policy":"bogus"}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":null}},{"metadata":{"name":"k-static","labels":{"node.koordinator.sh/cpu-bind-policy":1}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"node.koordinator.sh/cpu-bind-policy":"None","node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"}}}]}}`))
+	f.Add([]byte(`{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"k-none","labels":{"Node.koordinator.sh/cpu-bind-policy":"FullPCPUsOnly"},"Labels":{}}}]}}`))
+	store := labelStore(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkSameAnswers(t, body, 8)
+		checkSameAnswers(t, body, 8, WithNRT(store))
 	})
 }
 
