@@ -2,8 +2,10 @@ package alloc
 
 import (
 	"cmp"
-	"github.com/corepin/corepin/cpuset"
+	"fmt"
 	"slices"
+
+	"github.com/corepin/corepin/cpuset"
 )
 
 // The corepin engine. It places an exclusive request in the smallest unit
@@ -45,7 +47,8 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 		if r.Bind != BindFullPCPUs {
 			c = OptFullPCPUsOnly
 		}
-		return nil, reject(c, "%d CPUs is not a whole number of cores (%d threads per core); request a multiple of %d", n, ix.tpc, ix.tpc)
+		return nil, Rejection{Constraint: c, CoreSize: ix.tpc,
+			Reason: fmt.Sprintf("%d CPUs is not a whole number of cores (%d threads per core); request a multiple of %d", n, ix.tpc, ix.tpc)}
 	}
 	if len(r.Hint) > 0 {
 		idx, err := s.hintIndexes(r.Hint)

@@ -677,7 +677,8 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 	if s.opts.fullPCPUs {
 		group := ix.kube.cpusPerCore()
 		if n%group != 0 {
-			return nil, reject(OptFullPCPUsOnly, "SMT Alignment Error: requested %d cpus not multiple cpus per core = %d; request a multiple of %d", n, group, group)
+			return nil, Rejection{Constraint: OptFullPCPUsOnly, CoreSize: group,
+				Reason: fmt.Sprintf("SMT Alignment Error: requested %d cpus not multiple cpus per core = %d; request a multiple of %d", n, group, group)}
 		}
 		phys := 0
 		def := s.kubeDefault()

@@ -98,6 +98,11 @@ var ErrUnknownID = errors.New("unknown assignment id")
 type Rejection struct {
 	Constraint string
 	Reason     string
+	// CoreSize, when not zero, says the request was refused for its shape
+	// alone: whole-core placement (FullPCPUs, full-pcpus-only) and a CPU
+	// count that is not a multiple of CoreSize, the threads per core. No
+	// state of the machine would take it.
+	CoreSize int
 }
 
 func (r Rejection) Error() string { return r.Constraint + ": " + r.Reason }

@@ -441,6 +441,9 @@ func constraint(req alloc.Request, err error) (c string, rj alloc.Rejection, ok 
 		return "", rj, false
 	}
 	c = rj.Constraint
+	if rj.CoreSize > 0 {
+		return c, rj, true // the request's shape, whatever the topology policy
+	}
 	if req.TopologyPolicy == alloc.TopologySingleNUMANode && (c == "capacity" || c == string(alloc.BindFullPCPUs) || c == alloc.OptFullPCPUsOnly) {
 		c = string(alloc.TopologySingleNUMANode)
 	}
@@ -471,6 +474,9 @@ func Reason(req alloc.Request, err error) string {
 	what := "CPUs"
 	if req.Bind == alloc.BindFullPCPUs {
 		what = "CPUs in whole cores"
+	}
+	if rj.CoreSize > 0 {
+		return fmt.Sprintf("%d CPUs is not a whole number of %d-thread cores", req.CPUs, rj.CoreSize)
 	}
 	switch c {
 	case string(alloc.TopologySingleNUMANode):

@@ -441,3 +441,23 @@ func TestFilterKeepsTheNodesSharedPoolsAlive(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterNamesAWholeCoreShapeError: under whole-core placement a CPU
+// count that is not a multiple of the threads per core is refused for its
+// shape, whatever the node holds and whatever topology policy the pod
+// asks, so the reason says that (not "no NUMA node with 3 free CPUs") and
+// preemption is ruled out.
+func TestFilterNamesAWholeCoreShapeError(t *testing.T) {
+	h := New().Handler()
+	for _, settings := range []string{`{"policy":"kubelet","options":["full-pcpus-only"]}`, `{"policy":"corepin","options":["full-pcpus-only"]}`} {
+		n := topoNode(t, "smt", "")
+		n.Annotations[AnnotationAllocator] = settings
+		for _, ann := range []map[string]string{nil, {AnnotationNUMAPolicy: "single-numa-node"}} {
+			res := filter(t, h, args(t, guaranteedPod("odd", "3", ann, nil), n))
+			want := "3 CPUs is not a whole number of 2-thread cores"
+			if got, ok := res.FailedAndUnresolvableNodes["smt"]; !ok || got != want {
+				t.Errorf("%s, pod annotations %v: unresolvable %v, failed %v; want smt unresolvable: %q", settings, ann, res.FailedAndUnresolvableNodes, res.FailedNodes, want)
+			}
+		}
+	}
+}

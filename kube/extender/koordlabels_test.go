@@ -152,7 +152,7 @@ func TestKoordinatorNodeLabels(t *testing.T) {
 		// The kubelet's full-pcpus-only comes first: SpreadByPCPUs does not
 		// lift it, and the refusal is not the label's.
 		{name: "full: three, label SpreadByPCPUs", pod: guaranteedPod("three", "3", nil, nil), node: labeled(koordFull, nil, bindLabel, "SpreadByPCPUs"),
-			unresolvable: "fewer than 3 free CPUs in whole cores"},
+			unresolvable: "3 CPUs is not a whole number of 2-thread cores"},
 		// A shared-pool pod is not bound.
 		{name: "LS pod, label FullPCPUsOnly", pod: guaranteedPod("ls", "1500m", nil, nil), node: labeled(koordNone, nil, bindLabel, "FullPCPUsOnly")},
 

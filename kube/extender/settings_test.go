@@ -40,11 +40,11 @@ func TestNodeSettingsChangeTheVerdict(t *testing.T) {
 	}{
 		{name: "kubelet full-pcpus-only refuses an odd count on SMT",
 			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}},
-			pod: guaranteedPod("odd", "3", nil, nil), reason: "fewer than 3 free CPUs in whole cores"},
+			pod: guaranteedPod("odd", "3", nil, nil), reason: "3 CPUs is not a whole number of 2-thread cores"},
 		{name: "corepin full-pcpus-only refuses an odd count on SMT",
 			cfg:  alloc.Config{Options: []string{alloc.OptFullPCPUsOnly}},
 			held: []alloc.Request{{ID: "a", CPUs: 2}},
-			pod:  guaranteedPod("odd", "5", nil, nil), reason: "fewer than 5 free CPUs in whole cores"},
+			pod:  guaranteedPod("odd", "5", nil, nil), reason: "5 CPUs is not a whole number of 2-thread cores"},
 		{name: "node default single-numa-node, pod names none",
 			cfg: alloc.Config{}, topologyPolicy: "single-numa-node",
 			pod: guaranteedPod("nine", "9", nil, nil), reason: "no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)"},
