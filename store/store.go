@@ -52,6 +52,7 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // SQLite primary result codes that mean "this file is not a usable database"
 // (https://www.sqlite.org/rescode.html).
 const (
+	sqliteBusy    = 5
 	sqliteCorrupt = 11
 	sqliteNotADB  = 26
 )
@@ -179,7 +180,30 @@ func checkFile(path string) error {
 
 // init checks the file's integrity and schema version, then switches it to
 // WAL and migrates it. Nothing is written before both checks pass.
+//
+// Two processes opening one file for the first time at once (two `corepin
+// run`s sharing the state file) meet SQLITE_BUSY where SQLite does not call
+// its busy handler: the switch to WAL needs the file to itself, and a
+// reader of the other process may hold it. Every step of init is a read or
+// one transaction, so it is tried again, with backoff, until busyTimeout.
 func (db *DB) init() error {
+	deadline := time.Now().Add(busyTimeout)
+	for delay := 2 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		err := db.initOnce()
+		if err == nil || !isBusy(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqliteBusy
+}
+
+func (db *DB) initOnce() error {
 	var res []string
 	rows, err := db.db.Query("PRAGMA quick_check(5)")
 	if err == nil {

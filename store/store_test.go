@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,5 +430,36 @@ func TestDefaultPath(t *testing.T) {
 				t.Errorf("DefaultPath() = %q, %v, want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConcurrentFirstOpens: processes that open one new file at the same
+// moment (two `corepin run`s sharing the state file) all get it, though
+// SQLite answers the switch to WAL with SQLITE_BUSY, without its busy
+// handler, while another connection reads the file.
+func TestConcurrentFirstOpens(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("state-%d.db", round))
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				db, err := Open(path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				errs <- db.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
 	}
 }

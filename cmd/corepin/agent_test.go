@@ -156,6 +156,7 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 			}
 			var spans []span
 			outs := make([]*strings.Builder, 2)
+			errs := make([]*strings.Builder, 2)
 			cmds := make([]*exec.Cmd, 2)
 			for i := range cmds {
 				outs[i] = &strings.Builder{}
@@ -163,15 +164,15 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 					"--cpus", "1", "--mode", "pinned", "-o", "json", "--", "sh", "-c", job)
 				cmds[i].Env = append(os.Environ(), "COREPIN_STATE="+state)
 				cmds[i].Stdout = outs[i]
-				var errb strings.Builder
-				cmds[i].Stderr = &errb
+				errs[i] = &strings.Builder{}
+				cmds[i].Stderr = errs[i]
 				if err := cmds[i].Start(); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for i, c := range cmds {
 				if err := c.Wait(); err != nil {
-					t.Fatalf("run %d: %v", i, err)
+					t.Fatalf("run %d: %v: %s", i, err, errs[i])
 				}
 				for _, j := range decodeJobs(t, outs[i].String()) {
 					var s span
