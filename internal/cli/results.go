@@ -153,9 +153,7 @@ func openResultsDB(path string) (*store.DB, error) {
 	// Reading never writes: a database the caller may only read opens
 	// (issue 8 §3), and no WAL or journal file appears beside it.
 	d, err := store.OpenReadOnly(path)
-	if errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) ||
-		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) ||
-		errors.Is(err, store.ErrPlace) || errors.Is(err, store.ErrReadOnly) {
+	if badStoreFile(err) {
 		return nil, &UsageError{Err: err}
 	}
 	return d, err

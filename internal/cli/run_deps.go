@@ -30,14 +30,26 @@ func openRecorder(f runFlags) (*recorder, error) {
 		return nil, err
 	}
 	db, err := store.Open(path)
-	if errors.Is(err, store.ErrPlace) || errors.Is(err, store.ErrNotDB) || errors.Is(err, store.ErrCorrupt) ||
-		errors.Is(err, store.ErrForeign) || errors.Is(err, store.ErrTooNew) {
+	if badStoreFile(err) {
 		return nil, &UsageError{Err: fmt.Errorf("--db: %w", err)}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return &recorder{db: db}, nil
+}
+
+// badStoreFile reports whether err refuses a state or results file the
+// user named, for what the file is or where it is (exit 2, change the
+// flag or the file), rather than a failure of the system such as a lock
+// held past the busy timeout (exit 1).
+func badStoreFile(err error) bool {
+	for _, e := range []error{store.ErrPlace, store.ErrNotDB, store.ErrCorrupt, store.ErrForeign, store.ErrTooNew, store.ErrReadOnly} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteInterrupted marks the runs whose corepin process died before they

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,11 @@ func runPlacer(topo *topology.Topology, driver enforce.Driver, stderr io.Writer)
 	cfg := alloc.Config{Reserved: topo.Online().Difference(topo.Allowed())}
 	sp, err := agent.OpenStatePlacer(path, topo, cfg, placeWait, lister)
 	if err != nil {
-		return nil, nil, &UsageError{Err: fmt.Errorf("opening the shared state %s: %w", path, err)}
+		err = fmt.Errorf("opening the shared state %s: %w", path, err)
+		if badStoreFile(err) || errors.Is(err, agent.ErrInvalid) {
+			return nil, nil, &UsageError{Err: err}
+		}
+		return nil, nil, err
 	}
 	return sp, sp.Close, nil
 }
