@@ -3,7 +3,6 @@ package extender
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
@@ -40,21 +39,12 @@ const (
 // policy kubelet and topology policy (topologyPolicies) policy.
 func koordLabelObject(t testing.TB, name, kubelet, policy string) *unstructured.Unstructured {
 	t.Helper()
-	b, err := os.ReadFile("testdata/koordinator-nrt-v1alpha1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		t.Fatal(err)
-	}
-	u.SetName(name)
-	ann := u.GetAnnotations()
-	ann[nrt.AnnotationKoordKubeletPolicy] = kubelet
-	ann[nrt.AnnotationKoordPodCPUAllocs] = "null"
-	ann[nrt.AnnotationKoordCPUSharedPools] = koordAllShared
-	ann[nrt.AnnotationKoordBECPUSharedPools] = koordAllShared
-	u.SetAnnotations(ann)
+	u := koordObject(t, name, map[string]string{
+		nrt.AnnotationKoordKubeletPolicy:    kubelet,
+		nrt.AnnotationKoordPodCPUAllocs:     "null",
+		nrt.AnnotationKoordCPUSharedPools:   koordAllShared,
+		nrt.AnnotationKoordBECPUSharedPools: koordAllShared,
+	})
 	u.Object["topologyPolicies"] = []any{policy}
 	return u
 }

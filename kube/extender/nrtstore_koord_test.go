@@ -33,7 +33,7 @@ import (
 // shared pools show), topology policy SingleNUMANodeContainerLevel, and
 // zones with capacity and allocatable only. Free for an exclusive pod:
 // cores 2 and 3 (2-3,10-11) on NUMA node 0, core 7 (7,15) on node 1.
-func koordObject(t *testing.T, name string, over map[string]string) *unstructured.Unstructured {
+func koordObject(t testing.TB, name string, over map[string]string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile("testdata/koordinator-nrt-v1alpha1.json")
 	if err != nil {

@@ -193,18 +193,9 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	// Let the scheduler's informer see the three nodes.
 	time.Sleep(time.Second)
 
-	pod, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc-nrt", "default", "6"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		pod = p
-		return err == nil && p.Spec.NodeName != "", err
-	})
-	if err != nil {
-		t.Fatalf("pod enc-nrt not bound: %v", err)
-	}
+	pod := kubetest.CPUPod("enc-nrt", "default", "6")
+	c.create(ctx, pod)
+	pod = c.waitBound(ctx, pod)
 	if pod.Spec.NodeName != "nrt-aligned" {
 		t.Fatalf("pod enc-nrt bound to %q, want nrt-aligned (NUMA free [8,0])", pod.Spec.NodeName)
 	}
@@ -238,47 +229,17 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the extender keeps %v for a 6-CPU pod after the updates, want [nrt-lopsided]", kept)
 	}
-	second, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("enc2-nrt", "default", "6"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, second.Name, metav1.GetOptions{})
-		second = p
-		return err == nil && p.Spec.NodeName != "", err
-	})
-	if err != nil {
-		t.Fatalf("pod enc2-nrt not bound: %v", err)
-	}
+	second := kubetest.CPUPod("enc2-nrt", "default", "6")
+	c.create(ctx, second)
+	second = c.waitBound(ctx, second)
 	if second.Spec.NodeName != "nrt-lopsided" {
 		t.Fatalf("pod enc2-nrt bound to %q after the updates, want nrt-lopsided (NUMA free [3,6])", second.Spec.NodeName)
 	}
 	c.note("pod enc2-nrt (6 CPUs) bound to %s after the objects changed", second.Spec.NodeName)
 
-	big, err := c.cs.CoreV1().Pods("default").Create(ctx, kubetest.CPUPod("big-nrt", "default", "9"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msg string
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, big.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod %s bound to %s", p.Name, p.Spec.NodeName)
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-				msg = cond.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod big-nrt not Unschedulable: %v", err)
-	}
+	big := kubetest.CPUPod("big-nrt", "default", "9")
+	c.create(ctx, big)
+	msg := c.waitUnschedulable(ctx, big)
 	if want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."; !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod big-nrt: message %q, want it to start %q", msg, want)
 	}
