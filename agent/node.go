@@ -306,11 +306,8 @@ func (n *Node) create(s Spec) (Workload, error) {
 		if err != nil {
 			return store.Assignment{}, err
 		}
-		p, err := st.Allocate(req)
+		p, err := st.Admit(req)
 		if err != nil {
-			return store.Assignment{}, err
-		}
-		if err := st.GuardPools(p.QoS); err != nil {
 			return store.Assignment{}, err
 		}
 		return assignmentOf(s, req, p, nil)

@@ -197,10 +197,7 @@ func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 			if err != nil {
 				return store.Assignment{}, err
 			}
-			if pl, err = st.Allocate(req); err != nil {
-				return store.Assignment{}, err
-			}
-			if err := st.GuardPools(alloc.LSE); err != nil {
+			if pl, err = st.Admit(req); err != nil {
 				return store.Assignment{}, err
 			}
 			cpus := float64(n)

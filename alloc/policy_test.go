@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
 )
@@ -198,5 +200,32 @@ func TestManyNUMANodesStayFast(t *testing.T) {
 				t.Errorf("%v %s: only %d of 60 placed", shape, policy, placed)
 			}
 		}
+	}
+}
+
+// TestAdmitReleasesWhatStarvesThePools: Admit refuses an exclusive
+// placement that would leave a running BE workload no CPU, with the guard's
+// rejection, and leaves the state as it was; one that leaves a CPU is
+// admitted.
+func TestAdmitReleasesWhatStarvesThePools(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 1})
+	st, err := NewState(topo, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Assign(Assignment{ID: "batch", QoS: BE, MilliCPUs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(st)
+	_, err = st.Admit(Request{ID: "all", CPUs: 4, QoS: LSE})
+	var rj Rejection
+	if !errors.As(err, &rj) || rj.Constraint != "BE pool" {
+		t.Fatalf("Admit(4 CPUs) = %v, want the BE pool guard's rejection", err)
+	}
+	if diff := cmp.Diff(before, snap(st), snapOpts); diff != "" {
+		t.Fatalf("a refused Admit changed the state (-before +after):\n%s", diff)
+	}
+	if _, err := st.Admit(Request{ID: "three", CPUs: 3, QoS: LSE}); err != nil {
+		t.Fatalf("Admit(3 CPUs) = %v, want it admitted: one CPU stays for BE", err)
 	}
 }

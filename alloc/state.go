@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"errors"
 	"maps"
 	"slices"
 
@@ -403,12 +404,30 @@ type Pools struct {
 	BE       cpuset.CPUSet `json:"be"`
 }
 
+// Admit places r as a node admits work: Allocate, then GuardPools on the
+// placement made; a placement the guard refuses is released again, so a
+// refusal leaves s as it was.
+func (s *State) Admit(r Request) (Placement, error) {
+	p, err := s.Allocate(r)
+	if err != nil {
+		return p, err
+	}
+	if err := s.GuardPools(p.QoS); err != nil {
+		if rerr := s.Release(r.ID); rerr != nil {
+			return Placement{}, errors.Join(err, rerr)
+		}
+		return Placement{}, err
+	}
+	return p, nil
+}
+
 // GuardPools refuses an exclusive placement (q LSE or LSR) already made on
 // s that starves the shared pools: the LS pool must still hold the LS
 // quotas committed, and a class with live workloads must keep at least one
 // CPU (an empty cpuset under live tasks is what cgroups refuse). Every
 // place that admits work (the agent, the NRI plugin, the scheduler
-// extender judging a node) checks it after Allocate, so that they agree.
+// extender judging a node) checks it after Allocate (Admit does both), so
+// that they agree.
 // The Rejection's Constraint is "LS pool" or "BE pool".
 func (s *State) GuardPools(q QoS) error {
 	if q != LSE && q != LSR {

@@ -426,7 +426,7 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	if c.run.NodeChoice == FirstFit {
 		for n := range c.views {
 			if c.views[n].fits(r) {
-				p, err := admit(c.states[n], r)
+				p, err := c.states[n].Admit(*r)
 				return n, p, err
 			}
 		}
@@ -452,7 +452,7 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 		return -1, alloc.Placement{}, c.noCapacity(r)
 	}
 	first := c.scores[best]
-	p, err := admit(c.states[first.node], r)
+	p, err := c.states[first.node].Admit(*r)
 	if !errors.Is(err, alloc.ErrRejected) {
 		return first.node, p, err
 	}
@@ -465,29 +465,12 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	slices.SortFunc(c.scores, score.compare)
 	firstErr := err
 	for _, sc := range c.scores[1:] {
-		p, err := admit(c.states[sc.node], r)
+		p, err := c.states[sc.node].Admit(*r)
 		if !errors.Is(err, alloc.ErrRejected) {
 			return sc.node, p, err
 		}
 	}
 	return first.node, alloc.Placement{}, firstErr
-}
-
-// admit places r on st as a corepin node admits work: the allocator's
-// placement, refused (and released) when it would starve the node's shared
-// pools (alloc.State.GuardPools).
-func admit(st *alloc.State, r *alloc.Request) (alloc.Placement, error) {
-	p, err := st.Allocate(*r)
-	if err != nil {
-		return p, err
-	}
-	if err := st.GuardPools(p.QoS); err != nil {
-		if rerr := st.Release(r.ID); rerr != nil {
-			return alloc.Placement{}, errors.Join(err, rerr)
-		}
-		return alloc.Placement{}, err
-	}
-	return p, nil
 }
 
 func (c *cluster) noCapacity(r *alloc.Request) error {
@@ -506,7 +489,7 @@ func (c *cluster) admittedElsewhere(r *alloc.Request, skip int) (bool, error) {
 		if n == skip || !c.views[n].fits(r) {
 			continue
 		}
-		_, err := admit(c.states[n], r)
+		_, err := c.states[n].Admit(*r)
 		if errors.Is(err, alloc.ErrRejected) {
 			continue
 		}

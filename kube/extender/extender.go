@@ -301,16 +301,11 @@ func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bo
 	return req, nodeDefault
 }
 
-// admit is the node's own answer to req on a copy of st: the placement,
-// then the check that it does not starve the node's shared pools, as the
-// NRI plugin admits a container (agent.Containers.Admit).
+// admit is the node's own answer to req on a copy of st, as the NRI
+// plugin admits a container (alloc.State.Admit: the placement, then the
+// check that it does not starve the node's shared pools).
 func admit(st *alloc.State, req alloc.Request) (alloc.Placement, error) {
-	c := st.Clone()
-	pl, err := c.Allocate(req)
-	if err != nil {
-		return pl, err
-	}
-	return pl, c.GuardPools(pl.QoS)
+	return st.Clone().Admit(req)
 }
 
 // Filter keeps the nodes where the pod's CPUs can be placed and fails the

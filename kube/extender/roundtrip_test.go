@@ -61,12 +61,7 @@ func nodeAdmits(st *alloc.State, r alloc.Request, topologyPolicy string) (alloc.
 	if r.TopologyPolicy == "" {
 		r.TopologyPolicy = alloc.TopologyPolicy(topologyPolicy)
 	}
-	c := st.Clone()
-	pl, err := c.Allocate(r)
-	if err != nil {
-		return pl, err
-	}
-	return pl, c.GuardPools(pl.QoS)
+	return st.Clone().Admit(r)
 }
 
 // TestPublishedStateDecodesToTheNodesAnswers: what the NRI plugin publishes
