@@ -408,6 +408,23 @@ func koordTopology(raw string) (*topology.Topology, error) {
 	return t, nil
 }
 
+// topologyPolicyNamed maps the Topology Manager policy names of the
+// NodeResourceTopology API and of Koordinator's numa-topology-policy label
+// (None, BestEffort, Restricted, SingleNUMANode) to corepin's.
+func topologyPolicyNamed(name string) (alloc.TopologyPolicy, bool) {
+	switch name {
+	case "None":
+		return alloc.TopologyNone, true
+	case "BestEffort":
+		return alloc.TopologyBestEffort, true
+	case "Restricted":
+		return alloc.TopologyRestricted, true
+	case "SingleNUMANode":
+		return alloc.TopologySingleNUMANode, true
+	}
+	return "", false
+}
+
 // TopologyPolicyOfNRT maps a v1alpha1 object's topologyPolicies (the
 // noderesourcetopology-api names: None, BestEffort, Restricted,
 // SingleNUMANode, each also with a ContainerLevel or PodLevel suffix) to
@@ -421,23 +438,14 @@ func TopologyPolicyOfNRT(list []string) (string, error) {
 	}
 	var out string
 	for _, p := range list {
-		var tp alloc.TopologyPolicy
 		base := p
 		for _, scope := range []string{"ContainerLevel", "PodLevel"} {
 			if b, ok := strings.CutSuffix(p, scope); ok {
 				base = b
 			}
 		}
-		switch base {
-		case "None":
-			tp = alloc.TopologyNone
-		case "BestEffort":
-			tp = alloc.TopologyBestEffort
-		case "Restricted":
-			tp = alloc.TopologyRestricted
-		case "SingleNUMANode":
-			tp = alloc.TopologySingleNUMANode
-		default:
+		tp, ok := topologyPolicyNamed(base)
+		if !ok {
 			return "", fmt.Errorf("%w: topologyPolicies: %q: want None, BestEffort, Restricted or SingleNUMANode, each optionally with ContainerLevel or PodLevel", ErrAllocator, short(p))
 		}
 		if out != "" && out != string(tp) {

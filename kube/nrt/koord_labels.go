@@ -66,18 +66,12 @@ func ParseKoordLabels(bind, numa string) (KoordLabels, error) {
 	default:
 		return KoordLabels{}, fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordCPUBindPolicy, short(bind), strings.Join(KoordCPUBindPolicies, ", "))
 	}
-	switch numa {
-	case "":
-	case "None":
-		l.TopologyPolicy = alloc.TopologyNone
-	case "BestEffort":
-		l.TopologyPolicy = alloc.TopologyBestEffort
-	case "Restricted":
-		l.TopologyPolicy = alloc.TopologyRestricted
-	case "SingleNUMANode":
-		l.TopologyPolicy = alloc.TopologySingleNUMANode
-	default:
-		return KoordLabels{}, fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMATopologyPolicy, short(numa), strings.Join(KoordNUMATopologyPolicies, ", "))
+	if numa != "" {
+		tp, ok := topologyPolicyNamed(numa)
+		if !ok {
+			return KoordLabels{}, fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMATopologyPolicy, short(numa), strings.Join(KoordNUMATopologyPolicies, ", "))
+		}
+		l.TopologyPolicy = tp
 	}
 	return l, nil
 }
