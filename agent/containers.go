@@ -233,6 +233,31 @@ func (c *Containers) lookup(id string) (ContainerAssignment, error) {
 	return ContainerAssignment{}, fmt.Errorf("%w: container %.80q", ErrNotFound, id)
 }
 
+// StateAndPods is State with the pod UID of each container's assignment,
+// by assignment id (alloc.Assignment.ID), read in one go: what the NRI
+// plugin publishes for the scheduler extender (nrt.NodeAnnotations).
+// Assignments of other front doors, and containers whose runtime named no
+// pod UID, are not in pods.
+func (c *Containers) StateAndPods() (*alloc.State, map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	as, err := c.db.Assignments()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, recs, err := stateAndRecords(c.topo, c.cfg, as)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
+	}
+	pods := map[string]string{}
+	for name, rec := range recs {
+		if rec.Container != nil && rec.Container.PodUID != "" {
+			pods[name] = rec.Container.PodUID
+		}
+	}
+	return st, pods, nil
+}
+
 // List returns every container assignment, sorted by container id, each
 // resolved against the current pools.
 func (c *Containers) List() ([]ContainerAssignment, error) {

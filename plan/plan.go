@@ -62,6 +62,11 @@ type Assigned struct {
 	QoS       string   `json:"qos"`
 	Exclusive string   `json:"exclusive"`
 	CPUs      *float64 `json:"cpus"` // quota of an LS or BE workload
+	// PodUID is the UID of the Kubernetes pod whose container holds
+	// this, when a node's NRI plugin publishes it (nrt.NodeAnnotations):
+	// the scheduler extender tells a pod the node has admitted from one
+	// bound but not admitted yet by it.
+	PodUID string `json:"pod_uid,omitempty"`
 }
 
 // Assignment returns a as the allocator's assignment, without checking it

@@ -29,7 +29,7 @@ func freePerNode(st *alloc.State) map[topology.NodeID]int {
 // topologyPolicy, published st.
 func publishedNode(t *testing.T, name string, st *alloc.State, topologyPolicy string) corev1.Node {
 	t.Helper()
-	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy)
+	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy, nil)
 	if err != nil {
 		t.Fatalf("NodeAnnotations: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 100, QoS: alloc.LSE}); err != nil {
 			t.Fatal(err)
 		}
-		ann, coarse, err := nrt.NodeAnnotations(st, "")
+		ann, coarse, err := nrt.NodeAnnotations(st, "", nil)
 		if err != nil || !coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v; want the fallback", coarse, err)
 		}

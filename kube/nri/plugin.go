@@ -50,9 +50,10 @@ type Options struct {
 	Publish func(context.Context, alloc.Pools) error
 	// Annotate, when not nil, is called like Publish (the same moments,
 	// one call at a time, the latest state only, retried after the next
-	// change or 30 seconds) with the node's whole allocator state: the
+	// change or 30 seconds) with the node's whole allocator state and
+	// the pod UID of each container's assignment, by assignment id: the
 	// node annotations the scheduler extender reads (nrt.Annotator).
-	Annotate func(context.Context, *alloc.State) error
+	Annotate func(ctx context.Context, st *alloc.State, pods map[string]string) error
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -70,7 +71,7 @@ type Plugin struct {
 	stub    stub.Stub
 
 	publish  func(context.Context, alloc.Pools) error
-	annotate func(context.Context, *alloc.State) error
+	annotate func(context.Context, *alloc.State, map[string]string) error
 	changed  chan struct{} // capacity 1: a change not yet published
 }
 
@@ -142,7 +143,7 @@ func (p *Plugin) publishLoop(ctx context.Context) {
 		case <-p.changed:
 		case <-time.After(30 * time.Second):
 		}
-		st, err := p.c.State()
+		st, pods, err := p.c.StateAndPods()
 		if err != nil {
 			p.log.Warn("reading the state to publish", "err", err)
 			continue
@@ -157,7 +158,7 @@ func (p *Plugin) publishLoop(ctx context.Context) {
 		}
 		if p.annotate != nil {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := p.annotate(pctx, st)
+			err := p.annotate(pctx, st, pods)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				p.log.Warn("annotating the node", "err", err)

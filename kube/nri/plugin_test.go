@@ -22,6 +22,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -638,9 +639,25 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 			if ann[nrt.AnnotationTopology] == nil || ann[nrt.AnnotationAssigned] == nil {
 				t.Fatalf("patch without the topology and assignments: %v", ann)
 			}
-			if strings.Contains(*ann[nrt.AnnotationAssigned], want) {
-				return
+			if !strings.Contains(*ann[nrt.AnnotationAssigned], want) {
+				continue
 			}
+			// The entry names the container's pod, and the settings
+			// say entries do: the extender tells admitted pods from
+			// those on their way by it.
+			var list []plan.Assigned
+			if err := json.Unmarshal([]byte(*ann[nrt.AnnotationAssigned]), &list); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list {
+				if e.QoS == "LSE" && e.ID != plan.ReservedID && e.PodUID != "uid-"+lse4.name {
+					t.Errorf("entry %+v names pod UID %q, want %q", e, e.PodUID, "uid-"+lse4.name)
+				}
+			}
+			if set := ann[nrt.AnnotationAllocator]; set == nil || !strings.Contains(*set, `"pod_uids":true`) {
+				t.Errorf("%s = %v, want it to say entries name their pods", nrt.AnnotationAllocator, set)
+			}
+			return
 		case <-deadline:
 			t.Fatalf("no annotation showing the LSE container (%s) within 10s", want)
 		}

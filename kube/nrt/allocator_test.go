@@ -43,7 +43,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ann, coarse, err := NodeAnnotations(st, tc.topologyPolicy)
+			ann, coarse, err := NodeAnnotations(st, tc.topologyPolicy, nil)
 			if err != nil || coarse != tc.coarse {
 				t.Fatalf("NodeAnnotations: coarse %v, %v; want coarse %v", coarse, err, tc.coarse)
 			}
@@ -92,7 +92,7 @@ func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", TopologyPolicy: "best-effort"}
-	if err := a.Annotate(context.Background(), st); err != nil {
+	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := api.ann["n1"][AnnotationAllocator], `{"policy":"kubelet","topology_policy":"best-effort"}`; got != want {
@@ -244,3 +244,65 @@ func FuzzParseAllocator(f *testing.F) {
 // cmpEmptyNil equates nil and empty option lists ("options":[] encodes
 // back as omitted).
 var cmpEmptyNil = cmp.FilterValues(func(x, y []string) bool { return len(x) == 0 && len(y) == 0 }, cmp.Comparer(func(_, _ []string) bool { return true }))
+
+// With the pods of the node's containers known, each entry names its pod
+// and the settings say so; an entry of another front door names none, an
+// oversized UID is dropped, and the coarse form, which lists no entries,
+// does not claim to name pods.
+func TestNodeAnnotationsNameThePods(t *testing.T) {
+	for _, tc := range []struct {
+		shape  topology.Shape
+		coarse bool
+	}{{twoNodes, false}, {topology.Shape{Sockets: 8, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 48, ThreadsPerCore: 2}, true}} {
+		st, err := alloc.NewState(topology.MustSynthetic(tc.shape), alloc.Config{Reserved: cpuset.New(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []alloc.Assignment{
+			{ID: "nri-c1", QoS: alloc.LSE, CPUs: cpuset.New(2, 3), Exclusive: alloc.ExclusiveNone},
+			{ID: "nri-c2", QoS: alloc.LS, MilliCPUs: 1500},
+			{ID: "nri-c3", QoS: alloc.LSE, CPUs: cpuset.New(4), Exclusive: alloc.ExclusiveNone},
+			{ID: "batch-1", QoS: alloc.LSE, CPUs: cpuset.New(5)},
+		} {
+			if err := st.Assign(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pods := map[string]string{"nri-c1": "uid-a", "nri-c2": "uid-b", "nri-c3": strings.Repeat("u", MaxPodUIDBytes+1)}
+		ann, coarse, err := NodeAnnotations(st, "", pods)
+		if err != nil || coarse != tc.coarse {
+			t.Fatalf("NodeAnnotations: coarse %v, %v; want coarse %v", coarse, err, tc.coarse)
+		}
+		set, err := ParseAllocator(*ann[AnnotationAllocator])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set.PodUIDs == tc.coarse {
+			t.Errorf("coarse %v: %s = %s, want pod_uids %v", tc.coarse, AnnotationAllocator, *ann[AnnotationAllocator], !tc.coarse)
+		}
+		if tc.coarse {
+			continue
+		}
+		var list []struct {
+			ID     string `json:"id"`
+			PodUID string `json:"pod_uid"`
+		}
+		if err := json.Unmarshal([]byte(*ann[AnnotationAssigned]), &list); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, e := range list {
+			got[e.ID] = e.PodUID
+		}
+		want := map[string]string{"(reserved)": "", "nri-c1": "uid-a", "nri-c2": "uid-b", "nri-c3": "", "batch-1": ""}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pod UIDs by entry (-want +got):\n%s", diff)
+		}
+	}
+	// Without pods, the settings do not claim to name them.
+	st, _ := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.Config{})
+	ann, _, err := NodeAnnotations(st, "", nil)
+	if err != nil || strings.Contains(*ann[AnnotationAllocator], "pod_uids") {
+		t.Errorf("without pods: %s = %s (%v), want no pod_uids", AnnotationAllocator, *ann[AnnotationAllocator], err)
+	}
+}

@@ -64,6 +64,11 @@ type Allocator struct {
 	// --config's topology_policy), given to pods that name none with
 	// corepin.io/numa-policy; "" is none.
 	TopologyPolicy string `json:"topology_policy,omitempty"`
+	// PodUIDs says the node's AnnotationAssigned names the pod of every
+	// container it holds CPUs for (plan.Assigned.PodUID): a pod bound to
+	// the node whose UID no entry names has not been admitted there yet,
+	// and the scheduler extender counts it as on its way.
+	PodUIDs bool `json:"pod_uids,omitempty"`
 }
 
 // AllocatorOf is the settings of st's allocator with topologyPolicy, the
@@ -71,6 +76,10 @@ type Allocator struct {
 func AllocatorOf(st *alloc.State, topologyPolicy string) Allocator {
 	return Allocator{Policy: string(st.Policy()), Options: st.Options(), TopologyPolicy: topologyPolicy}
 }
+
+// MaxPodUIDBytes bounds a pod UID published in AnnotationAssigned
+// (Kubernetes' are 36-byte UUIDs).
+const MaxPodUIDBytes = 128
 
 // AllocatorOfConfig is the settings of an allocator of configuration cfg
 // with topologyPolicy: AllocatorOf of a State made with cfg (an empty
@@ -92,11 +101,17 @@ type Annotations map[string]*string
 // package's own document), AnnotationAssigned (plan's Assigned entries:
 // every exclusive set with its exclusive policy, every LS and BE quota,
 // and the reserved CPUs as ReservedID) and AnnotationAllocator
-// (AllocatorOf), removing AnnotationNUMAFree. When the three together
+// (AllocatorOf), removing AnnotationNUMAFree. With pods not nil (the
+// publisher knows which pod each container assignment is for: pod UID by
+// assignment id), each entry names its pod (plan.Assigned.PodUID) and
+// Allocator.PodUIDs is set; an assignment pods does not name is another
+// front door's. When the three together
 // would pass MaxAnnotationBytes it publishes AnnotationNUMAFree and
 // AnnotationAllocator only (coarse is true) and removes the other two.
-func NodeAnnotations(st *alloc.State, topologyPolicy string) (ann Annotations, coarse bool, err error) {
-	settings, err := json.Marshal(AllocatorOf(st, topologyPolicy))
+func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]string) (ann Annotations, coarse bool, err error) {
+	set0 := AllocatorOf(st, topologyPolicy)
+	set0.PodUIDs = pods != nil
+	settings, err := json.Marshal(set0)
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding the allocator settings: %w", err)
 	}
@@ -110,7 +125,10 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string) (ann Annotations, c
 		assigned = append(assigned, plan.Assigned{ID: ReservedID, CPUSet: r.String(), QoS: string(alloc.LSE)})
 	}
 	for _, a := range st.Assignments() {
-		e := plan.Assigned{ID: a.ID, QoS: string(a.QoS)}
+		e := plan.Assigned{ID: a.ID, QoS: string(a.QoS), PodUID: pods[a.ID]}
+		if len(e.PodUID) > MaxPodUIDBytes {
+			e.PodUID = "" // not a UID the API server gave
+		}
 		switch a.QoS {
 		case alloc.LSE, alloc.LSR:
 			e.CPUSet, e.Exclusive = a.CPUs.String(), string(a.Exclusive)
@@ -134,6 +152,13 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string) (ann Annotations, c
 	if err != nil {
 		return nil, false, err
 	}
+	// The coarse form names no pod: the extender cannot tell admitted
+	// pods from those on their way.
+	set0.PodUIDs = false
+	if settings, err = json.Marshal(set0); err != nil {
+		return nil, false, fmt.Errorf("encoding the allocator settings: %w", err)
+	}
+	set = string(settings)
 	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: &set}, true, nil
 }
 
@@ -185,11 +210,12 @@ type Annotator struct {
 	coarse         sync.Once
 }
 
-// Annotate publishes st and a.TopologyPolicy (NodeAnnotations) on the node. The first time the
-// topology is too large and only AnnotationNUMAFree is published, it logs
-// so once.
-func (a *Annotator) Annotate(ctx context.Context, st *alloc.State) error {
-	ann, coarse, err := NodeAnnotations(st, a.TopologyPolicy)
+// Annotate publishes st, the pod UID of each container assignment (pods,
+// by assignment id; nil when unknown) and a.TopologyPolicy
+// (NodeAnnotations) on the node. The first time the topology is too large
+// and only AnnotationNUMAFree is published, it logs so once.
+func (a *Annotator) Annotate(ctx context.Context, st *alloc.State, pods map[string]string) error {
+	ann, coarse, err := NodeAnnotations(st, a.TopologyPolicy, pods)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1"}
-	if err := a.Annotate(context.Background(), st); err != nil {
+	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatalf("Annotate: %v", err)
 	}
 	got := api.ann["n1"]
@@ -104,11 +104,11 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 	gone := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n2"}
-	if err := gone.Annotate(context.Background(), st); err == nil || !strings.Contains(err.Error(), "no such node") {
+	if err := gone.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "no such node") {
 		t.Errorf("Annotate on a missing node = %v, want an error saying so", err)
 	}
 	bad := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "wrong"}, Node: "n1"}
-	if err := bad.Annotate(context.Background(), st); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "annotating node n1") {
+	if err := bad.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "annotating node n1") {
 		t.Errorf("Annotate with a wrong token = %v, want an error naming the node and 401", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ann, coarse, err := NodeAnnotations(st, "")
+	ann, coarse, err := NodeAnnotations(st, "", nil)
 	if err != nil || !coarse {
 		t.Fatalf("NodeAnnotations on %d CPUs: coarse %v, %v; want the fallback", len(big.CPUs()), coarse, err)
 	}
@@ -137,7 +137,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	defer srv.Close()
 	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	for range 3 {
-		if err := a.Annotate(context.Background(), st); err != nil {
+		if err := a.Annotate(context.Background(), st, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
