@@ -69,7 +69,18 @@ is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account; --context picks a context.
 Until the informer has listed the objects once, GET /healthz answers 503
 (filter and prioritize answer meanwhile, with the objects known so far); if
-it has not within --nrt-sync-timeout, the extender exits 1.
+it has not within --nrt-sync-timeout, the extender exits 1 (the same holds
+for the pods of --track-pods).
+
+With --track-pods it also watches the pods bound to nodes (all namespaces;
+the extender may list and watch pods) and, on a node whose corepin.io/allocator
+says "pod_uids":true (corepin nri names each assignment's pod in
+corepin.io/assigned), places the pods bound there that no entry names yet
+before judging: pods the scheduler bound a moment ago that the node's NRI
+plugin has not admitted and published. Without it a burst of pods is judged
+on the same free CPUs, and the node refuses those past what it has after they
+are bound. A refusal only they cause ends "(counting pods bound there and not
+yet admitted)". At most --max-pods are kept.
 
 Nodes publishing none of these pass, scored 0. A node that could not take
 the pod even with nothing held is failed as unresolvable, so the scheduler
@@ -89,7 +100,8 @@ Examples:
   corepin extender --listen 0.0.0.0:18888 --max-nodes 5000
   corepin extender --listen 127.0.0.1:0 -o json     # any free port, printed
   corepin extender --nrt                            # also NodeResourceTopology (v1alpha2 or v1alpha1), in-cluster
-  corepin extender --nrt --kubeconfig ~/.kube/config --context prod`
+  corepin extender --nrt --kubeconfig ~/.kube/config --context prod
+  corepin extender --track-pods                     # count pods bound and not yet admitted, in-cluster`
 
 func init() { register(newExtenderCmd) }
 
@@ -100,6 +112,8 @@ func newExtenderCmd(e *env) *cobra.Command {
 		maxBody       int64
 		maxNodes      int
 		useNRT        bool
+		trackPods     bool
+		maxPods       int
 		kube          kubeFlags
 		syncWait      time.Duration
 	)
@@ -115,10 +129,16 @@ func newExtenderCmd(e *env) *cobra.Command {
 			if maxNodes < 1 || maxNodes > 100000 {
 				return Usagef("--max-nodes %d: want 1 to 100000", maxNodes)
 			}
-			if !useNRT {
+			if !useNRT && !trackPods {
 				if n := changed(cmd, "kubeconfig", "context", "nrt-sync-timeout"); n != "" {
-					return Usagef("--%s needs --nrt", n)
+					return Usagef("--%s needs --nrt or --track-pods", n)
 				}
+			}
+			if !trackPods && changed(cmd, "max-pods") != "" {
+				return Usagef("--max-pods needs --track-pods")
+			}
+			if maxPods < 1 || maxPods > 1000000 {
+				return Usagef("--max-pods %d: want 1 to 1000000", maxPods)
 			}
 			if syncWait <= 0 || syncWait > time.Hour {
 				return Usagef("--nrt-sync-timeout %s: want more than 0 and at most 1h", syncWait)
@@ -126,16 +146,20 @@ func newExtenderCmd(e *env) *cobra.Command {
 			opts := []extender.Option{extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes)}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			var syncErr <-chan error
-			if useNRT {
-				c, err := kube.client()
-				if err != nil {
+			syncErr := make(chan error, 2)
+			var readies []func() bool
+			var c *kubeclient.Client
+			log := slog.New(slog.NewTextHandler(e.stderr, nil))
+			if e.JSON() {
+				log = slog.New(slog.NewJSONHandler(e.stderr, nil))
+			}
+			if useNRT || trackPods {
+				var err error
+				if c, err = kube.client(); err != nil {
 					return err
 				}
-				log := slog.New(slog.NewTextHandler(e.stderr, nil))
-				if e.JSON() {
-					log = slog.New(slog.NewJSONHandler(e.stderr, nil))
-				}
+			}
+			if useNRT {
 				res, err := nrtResource(ctx, &kube)
 				if err != nil {
 					return fmt.Errorf("discovering NodeResourceTopology at %s: %w", c.Host, err)
@@ -146,8 +170,31 @@ func newExtenderCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				opts = append(opts, extender.WithNRT(store), extender.WithReady(synced))
-				syncErr = waitSynced(ctx, synced, syncWait, c.Host)
+				opts = append(opts, extender.WithNRT(store))
+				readies = append(readies, synced)
+				waitSynced(ctx, syncErr, synced, syncWait, c.Host, "NodeResourceTopology objects",
+					"is the CRD noderesourcetopologies.topology.node.k8s.io installed, and may the extender list and watch them?")
+			}
+			if trackPods {
+				log.Info("watching the pods bound to nodes", "max", maxPods)
+				store := extender.NewPodStore(maxPods, log)
+				synced, err := store.Watch(ctx, c.Dynamic)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, extender.WithPods(store))
+				readies = append(readies, synced)
+				waitSynced(ctx, syncErr, synced, syncWait, c.Host, "pods", "may the extender list and watch pods in all namespaces?")
+			}
+			if len(readies) > 0 {
+				opts = append(opts, extender.WithReady(func() bool {
+					for _, r := range readies {
+						if !r() {
+							return false
+						}
+					}
+					return true
+				}))
 			}
 			ext := extender.New(opts...)
 			ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
@@ -208,9 +255,11 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl.Int64Var(&maxBody, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request (with --nrt also the most NodeResourceTopology objects kept)")
 	fl.BoolVar(&useNRT, "nrt", false, "also judge nodes without corepin annotations by their NodeResourceTopology objects")
-	fl.StringVar(&kube.kubeconfig, "kubeconfig", "", "with --nrt: kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
-	fl.StringVar(&kube.context, "context", "", "with --nrt: kubeconfig context (default its current context)")
-	fl.DurationVar(&syncWait, "nrt-sync-timeout", 2*time.Minute, "with --nrt: exit 1 if the NodeResourceTopology objects are not listed within this time (/healthz answers 503 until they are)")
+	fl.BoolVar(&trackPods, "track-pods", false, "count the pods bound to a node and not yet admitted by its NRI plugin on that node's CPUs (nodes whose corepin.io/allocator says pod_uids)")
+	fl.IntVar(&maxPods, "max-pods", extender.DefaultMaxPods, "with --track-pods: most bound pods kept")
+	fl.StringVar(&kube.kubeconfig, "kubeconfig", "", "with --nrt or --track-pods: kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
+	fl.StringVar(&kube.context, "context", "", "with --nrt or --track-pods: kubeconfig context (default its current context)")
+	fl.DurationVar(&syncWait, "nrt-sync-timeout", 2*time.Minute, "with --nrt or --track-pods: exit 1 if the NodeResourceTopology objects or the pods are not listed within this time (/healthz answers 503 until they are)")
 	return cmd
 }
 
@@ -226,17 +275,17 @@ func nrtResource(ctx context.Context, kube *kubeFlags) (schema.GroupVersionResou
 	return extender.NRTResourceOf(extender.HTTPDiscoverer{Ctx: dctx, Host: host, Client: hc})
 }
 
-// waitSynced reports on the returned channel an error if synced has not
-// reported true within limit (and nothing once it has, or ctx ended).
-func waitSynced(ctx context.Context, synced func() bool, limit time.Duration, host string) <-chan error {
-	errc := make(chan error, 1)
+// waitSynced reports an error if synced has not reported true within
+// limit (and nothing once it has, or ctx ended) on errc, which must have
+// room for it:
+// errc receives it; what names the informer, hint what to check.
+func waitSynced(ctx context.Context, errc chan<- error, synced func() bool, limit time.Duration, host, what, hint string) {
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		if toolscache.WaitForCacheSync(wctx.Done(), synced) || ctx.Err() != nil {
 			return
 		}
-		errc <- fmt.Errorf("listing NodeResourceTopology objects at %s: not synced within %s (--nrt-sync-timeout): is the CRD noderesourcetopologies.topology.node.k8s.io installed, and may the extender list and watch them?", host, limit)
+		errc <- fmt.Errorf("listing %s at %s: not synced within %s (--nrt-sync-timeout): %s", what, host, limit, hint)
 	}()
-	return errc
 }

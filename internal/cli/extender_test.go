@@ -126,11 +126,41 @@ func TestExtenderMetricsListen(t *testing.T) {
 func TestExtenderRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"extender", "--max-nodes", "0"}, {"extender", "--max-body-bytes", "10"}, {"extender", "x"},
 		{"extender", "--kubeconfig", "/dev/null"}, {"extender", "--nrt-sync-timeout", "1s"},
-		{"extender", "--nrt", "--nrt-sync-timeout", "0s"}, {"extender", "--nrt", "--kubeconfig", "/nonexistent/kubeconfig"}} {
+		{"extender", "--nrt", "--nrt-sync-timeout", "0s"}, {"extender", "--nrt", "--kubeconfig", "/nonexistent/kubeconfig"},
+		{"extender", "--max-pods", "10"}, {"extender", "--track-pods", "--max-pods", "0"}, {"extender", "--track-pods", "--max-pods", "1000001"},
+		{"extender", "--track-pods", "--kubeconfig", "/nonexistent/kubeconfig"}} {
 		var out, errb strings.Builder
 		if code := Main(args, strings.NewReader(""), &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errb.String())
 		}
+	}
+}
+
+// TestExtenderTrackPodsNotSynced starts `corepin extender --track-pods`
+// on an API server that will not list pods: the extender listens, then
+// exits 1 once --nrt-sync-timeout has passed, saying what to check.
+func TestExtenderTrackPodsNotSynced(t *testing.T) {
+	var mu sync.Mutex
+	listed := false
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/pods" {
+			mu.Lock()
+			listed = listed || strings.Contains(r.URL.Query().Get("fieldSelector"), "spec.nodeName!=")
+			mu.Unlock()
+		}
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`, http.StatusForbidden)
+	}))
+	defer api.Close()
+	var out, errb strings.Builder
+	code := Main([]string{"extender", "--listen", "127.0.0.1:0", "--track-pods", "--kubeconfig", plainKubeconfig(t, api.URL), "--nrt-sync-timeout", "1s"},
+		strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "listing pods at") || !strings.Contains(errb.String(), "may the extender list and watch pods") {
+		t.Errorf("exit %d, stderr %q; want exit 1 saying the pods were not listed and what to check", code, errb.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !listed {
+		t.Error("the extender never listed the bound pods (GET /api/v1/pods with spec.nodeName!=)")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -38,6 +39,7 @@ type Extender struct {
 	verdicts cache[verdictKey, verdict]
 	metrics  *metrics
 	nrt      *NRTStore
+	pods     *PodStore
 	ready    func() bool
 }
 
@@ -54,6 +56,11 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 // NodeResourceTopology objects s keeps (NRTStore.Watch).
 func WithNRT(s *NRTStore) Option { return func(e *Extender) { e.nrt = s } }
 
+// WithPods judges each node that names the pods it admitted with the pods
+// s keeps bound to it and not yet admitted there placed first
+// (PodStore.Watch).
+func WithPods(s *PodStore) Option { return func(e *Extender) { e.pods = s } }
+
 // WithReady makes GET /healthz answer 503 while ready reports false (the
 // NodeResourceTopology informer has not synced yet).
 func WithReady(ready func() bool) Option { return func(e *Extender) { e.ready = ready } }
@@ -65,6 +72,13 @@ func New(opts ...Option) *Extender {
 		metrics: newMetrics()}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.pods != nil {
+		pods := e.pods
+		e.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corepin_extender_bound_pods",
+			Help: "Pods bound to nodes and asking for CPUs that --track-pods keeps (admitted by their nodes or not yet).",
+		}, func() float64 { return float64(pods.Len()) }))
 	}
 	return e
 }
@@ -229,6 +243,10 @@ type verdictKey struct {
 	topologyPolicy alloc.TopologyPolicy
 }
 
+// ComingSuffix ends the reason of a refusal that only pods bound to the
+// node and not yet admitted there cause (WithPods).
+const ComingSuffix = " (counting pods bound there and not yet admitted)"
+
 // judge answers req on a node of state ns (nil: the node publishes none),
 // from the verdict cache or by placing req on a copy of ns. A request
 // naming no topology policy gets the node's default, as the NRI plugin
@@ -269,6 +287,13 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
 		case ns.bindLabel != "" && bindCaused(req, err):
 			v.reason += " (the node's label " + nrt.LabelKoordCPUBindPolicy + " " + ns.bindLabel + ")"
+		}
+		if ns.coming > 0 {
+			if _, err := admit(ns.before, req); err == nil {
+				// The CPUs are free on what the node published: say
+				// who takes them.
+				v.reason += ComingSuffix
+			}
 		}
 		if ns.empty != nil {
 			if _, err := admit(ns.empty, req); err != nil {

@@ -74,7 +74,16 @@ type nodeState struct {
 	// labels that decided bind and topologyPolicy, for the reasons of
 	// the refusals they cause ("" when no label decided them).
 	bindLabel, policyLabel string
-	err                    error
+	// published is the set of pod UIDs the node's AnnotationAssigned
+	// names, nil unless its AnnotationAllocator says the entries name
+	// their pods (nrt.Allocator.PodUIDs): the pods it has admitted.
+	published map[string]struct{}
+	// coming is how many pods bound to the node and not yet admitted
+	// there st holds (withBound), before the state the node published
+	// without them.
+	coming int
+	before *alloc.State
+	err    error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -115,8 +124,22 @@ func (c *cache[K, V]) len() int {
 type stateKey [32]byte
 
 // stateOf returns the node's decoded state and its key: by its corepin
-// annotations, else by its NodeResourceTopology (nrtStateOf), else nil.
+// annotations, else by its NodeResourceTopology (nrtStateOf), else nil;
+// with the pods bound to it and not yet admitted there placed (withBound).
 func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
+	ns, k := e.publishedStateOf(node)
+	return e.withBound(node.Name, ns, k)
+}
+
+// rawStateOf is stateOf for a node item of the fast path.
+func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
+	ns, k := e.rawPublishedStateOf(n)
+	return e.withBound(n.name, ns, k)
+}
+
+// publishedStateOf is the state node publishes, by its corepin
+// annotations, else by its NodeResourceTopology (nrtStateOf), else nil.
+func (e *Extender) publishedStateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
@@ -152,10 +175,10 @@ func (e *Extender) stateOf(node *corev1.Node) (*nodeState, stateKey) {
 	return ns, k
 }
 
-// rawStateOf is stateOf for a node item of the fast path, whose
-// annotations are still JSON strings: they are hashed as sent and
-// unquoted only when the state is not cached.
-func (e *Extender) rawStateOf(n *rawNode) (*nodeState, stateKey) {
+// rawPublishedStateOf is publishedStateOf for a node item of the fast
+// path, whose annotations are still JSON strings: they are hashed as sent
+// and unquoted only when the state is not cached.
+func (e *Extender) rawPublishedStateOf(n *rawNode) (*nodeState, stateKey) {
 	topo, assigned, free, settings := n.ann[0], n.ann[1], n.ann[2], n.ann[3]
 	if topo == nil && free == nil {
 		return e.nrtStateOf(n.name, rawLabel(n.label[0]), rawLabel(n.label[1]))
@@ -314,7 +337,12 @@ func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	if err != nil {
 		return failed("%s: %v", AnnotationAssigned, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+	uids := make([]string, 0, len(list))
+	for _, a := range list {
+		uids = append(uids, a.PodUID)
+	}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy),
+		published: publishedPods(set, uids)}
 }
 
 // splitReserved separates the ReservedID entries of list: their CPUs as a

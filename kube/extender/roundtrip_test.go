@@ -29,7 +29,14 @@ func freePerNode(st *alloc.State) map[topology.NodeID]int {
 // topologyPolicy, published st.
 func publishedNode(t *testing.T, name string, st *alloc.State, topologyPolicy string) corev1.Node {
 	t.Helper()
-	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy, nil)
+	return publishedNodeWithPods(t, name, st, topologyPolicy, nil)
+}
+
+// publishedNodeWithPods is publishedNode whose plugin names the pod of
+// each assignment (pod UID by assignment id; nil: it names none).
+func publishedNodeWithPods(t *testing.T, name string, st *alloc.State, topologyPolicy string, pods map[string]string) corev1.Node {
+	t.Helper()
+	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy, pods)
 	if err != nil {
 		t.Fatalf("NodeAnnotations: %v", err)
 	}

@@ -261,6 +261,31 @@ func TestChartSchedulerNRT(t *testing.T) {
 	}
 }
 
+// TestChartSchedulerTrackPods checks scheduler.trackPods: on by default,
+// the extender runs with --track-pods; off, without.
+func TestChartSchedulerTrackPods(t *testing.T) {
+	ns := defaultRelease.Namespace
+	for _, tc := range []struct {
+		values map[string]any
+		want   bool
+	}{
+		{map[string]any{"enabled": true}, true},
+		{map[string]any{"enabled": true, "trackPods": false}, false},
+	} {
+		objs := named(t, render(t, map[string]any{"scheduler": tc.values}))
+		dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+		var args []string
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			if c.Name == "extender" {
+				args = c.Args
+			}
+		}
+		if got := slices.Contains(args, "--track-pods"); got != tc.want {
+			t.Errorf("scheduler %v: extender args %v, --track-pods present %v, want %v", tc.values, args, got, tc.want)
+		}
+	}
+}
+
 func TestChartWithoutSchedulerHasNone(t *testing.T) {
 	for key := range named(t, render(t, nil)) {
 		if strings.Contains(key, "corepin-scheduler") {

@@ -1,0 +1,334 @@
+package extender
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nrt"
+)
+
+// PodResource is the core pods resource PodStore.Watch lists and watches.
+var PodResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// DefaultMaxPods bounds the pods a PodStore keeps by default: the most
+// pods Kubernetes is tested with in one cluster.
+const DefaultMaxPods = 150000
+
+// BoundPodSelector is the field selector of the pods PodStore.Watch keeps:
+// bound to a node and not finished.
+const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+// PodStore keeps the pods bound to nodes that ask for CPUs (every QoS class
+// but BE), with their allocation requests (RequestOf), for WithPods. A
+// node whose corepin.io/allocator says its AnnotationAssigned names the
+// pods it admitted (nrt.Allocator.PodUIDs) is judged with the pods bound
+// to it that no entry names placed first, in the order the store first
+// saw them bound: pods the scheduler bound a moment ago and the node's NRI
+// plugin has not admitted and published yet. Without them a burst of pods
+// would all be judged on the same free CPUs, and the node would refuse
+// those past what it has, after the scheduler bound them. kube-scheduler
+// counts the same pods in its own resource fit; this is their CPUs'
+// placement.
+//
+// It keeps at most max pods: one more is logged once and ignored until
+// others go. Its methods are safe for concurrent use.
+type PodStore struct {
+	mu     sync.RWMutex
+	byUID  map[string]*boundPod
+	byNode map[string][]*boundPod // in seq order
+	seq    uint64
+	max    int
+	full   sync.Once
+	log    *slog.Logger
+}
+
+// boundPod is a pod PodStore keeps.
+type boundPod struct {
+	uid, node string
+	seq       uint64
+	req       alloc.Request
+	// print names req for the state cache key: a pod resized in place
+	// gets a new one.
+	print string
+}
+
+// NewPodStore returns an empty store of at most max pods logging to log
+// (nil: discarded).
+func NewPodStore(max int, log *slog.Logger) *PodStore {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &PodStore{byUID: map[string]*boundPod{}, byNode: map[string][]*boundPod{}, max: max, log: log}
+}
+
+// Set records pod as the API server has it now: kept when it is bound to a
+// node, not finished and asks for CPUs, forgotten otherwise. A pod whose
+// metadata RequestOf refuses is forgotten too: its node refuses it as
+// well.
+func (s *PodStore) Set(pod *corev1.Pod) {
+	uid := string(pod.UID)
+	if uid == "" {
+		return
+	}
+	req, err := RequestOf(pod)
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
+		err != nil || req.QoS == alloc.BE || (req.CPUs == 0 && req.MilliCPUs == 0) {
+		s.Delete(uid)
+		return
+	}
+	print := fmt.Sprintf("%s %d %d %s %s %s %s %s", req.ID, req.CPUs, req.MilliCPUs, req.QoS, req.Bind, req.Exclusive, req.NUMA, req.TopologyPolicy)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.byUID[uid]; ok {
+		if old.node == pod.Spec.NodeName {
+			old.req, old.print = req, print
+			return
+		}
+		s.remove(old) // a node name never changes; a recreated object might
+	}
+	if len(s.byUID) >= s.max {
+		s.full.Do(func() {
+			s.log.Warn("too many bound pods to track; pods beyond it are not counted on their nodes until others finish",
+				"max", strconv.Itoa(s.max))
+		})
+		return
+	}
+	s.seq++
+	p := &boundPod{uid: uid, node: pod.Spec.NodeName, seq: s.seq, req: req, print: print}
+	s.byUID[uid] = p
+	s.byNode[p.node] = append(s.byNode[p.node], p)
+}
+
+// Delete forgets the pod of UID uid.
+func (s *PodStore) Delete(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.byUID[uid]; ok {
+		s.remove(p)
+	}
+}
+
+func (s *PodStore) remove(p *boundPod) {
+	delete(s.byUID, p.uid)
+	list := slices.DeleteFunc(s.byNode[p.node], func(q *boundPod) bool { return q == p })
+	if len(list) == 0 {
+		delete(s.byNode, p.node)
+		return
+	}
+	s.byNode[p.node] = list
+}
+
+// Len is the number of pods kept.
+func (s *PodStore) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.byUID)
+}
+
+// onTheirWay returns the pods bound to node that published does not name,
+// in the order they were first seen bound, as copies.
+func (s *PodStore) onTheirWay(node string, published map[string]struct{}) []boundPod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []boundPod
+	for _, p := range s.byNode[node] {
+		if _, ok := published[p.uid]; !ok {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// Watch keeps the store up to date from client's bound pods (all
+// namespaces, BoundPodSelector) until ctx ends, through a client-go
+// informer that keeps only what RequestOf reads of each pod. synced
+// reports whether the informer has listed them all once.
+func (s *PodStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
+	ri := client.Resource(PodResource)
+	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = BoundPodSelector
+			return ri.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = BoundPodSelector
+			return ri.Watch(ctx, opts)
+		},
+	}, client)
+	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	if err := inf.SetTransform(trimPod); err != nil {
+		return nil, fmt.Errorf("setting the pod transform: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onSet,
+		UpdateFunc: func(_, obj any) { s.onSet(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.Delete(string(u.GetUID()))
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	go inf.RunWithContext(ctx)
+	return inf.HasSynced, nil
+}
+
+func (s *PodStore) onSet(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	var pod corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pod); err != nil {
+		s.log.Warn("ignoring a pod that does not decode", "pod", u.GetNamespace()+"/"+u.GetName(), "err", err)
+		s.Delete(string(u.GetUID()))
+		return
+	}
+	s.Set(&pod)
+}
+
+// maxPodContainers bounds the containers of a pod trimPod keeps (the API
+// server bounds them far above what a node runs).
+const maxPodContainers = 256
+
+// trimPod is the informer's transform: it keeps of a pod only what
+// RequestOf and the informer's own cache read (identity, resource
+// version, the labels and annotations podmeta reads, the node name, each
+// container's resources, the phase and QoS class), so a cluster's pods
+// cost little while cached.
+func trimPod(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone: its object was trimmed when added
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetUID(u.GetUID())
+	keep := func(m map[string]string, names ...string) map[string]string {
+		kept := map[string]string{}
+		for _, n := range names {
+			if v, ok := m[n]; ok {
+				kept[n] = v
+			}
+		}
+		return kept
+	}
+	if l := keep(u.GetLabels(), LabelQoSClass); len(l) > 0 {
+		out.SetLabels(l)
+	}
+	if a := keep(u.GetAnnotations(), AnnotationResourceSpec, AnnotationNUMAPolicy); len(a) > 0 {
+		out.SetAnnotations(a)
+	}
+	spec := map[string]any{}
+	if n, ok, _ := unstructured.NestedString(u.Object, "spec", "nodeName"); ok {
+		spec["nodeName"] = n
+	}
+	for _, field := range []string{"containers", "initContainers"} {
+		list, ok, _ := unstructured.NestedSlice(u.Object, "spec", field)
+		if !ok {
+			continue
+		}
+		var cs []any
+		for _, c := range list[:min(len(list), maxPodContainers)] {
+			m, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			tc := map[string]any{"name": m["name"]}
+			if r, ok := m["resources"]; ok {
+				tc["resources"] = r
+			}
+			cs = append(cs, tc)
+		}
+		spec[field] = cs
+	}
+	out.Object["spec"] = spec
+	status := map[string]any{}
+	for _, f := range []string{"phase", "qosClass"} {
+		if v, ok, _ := unstructured.NestedString(u.Object, "status", f); ok {
+			status[f] = v
+		}
+	}
+	out.Object["status"] = status
+	return out, nil
+}
+
+// withBound is ns, the state node publishes under key k, with the pods
+// bound to node and not yet admitted there (PodStore) placed on a copy, in
+// the order they were bound, each under the node's defaults as the node
+// will place it; one that no longer fits is left out (the node will
+// refuse it). It is ns itself when the extender tracks no pods, the node
+// does not name its pods' UIDs, or none is on its way. The result is
+// cached by k and those pods.
+func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState, stateKey) {
+	if e.pods == nil || ns == nil || ns.err != nil || ns.st == nil || ns.published == nil {
+		return ns, k
+	}
+	coming := e.pods.onTheirWay(node, ns.published)
+	if len(coming) == 0 {
+		return ns, k
+	}
+	h := sha256.New()
+	h.Write([]byte("bound\x00"))
+	h.Write(k[:])
+	for _, p := range coming {
+		h.Write([]byte(p.uid + "\x00" + p.print + "\x00"))
+	}
+	var dk stateKey
+	h.Sum(dk[:0])
+	if d, ok := e.cache.get(dk); ok {
+		return d, dk
+	}
+	st := ns.st.Clone()
+	placed := 0
+	for _, p := range coming {
+		req, _ := ns.request(p.req)
+		req.ID = "bound/" + p.uid
+		if _, err := st.Admit(req); err == nil {
+			placed++
+		}
+	}
+	d := *ns
+	d.st, d.free, d.coming, d.before = st, st.Pools().LS.Size(), placed, ns.st
+	e.cache.put(dk, &d)
+	return &d, dk
+}
+
+// publishedPods is the set of pod UIDs the entries of list name, or nil
+// when set does not say the entries name them (nrt.Allocator.PodUIDs).
+func publishedPods(set nrt.Allocator, list []string) map[string]struct{} {
+	if !set.PodUIDs {
+		return nil
+	}
+	m := make(map[string]struct{}, len(list))
+	for _, uid := range list {
+		if uid != "" {
+			m[uid] = struct{}{}
+		}
+	}
+	return m
+}
