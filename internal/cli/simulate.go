@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
@@ -76,6 +77,20 @@ else $KUBECONFIG, else ~/.kube/config, else the in-cluster service account;
 "corepin kube jobs --sim-trace" this replays a sweep over the cluster's real
 node topologies before it runs.
 
+--nrt (with --from-cluster) also lists the cluster's NodeResourceTopology
+objects (topology.node.k8s.io, v1alpha2 when served, else v1alpha1; exit 1
+when the CRD is not installed) and replays over the nodes without corepin's
+annotations as "corepin extender --nrt" judges them: a Koordinator object
+(koordlet's node.koordinator.sh/cpu-topology annotation) is the whole machine,
+its reserved and held CPUs held; any other object (NFD's topology-updater,
+corepin nri --publish-nrt) is a stand-in machine of its zones' free CPUs per
+NUMA node, one single-thread core each. A node's default topology policy then
+also comes from the object's topologyManagerPolicy attribute or
+topologyPolicies, or Koordinator's node.koordinator.sh/numa-topology-policy
+label. corepin's annotations win where a node has both; a node whose object
+does not read is skipped with the reason. Each node's source is listed
+(node_sources in -o json: corepin, nrt-koordinator or nrt-zones).
+
 Examples:
   # Compare every policy on a generated transcode farm, 100 nodes of a saved machine
   corepin simulate --gen farm --jobs 20000 --nodes 100 --sysfs-root ./dumps/128arm
@@ -86,6 +101,9 @@ Examples:
   # Replay a kube jobs sweep over the cluster's own nodes before running it
   corepin kube jobs --sweep concurrency --sim-trace > sweep.jsonl
   corepin simulate --trace sweep.jsonl --from-cluster --context prod
+
+  # The same over a Koordinator or NFD cluster's NodeResourceTopology objects
+  corepin simulate --gen farm --jobs 5000 --from-cluster --nrt --policies corepin,koord-most -o json
 
   # Write a trace to edit or keep
   corepin simulate gen mixed --jobs 5000 --seed 7 --capacity 12800 > fleet.jsonl`
@@ -154,7 +172,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 		reserved                            string
 		nodes, sampleEvery, parallel        int
 		g                                   genFlags
-		fromCluster                         bool
+		fromCluster, useNRT                 bool
 		kf                                  kubeFlags
 	)
 	cmd := &cobra.Command{
@@ -186,7 +204,11 @@ func newSimulateCmd(e *env) *cobra.Command {
 				topo    *topology.Topology
 				cluster []sim.Node
 				skipped []skippedNode
+				view    clusterView
 			)
+			if useNRT && !fromCluster {
+				return Usagef("--nrt reads the nodes of --from-cluster; give --from-cluster too")
+			}
 			if fromCluster {
 				if n := changed(cmd, "nodes", "sysfs-root", "topology"); n != "" {
 					return Usagef("--from-cluster takes the nodes from the cluster; drop --%s", n)
@@ -199,7 +221,13 @@ func newSimulateCmd(e *env) *cobra.Command {
 				if ctx == nil {
 					ctx = context.Background()
 				}
-				view, err := clusterNodes(ctx, kc)
+				var nrtRes schema.GroupVersionResource
+				if useNRT {
+					if nrtRes, err = nrtResource(ctx, &kf); err != nil {
+						return fmt.Errorf("discovering NodeResourceTopology at %s (--nrt reads the CRD noderesourcetopologies.topology.node.k8s.io; without it drop --nrt): %w", kc.Host, err)
+					}
+				}
+				view, err = clusterNodes(ctx, kc, nrtRes)
 				if err != nil {
 					return err
 				}
@@ -208,10 +236,17 @@ func newSimulateCmd(e *env) *cobra.Command {
 				// publish the same one and none was asked for.
 				if tp, ok := view.nodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
 					topoPolicy = string(tp)
-					fmt.Fprintf(e.stderr, "topology policy %s: the default every node publishes (%s); --topology-policy overrides it\n", tp, extender.AnnotationAllocator)
+					from := extender.AnnotationAllocator
+					if useNRT {
+						from += ", or its NodeResourceTopology"
+					}
+					fmt.Fprintf(e.stderr, "topology policy %s: the default every node publishes (%s); --topology-policy overrides it\n", tp, from)
 				}
 				if len(cluster) == 0 {
-					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology", kc.Host, extender.AnnotationTopology, len(skipped))
+					if useNRT {
+						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, extender.AnnotationTopology, view.nrtResource, len(skipped))
+					}
+					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, extender.AnnotationTopology, len(skipped))
 				}
 			} else {
 				if n := changed(cmd, kf.names()...); n != "" {
@@ -266,12 +301,17 @@ func newSimulateCmd(e *env) *cobra.Command {
 					return e.PrintJSON(struct {
 						sim.Report
 						SkippedNodes []skippedNode `json:"skipped_nodes"`
-					}{rep, append([]skippedNode{}, skipped...)})
+						NodeSources  []nodeSource  `json:"node_sources"`
+						NRTResource  string        `json:"nrt_resource,omitempty"`
+					}{rep, append([]skippedNode{}, skipped...), append([]nodeSource{}, view.sources...), view.nrtResource})
 				}
 				return e.PrintJSON(rep)
 			}
 			for _, s := range skipped {
 				fmt.Fprintf(e.stderr, "skipped node %s: %s\n", s.Node, s.Reason)
+			}
+			if koord, zones := view.nrtCounts(); koord+zones > 0 {
+				fmt.Fprintf(e.stderr, "%d nodes from NodeResourceTopology %s: %d Koordinator (whole machine), %d zones (stand-in machine of their free CPUs)\n", koord+zones, view.nrtResource, koord, zones)
 			}
 			return renderSimulation(e.stdout, rep)
 		},
@@ -289,6 +329,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 	f.IntVar(&sampleEvery, "sample-every", 0, "fragmentation sample every K events (0: about 200 samples)")
 	f.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "scenarios replayed at once (timings are per scenario)")
 	f.BoolVar(&fromCluster, "from-cluster", false, "replay over the Kubernetes cluster's nodes (their corepin.io/topology and corepin.io/assigned annotations)")
+	f.BoolVar(&useNRT, "nrt", false, "with --from-cluster: also replay over nodes without corepin's annotations by their NodeResourceTopology objects (Koordinator's v1alpha1, v1alpha2 zones), as corepin extender --nrt judges them")
 	f.StringVar(&kf.kubeconfig, "kubeconfig", "", "kubeconfig file of --from-cluster (default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account)")
 	f.StringVar(&kf.context, "context", "", "kubeconfig context of --from-cluster (default its current context)")
 	g.add(cmd)

@@ -3,10 +3,15 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 
-	"github.com/corepin/corepin/kube/kubeclient"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/corepin/corepin/kube/kubeclient"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/extender"
@@ -33,6 +38,25 @@ type clusterView struct {
 	// none); unpublished counts those without a readable one.
 	topologyPolicies map[alloc.TopologyPolicy]int
 	unpublished      int
+	// sources name where each of nodes came from, in their order.
+	sources []nodeSource
+	// nrtResource is the NodeResourceTopology group version listed
+	// ("" without --nrt).
+	nrtResource string
+}
+
+// nrtCounts are the simulated nodes from NodeResourceTopology objects:
+// Koordinator's and zones'.
+func (v clusterView) nrtCounts() (koord, zones int) {
+	for _, s := range v.sources {
+		switch s.Source {
+		case sourceNRTKoord:
+			koord++
+		case sourceNRTZones:
+			zones++
+		}
+	}
+	return koord, zones
 }
 
 // nodesTopologyPolicy is the default topology policy every simulated node
@@ -47,17 +71,57 @@ func (v clusterView) nodesTopologyPolicy() (tp alloc.TopologyPolicy, ok bool) {
 	return "", false
 }
 
+// Where a simulated node's machine comes from (nodeSource.Source).
+const (
+	// sourceCorepin: the Node's corepin.io/topology and corepin.io/assigned.
+	sourceCorepin = "corepin"
+	// sourceNRTKoord: Koordinator's annotations on its
+	// NodeResourceTopology (the whole machine, reserved and held CPUs).
+	sourceNRTKoord = "nrt-koordinator"
+	// sourceNRTZones: the free CPUs per NUMA node of its
+	// NodeResourceTopology's zones, as a stand-in machine.
+	sourceNRTZones = "nrt-zones"
+)
+
+// nodeSource names where a simulated node's machine came from.
+type nodeSource struct {
+	Node   string `json:"node"`
+	Source string `json:"source"`
+}
+
 // clusterNodes lists the cluster's Node objects, a page at a time and at
 // most sim.MaxNodes, and makes each one publishing corepin's
 // corepin.io/topology annotation a simulated node, its
-// corepin.io/assigned CPUs held. Nodes publishing the same machine share
-// one topology. Nodes without the annotation, or with one that does not
-// decode, are returned as skipped with the reason. Each simulated node's
-// corepin.io/allocator, when it has a readable one, is counted by its
-// default topology policy.
-func clusterNodes(ctx context.Context, api kubeclient.Reader) (clusterView, error) {
+// corepin.io/assigned CPUs held. With nrtRes (not empty: simulate --nrt),
+// it first lists the cluster's NodeResourceTopology objects of that
+// resource, the same way and as bounded, and makes each node without
+// corepin's annotations but with an object of its name a simulated node
+// as the extender judges it (extender.ParseNRT): Koordinator's machine
+// with its reserved and held CPUs held, else the stand-in machine of its
+// zones' free CPUs. Nodes publishing the same machine share one topology.
+// Other nodes, and nodes whose annotation or object does not read, are
+// returned as skipped with the reason. Each simulated node's default
+// topology policy, when it publishes one (corepin.io/allocator; the
+// object's attributes or topologyPolicies, or Koordinator's label), is
+// counted.
+func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.GroupVersionResource) (clusterView, error) {
 	v := clusterView{topologyPolicies: map[alloc.TopologyPolicy]int{}}
+	var objects map[string]nrtObject
+	if !nrtRes.Empty() {
+		var err error
+		if objects, err = listNRT(ctx, api, nrtRes); err != nil {
+			return clusterView{}, err
+		}
+		v.nrtResource = nrtRes.GroupVersion().String()
+	}
 	machines := map[string]*topology.Topology{}
+	share := func(key string, t *topology.Topology) *topology.Topology {
+		if m, ok := machines[key]; ok {
+			return m
+		}
+		machines[key] = t
+		return t
+	}
 	opts := metav1.ListOptions{Limit: nodePageSize}
 	seen := 0
 	for {
@@ -73,19 +137,14 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader) (clusterView, erro
 			t, held, ok, err := extender.NodeTopology(n)
 			switch {
 			case !ok:
-				v.skipped = append(v.skipped, skippedNode{Node: n.Name, Reason: "no " + extender.AnnotationTopology + " annotation (the corepin agent or NRI plugin publishes it)"})
+				v.fromNRT(n, objects, share)
 				continue
 			case err != nil:
-				v.skipped = append(v.skipped, skippedNode{Node: n.Name, Reason: err.Error()})
+				v.skip(n.Name, err.Error())
 				continue
 			}
-			key := n.Annotations[extender.AnnotationTopology]
-			if m, ok := machines[key]; ok {
-				t = m
-			} else {
-				machines[key] = t
-			}
-			v.nodes = append(v.nodes, sim.Node{Name: n.Name, Topology: t, Held: held})
+			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
+			v.add(sim.Node{Name: n.Name, Topology: t, Held: held}, sourceCorepin)
 			if a, err := nrt.ParseAllocator(n.Annotations[extender.AnnotationAllocator]); err == nil && n.Annotations[extender.AnnotationAllocator] != "" {
 				v.topologyPolicies[cmp.Or(alloc.TopologyPolicy(a.TopologyPolicy), alloc.TopologyNone)]++
 			} else {
@@ -97,4 +156,108 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader) (clusterView, erro
 		}
 		opts.Continue = list.Continue
 	}
+}
+
+func (v *clusterView) add(n sim.Node, source string) {
+	v.nodes = append(v.nodes, n)
+	v.sources = append(v.sources, nodeSource{Node: n.Name, Source: source})
+}
+
+func (v *clusterView) skip(node, reason string) {
+	v.skipped = append(v.skipped, skippedNode{Node: node, Reason: reason})
+}
+
+// fromNRT makes node n, which has no corepin.io/topology, a simulated
+// node from its NodeResourceTopology object in objects (nil: simulate
+// without --nrt), or skips it with the reason.
+func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, share func(string, *topology.Topology) *topology.Topology) {
+	const noTopology = "no " + extender.AnnotationTopology + " annotation (the corepin agent or NRI plugin publishes it)"
+	if objects == nil {
+		v.skip(n.Name, noTopology)
+		return
+	}
+	if _, ok := n.Annotations[extender.AnnotationNUMAFree]; ok {
+		// The extender judges it by its corepin annotation, not its
+		// object: replaying over the object would not agree.
+		v.skip(n.Name, "publishes only "+extender.AnnotationNUMAFree+", too little to replay over; corepin's annotations win over its NodeResourceTopology")
+		return
+	}
+	o, ok := objects[n.Name]
+	switch {
+	case !ok:
+		v.skip(n.Name, noTopology+" and no NodeResourceTopology object")
+		return
+	case o.err != nil:
+		v.skip(n.Name, o.err.Error())
+		return
+	}
+	t, held, err := o.node.Machine()
+	if err != nil {
+		v.skip(n.Name, err.Error())
+		return
+	}
+	tp, err := o.node.TopologyPolicy(n.Labels)
+	if err != nil {
+		v.skip(n.Name, err.Error())
+		return
+	}
+	source := sourceNRTZones
+	if o.node.Koord != nil {
+		source = sourceNRTKoord
+	}
+	v.add(sim.Node{Name: n.Name, Topology: share(o.machine, t), Held: held}, source)
+	if tp != "" {
+		v.topologyPolicies[tp]++
+	} else {
+		v.unpublished++
+	}
+}
+
+// nrtObject is one NodeResourceTopology object as read (extender.ParseNRT),
+// or the error reading it, and the key of its machine.
+type nrtObject struct {
+	node    extender.NRTNode
+	err     error
+	machine string
+}
+
+// listNRT lists the cluster's NodeResourceTopology objects of resource
+// res, a page at a time and at most sim.MaxNodes, and reads each as the
+// extender does, by name. Only what each object's node needs is kept.
+func listNRT(ctx context.Context, api kubeclient.Reader, res schema.GroupVersionResource) (map[string]nrtObject, error) {
+	out := map[string]nrtObject{}
+	opts := metav1.ListOptions{Limit: nodePageSize}
+	seen := 0
+	for {
+		list, err := api.ListClusterObjects(ctx, res, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing the cluster's NodeResourceTopology objects (%s): %w", res.GroupVersion(), err)
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			if seen++; seen > sim.MaxNodes {
+				return nil, Usagef("the cluster has more than %d NodeResourceTopology objects, the most simulate replays over", sim.MaxNodes)
+			}
+			n, err := extender.ParseNRT(u)
+			o := nrtObject{node: n, err: err}
+			if err == nil {
+				o.machine = machineKey(u, n)
+			}
+			out[u.GetName()] = o
+		}
+		if list.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
+// machineKey names the machine of an object read as n: a hash of
+// Koordinator's CPU topology annotation, or the free CPU counts.
+func machineKey(u *unstructured.Unstructured, n extender.NRTNode) string {
+	if n.Koord != nil {
+		sum := sha256.Sum256([]byte(u.GetAnnotations()[nrt.AnnotationKoordCPUTopology]))
+		return "nrt-koordinator\x00" + string(sum[:])
+	}
+	return fmt.Sprint("nrt-zones\x00", n.Free)
 }

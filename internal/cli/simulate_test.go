@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -349,7 +350,7 @@ func TestClusterNodesPages(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	view, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs})
+	view, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs}, schema.GroupVersionResource{})
 	nodes := view.nodes
 	if err != nil || len(nodes) != 3 || len(view.skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
 		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(view.skipped), err, len(limits), limits, nodePageSize)

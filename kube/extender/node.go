@@ -404,31 +404,19 @@ func decodeNUMAFree(raw string, settings *string) *nodeState {
 // names the source in errors. The state has no empty counterpart: the
 // source does not say what is held.
 func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
-	var cpus []topology.CPU
-	dense := 0 // socket and L3 indexes are dense over the nodes with CPUs
-	for n, f := range free {
-		for range f {
-			id := len(cpus)
-			cpus = append(cpus, topology.CPU{ID: id, Online: true, Allowed: true, Socket: topology.SocketID(dense),
-				NUMA: topology.NodeID(n), L3: topology.CacheID(dense), Core: topology.CoreID(id)})
-		}
-		if f > 0 {
-			dense++
-		}
-	}
-	if len(cpus) == 0 {
-		// No CPU at all: an empty state every exclusive request fails on.
-		return &nodeState{topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
-	}
-	t, err := topology.New(cpus, nil)
+	t, err := StandInTopology(free)
 	if err != nil {
 		return failed("%s: %v", what, err)
+	}
+	if t == nil {
+		// No CPU at all: an empty state every exclusive request fails on.
+		return &nodeState{topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
 	}
 	st, err := alloc.NewState(t, set.Config())
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
-	return &nodeState{st: st, free: len(cpus), topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+	return &nodeState{st: st, free: t.Allowed().Size(), topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the

@@ -20,6 +20,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -29,13 +30,16 @@ import (
 )
 
 // Reader is what corepin's cluster commands read: a sweep's pods and their
-// logs, its Jobs, and the nodes. Client implements it; tests give
-// client-go's fake clientset through kubeclienttest.
+// logs, its Jobs, the nodes and cluster-scoped custom resources (the nodes'
+// NodeResourceTopology objects). Client implements it; tests give
+// client-go's fake clientset (and fake dynamic client) through
+// kubeclienttest.
 type Reader interface {
 	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)
 	PodLog(ctx context.Context, namespace, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error)
 	ListJobs(ctx context.Context, namespace string, opts metav1.ListOptions) (*batchv1.JobList, error)
 	ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	ListClusterObjects(ctx context.Context, res schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
 }
 
 // scheme knows the two API groups Reader returns.
@@ -208,6 +212,15 @@ func (c *Client) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev
 	out := &corev1.NodeList{}
 	err := c.core.Get().Resource("nodes").VersionedParams(&opts, params).Timeout(serverTimeout(opts)).Do(ctx).Into(out)
 	return out, err
+}
+
+// ListClusterObjects lists the cluster-scoped objects of resource res that
+// opts selects (one page), through the dynamic client, each call bounded
+// by Timeout.
+func (c *Client) ListClusterObjects(ctx context.Context, res schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	return c.Dynamic.Resource(res).List(ctx, opts)
 }
 
 // serverTimeout is the list's server-side timeout, as client-go's typed

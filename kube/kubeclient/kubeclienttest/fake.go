@@ -5,18 +5,27 @@ package kubeclienttest
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/corepin/corepin/kube/kubeclient"
 )
 
-// Reader reads through a clientset.
-type Reader struct{ kubernetes.Interface }
+// Reader reads through a clientset and, for ListClusterObjects, a dynamic
+// client (k8s.io/client-go/dynamic/fake in tests).
+type Reader struct {
+	kubernetes.Interface
+	// Dynamic serves ListClusterObjects; nil fails it.
+	Dynamic dynamic.Interface
+}
 
 var _ kubeclient.Reader = Reader{}
 
@@ -38,4 +47,12 @@ func (r Reader) ListJobs(ctx context.Context, namespace string, opts metav1.List
 // ListNodes implements kubeclient.Reader.
 func (r Reader) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
 	return r.CoreV1().Nodes().List(ctx, opts)
+}
+
+// ListClusterObjects implements kubeclient.Reader through Dynamic.
+func (r Reader) ListClusterObjects(ctx context.Context, res schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if r.Dynamic == nil {
+		return nil, errors.New("kubeclienttest.Reader: no Dynamic client to list " + res.String())
+	}
+	return r.Dynamic.Resource(res).List(ctx, opts)
 }

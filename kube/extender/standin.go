@@ -1,0 +1,166 @@
+package extender
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/topology"
+)
+
+// StandInTopology is the stand-in machine of free CPUs per NUMA node
+// (AnnotationNUMAFree, or a NodeResourceTopology's zones): NUMA node i has
+// free[i] CPUs, each its own single-thread core, and each NUMA node with
+// CPUs its own L3 and socket (their indexes dense over those nodes). It is
+// nil, without an error, when free counts no CPU. A negative count, more
+// than cpuset.MaxCPU+1 CPUs in all, or more NUMA nodes than
+// topology.MaxNodeID+1 is an error.
+func StandInTopology(free []int) (*topology.Topology, error) {
+	if len(free) > topology.MaxNodeID+1 {
+		return nil, fmt.Errorf("building the stand-in machine: %d NUMA nodes, more than %d", len(free), topology.MaxNodeID+1)
+	}
+	total := 0
+	for n, f := range free {
+		if f < 0 || f > cpuset.MaxCPU+1-total {
+			return nil, fmt.Errorf("building the stand-in machine: NUMA node %d: %d free CPUs: want 0 or more and at most %d in all", n, f, cpuset.MaxCPU+1)
+		}
+		total += f
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	cpus := make([]topology.CPU, 0, total)
+	dense := 0
+	for n, f := range free {
+		for range f {
+			id := len(cpus)
+			cpus = append(cpus, topology.CPU{ID: id, Online: true, Allowed: true, Socket: topology.SocketID(dense),
+				NUMA: topology.NodeID(n), L3: topology.CacheID(dense), Core: topology.CoreID(id)})
+		}
+		if f > 0 {
+			dense++
+		}
+	}
+	t, err := topology.New(cpus, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the stand-in machine: %w", err)
+	}
+	return t, nil
+}
+
+// NRTNode is what one NodeResourceTopology object says of its node, read
+// as NRTStore reads it (ParseNRT): either Koordinator's description of the
+// whole machine or the free CPUs per NUMA node of its zones, and the
+// allocator settings of its attributes and topologyPolicies.
+type NRTNode struct {
+	// Name is the object's name, its node's.
+	Name string
+	// Koord is Koordinator's description (nrt.ParseKoord) when the object
+	// carries nrt.AnnotationKoordCPUTopology; nil otherwise.
+	Koord *nrt.Koord
+	// Free is the free CPUs per NUMA node of the object's Node zones
+	// (nrt.FreeCPUs) when Koord is nil.
+	Free []int
+	// Settings are the allocator settings of the object's attributes
+	// (nrt.AllocatorFromAttributes), with, absent the
+	// topologyManagerPolicy attribute, the topology policy of its
+	// topologyPolicies (nrt.TopologyPolicyOfNRT).
+	Settings nrt.Allocator
+}
+
+// ParseNRT reads a NodeResourceTopology object (v1alpha1 or v1alpha2) the
+// way NRTStore does, so that what judges a node and what replays over it
+// agree. An object NRTStore would leave unjudged (zones or settings that
+// do not read, more than cpuset.MaxCPU+1 free CPUs) or whose Koordinator
+// annotations fail its node is an error wrapping ErrNode.
+func ParseNRT(u *unstructured.Unstructured) (NRTNode, error) {
+	n := NRTNode{Name: u.GetName()}
+	o, err := objectOf(u)
+	if err != nil {
+		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
+	}
+	n.Settings, err = nrt.AllocatorFromAttributes(o.attrs)
+	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
+		n.Settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
+	}
+	if err != nil {
+		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
+	}
+	if o.hasKoord {
+		k, err := nrt.ParseKoord(o.koordAnn)
+		if err != nil {
+			return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
+		}
+		n.Koord = k
+		return n, nil
+	}
+	if o.zonesErr != nil {
+		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, o.zonesErr)
+	}
+	if n.Free, err = nrt.FreeCPUs(o.zones); err != nil {
+		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
+	}
+	total := 0
+	for _, f := range n.Free {
+		total += f
+	}
+	if total > cpuset.MaxCPU+1 {
+		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w: %d free CPUs in all, more than %d", ErrNode, nrt.ErrZones, total, cpuset.MaxCPU+1)
+	}
+	return n, nil
+}
+
+// ErrNoFreeCPU is wrapped when a NodeResourceTopology's zones count no
+// free CPU: there is no stand-in machine to build.
+var ErrNoFreeCPU = errors.New("its zones count no free CPU")
+
+// Machine is the node's machine and the workloads holding CPUs on it
+// before any placement. For Koordinator's description: its whole machine,
+// its reserved CPUs held as one exclusive nrt.ReservedID entry (as a
+// corepin node publishes them) and its held CPUs. For zones: the stand-in
+// machine of the free CPUs (StandInTopology), nothing held (the zones do
+// not say what is); no free CPU at all is an error wrapping ErrNoFreeCPU.
+func (n NRTNode) Machine() (*topology.Topology, []alloc.Assignment, error) {
+	if n.Koord != nil {
+		held := make([]alloc.Assignment, 0, len(n.Koord.Held)+1)
+		if !n.Koord.Reserved.IsEmpty() {
+			held = append(held, alloc.Assignment{ID: nrt.ReservedID, QoS: alloc.LSE, CPUs: n.Koord.Reserved})
+		}
+		return n.Koord.Topology, append(held, n.Koord.Held...), nil
+	}
+	t, err := StandInTopology(n.Free)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
+	}
+	if t == nil {
+		return nil, nil, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ErrNoFreeCPU)
+	}
+	return t, nil, nil
+}
+
+// TopologyPolicy is the node's default topology policy, "" when nothing
+// names one, as the extender judges the node: for Koordinator's
+// description, the policy of Koordinator's label
+// nrt.LabelKoordNUMATopologyPolicy among the Node's labels when set
+// (under the kubelet engine only when stricter than the object's, as the
+// kubelet still admits by its own), else the object's; for zones, the
+// object's (the labels are not read there). An unknown value of either
+// Koordinator label is an error wrapping ErrNode.
+func (n NRTNode) TopologyPolicy(nodeLabels map[string]string) (alloc.TopologyPolicy, error) {
+	tp := alloc.TopologyPolicy(n.Settings.TopologyPolicy)
+	if n.Koord == nil {
+		return tp, nil
+	}
+	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy])
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNode, err)
+	}
+	if l := labels.TopologyPolicy; l != "" && (n.Koord.Settings.Policy != string(alloc.PolicyKubelet) || strictness(l) > strictness(tp)) {
+		tp = l
+	}
+	return tp, nil
+}
