@@ -196,6 +196,28 @@ func (s *NRTStore) get(node string) (nrtEntry, bool) {
 // each object. synced reports whether the informer has listed them all
 // once.
 func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface, res schema.GroupVersionResource) (synced func() bool, err error) {
+	synced, err = watchTrimmed(ctx, client, res, "", trimNRT, s.onSet, func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			s.Delete(t.Key) // cluster-scoped: the key is the name
+			return
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			s.Delete(u.GetName())
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	return synced, nil
+}
+
+// watchTrimmed runs, until ctx ends, a client-go informer over client's
+// objects of resource res (all namespaces; fieldSelector, when not empty,
+// chooses which) that keeps each object as transform trims it, and calls
+// set on each addition and update, del on each deletion (with the object
+// or a tombstone). synced reports whether it has listed them all once.
+func watchTrimmed(ctx context.Context, client dynamic.Interface, res schema.GroupVersionResource, fieldSelector string,
+	transform toolscache.TransformFunc, set, del func(obj any)) (synced func() bool, err error) {
 	// A plain shared informer over the dynamic client: dynamicinformer's
 	// factory would link every typed informer of client-go (about 12 MB).
 	// The wrapper tells the reflector whether client streams its initial
@@ -203,31 +225,24 @@ func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface, res sche
 	ri := client.Resource(res)
 	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = fieldSelector
 			return ri.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = fieldSelector
 			return ri.Watch(ctx, opts)
 		},
 	}, client)
 	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	if err := inf.SetTransform(trimNRT); err != nil {
-		return nil, fmt.Errorf("setting the NodeResourceTopology transform: %w", err)
+	if err := inf.SetTransform(transform); err != nil {
+		return nil, fmt.Errorf("setting the informer's transform: %w", err)
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    s.onSet,
-		UpdateFunc: func(_, obj any) { s.onSet(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				s.Delete(t.Key) // cluster-scoped: the key is the name
-				return
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				s.Delete(u.GetName())
-			}
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: del,
+	}); err != nil {
+		return nil, err
 	}
 	go inf.RunWithContext(ctx)
 	return inf.HasSynced, nil

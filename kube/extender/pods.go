@@ -10,11 +10,9 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -159,38 +157,18 @@ func (s *PodStore) onTheirWay(node string, published map[string]struct{}) []boun
 // informer that keeps only what RequestOf reads of each pod. synced
 // reports whether the informer has listed them all once.
 func (s *PodStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
-	ri := client.Resource(PodResource)
-	lw := toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = BoundPodSelector
-			return ri.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = BoundPodSelector
-			return ri.Watch(ctx, opts)
-		},
-	}, client)
-	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	if err := inf.SetTransform(trimPod); err != nil {
-		return nil, fmt.Errorf("setting the pod transform: %w", err)
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    s.onSet,
-		UpdateFunc: func(_, obj any) { s.onSet(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				s.Delete(string(u.GetUID()))
-			}
-		},
+	synced, err = watchTrimmed(ctx, client, PodResource, BoundPodSelector, trimPod, s.onSet, func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			s.Delete(string(u.GetUID()))
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	go inf.RunWithContext(ctx)
-	return inf.HasSynced, nil
+	return synced, nil
 }
 
 func (s *PodStore) onSet(obj any) {
