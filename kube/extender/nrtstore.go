@@ -370,6 +370,19 @@ func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
 	return o.Zones, nil
 }
 
+// identityOf is a new object with u's type, name, namespace, resource
+// version and UID alone: what an informer's cache needs of it.
+func identityOf(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetUID(u.GetUID())
+	return out
+}
+
 // trimNRT is the informer's transform: it keeps of an object only what
 // the store and the informer's own cache need (name, resource version,
 // zones, attributes, topologyPolicies and Koordinator's annotations; at
@@ -381,12 +394,7 @@ func trimNRT(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone: its object was trimmed when added
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetName(u.GetName())
-	out.SetResourceVersion(u.GetResourceVersion())
-	out.SetUID(u.GetUID())
+	out := identityOf(u)
 	for _, f := range []struct {
 		field string
 		max   int

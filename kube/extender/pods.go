@@ -199,13 +199,7 @@ func trimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone: its object was trimmed when added
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetName(u.GetName())
-	out.SetNamespace(u.GetNamespace())
-	out.SetResourceVersion(u.GetResourceVersion())
-	out.SetUID(u.GetUID())
+	out := identityOf(u)
 	keep := func(m map[string]string, names ...string) map[string]string {
 		kept := map[string]string{}
 		for _, n := range names {
