@@ -31,7 +31,9 @@ import (
 // koordlet's NodeResourceTopology of an idle 16-CPU machine under either
 // kubelet policy, each Node with 3 common labels, the pod naming no
 // policy; "koord-labels": as koord, with Koordinator's cpu-bind-policy and
-// numa-topology-policy labels in 24 combinations.
+// numa-topology-policy labels in 24 combinations; "topology-bound-pods": as
+// topology, each node naming its admitted pods (pod_uids) and two 2-CPU
+// pods bound to each and not yet admitted there (WithPods, 200 pods).
 func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 	topo := make([]corev1.Node, 0, 100)
 	coarse := make([]corev1.Node, 0, 100)
@@ -95,6 +97,19 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 			benchCalls(b, New(WithNRT(store)).Handler(), args(b, guaranteedPod("enc", "4", nil, nil), bare...))
 		})
 	}
+	b.Run("topology-bound-pods", func(b *testing.B) {
+		pods := NewPodStore(1000, nil)
+		nodes := make([]corev1.Node, 0, len(topo))
+		for i, n := range topo {
+			ann := maps.Clone(n.Annotations)
+			ann[AnnotationAllocator] = `{"policy":"corepin","pod_uids":true}`
+			nodes = append(nodes, node(n.Name, ann))
+			for j := range 2 {
+				pods.Set(boundPodOn(fmt.Sprintf("u-%d-%d", i, j), n.Name, "2"))
+			}
+		}
+		benchCalls(b, New(WithPods(pods)).Handler(), args(b, pod, nodes...))
+	})
 	b.Run("topology-distinct-pods", func(b *testing.B) {
 		var bodies [][]byte
 		for i := range 64 {

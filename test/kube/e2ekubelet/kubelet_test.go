@@ -23,6 +23,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
@@ -71,6 +72,9 @@ type cluster struct {
 	api        string
 	kubeconfig string
 	extPort    int
+	// podUIDs are the pod UIDs the node's corepin.io/assigned entries
+	// named while the Jobs ran (sampleAssigned), with how often.
+	podUIDs map[string]int
 	cgroupRoot string
 	ps         *kubetest.Procs
 	cs         kubernetes.Interface
@@ -139,10 +143,12 @@ func (c *cluster) startControlPlane() {
 
 	// The real corepin extender under the shipped scheduler configuration:
 	// the node's annotations (corepin nri --annotate-node) are what it
-	// judges.
+	// judges, with the pods bound and not yet admitted there (as the
+	// chart runs it, --track-pods).
 	c.extPort = kubetest.FreePort(t)
-	ext := c.ps.Start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort))
-	kubetest.WaitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", 20*time.Second)
+	ext := c.ps.Start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort),
+		"--track-pods", "--kubeconfig", c.kubeconfig, "--nrt-sync-timeout", "1m")
+	kubetest.WaitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", time.Minute)
 	schedPort := kubetest.FreePort(t)
 	schedCfg := writeFile(t, c.path("scheduler.yaml"), kubetest.ShippedSchedulerConfig(t, c.kubeconfig, c.extPort))
 	begin = time.Now()
@@ -343,6 +349,7 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 		}
 		var got *batchv1.Job
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			c.sampleAssigned(ctx)
 			g, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, j.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -381,6 +388,27 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 	}
 	c.note("%d Jobs (%d pods) complete %s after the first was created", len(js), len(out), fmtDur(time.Since(begin)))
 	return out
+}
+
+// sampleAssigned notes the pod UIDs the node's published assignments name
+// now (corepin nri --annotate-node names each container's pod).
+func (c *cluster) sampleAssigned(ctx context.Context) {
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	var list []plan.Assigned
+	if json.Unmarshal([]byte(n.Annotations[extender.AnnotationAssigned]), &list) != nil {
+		return
+	}
+	if c.podUIDs == nil {
+		c.podUIDs = map[string]int{}
+	}
+	for _, a := range list {
+		if a.PodUID != "" {
+			c.podUIDs[a.PodUID]++
+		}
+	}
 }
 
 // podTimes says when, after start, each pod was created, scheduled,
@@ -712,6 +740,30 @@ func (c *cluster) checkExtender(pods int) {
 		t.Errorf("node %s: %s %q (%v), want the plugin's settings {\"policy\":\"corepin\"}", nodeName, extender.AnnotationAllocator,
 			n.Annotations[extender.AnnotationAllocator], err)
 	}
+	// The plugin names each container's pod by the UID the API server
+	// gave it: the extender tells admitted pods from coming ones by it.
+	if !strings.Contains(n.Annotations[extender.AnnotationAllocator], `"pod_uids":true`) {
+		t.Errorf("node %s: %s %q does not say its entries name their pods", nodeName, extender.AnnotationAllocator, n.Annotations[extender.AnnotationAllocator])
+	}
+	all, err := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{}
+	for _, p := range all.Items {
+		ours[string(p.UID)] = true
+	}
+	named := 0
+	for uid := range c.podUIDs {
+		if !ours[uid] {
+			t.Errorf("node %s named pod UID %q in %s, which is no pod of the sweep", nodeName, uid, extender.AnnotationAssigned)
+			continue
+		}
+		named++
+	}
+	if named == 0 {
+		t.Errorf("node %s never named a sweep pod's UID in %s while the Jobs ran", nodeName, extender.AnnotationAssigned)
+	}
 	m := kubetest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.extPort))
 	calls, kept := m[`corepin_extender_request_duration_seconds_count{verb="filter"}`], m[`corepin_extender_filtered_nodes_total{result="kept"}`]
 	// A pod may be refused while the annotations still show CPUs that a
@@ -719,8 +771,8 @@ func (c *cluster) checkExtender(pods int) {
 	if calls < float64(pods) || kept < float64(pods) {
 		t.Errorf("extender: %v filter calls kept the node %v times, want at least one keeping call per pod (%d)", calls, kept, pods)
 	}
-	c.note("node %s annotated by corepin nri from the host (%d CPUs, %d held now); under the shipped scheduler configuration corepin extender was asked %v times and kept the node %v times",
-		nodeName, topo.Online().Size(), len(held), calls, kept)
+	c.note("node %s annotated by corepin nri from the host (%d CPUs, %d held now; %d of the %d sweep pods seen named by UID in its assignments); under the shipped scheduler configuration corepin extender --track-pods was asked %v times and kept the node %v times",
+		nodeName, topo.Online().Size(), len(held), named, len(all.Items), calls, kept)
 }
 
 // teardown stops the kubelet first (so it recreates nothing), removes
