@@ -74,7 +74,7 @@ type cluster struct {
 	extPort    int
 	// podUIDs are the pod UIDs the node's corepin.io/assigned entries
 	// named while the Jobs ran (sampleAssigned), with how often.
-	podUIDs map[string]int
+	podUIDs    map[string]int
 	cgroupRoot string
 	ps         *kubetest.Procs
 	cs         kubernetes.Interface
