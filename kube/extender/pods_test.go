@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -301,3 +302,49 @@ var (
 	metavUpdate = metav1.UpdateOptions{}
 	metavDelete = metav1.DeleteOptions{}
 )
+
+// Calls judged while the informer adds and removes pods race with nothing
+// (go test -race) and every answer is one of the two states' answers.
+func TestBoundPodsChangeWhileJudging(t *testing.T) {
+	pods := NewPodStore(100, nil)
+	e := New(WithPods(pods))
+	fresh := burstNode(t, "n1", nil, map[string]string{})
+	third := guaranteedPod("third", "5", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	body := args(t, third, fresh)
+	h := e.Handler()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pods.Set(boundPodOn("u1", "n1", "5"))
+			pods.Set(boundPodOn("u2", "n1", "5"))
+			pods.Delete("u1")
+			pods.Delete("u2")
+		}
+	}()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(string(body))))
+				out := rec.Body.String()
+				if rec.Code != http.StatusOK || !(strings.Contains(out, `"items":[{"metadata":{"name":"n1"`) || strings.Contains(out, "no NUMA node with 5 free CPUs")) {
+					t.Errorf("POST /filter = %d %s", rec.Code, out)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+}
