@@ -31,6 +31,12 @@
 // koordState). A node that publishes none of these is not corepin's to
 // judge and passes with score 0.
 //
+// With WithPods, a node whose AnnotationAllocator says its
+// AnnotationAssigned names the pod of each entry (nrt.Allocator.PodUIDs)
+// is judged with the pods bound to it that no entry names placed first, as
+// a PodStore keeps them from a client-go informer: the pods the scheduler
+// bound a moment ago that the node's NRI plugin has not admitted yet.
+//
 // The handler reads a body's nodes without decoding them into corev1.Node:
 // it takes each node's name, corepin annotations and Koordinator labels
 // and answers /filter
@@ -39,5 +45,6 @@
 //
 // A pod's wishes are read from the metadata the NRI plugin honours (see
 // RequestOf). The package touches no machine and keeps no state beyond the
-// cache; a malformed request body is a 400, never a panic.
+// caches and the stores it is given (NRTStore, PodStore); a malformed
+// request body is a 400, never a panic.
 package extender
