@@ -56,7 +56,10 @@ SingleNUMANode) replaces the object's topology policy (under a static kubelet
 policy the stricter of the two holds: the kubelet still admits by its own),
 and node.koordinator.sh/cpu-bind-policy FullPCPUsOnly makes every exclusive
 pod take whole cores (as full-pcpus-only), SpreadByPCPUs one CPU per core
-first (None or empty: no constraint); an unknown value fails the node,
+first (None or empty: no constraint), and
+node.koordinator.sh/numa-allocate-strategy (MostAllocated, the default,
+LeastAllocated or DistributeEvenly) picks the NUMA node an exclusive pod's
+CPUs come from, under corepin's engine; an unknown value fails the node,
 naming the label. Otherwise the "available" cpu of each zone of type Node (node-0,
 node-1, ...) stands for its free CPUs per NUMA node, as corepin.io/numa-free
 would. The attributes topologyManagerPolicy, corepin.io/policy and

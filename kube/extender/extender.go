@@ -323,6 +323,10 @@ func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bo
 		// CPU-bound pod's required bind policy.
 		req.Bind = ns.bind
 	}
+	if ns.numa != "" && (req.QoS == alloc.LSE || req.QoS == alloc.LSR) {
+		// Koordinator's label: how koord-scheduler picks the NUMA node.
+		req.NUMA = ns.numa
+	}
 	return req, nodeDefault
 }
 

@@ -190,7 +190,7 @@ func TestKoordinatorBindLabelPlaces(t *testing.T) {
 		{node: koordFull, label: "SpreadByPCPUs", cores: 2},
 	} {
 		t.Run(tc.node+"/"+tc.label+"/"+string(tc.bind), func(t *testing.T) {
-			ns, _ := e.nrtStateOf(tc.node, tc.label, "")
+			ns, _ := e.nrtStateOf(tc.node, koordLabelValues{bind: tc.label})
 			if ns == nil || ns.err != nil {
 				t.Fatalf("state %v", ns)
 			}
@@ -210,6 +210,51 @@ func TestKoordinatorBindLabelPlaces(t *testing.T) {
 	}
 }
 
+// TestKoordinatorNUMAStrategyLabelPlaces: node.koordinator.sh/numa-allocate-strategy
+// decides which NUMA node an exclusive pod's CPUs come from when several
+// could take it. Koordinator's object reserves CPU 8, so NUMA node 0 has 7
+// free CPUs and node 1 has 8: MostAllocated, the default, packs a 2-CPU
+// pod on node 0, LeastAllocated spreads it to node 1, under corepin's
+// engine; the kubelet engine (a static kubelet policy) places as the
+// kubelet does, whatever the label. The fast and typed paths agree, and
+// the label keys the state.
+func TestKoordinatorNUMAStrategyLabelPlaces(t *testing.T) {
+	s := labelStore(t)
+	e := New(WithNRT(s))
+	place := func(node, label string) string {
+		t.Helper()
+		ns, _ := e.nrtStateOf(node, koordLabelValues{strategy: label})
+		if ns == nil || ns.err != nil {
+			t.Fatalf("%s, label %q: state %v", node, label, ns)
+		}
+		req, _ := ns.request(alloc.Request{ID: "p", CPUs: 2, QoS: alloc.LSE})
+		pl, err := admit(ns.st, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.NUMANodes.String()
+	}
+	for _, tc := range []struct {
+		node, label, want string
+	}{
+		{node: koordNone, want: "0"},
+		{node: koordNone, label: "MostAllocated", want: "0"},
+		{node: koordNone, label: "LeastAllocated", want: "1"},
+		{node: koordStatic, label: "LeastAllocated", want: place(koordStatic, "")},
+	} {
+		if got := place(tc.node, tc.label); got != tc.want {
+			t.Errorf("%s, label %q: placed on NUMA node %s, want %s", tc.node, tc.label, got, tc.want)
+		}
+		body := args(t, guaranteedPod("two", "2", nil, nil), labeled(tc.node, nil, nrt.LabelKoordNUMAAllocateStrategy, tc.label))
+		checkSameAnswers(t, body, 1, WithNRT(s))
+	}
+	_, kMost := e.nrtStateOf(koordNone, koordLabelValues{strategy: "MostAllocated"})
+	_, kLeast := e.nrtStateOf(koordNone, koordLabelValues{strategy: "LeastAllocated"})
+	if kMost == kLeast {
+		t.Error("MostAllocated and LeastAllocated share a state key")
+	}
+}
+
 // TestKoordinatorBadNodeLabel: an unknown value fails a node judged by
 // Koordinator's object, naming the label and the values allowed; on other
 // nodes the labels are not read.
@@ -223,6 +268,8 @@ func TestKoordinatorBadNodeLabel(t *testing.T) {
 		{name: "numa kubelet vocabulary", label: numaLabel, value: "single-numa-node", want: `"single-numa-node": want None, BestEffort, Restricted, SingleNUMANode or empty`},
 		{name: "numa scoped", label: numaLabel, value: "SingleNUMANodePodLevel", want: "want None, BestEffort, Restricted, SingleNUMANode or empty"},
 		{name: "long", label: numaLabel, value: strings.Repeat("x", 300), want: `...": want None`},
+		{name: "strategy kubelet-ish", label: nrt.LabelKoordNUMAAllocateStrategy, value: "most-allocated",
+			want: `"most-allocated": want MostAllocated, LeastAllocated, DistributeEvenly or empty`},
 	}
 	h := New(WithNRT(s)).Handler()
 	for _, tc := range cases {
@@ -241,7 +288,7 @@ func TestKoordinatorBadNodeLabel(t *testing.T) {
 		})
 	}
 	// The error wraps ErrNode and nrt.ErrKoordLabel.
-	ns, _ := New(WithNRT(s)).nrtStateOf(koordNone, "Sometimes", "")
+	ns, _ := New(WithNRT(s)).nrtStateOf(koordNone, koordLabelValues{bind: "Sometimes"})
 	if ns == nil || !errors.Is(ns.err, ErrNode) || !errors.Is(ns.err, nrt.ErrKoordLabel) {
 		t.Errorf("state error %v: want one wrapping ErrNode and nrt.ErrKoordLabel", ns)
 	}
@@ -257,7 +304,7 @@ func TestKoordinatorLabelsKeyTheState(t *testing.T) {
 	keys := map[stateKey]string{}
 	for _, l := range [][2]string{{"", ""}, {"FullPCPUsOnly", ""}, {"SpreadByPCPUs", ""}, {"", "SingleNUMANode"}, {"", "None"},
 		{"FullPCPUsOnly", "SingleNUMANode"}} {
-		ns, k := e.nrtStateOf(koordNone, l[0], l[1])
+		ns, k := e.nrtStateOf(koordNone, koordLabelValues{bind: l[0], policy: l[1]})
 		if ns == nil || ns.err != nil {
 			t.Fatalf("labels %q: state %v", l, ns)
 		}
@@ -270,7 +317,7 @@ func TestKoordinatorLabelsKeyTheState(t *testing.T) {
 		}
 	}
 	// "None" binds nothing: the same state as no label.
-	_, kNone := e.nrtStateOf(koordNone, "None", "")
+	_, kNone := e.nrtStateOf(koordNone, koordLabelValues{bind: "None"})
 	if kNone != ent.key {
 		t.Errorf("cpu-bind-policy None keyed apart from no label")
 	}

@@ -70,6 +70,10 @@ type nodeState struct {
 	// request takes on the node, whatever it asks: Koordinator's node
 	// label nrt.LabelKoordCPUBindPolicy.
 	bind alloc.Bind
+	// numa, when set, is the NUMA strategy every exclusive request takes
+	// on the node: Koordinator's node label
+	// nrt.LabelKoordNUMAAllocateStrategy.
+	numa alloc.NUMAStrategy
 	// bindLabel and policyLabel are the values of Koordinator's node
 	// labels that decided bind and topologyPolicy, for the reasons of
 	// the refusals they cause ("" when no label decided them).
@@ -143,7 +147,8 @@ func (e *Extender) publishedStateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return e.nrtStateOf(node.Name, node.Labels[nrt.LabelKoordCPUBindPolicy], node.Labels[nrt.LabelKoordNUMATopologyPolicy])
+		return e.nrtStateOf(node.Name, koordLabelValues{node.Labels[nrt.LabelKoordCPUBindPolicy], node.Labels[nrt.LabelKoordNUMATopologyPolicy],
+			node.Labels[nrt.LabelKoordNUMAAllocateStrategy]})
 	}
 	settings, hasSettings := node.Annotations[AnnotationAllocator]
 	h := sha256.New()
@@ -181,7 +186,7 @@ func (e *Extender) publishedStateOf(node *corev1.Node) (*nodeState, stateKey) {
 func (e *Extender) rawPublishedStateOf(n *rawNode) (*nodeState, stateKey) {
 	topo, assigned, free, settings := n.ann[0], n.ann[1], n.ann[2], n.ann[3]
 	if topo == nil && free == nil {
-		return e.nrtStateOf(n.name, rawLabel(n.label[0]), rawLabel(n.label[1]))
+		return e.nrtStateOf(n.name, koordLabelValues{rawLabel(n.label[0]), rawLabel(n.label[1]), rawLabel(n.label[2])})
 	}
 	h := sha256.New()
 	if settings != nil {
@@ -427,7 +432,7 @@ func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
 // machine of its zones, whose labels are not read (no koordlet runs there,
 // no koord-scheduler judges it by them). Nil when the extender watches none
 // (WithNRT) or knows none for the node.
-func (e *Extender) nrtStateOf(name, bindLabel, policyLabel string) (*nodeState, stateKey) {
+func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, stateKey) {
 	if e.nrt == nil {
 		return nil, stateKey{}
 	}
@@ -437,9 +442,13 @@ func (e *Extender) nrtStateOf(name, bindLabel, policyLabel string) (*nodeState, 
 	}
 	key := ent.key
 	var labels nrt.KoordLabels
-	if ent.koord != nil && (bindLabel != "" || policyLabel != "") {
+	if ent.koord != nil && lv != (koordLabelValues{}) {
 		var err error
-		if labels, err = nrt.ParseKoordLabels(bindLabel, policyLabel); err != nil {
+		labels, err = nrt.ParseKoordLabels(lv.bind, lv.policy)
+		if err == nil {
+			labels.NUMA, err = nrt.ParseKoordNUMAAllocateStrategy(lv.strategy)
+		}
+		if err != nil {
 			// Not cached: judge answers a failed state before it
 			// looks at its key.
 			return &nodeState{err: fmt.Errorf("%w: %w", ErrNode, err)}, stateKey{}
@@ -464,6 +473,11 @@ func (e *Extender) nrtStateOf(name, bindLabel, policyLabel string) (*nodeState, 
 	return ns, key
 }
 
+// koordLabelValues are the values of a Node's Koordinator labels
+// (nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy,
+// nrt.LabelKoordNUMAAllocateStrategy), "" when absent.
+type koordLabelValues struct{ bind, policy, strategy string }
+
 // labeledKey is the key of the state of the NodeResourceTopology of key
 // under Koordinator labels l (not both empty), computed without
 // allocating.
@@ -475,6 +489,9 @@ func labeledKey(key stateKey, l nrt.KoordLabels) stateKey {
 	b[n] = 0 // the names are known: none holds a NUL
 	n++
 	n += copy(b[n:], l.TopologyPolicy)
+	b[n] = 0
+	n++
+	n += copy(b[n:], l.NUMA)
 	return sha256.Sum256(b[:n])
 }
 
@@ -486,7 +503,7 @@ func rawLabel(raw []byte) string {
 		return ""
 	}
 	v := raw[1 : len(raw)-1]
-	for _, names := range [][]string{nrt.KoordCPUBindPolicies, nrt.KoordNUMATopologyPolicies} {
+	for _, names := range [][]string{nrt.KoordCPUBindPolicies, nrt.KoordNUMATopologyPolicies, nrt.KoordNUMAAllocateStrategies} {
 		for _, name := range names {
 			if string(v) == name {
 				return name
@@ -539,8 +556,10 @@ func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *no
 			return failed("label %s %s with the kubelet's options %v: %v", nrt.LabelKoordCPUBindPolicy, bindLabel, k.Settings.Options, err)
 		}
 	}
+	numa := labels.NUMA
 	if k.Settings.Policy == string(alloc.PolicyKubelet) {
 		bind = "" // the kubelet engine takes no bind: its options bind
+		numa = "" // nor a NUMA strategy: it packs, or its options spread
 	}
 	tp := alloc.TopologyPolicy(topologyPolicy)
 	if l := labels.TopologyPolicy; l != "" && (k.Settings.Policy != string(alloc.PolicyKubelet) || strictness(l) > strictness(tp)) {
@@ -560,7 +579,7 @@ func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *no
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
 	}
 	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: tp,
-		bind: bind, bindLabel: bindLabel, policyLabel: policyLabel}
+		bind: bind, numa: numa, bindLabel: bindLabel, policyLabel: policyLabel}
 }
 
 // withOption is opts and name, sorted, in a new slice.

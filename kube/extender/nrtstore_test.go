@@ -325,7 +325,7 @@ func FuzzNRTObject(f *testing.F) {
 		}
 		s.onSet(tu)
 		e := New(WithNRT(s))
-		ns, k := e.nrtStateOf(u.GetName(), "", "")
+		ns, k := e.nrtStateOf(u.GetName(), koordLabelValues{})
 		if ns == nil {
 			return
 		}

@@ -253,7 +253,7 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 		t.Errorf("kubelet node settings %+v", got.settings)
 	}
 	e := New(WithNRT(s))
-	if ns, _ := e.nrtStateOf("kubelet", "", ""); ns == nil || ns.st == nil || ns.st.Policy() != alloc.PolicyKubelet {
+	if ns, _ := e.nrtStateOf("kubelet", koordLabelValues{}); ns == nil || ns.st == nil || ns.st.Policy() != alloc.PolicyKubelet {
 		t.Errorf("kubelet node state %+v: want the kubelet engine", ns)
 	}
 	body := args(t, guaranteedPod("nine", "9", nil, nil), node("snn", nil), node("none", nil), node("bad", nil))
@@ -264,8 +264,8 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	if got, want := failedAll(res)["snn"], "no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)"; got != want {
 		t.Errorf("snn reason %q, want %q", got, want)
 	}
-	_, kSNN := e.nrtStateOf("snn", "", "")
-	_, kNone := e.nrtStateOf("none", "", "")
+	_, kSNN := e.nrtStateOf("snn", koordLabelValues{})
+	_, kNone := e.nrtStateOf("none", koordLabelValues{})
 	if kSNN == kNone {
 		t.Error("two objects of the same zones and other topology policies share a state key")
 	}

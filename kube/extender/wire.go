@@ -27,7 +27,7 @@ type rawNode struct {
 	// annotations corepin reads.
 	ann [4][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator
 	// label holds the raw JSON strings of Koordinator's node labels.
-	label [2][]byte // nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy
+	label [3][]byte // nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy, nrt.LabelKoordNUMAAllocateStrategy
 }
 
 // rawArgs is a body the fast path read.
@@ -319,7 +319,7 @@ func (w *walker) node() (rawNode, bool) {
 				}
 				var lm member
 				return w.object(func(k []byte) bool {
-					name, ok := lm.want(k, nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy)
+					name, ok := lm.want(k, nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy, nrt.LabelKoordNUMAAllocateStrategy)
 					if !ok {
 						return false
 					}
@@ -333,6 +333,8 @@ func (w *walker) node() (rawNode, bool) {
 						n.label[0] = v
 					case nrt.LabelKoordNUMATopologyPolicy:
 						n.label[1] = v
+					case nrt.LabelKoordNUMAAllocateStrategy:
+						n.label[2] = v
 					}
 					return true
 				})

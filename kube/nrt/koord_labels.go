@@ -24,7 +24,16 @@ const (
 	// replaces the kubelet's policy koordlet reports in topologyPolicies
 	// for koord-scheduler.
 	LabelKoordNUMATopologyPolicy = "node.koordinator.sh/numa-topology-policy"
+	// LabelKoordNUMAAllocateStrategy is how koord-scheduler picks among
+	// the NUMA nodes that could take a pod's CPUs on the node:
+	// MostAllocated (the fullest that fits, its default), LeastAllocated
+	// (the emptiest) or DistributeEvenly (split evenly).
+	LabelKoordNUMAAllocateStrategy = "node.koordinator.sh/numa-allocate-strategy"
 )
+
+// KoordNUMAAllocateStrategies are the values of
+// LabelKoordNUMAAllocateStrategy (an empty value is no label).
+var KoordNUMAAllocateStrategies = []string{"MostAllocated", "LeastAllocated", "DistributeEvenly"}
 
 // KoordCPUBindPolicies are the values of LabelKoordCPUBindPolicy
 // koord-scheduler knows (an empty value is None).
@@ -48,6 +57,28 @@ type KoordLabels struct {
 	// when the label is absent or empty (the kubelet's applies). None is
 	// alloc.TopologyNone: it is set, and replaces the kubelet's.
 	TopologyPolicy alloc.TopologyPolicy
+	// NUMA is the NUMA strategy every exclusive request on the node
+	// takes (LabelKoordNUMAAllocateStrategy), "" when the label is absent
+	// or empty (koord-scheduler's default, MostAllocated, as corepin's).
+	NUMA alloc.NUMAStrategy
+}
+
+// ParseKoordNUMAAllocateStrategy reads the value of
+// LabelKoordNUMAAllocateStrategy ("" for an absent label), spelled exactly
+// as Koordinator spells it. An unknown value is an error wrapping
+// ErrKoordLabel that names the label and the values allowed.
+func ParseKoordNUMAAllocateStrategy(v string) (alloc.NUMAStrategy, error) {
+	switch v {
+	case "":
+		return "", nil
+	case "MostAllocated":
+		return alloc.MostAllocated, nil
+	case "LeastAllocated":
+		return alloc.LeastAllocated, nil
+	case "DistributeEvenly":
+		return alloc.DistributeEvenly, nil
+	}
+	return "", fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMAAllocateStrategy, short(v), strings.Join(KoordNUMAAllocateStrategies, ", "))
 }
 
 // ParseKoordLabels reads the values of LabelKoordCPUBindPolicy (bind) and
