@@ -283,6 +283,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if fromCluster && view.published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
+				fmt.Fprintf(e.stderr, "%s: no simulated node publishes allocator settings; every node runs corepin's defaults (the corepin scenario)\n", sim.AsDeployed)
+			}
 			tp := alloc.TopologyPolicy(topoPolicy)
 			switch tp {
 			case alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:

@@ -133,7 +133,7 @@ func TestSimulateAsDeployedFromCluster(t *testing.T) {
 
 // TestSimulateAllWithoutPublishedSettings: --policies all over nodes that
 // publish no settings replays the named scenarios only (as-deployed would
-// be corepin's run again).
+// be corepin's run again); asked for by name it runs, with a note.
 func TestSimulateAllWithoutPublishedSettings(t *testing.T) {
 	doc, err := os.ReadFile(writeNode(t))
 	if err != nil {
@@ -157,6 +157,11 @@ func TestSimulateAllWithoutPublishedSettings(t *testing.T) {
 	}
 	if diff := cmp.Diff(sim.ScenarioNames(), names); diff != "" {
 		t.Errorf("scenarios (-want +got):\n%s", diff)
+	}
+	// Asked for, it runs, saying every node runs corepin's defaults.
+	code, _, errs = corepin(t, lseTrace(2), "simulate", "--trace", "-", "--from-cluster", "--kubeconfig", kc, "--context", "sweep", "--policies", "as-deployed")
+	if code != 0 || !strings.Contains(errs, "as-deployed: no simulated node publishes allocator settings") {
+		t.Errorf("--policies as-deployed: exit %d, stderr %q; want 0 and the note", code, errs)
 	}
 }
 
