@@ -37,6 +37,12 @@
 // placements, so ranking a node costs O(L3 groups + NUMA nodes), not an
 // allocation.
 //
+// The AsDeployed scenario instead replays each node of a cluster under the
+// settings it publishes (Node.Settings: engine, options, default topology
+// policy, a forced bind), applied to a request when it is tried on that
+// node; a node publishing none runs corepin's engine under
+// Config.TopologyPolicy.
+//
 // # What it does not model
 //
 // Jobs run for exactly their trace duration, whatever CPUs they got: the

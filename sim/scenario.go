@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 )
 
 // ErrBadConfig is wrapped by errors about a scenario, node choice or
@@ -25,6 +27,62 @@ type Scenario struct {
 	// Bind, when set, is the bind policy of requests that name none
 	// (Koordinator's default cpu bind policy).
 	Bind alloc.Bind
+	// PerNode replays each node under its own settings (Node.Settings)
+	// instead of Policy, Options, NUMA and Bind, which it leaves empty:
+	// the as-deployed scenario.
+	PerNode bool
+}
+
+// AsDeployed is the name of the scenario that replays each node under the
+// settings it publishes (Node.Settings), a node without any under
+// corepin's defaults. It is not among Scenarios: it means something only
+// for a cluster whose nodes carry settings.
+const AsDeployed = "as-deployed"
+
+// NodeSettings are the allocator settings one node runs under, as it
+// publishes them: its engine and kubelet options, its default topology
+// policy and, from Koordinator's node label, a bind policy it forces.
+type NodeSettings struct {
+	// Policy is the engine; empty is corepin.
+	Policy alloc.Policy
+	// Options are kubelet static-policy option names.
+	Options []string
+	// TopologyPolicy is given to requests that name none; empty is none.
+	TopologyPolicy alloc.TopologyPolicy
+	// Bind, when set, is the bind policy of every exclusive (LSE, LSR)
+	// request placed on the node, whatever the request asks
+	// (Koordinator's node label node.koordinator.sh/cpu-bind-policy). The
+	// kubelet engine takes no bind, so it is ignored there.
+	Bind alloc.Bind
+}
+
+// config is the allocator configuration of s with reserved CPUs.
+func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.Config {
+	return alloc.Config{Policy: s.Policy, Options: s.Options, Reserved: reserved}
+}
+
+// key names s among the settings of a cluster's nodes.
+func (s NodeSettings) key() string {
+	return string(cmp.Or(s.Policy, alloc.PolicyCorepin)) + "\x00" + strings.Join(s.Options, "+") + "\x00" +
+		string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind)
+}
+
+// apply returns r as a node under settings s sees it: with s's topology
+// policy when r names none; on the kubelet engine without bind, exclusive
+// or NUMA strategy (it knows none: its options say how it places); else
+// with s's bind when r is exclusive.
+func (s NodeSettings) apply(r alloc.Request) alloc.Request {
+	if r.TopologyPolicy == "" {
+		r.TopologyPolicy = cmp.Or(s.TopologyPolicy, alloc.TopologyNone)
+	}
+	if s.Policy == alloc.PolicyKubelet {
+		r.Bind, r.Exclusive, r.NUMA = "", "", ""
+		return r
+	}
+	if s.Bind != "" && (r.QoS == alloc.LSE || r.QoS == alloc.LSR || r.QoS == "") {
+		r.Bind = s.Bind
+	}
+	return r
 }
 
 // Named scenarios, in the order reports show them.
@@ -59,10 +117,13 @@ func ScenarioNames() []string {
 	return out
 }
 
-// ParseScenario returns a named scenario, or builds one from
+// ParseScenario returns a named scenario, AsDeployed, or builds one from
 // "kubelet:OPT+OPT" or "corepin:OPT+OPT" (an engine with kubelet option
 // names, e.g. "kubelet:full-pcpus-only+align-by-socket").
 func ParseScenario(name string) (Scenario, error) {
+	if name == AsDeployed {
+		return Scenario{Name: AsDeployed, PerNode: true}, nil
+	}
 	for _, s := range Scenarios() {
 		if s.Name == name {
 			return s, nil
@@ -76,8 +137,8 @@ func ParseScenario(name string) (Scenario, error) {
 		}
 		return s, nil
 	}
-	return Scenario{}, fmt.Errorf("%w: unknown scenario %q (known: %s, or kubelet:OPTION+OPTION, corepin:OPTION+OPTION)",
-		ErrBadConfig, name, strings.Join(ScenarioNames(), ", "))
+	return Scenario{}, fmt.Errorf("%w: unknown scenario %q (known: %s, %s, or kubelet:OPTION+OPTION, corepin:OPTION+OPTION)",
+		ErrBadConfig, name, strings.Join(ScenarioNames(), ", "), AsDeployed)
 }
 
 // apply returns r as this scenario's nodes see it. The kubelet engine knows

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -61,6 +62,27 @@ type Node struct {
 	// Held are the workloads on the node before the trace starts (an
 	// exclusive set, an LS quota); they hold their CPUs throughout.
 	Held []alloc.Assignment
+	// Settings are the allocator settings the node publishes, nil when it
+	// publishes none. Only a PerNode scenario (AsDeployed) reads them; it
+	// replays a node without them under corepin's engine, no options and
+	// Config.TopologyPolicy.
+	Settings *NodeSettings
+}
+
+// settingsOf is the allocator settings node n runs under in run: the
+// scenario's engine and options, or under a PerNode scenario the node's
+// own (published reports whether the node published them).
+func (cfg Config) settingsOf(run Run, n Node) (set NodeSettings, published bool) {
+	s := run.Scenario
+	if !s.PerNode {
+		return NodeSettings{Policy: s.Policy, Options: s.Options}, false
+	}
+	if n.Settings == nil {
+		return NodeSettings{Policy: alloc.PolicyCorepin, TopologyPolicy: cfg.TopologyPolicy}, false
+	}
+	set = *n.Settings
+	set.Policy = cmp.Or(set.Policy, alloc.PolicyCorepin)
+	return set, true
 }
 
 // Report is the outcome of replaying one trace under several runs.
@@ -87,7 +109,9 @@ type Report struct {
 	WallSeconds float64 `json:"wall_seconds"`
 }
 
-// Result is what one run did.
+// Result is what one run did. Policy and Options are the scenario's engine
+// and kubelet options; under AsDeployed, the engine the nodes share (else
+// "mixed") and the options every node has.
 type Result struct {
 	Scenario   string       `json:"scenario"`
 	NodeChoice NodeChoice   `json:"node_choice"`
@@ -107,6 +131,22 @@ type Result struct {
 	Alignment     Alignment      `json:"alignment"`
 	Fragmentation Fragmentation  `json:"fragmentation"`
 	Timing        Timing         `json:"timing"`
+	// NodeSettings are, under AsDeployed only, the distinct settings the
+	// nodes ran under, each with how many nodes, in the order nodes are
+	// tried.
+	NodeSettings []NodeSettingsCount `json:"node_settings,omitempty"`
+}
+
+// NodeSettingsCount is one allocator setup of an AsDeployed run and how
+// many nodes ran under it. Published is false for the nodes that publish
+// no settings, replayed under corepin's defaults.
+type NodeSettingsCount struct {
+	Policy         alloc.Policy         `json:"policy"`
+	Options        []string             `json:"options"`
+	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
+	Bind           alloc.Bind           `json:"bind,omitempty"`
+	Published      bool                 `json:"published"`
+	Nodes          int                  `json:"nodes"`
 }
 
 // Alignment summarises the exclusive (LSE, LSR) placements: how many NUMA
@@ -191,13 +231,20 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	count := map[*topology.Topology]int{}
 	rep := Report{Nodes: len(nodes), TopologyPolicy: string(cfg.TopologyPolicy),
 		Events: len(evs), SampleEvery: cfg.SampleEvery, Results: make([]Result, len(runs))}
+	checked := map[machineSettings]bool{}
 	for _, n := range nodes {
-		if _, ok := shapes[n.Topology]; !ok {
-			for _, r := range runs {
-				if _, err := alloc.NewState(n.Topology, alloc.Config{Policy: r.Scenario.Policy, Options: r.Scenario.Options, Reserved: cfg.Reserved}); err != nil {
-					return Report{}, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, r.Scenario.Name, err)
-				}
+		for _, r := range runs {
+			set, _ := cfg.settingsOf(r, n)
+			k := machineSettings{n.Topology, set.key()}
+			if checked[k] {
+				continue
 			}
+			checked[k] = true
+			if _, err := alloc.NewState(n.Topology, set.config(cfg.Reserved)); err != nil {
+				return Report{}, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, r.Scenario.Name, err)
+			}
+		}
+		if _, ok := shapes[n.Topology]; !ok {
 			shapes[n.Topology] = newShape(n.Topology, cfg.Reserved)
 			order = append(order, n.Topology)
 		}
@@ -289,6 +336,13 @@ func (cfg Config) nodes() ([]Node, error) {
 	return nodes, nil
 }
 
+// machineSettings keys an allocator State: one machine under one
+// NodeSettings.key.
+type machineSettings struct {
+	topo *topology.Topology
+	set  string
+}
+
 // cluster is one run's nodes and the jobs placed on them.
 type cluster struct {
 	cfg    Config
@@ -299,6 +353,12 @@ type cluster struct {
 	where  map[string]placed
 	whole  bool // every exclusive request takes whole cores (full-pcpus-only)
 	scores []score
+	// sets are, under a PerNode scenario, each node's settings (nil
+	// otherwise), wholeAt whether each node takes whole cores for every
+	// exclusive request, and counts the distinct settings.
+	sets    []NodeSettings
+	wholeAt []bool
+	counts  []NodeSettingsCount
 }
 
 type placed struct {
@@ -311,19 +371,34 @@ type placed struct {
 func newCluster(cfg Config, nodes []Node, shapes map[*topology.Topology]*shape, run Run) (*cluster, error) {
 	c := &cluster{cfg: cfg, where: map[string]placed{}, run: run,
 		whole: slices.Contains(run.Scenario.Options, alloc.OptFullPCPUsOnly)}
-	// One State built per machine, the rest cloned: clones share its
-	// topology index.
-	empty := map[*topology.Topology]*alloc.State{}
+	// One State built per machine and settings, the rest cloned: clones
+	// share its topology index.
+	empty := map[machineSettings]*alloc.State{}
+	counted := map[string]int{}
 	for _, n := range nodes {
 		sh := shapes[n.Topology]
-		st, ok := empty[n.Topology]
+		set, published := cfg.settingsOf(run, n)
+		if run.Scenario.PerNode {
+			c.sets = append(c.sets, set)
+			c.wholeAt = append(c.wholeAt, slices.Contains(set.Options, alloc.OptFullPCPUsOnly))
+			k := fmt.Sprint(published, "\x00", set.key())
+			if i, ok := counted[k]; ok {
+				c.counts[i].Nodes++
+			} else {
+				counted[k] = len(c.counts)
+				c.counts = append(c.counts, NodeSettingsCount{Policy: set.Policy, Options: append([]string{}, set.Options...),
+					TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, Published: published, Nodes: 1})
+			}
+		}
+		key := machineSettings{n.Topology, set.key()}
+		st, ok := empty[key]
 		if !ok {
 			var err error
-			st, err = alloc.NewState(n.Topology, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
+			st, err = alloc.NewState(n.Topology, set.config(cfg.Reserved))
 			if err != nil {
-				return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, run.Scenario.Name, err)
+				return nil, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, run.Scenario.Name, err)
 			}
-			empty[n.Topology] = st
+			empty[key] = st
 		}
 		st = st.Clone()
 		v := sh.fresh.clone()
@@ -353,6 +428,9 @@ func (c *cluster) replay(evs []Event) (Result, error) {
 	if res.Options == nil {
 		res.Options = []string{}
 	}
+	if s.PerNode {
+		res.Policy, res.Options, res.NodeSettings = c.common()
+	}
 	if res.Policy == "" {
 		res.Policy = alloc.PolicyCorepin
 	}
@@ -364,7 +442,12 @@ func (c *cluster) replay(evs []Event) (Result, error) {
 		switch ev.Op {
 		case Arrive:
 			arrivals++
-			r := s.apply(ev.Request, c.cfg.TopologyPolicy)
+			// Under a PerNode scenario each node applies its own
+			// settings when it is tried (at).
+			r := ev.Request
+			if !s.PerNode {
+				r = s.apply(r, c.cfg.TopologyPolicy)
+			}
 			t0 := time.Now()
 			node, p, err := c.decide(&r)
 			decide += time.Since(t0)
@@ -426,20 +509,19 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	if c.run.NodeChoice == FirstFit {
 		for n := range c.views {
 			if c.views[n].fits(r) {
-				p, err := c.states[n].Admit(*r)
+				p, err := c.states[n].Admit(c.at(n, r))
 				return n, p, err
 			}
 		}
 		return -1, alloc.Placement{}, c.noCapacity(r)
 	}
-	whole := c.whole || r.Bind == alloc.BindFullPCPUs
 	c.scores = c.scores[:0]
 	best := -1
 	for n := range c.views {
 		if !c.views[n].fits(r) {
 			continue
 		}
-		sc := c.views[n].score(r, whole, n)
+		sc := c.views[n].score(r, c.wholeOn(n, r), n)
 		c.scores = append(c.scores, sc)
 		if best < 0 || sc.compare(c.scores[best]) < 0 {
 			best = len(c.scores) - 1
@@ -452,25 +534,60 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 		return -1, alloc.Placement{}, c.noCapacity(r)
 	}
 	first := c.scores[best]
-	p, err := c.states[first.node].Admit(*r)
+	p, err := c.states[first.node].Admit(c.at(first.node, r))
 	if !errors.Is(err, alloc.ErrRejected) {
 		return first.node, p, err
 	}
 	// The best node refused: try the others in rank order.
 	for n := c.scores[len(c.scores)-1].node + 1; n < len(c.views); n++ {
 		if c.views[n].fits(r) {
-			c.scores = append(c.scores, c.views[n].score(r, whole, n))
+			c.scores = append(c.scores, c.views[n].score(r, c.wholeOn(n, r), n))
 		}
 	}
 	slices.SortFunc(c.scores, score.compare)
 	firstErr := err
 	for _, sc := range c.scores[1:] {
-		p, err := c.states[sc.node].Admit(*r)
+		p, err := c.states[sc.node].Admit(c.at(sc.node, r))
 		if !errors.Is(err, alloc.ErrRejected) {
 			return sc.node, p, err
 		}
 	}
 	return first.node, alloc.Placement{}, firstErr
+}
+
+// at is r as node n sees it: under a PerNode scenario with the node's
+// settings applied (NodeSettings.apply), else as the scenario made it.
+func (c *cluster) at(n int, r *alloc.Request) alloc.Request {
+	if c.sets == nil {
+		return *r
+	}
+	return c.sets[n].apply(*r)
+}
+
+// wholeOn reports whether r takes whole cores on node n: the node's
+// full-pcpus-only, or bind FullPCPUs as the node sees r.
+func (c *cluster) wholeOn(n int, r *alloc.Request) bool {
+	if c.sets == nil {
+		return c.whole || r.Bind == alloc.BindFullPCPUs
+	}
+	return c.wholeAt[n] || c.sets[n].apply(*r).Bind == alloc.BindFullPCPUs
+}
+
+// common is what a PerNode run's result says of its engine and options:
+// the nodes' engine when they share one, else "mixed"; the options every
+// node has; and the distinct settings with their node counts.
+func (c *cluster) common() (alloc.Policy, []string, []NodeSettingsCount) {
+	policy := c.sets[0].Policy
+	opts := slices.Clone(c.sets[0].Options)
+	for _, set := range c.sets[1:] {
+		if set.Policy != policy {
+			policy = "mixed"
+		}
+		opts = slices.DeleteFunc(opts, func(o string) bool { return !slices.Contains(set.Options, o) })
+	}
+	counts := make([]NodeSettingsCount, len(c.counts))
+	copy(counts, c.counts)
+	return policy, append([]string{}, opts...), counts
 }
 
 func (c *cluster) noCapacity(r *alloc.Request) error {
@@ -489,7 +606,7 @@ func (c *cluster) admittedElsewhere(r *alloc.Request, skip int) (bool, error) {
 		if n == skip || !c.views[n].fits(r) {
 			continue
 		}
-		_, err := c.states[n].Admit(*r)
+		_, err := c.states[n].Admit(c.at(n, r))
 		if errors.Is(err, alloc.ErrRejected) {
 			continue
 		}

@@ -44,6 +44,11 @@ Scenarios (--policies, default all):
   koord-least           Koordinator NUMA strategy LeastAllocated, bind FullPCPUs
   corepin               corepin's engine, requests as written
   kubelet:OPT+OPT, corepin:OPT+OPT   an engine with kubelet option names
+  as-deployed           (--from-cluster only) each node under the settings it
+                        publishes: engine, options, default topology policy,
+                        Koordinator's bind label; a node publishing none under
+                        corepin's engine and --topology-policy. In "all" when
+                        some node publishes settings.
   kubelet scenarios drop a request's bind, exclusive and numa (kubelet has none).
 
 Node choice (--node-choice, default both):
@@ -75,7 +80,12 @@ are listed as skipped. The cluster is chosen as kubectl does (--kubeconfig,
 else $KUBECONFIG, else ~/.kube/config, else the in-cluster service account;
 --context); it excludes --nodes, --sysfs-root and --topology. With a trace of
 "corepin kube jobs --sim-trace" this replays a sweep over the cluster's real
-node topologies before it runs.
+node topologies before it runs. A node's corepin.io/allocator annotation
+(engine, kubelet options, default topology policy) is what scenario
+as-deployed replays it under; a node whose annotation does not read, or names
+settings its machine can not run, is skipped with the reason. Each node's
+settings are listed in node_sources (-o json), the groups of them after the
+table.
 
 --nrt (with --from-cluster) also lists the cluster's NodeResourceTopology
 objects (topology.node.k8s.io, v1alpha2 when served, else v1alpha1; exit 1
@@ -87,8 +97,13 @@ corepin nri --publish-nrt) is a stand-in machine of its zones' free CPUs per
 NUMA node, one single-thread core each. A node's default topology policy then
 also comes from the object's topologyManagerPolicy attribute or
 topologyPolicies, or Koordinator's node.koordinator.sh/numa-topology-policy
-label. corepin's annotations win where a node has both; a node whose object
-does not read is skipped with the reason. Each node's source is listed
+label. Under as-deployed, a Koordinator node runs its kubelet's engine and
+options, and its node.koordinator.sh/cpu-bind-policy label as koord-scheduler
+applies it (FullPCPUsOnly: option full-pcpus-only and, on corepin's engine,
+bind FullPCPUs forced on every LSE/LSR job; SpreadByPCPUs likewise with
+distribute-cpus-across-cores); a zones node the settings of its attributes.
+corepin's annotations win where a node has both; a node whose object or
+labels do not read is skipped with the reason. Each node's source is listed
 (node_sources in -o json: corepin, nrt-koordinator or nrt-zones).
 
 Examples:
@@ -104,6 +119,9 @@ Examples:
 
   # The same over a Koordinator or NFD cluster's NodeResourceTopology objects
   corepin simulate --gen farm --jobs 5000 --from-cluster --nrt --policies corepin,koord-most -o json
+
+  # Each node as deployed (its published settings) against one policy for all
+  corepin simulate --gen farm --jobs 5000 --from-cluster --nrt --policies as-deployed,corepin,kubelet:full-pcpus-only
 
   # Write a trace to edit or keep
   corepin simulate gen mixed --jobs 5000 --seed 7 --capacity 12800 > fleet.jsonl`
@@ -261,9 +279,12 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return Usagef("--reserved-cpus: %w", err)
 			}
-			runs, err := simRuns(policies, nodeChoice)
+			runs, err := simRuns(policies, nodeChoice, fromCluster, view.published > 0)
 			if err != nil {
 				return err
+			}
+			if fromCluster && view.published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
+				fmt.Fprintf(e.stderr, "%s: no simulated node publishes allocator settings; every node runs corepin's defaults (the corepin scenario)\n", sim.AsDeployed)
 			}
 			tp := alloc.TopologyPolicy(topoPolicy)
 			switch tp {
@@ -398,7 +419,11 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 	return t, nil
 }
 
-func simRuns(policies, nodeChoice string) ([]sim.Run, error) {
+// simRuns reads --policies and --node-choice. "all" is the named
+// scenarios, and as-deployed too when fromCluster and some node publishes
+// its settings (published); as-deployed asked for without fromCluster is
+// bad input: only a cluster's nodes carry settings.
+func simRuns(policies, nodeChoice string, fromCluster, published bool) ([]sim.Run, error) {
 	choices, err := sim.ParseNodeChoice(nodeChoice)
 	if err != nil {
 		return nil, &UsageError{Err: err}
@@ -406,11 +431,21 @@ func simRuns(policies, nodeChoice string) ([]sim.Run, error) {
 	var scen []sim.Scenario
 	if policies == "all" || policies == "" {
 		scen = sim.Scenarios()
+		if fromCluster && published {
+			s, err := sim.ParseScenario(sim.AsDeployed)
+			if err != nil {
+				return nil, err
+			}
+			scen = append(scen, s)
+		}
 	} else {
 		for _, name := range strings.Split(policies, ",") {
 			s, err := sim.ParseScenario(strings.TrimSpace(name))
 			if err != nil {
 				return nil, &UsageError{Err: err}
+			}
+			if s.PerNode && !fromCluster {
+				return nil, Usagef("scenario %s replays each node under the allocator settings it publishes: it needs --from-cluster (this machine and --nodes copies publish none)", sim.AsDeployed)
 			}
 			scen = append(scen, s)
 		}
@@ -469,6 +504,17 @@ func renderSimulation(w io.Writer, rep sim.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range rep.Results {
+		if r.NodeSettings == nil {
+			continue
+		}
+		var parts []string
+		for _, ns := range r.NodeSettings {
+			parts = append(parts, describeSettings(ns))
+		}
+		fmt.Fprintf(&sb, "\n%s: each node under its own settings: %s\n", r.Scenario, strings.Join(parts, "; "))
+		break // the same nodes in every as-deployed row
+	}
 	sb.WriteString(`
 NUMA, L3, SOCKETS, SHARED CORES: units each exclusive placement spans (mean/p99).
 FREE CORES, FREE L3, FREE NUMA: whole free units per node, mean over the trace.
@@ -487,6 +533,28 @@ BUSY: mean share of CPUs held exclusively or committed to LS quota.
 	fmt.Fprintf(&sb, "wall time %.2f s\n", rep.WallSeconds)
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// describeSettings is one group of an as-deployed run's nodes, e.g.
+// "2 nodes kubelet full-pcpus-only, topology policy single-numa-node".
+func describeSettings(ns sim.NodeSettingsCount) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d node", ns.Nodes)
+	if ns.Nodes != 1 {
+		b.WriteString("s")
+	}
+	if !ns.Published {
+		b.WriteString(" publishing none (corepin's defaults):")
+	}
+	fmt.Fprintf(&b, " %s", ns.Policy)
+	if len(ns.Options) > 0 {
+		fmt.Fprintf(&b, " %s", strings.Join(ns.Options, "+"))
+	}
+	fmt.Fprintf(&b, ", topology policy %s", ns.TopologyPolicy)
+	if ns.Bind != "" {
+		fmt.Fprintf(&b, ", bind %s forced", ns.Bind)
+	}
+	return b.String()
 }
 
 func meanP99(s sim.Stat) string { return fmt.Sprintf("%.2f/%d", s.Mean, s.P99) }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +40,10 @@ type clusterView struct {
 	// none); unpublished counts those without a readable one.
 	topologyPolicies map[alloc.TopologyPolicy]int
 	unpublished      int
+	// published counts the simulated nodes that publish allocator
+	// settings (sim.Node.Settings), which scenario as-deployed replays
+	// them under.
+	published int
 	// sources name where each of nodes came from, in their order.
 	sources []nodeSource
 	// nrtResource is the NodeResourceTopology group version listed
@@ -83,10 +89,21 @@ const (
 	sourceNRTZones = "nrt-zones"
 )
 
-// nodeSource names where a simulated node's machine came from.
+// nodeSource names where a simulated node's machine came from, and the
+// allocator settings it publishes (scenario as-deployed replays it under
+// them; none: corepin's defaults).
 type nodeSource struct {
-	Node   string `json:"node"`
-	Source string `json:"source"`
+	Node     string             `json:"node"`
+	Source   string             `json:"source"`
+	Settings *publishedSettings `json:"settings,omitempty"`
+}
+
+// publishedSettings is sim.NodeSettings as -o json shows it.
+type publishedSettings struct {
+	Policy         alloc.Policy         `json:"policy"`
+	Options        []string             `json:"options"`
+	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
+	Bind           alloc.Bind           `json:"bind,omitempty"`
 }
 
 // clusterNodes lists the cluster's Node objects, a page at a time and at
@@ -100,10 +117,14 @@ type nodeSource struct {
 // with its reserved and held CPUs held, else the stand-in machine of its
 // zones' free CPUs. Nodes publishing the same machine share one topology.
 // Other nodes, and nodes whose annotation or object does not read, are
-// returned as skipped with the reason. Each simulated node's default
-// topology policy, when it publishes one (corepin.io/allocator; the
-// object's attributes or topologyPolicies, or Koordinator's label), is
-// counted.
+// returned as skipped with the reason. Each simulated node carries the
+// allocator settings it publishes (corepinSettings: corepin.io/allocator;
+// nrtSettings: the object's, or Koordinator's kubelet and node labels),
+// which scenario as-deployed replays it under; a node whose settings do
+// not read, or that its machine can not run, is skipped with the reason,
+// as the extender fails it. Each simulated node's default topology policy,
+// when it publishes one (corepin.io/allocator; the object's attributes or
+// topologyPolicies, or Koordinator's label), is counted.
 func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.GroupVersionResource) (clusterView, error) {
 	v := clusterView{topologyPolicies: map[alloc.TopologyPolicy]int{}}
 	var objects map[string]nrtObject
@@ -143,13 +164,17 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 				v.skip(n.Name, err.Error())
 				continue
 			}
-			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
-			v.add(sim.Node{Name: n.Name, Topology: t, Held: held}, sourceCorepin)
-			if a, err := nrt.ParseAllocator(n.Annotations[extender.AnnotationAllocator]); err == nil && n.Annotations[extender.AnnotationAllocator] != "" {
-				v.topologyPolicies[cmp.Or(alloc.TopologyPolicy(a.TopologyPolicy), alloc.TopologyNone)]++
-			} else {
-				v.unpublished++
+			set, err := corepinSettings(n, t)
+			if err != nil {
+				v.skip(n.Name, err.Error())
+				continue
 			}
+			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
+			var tp alloc.TopologyPolicy
+			if set != nil {
+				tp = set.TopologyPolicy
+			}
+			v.add(sim.Node{Name: n.Name, Topology: t, Held: held, Settings: set}, sourceCorepin, tp, set != nil)
 		}
 		if list.Continue == "" {
 			return v, nil
@@ -158,9 +183,94 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 	}
 }
 
-func (v *clusterView) add(n sim.Node, source string) {
+// add makes n a simulated node from source, counting it when it
+// publishes settings, and counts its default topology policy tp when it
+// publishes one (ok).
+func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok bool) {
 	v.nodes = append(v.nodes, n)
-	v.sources = append(v.sources, nodeSource{Node: n.Name, Source: source})
+	src := nodeSource{Node: n.Name, Source: source}
+	if set := n.Settings; set != nil {
+		v.published++
+		src.Settings = &publishedSettings{Policy: set.Policy, Options: append([]string{}, set.Options...),
+			TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind}
+	}
+	v.sources = append(v.sources, src)
+	if ok {
+		v.topologyPolicies[cmp.Or(tp, alloc.TopologyNone)]++
+	} else {
+		v.unpublished++
+	}
+}
+
+// corepinSettings are the allocator settings node n publishes in its
+// corepin.io/allocator annotation, nil when it publishes none (no
+// annotation, or an empty one), checked against its machine t as the
+// extender checks them. A malformed annotation, or settings the machine
+// can not run, is an error naming the annotation.
+func corepinSettings(n *corev1.Node, t *topology.Topology) (*sim.NodeSettings, error) {
+	raw, ok := n.Annotations[extender.AnnotationAllocator]
+	if !ok || strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	a, err := nrt.ParseAllocator(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", extender.AnnotationAllocator, err)
+	}
+	if _, err := alloc.NewState(t, a.Config()); err != nil {
+		return nil, fmt.Errorf("%s: settings the node's machine can not run: %w", extender.AnnotationAllocator, err)
+	}
+	return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options,
+		TopologyPolicy: alloc.TopologyPolicy(a.TopologyPolicy)}, nil
+}
+
+// nrtSettings are the allocator settings the node of NodeResourceTopology
+// n (node labels labels, machine t, default topology policy tp as
+// NRTNode.TopologyPolicy gives it) runs under, as the extender judges it.
+// For Koordinator's description: its kubelet's engine and options, with
+// the node's bind label applied as koord-scheduler applies it (FullPCPUsOnly
+// is also the option full-pcpus-only and, on corepin's engine, every
+// exclusive request's bind; SpreadByPCPUs, unless full-pcpus-only is set,
+// the option distribute-cpus-across-cores and that bind). For zones: the
+// object's settings, nil when it names none. Settings the machine can not
+// run are an error.
+func nrtSettings(n extender.NRTNode, labels map[string]string, t *topology.Topology, tp alloc.TopologyPolicy) (*sim.NodeSettings, error) {
+	if n.Koord == nil {
+		a := n.Settings
+		if a.Policy == "" && len(a.Options) == 0 && tp == "" {
+			return nil, nil
+		}
+		if _, err := alloc.NewState(t, a.Config()); err != nil {
+			return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
+		}
+		return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options, TopologyPolicy: tp}, nil
+	}
+	kl, err := nrt.ParseKoordLabels(labels[nrt.LabelKoordCPUBindPolicy], labels[nrt.LabelKoordNUMATopologyPolicy])
+	if err != nil {
+		return nil, err
+	}
+	set := &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(n.Koord.Settings.Policy), alloc.PolicyCorepin),
+		Options: slices.Clone(n.Koord.Settings.Options), TopologyPolicy: tp}
+	var option string
+	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
+	case kl.Bind == alloc.BindFullPCPUs:
+		set.Bind, option = kl.Bind, alloc.OptFullPCPUsOnly
+	case kl.Bind == alloc.BindSpreadByPCPUs && !hasFull:
+		set.Bind, option = kl.Bind, alloc.OptDistributeAcrossCores
+	}
+	if option != "" && !slices.Contains(set.Options, option) {
+		set.Options = append(set.Options, option)
+		slices.Sort(set.Options)
+		if err := alloc.CheckOptions(set.Options); err != nil {
+			return nil, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, labels[nrt.LabelKoordCPUBindPolicy], n.Koord.Settings.Options, err)
+		}
+	}
+	if set.Policy == alloc.PolicyKubelet {
+		set.Bind = "" // the kubelet engine takes no bind: its options bind
+	}
+	if _, err := alloc.NewState(t, alloc.Config{Policy: set.Policy, Options: set.Options}); err != nil {
+		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
+	}
+	return set, nil
 }
 
 func (v *clusterView) skip(node, reason string) {
@@ -201,16 +311,16 @@ func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, shar
 		v.skip(n.Name, err.Error())
 		return
 	}
+	set, err := nrtSettings(o.node, n.Labels, t, tp)
+	if err != nil {
+		v.skip(n.Name, err.Error())
+		return
+	}
 	source := sourceNRTZones
 	if o.node.Koord != nil {
 		source = sourceNRTKoord
 	}
-	v.add(sim.Node{Name: n.Name, Topology: share(o.machine, t), Held: held}, source)
-	if tp != "" {
-		v.topologyPolicies[tp]++
-	} else {
-		v.unpublished++
-	}
+	v.add(sim.Node{Name: n.Name, Topology: share(o.machine, t), Held: held, Settings: set}, source, tp, tp != "")
 }
 
 // nrtObject is one NodeResourceTopology object as read (extender.ParseNRT),

@@ -183,7 +183,10 @@ func TestSimulateFromClusterNRTKoordinator(t *testing.T) {
 		t.Errorf("with --nrt: %d nodes, %d CPUs, %d held, admitted %d rejected %d; want 2, 32, 10 (Koordinator's reserved 0,8, web 1,9, LSE 4-5,12-13, LSR 6,14), 5, 1",
 			with.Nodes, with.CPUs, with.HeldCPUs, with.Scenarios[0].Admitted, with.Scenarios[0].Rejected)
 	}
-	if diff := cmp.Diff([]nodeSource{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator"}}, with.Sources); diff != "" {
+	// The corepin node publishes no settings; koordlet's object its
+	// kubelet's static policy with full-pcpus-only and single-numa-node.
+	koordSettings := &publishedSettings{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
+	if diff := cmp.Diff([]nodeSource{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if with.NRTResource == nil || *with.NRTResource != "topology.node.k8s.io/v1alpha1" {
@@ -223,7 +226,10 @@ func TestSimulateFromClusterNRTZones(t *testing.T) {
 	if rep.TopologyPolicy != "single-numa-node" || rep.Scenarios[0].Admitted != 3 || !strings.Contains(errs, "the default every node publishes") {
 		t.Errorf("nodes' policy: %s, admitted %d, stderr %q; want single-numa-node taken from the objects, 3 admitted", rep.TopologyPolicy, rep.Scenarios[0].Admitted, errs)
 	}
-	if diff := cmp.Diff([]nodeSource{{Node: "nfd-a", Source: "nrt-zones"}, {Node: "nfd-b", Source: "nrt-zones"}}, rep.Sources); diff != "" {
+	// Their attributes name a topology policy: settings of corepin's
+	// engine under it.
+	zoneSettings := &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
+	if diff := cmp.Diff([]nodeSource{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if rep.NRTResource == nil || *rep.NRTResource != "topology.node.k8s.io/v1alpha2" {
