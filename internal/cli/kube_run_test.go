@@ -359,3 +359,19 @@ func TestKubeRunRefusesBadInput(t *testing.T) {
 		t.Errorf("bad input created the database")
 	}
 }
+
+// TestKubeRunNeedsKubeconfig: with no cluster configured, kube run is bad
+// input (exit 2, one line), found before anything is written.
+func TestKubeRunNeedsKubeconfig(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	db := filepath.Join(t.TempDir(), "results.db")
+	code, out, errs := corepin(t, "", threeJobArgs(t, db)...)
+	if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "no Kubernetes configuration") {
+		t.Errorf("kube run without a kubeconfig: exit %d, stdout %q, stderr %q; want exit 2 and one line saying so", code, out, errs)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("kube run without a cluster created the database")
+	}
+}
