@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
 	"github.com/corepin/corepin/store"
@@ -345,6 +346,39 @@ func TestPodReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := PodReason(&corev1.Pod{Status: tc.pod}); got != tc.want {
 				t.Errorf("PodReason() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunReadErrors: a read of the Job that fails now and then is
+// retried; five failures in a row end the run with the API's error.
+func TestRunReadErrors(t *testing.T) {
+	s, objs := runSweep(t, 1)
+	for _, tc := range []struct {
+		name    string
+		failing func(read int) bool
+		wantErr string
+	}{
+		{name: "every other read fails", failing: func(read int) bool { return read%2 == 1 }},
+		{name: "every read fails", failing: func(int) bool { return true }, wantErr: "(5 times in a row): etcdserver: leader changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cs := cluster(t, s, nil)
+			reads := 0
+			cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+				reads++
+				if tc.failing(reads) {
+					return true, nil, errors.New("etcdserver: leader changed")
+				}
+				return false, nil, nil
+			})
+			sum, err := Runner{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", Interval: time.Millisecond}.Run(context.Background(), s, objs)
+			switch {
+			case tc.wantErr == "" && (err != nil || len(sum.Outcomes) != 1 || sum.Outcomes[0].Status != StatusComplete):
+				t.Errorf("Run() = %+v, %v; want the Job complete despite the failed reads", sum, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Run() error = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}
