@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/kube/jobs"
@@ -21,7 +22,8 @@ import (
 	"github.com/corepin/corepin/store"
 )
 
-const kubeUsage = `Run corepin's sweeps on a Kubernetes cluster: "kube jobs" writes a sweep as
+const kubeUsage = `Run corepin's sweeps on a Kubernetes cluster: "kube run" runs a sweep's Jobs
+one at a time and records their results; "kube jobs" writes a sweep as
 numbered Jobs, "kube collect" brings their results into the results database.`
 
 const kubeJobsUsage = `Writes the numbered Kubernetes Jobs of a bench sweep (concurrency, threads or
@@ -43,7 +45,9 @@ document exceeds the 4096 bytes Kubernetes keeps. corepin kube collect reads
 both.
 
 Run the Jobs one at a time, in order, so points do not disturb each other:
-create one, "kubectl wait --for=condition=complete job/NAME", then the next.
+corepin kube run does that with the same flags (create, wait, record the
+results, resume on a re-run). By hand: create one, "kubectl wait
+--for=condition=complete job/NAME", then the next, then corepin kube collect.
 
 --sim-trace writes the sweep as a corepin simulate trace instead (JSON lines):
 replay it over your nodes' topologies before running anything, with
@@ -51,6 +55,7 @@ replay it over your nodes' topologies before running anything, with
 publish them (corepin.io/topology, corepin.io/assigned).
 
 Examples:
+  corepin kube run --sweep concurrency --image registry.example/corepin:1.0 --namespace bench
   corepin kube jobs --sweep concurrency --image registry.example/corepin:1.0 > sweep.yaml
   kubectl create --dry-run=server -f sweep.yaml      # the API server checks every Job
   corepin kube jobs --sweep threads --topology node.json --namespace bench --repeats 5
@@ -105,14 +110,14 @@ func init() { register(newKubeCmd) }
 func newKubeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kube",
-		Short: "Run sweeps on Kubernetes (jobs, collect)",
+		Short: "Run sweeps on Kubernetes (run, jobs, collect)",
 		Long:  kubeUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Usagef("kube needs a subcommand: corepin kube jobs or corepin kube collect")
+			return Usagef("kube needs a subcommand: corepin kube run, corepin kube jobs or corepin kube collect")
 		},
 	}
-	cmd.AddCommand(newKubeJobsCmd(e), newKubeCollectCmd(e), newKubeResultCmd(e))
+	cmd.AddCommand(newKubeRunCmd(e), newKubeJobsCmd(e), newKubeCollectCmd(e), newKubeResultCmd(e))
 	return cmd
 }
 
@@ -157,10 +162,8 @@ func newKubeResultCmd(e *env) *cobra.Command {
 
 func newKubeJobsCmd(e *env) *cobra.Command {
 	var (
-		o                   jobs.Options
-		specPath, sysfsRoot string
-		topoPath            string
-		trace               bool
+		sf    sweepFlags
+		trace bool
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs --sweep concurrency|threads|throughput",
@@ -168,37 +171,16 @@ func newKubeJobsCmd(e *env) *cobra.Command {
 		Long:  kubeJobsUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Sweep == "" {
-				return Usagef("--sweep: give one of %s", strings.Join(jobs.Sweeps, ", "))
-			}
-			if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
-				return Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
-			}
-			if specPath != "" {
-				data, err := readBounded(specPath, maxSpecBytes)
-				if err != nil {
-					return Usagef("reading --spec: %v", err)
-				}
-				o.Spec = data
-			}
-			t, err := simTopology(cmd, sysfsRoot, topoPath)
-			if err != nil {
-				return err
-			}
-			o.Node = t
-			s, err := jobs.Plan(o)
-			if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, bench.ErrUsage) {
-				return &UsageError{Err: err}
-			}
+			s, err := sf.plan(cmd)
 			if err != nil {
 				return err
 			}
 			if trace {
 				return sim.WriteTrace(e.stdout, s.Trace())
 			}
-			objs, err := s.Objects(o)
+			objs, err := sf.objects(s)
 			if err != nil {
-				return &UsageError{Err: err}
+				return err
 			}
 			if e.JSON() {
 				return e.PrintJSON(map[string]any{"apiVersion": "v1", "kind": "List", "items": objs})
@@ -207,21 +189,72 @@ func newKubeJobsCmd(e *env) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Sweep, "sweep", "", "the sweep: "+strings.Join(jobs.Sweeps, ", "))
-	fl.StringVar(&specPath, "spec", "", "bench spec file (YAML; the section named after the sweep counts)")
-	fl.BoolVar(&o.Quick, "quick", false, "the quick variant of the sweep, as corepin bench --quick")
-	fl.IntVar(&o.Repeats, "repeats", 3, fmt.Sprintf("runs of each point (1 to %d)", jobs.MaxRepeats))
-	fl.StringVar(&o.Image, "image", "corepin/corepin:latest", "container image holding corepin and /bin/sh")
-	fl.StringVar(&o.Binary, "binary", "corepin", "corepin's path inside the image")
-	fl.StringVar(&o.Namespace, "namespace", "default", "namespace of the Jobs")
-	fl.StringVar(&o.Memory, "memory", "512Mi", "each pod's memory request and limit")
-	fl.StringVar(&o.SchedulerName, "scheduler-name", "", "the pods' schedulerName (corepin-scheduler for the Helm chart's; default: the cluster's default scheduler)")
-	fl.StringVar(&o.NUMAPolicy, "numa-policy", "", "topology policy of the pinned pods (corepin.io/numa-policy): none, best-effort, restricted or single-numa-node (default: the node's)")
-	fl.BoolVar(&o.HostNetwork, "host-network", false, "run the pods in their node's network namespace (clusters without a network plugin)")
-	fl.StringVar(&sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node type (default: this machine)")
-	fl.StringVar(&topoPath, "topology", "", "the node type's corepin topo -o json document (- for stdin)")
+	sf.add(fl)
+	fl.StringVar(&sf.o.Namespace, "namespace", "default", "namespace of the Jobs")
 	fl.BoolVar(&trace, "sim-trace", false, "write the sweep as a corepin simulate trace instead of Jobs")
 	return cmd
+}
+
+// sweepFlags are the flags that shape a sweep's Jobs, shared by kube jobs
+// and kube run so that both build the same Jobs. The namespace is not
+// among them: kube jobs writes it (--namespace, default "default"), kube
+// run takes the cluster's (kubeFlags).
+type sweepFlags struct {
+	o                             jobs.Options
+	specPath, sysfsRoot, topoPath string
+}
+
+func (f *sweepFlags) add(fl *pflag.FlagSet) {
+	fl.StringVar(&f.o.Sweep, "sweep", "", "the sweep: "+strings.Join(jobs.Sweeps, ", "))
+	fl.StringVar(&f.specPath, "spec", "", "bench spec file (YAML; the section named after the sweep counts)")
+	fl.BoolVar(&f.o.Quick, "quick", false, "the quick variant of the sweep, as corepin bench --quick")
+	fl.IntVar(&f.o.Repeats, "repeats", 3, fmt.Sprintf("runs of each point (1 to %d)", jobs.MaxRepeats))
+	fl.StringVar(&f.o.Image, "image", "corepin/corepin:latest", "container image holding corepin and /bin/sh")
+	fl.StringVar(&f.o.Binary, "binary", "corepin", "corepin's path inside the image")
+	fl.StringVar(&f.o.Memory, "memory", "512Mi", "each pod's memory request and limit")
+	fl.StringVar(&f.o.SchedulerName, "scheduler-name", "", "the pods' schedulerName (corepin-scheduler for the Helm chart's; default: the cluster's default scheduler)")
+	fl.StringVar(&f.o.NUMAPolicy, "numa-policy", "", "topology policy of the pinned pods (corepin.io/numa-policy): none, best-effort, restricted or single-numa-node (default: the node's)")
+	fl.BoolVar(&f.o.HostNetwork, "host-network", false, "run the pods in their node's network namespace (clusters without a network plugin)")
+	fl.StringVar(&f.sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node type (default: this machine)")
+	fl.StringVar(&f.topoPath, "topology", "", "the node type's corepin topo -o json document (- for stdin)")
+}
+
+// plan checks the flags and plans the sweep; every error is bad input
+// except a failure to read this machine's topology.
+func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
+	o := &f.o
+	if o.Sweep == "" {
+		return nil, Usagef("--sweep: give one of %s", strings.Join(jobs.Sweeps, ", "))
+	}
+	if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
+		return nil, Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
+	}
+	if f.specPath != "" {
+		data, err := readBounded(f.specPath, maxSpecBytes)
+		if err != nil {
+			return nil, Usagef("reading --spec: %v", err)
+		}
+		o.Spec = data
+	}
+	t, err := simTopology(cmd, f.sysfsRoot, f.topoPath)
+	if err != nil {
+		return nil, err
+	}
+	o.Node = t
+	s, err := jobs.Plan(*o)
+	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, bench.ErrUsage) {
+		return nil, &UsageError{Err: err}
+	}
+	return s, err
+}
+
+// objects builds the sweep's Jobs in f.o.Namespace.
+func (f *sweepFlags) objects(s *jobs.Sweep) ([]batchv1.Job, error) {
+	objs, err := s.Objects(f.o)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return objs, nil
 }
 
 // kubeFlags choose the cluster, as kubectl's flags of the same names do.

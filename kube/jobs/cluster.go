@@ -66,7 +66,27 @@ type Cluster struct {
 	Selector string
 	// PageSize is the list page size; 0 means PageSize.
 	PageSize int64
+	// Jobs, when not empty, restricts AddCluster to the pods of these
+	// Jobs (by the pod's controller reference, else its job-name label):
+	// the other pods the selector matches are not read or counted.
+	Jobs []string
 }
+
+// podJob is the name of the Job that made pod: its controller reference,
+// else the label the Job controller sets; "" when neither says.
+func podJob(pod *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "Job" {
+		return ref.Name
+	}
+	if n := pod.Labels[batchv1.JobNameLabel]; n != "" {
+		return n
+	}
+	return pod.Labels[legacyJobNameLabel]
+}
+
+// legacyJobNameLabel is the unprefixed label the Job controller has set
+// on its pods since before batchv1.JobNameLabel (Kubernetes 1.27).
+const legacyJobNameLabel = "job-name"
 
 func (k Cluster) selector() (string, error) {
 	if k.Selector == "" {
@@ -93,7 +113,7 @@ type ClusterSummary struct {
 
 // AddCluster lists the sweep's pods (k.Selector in k.Namespace, a page of
 // k.PageSize at a time, at most MaxResults pods) and adds each finished
-// pod's result: its container's termination message (AddDocument), else,
+// pod's result (of k.Jobs' pods only, when given): its container's termination message (AddDocument), else,
 // when that holds no result, the end of its log (Add). A Failed pod's
 // result is kept as a failed job. Pods not finished are counted, named in
 // a warning and not recorded. Problems with one pod are skipped with a
@@ -111,6 +131,13 @@ func (c *Collection) AddCluster(ctx context.Context, k Cluster) (ClusterSummary,
 	if page <= 0 {
 		page = PageSize
 	}
+	var only map[string]bool
+	if len(k.Jobs) > 0 {
+		only = make(map[string]bool, len(k.Jobs))
+		for _, j := range k.Jobs {
+			only[j] = true
+		}
+	}
 	opts := metav1.ListOptions{LabelSelector: sel, Limit: page}
 	for {
 		list, err := k.Client.ListPods(ctx, k.Namespace, opts)
@@ -118,6 +145,9 @@ func (c *Collection) AddCluster(ctx context.Context, k Cluster) (ClusterSummary,
 			return sum, fmt.Errorf("listing pods %s in namespace %s: %w", sel, k.Namespace, err)
 		}
 		for i := range list.Items {
+			if only != nil && !only[podJob(&list.Items[i])] {
+				continue
+			}
 			sum.Pods++
 			if sum.Pods > MaxResults {
 				return sum, fmt.Errorf("%w: more than %d pods match %s; narrow --selector", ErrCluster, MaxResults, sel)

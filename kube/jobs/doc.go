@@ -25,4 +25,11 @@
 // them), and records them (store): the pods' jobs as job rows and, per
 // point and repeat, the metrics the experiment's own analysis reads. A pod
 // without a usable result is skipped with a reason, never fatal.
+//
+// Runner runs the Jobs on a cluster itself (`corepin kube run`): one at a
+// time, in order, each created with strict field validation and read back
+// until it is complete or failed; a Job left by an earlier run is resumed,
+// not created again. A failed or hung Job is reported with what its pods
+// say (PodReason). Cluster.Jobs then keeps a collection to the pods of
+// the Jobs that ended.
 package jobs

@@ -1,11 +1,12 @@
 // Package kubeclient connects corepin's cluster commands (kube collect,
-// simulate --from-cluster) to a Kubernetes API server the way kubectl
+// kube run, simulate --from-cluster) to a Kubernetes API server the way kubectl
 // does: client-go's clientcmd loads the kubeconfig (--kubeconfig, else
 // $KUBECONFIG, else ~/.kube/config; contexts, exec and token auth), and
-// falls back to the pod's service account inside a cluster. Its reads go
+// falls back to the pod's service account inside a cluster. Its requests go
 // through client-go's REST client with a scheme of only core/v1 and
 // batch/v1: client-go's typed clientsets register every API group and add
-// about 12 MB to the binary for the four reads corepin makes (Reader).
+// about 12 MB to the binary for the few reads (Reader) and Job writes
+// (Writer) corepin makes.
 package kubeclient
 
 import (
@@ -40,6 +41,16 @@ type Reader interface {
 	ListJobs(ctx context.Context, namespace string, opts metav1.ListOptions) (*batchv1.JobList, error)
 	ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
 	ListClusterObjects(ctx context.Context, res schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+}
+
+// Writer is what corepin kube run does to a sweep's Jobs besides reading
+// them: create one, read it back by name while it runs, delete it once its
+// results are recorded. Client implements it; kubeclienttest.Reader does
+// too, over client-go's fake clientset.
+type Writer interface {
+	CreateJob(ctx context.Context, namespace string, job *batchv1.Job, opts metav1.CreateOptions) (*batchv1.Job, error)
+	GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error)
+	DeleteJob(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
 // scheme knows the two API groups Reader returns.
@@ -92,7 +103,10 @@ type Client struct {
 	Host string
 }
 
-var _ Reader = (*Client)(nil)
+var (
+	_ Reader = (*Client)(nil)
+	_ Writer = (*Client)(nil)
+)
 
 // Load builds the client for o. A missing or unusable kubeconfig is an
 // error wrapping ErrNoConfig (or clientcmd's own, naming the file or the
@@ -205,6 +219,28 @@ func (c *Client) ListJobs(ctx context.Context, namespace string, opts metav1.Lis
 	out := &batchv1.JobList{}
 	err := c.batch.Get().Namespace(namespace).Resource("jobs").VersionedParams(&opts, params).Timeout(serverTimeout(opts)).Do(ctx).Into(out)
 	return out, err
+}
+
+// CreateJob creates job in namespace with opts (FieldValidation "Strict"
+// makes the API server refuse a field it does not know instead of
+// dropping it) and returns the Job the server stored.
+func (c *Client) CreateJob(ctx context.Context, namespace string, job *batchv1.Job, opts metav1.CreateOptions) (*batchv1.Job, error) {
+	out := &batchv1.Job{}
+	err := c.batch.Post().Namespace(namespace).Resource("jobs").VersionedParams(&opts, params).Body(job).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetJob reads the Job name of namespace.
+func (c *Client) GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
+	out := &batchv1.Job{}
+	err := c.batch.Get().Namespace(namespace).Resource("jobs").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// DeleteJob deletes the Job name of namespace as opts says (its
+// PropagationPolicy decides whether its pods go too).
+func (c *Client) DeleteJob(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.batch.Delete().Namespace(namespace).Resource("jobs").Name(name).Body(&opts).Do(ctx).Error()
 }
 
 // ListNodes lists the nodes opts selects (one page).

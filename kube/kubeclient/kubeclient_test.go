@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -114,5 +115,70 @@ func TestListClusterObjects(t *testing.T) {
 	}
 	if len(names) != 1 || names[0] != "n1" || list.GetContinue() != "next" {
 		t.Errorf("ListClusterObjects() = items %q, continue %q; want [n1] and next", names, list.GetContinue())
+	}
+}
+
+// TestJobWrites creates, reads and deletes a Job on an API server: the
+// paths and verbs kubectl's own use, strict field validation on create,
+// the propagation policy in the delete's body and the client's Timeout on
+// every request.
+func TestJobWrites(t *testing.T) {
+	type request struct{ Method, URL, Body string }
+	var got []request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, request{r.Method, r.URL.Path + "?" + r.URL.RawQuery, string(body)})
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method {
+		case http.MethodDelete:
+			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success"}`)
+		case http.MethodGet:
+			io.WriteString(w, `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j1","namespace":"bench"},"status":{"succeeded":2}}`)
+		default:
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j1","namespace":"bench","uid":"u1"}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "config")
+	cfg := strings.Replace(kubeconfig, "https://a.example:6443", srv.URL, 1)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(Options{Kubeconfig: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	created, err := c.CreateJob(ctx, "bench", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j1"}}, metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil || created.UID != "u1" {
+		t.Fatalf("CreateJob() = %+v, %v; want the stored Job (uid u1)", created, err)
+	}
+	j, err := c.GetJob(ctx, "bench", "j1")
+	if err != nil || j.Status.Succeeded != 2 {
+		t.Fatalf("GetJob() = %+v, %v; want 2 succeeded", j, err)
+	}
+	bg := metav1.DeletePropagationBackground
+	if err := c.DeleteJob(ctx, "bench", "j1", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatalf("DeleteJob() error = %v", err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("requests %+v, want 3", got)
+	}
+	want := []request{
+		{http.MethodPost, "/apis/batch/v1/namespaces/bench/jobs?fieldValidation=Strict&timeout=30s", ""},
+		{http.MethodGet, "/apis/batch/v1/namespaces/bench/jobs/j1?timeout=30s", ""},
+		{http.MethodDelete, "/apis/batch/v1/namespaces/bench/jobs/j1?timeout=30s", ""},
+	}
+	for i := range want {
+		if got[i].Method != want[i].Method || got[i].URL != want[i].URL {
+			t.Errorf("request %d = %s %s, want %s %s", i, got[i].Method, got[i].URL, want[i].Method, want[i].URL)
+		}
+	}
+	if !strings.Contains(got[0].Body, `"name":"j1"`) {
+		t.Errorf("create body %q, want the Job", got[0].Body)
+	}
+	if !strings.Contains(got[2].Body, `"propagationPolicy":"Background"`) {
+		t.Errorf("delete body %q, want propagationPolicy Background", got[2].Body)
 	}
 }

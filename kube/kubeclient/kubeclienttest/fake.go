@@ -1,5 +1,6 @@
 // Package kubeclienttest adapts a client-go clientset (in tests, the fake
-// one from k8s.io/client-go/kubernetes/fake) to kubeclient.Reader. Only
+// one from k8s.io/client-go/kubernetes/fake) to kubeclient.Reader and
+// kubeclient.Writer. Only
 // tests import it: the typed clientsets stay out of corepin's binary.
 package kubeclienttest
 
@@ -27,7 +28,10 @@ type Reader struct {
 	Dynamic dynamic.Interface
 }
 
-var _ kubeclient.Reader = Reader{}
+var (
+	_ kubeclient.Reader = Reader{}
+	_ kubeclient.Writer = Reader{}
+)
 
 // ListPods implements kubeclient.Reader.
 func (r Reader) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
@@ -42,6 +46,21 @@ func (r Reader) PodLog(ctx context.Context, namespace, pod string, opts *corev1.
 // ListJobs implements kubeclient.Reader.
 func (r Reader) ListJobs(ctx context.Context, namespace string, opts metav1.ListOptions) (*batchv1.JobList, error) {
 	return r.BatchV1().Jobs(namespace).List(ctx, opts)
+}
+
+// CreateJob implements kubeclient.Writer.
+func (r Reader) CreateJob(ctx context.Context, namespace string, job *batchv1.Job, opts metav1.CreateOptions) (*batchv1.Job, error) {
+	return r.BatchV1().Jobs(namespace).Create(ctx, job, opts)
+}
+
+// GetJob implements kubeclient.Writer.
+func (r Reader) GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
+	return r.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// DeleteJob implements kubeclient.Writer.
+func (r Reader) DeleteJob(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return r.BatchV1().Jobs(namespace).Delete(ctx, name, opts)
 }
 
 // ListNodes implements kubeclient.Reader.

@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/corepin/corepin/kube/jobs"
+	"github.com/corepin/corepin/store"
+)
+
+const kubeRunUsage = `Runs a bench sweep on the cluster: builds exactly the Jobs corepin kube jobs
+writes for the same flags, creates them one at a time, in order, so that
+points do not disturb each other, waits for each to be complete or failed
+(at most --job-timeout), then records the results of the sweep's pods in
+the results database as corepin kube collect does, so corepin report works
+at once.
+
+Each Job is created with strict field validation (the API server refuses
+what it does not know). A Job that exists already is not created again:
+complete, it is skipped and its results are recorded with the others, so
+running the same command again resumes a sweep; failed, it counts as
+failed (delete it to run it again); running, it is waited for. A Job that
+fails or does not finish in time stops the run (exit 1), naming it and
+what its pods say (pod phase, ImagePullBackOff, OOMKilled, the scheduler's
+or the extender's reason for not placing them); with --keep-going the run
+goes on and reports the failures at the end. A Job that timed out is left
+running.
+
+On a terminal, stderr shows the Job being waited for ("[12/140] NAME
+(cpus=2 mode=pinned concurrency=4): running, 3/4 pods done, 41 s");
+otherwise one line per Job as it ends. -o json prints one JSON object per
+Job on stdout as it ends ({"job","point","status","pods","wall_s",...},
+status complete, failed, skipped or timeout), then one with the recorded
+run ids, as kube collect -o json.
+
+Interrupted (SIGINT, SIGTERM), it stops waiting, leaves the current Job
+running, records the results of the Jobs that ended and says how to resume:
+run the same command again.
+
+The Jobs are kept (kubectl delete jobs -l corepin.io/sweep=SWEEP removes
+them); --delete deletes each Job whose results were recorded, with its pods.
+The cluster is chosen as for kube collect (--kubeconfig, --context,
+--namespace); the account needs create, get, list and delete on jobs and
+get/list on pods and pods/log in the namespace. The database is --db FILE,
+else $COREPIN_DB, else corepin's default.
+
+Examples:
+  corepin kube run --sweep concurrency --image registry.example/corepin:1.0 --namespace bench
+  corepin kube run --sweep threads --topology node.json --repeats 5 --job-timeout 1h --keep-going
+  corepin kube run --sweep throughput --quick --scheduler-name corepin-scheduler --delete -o json
+  corepin report          # the recorded run`
+
+// kubeRunClient connects kube run to the cluster chosen by k: the API,
+// the namespace and the host for messages. Tests replace it.
+var kubeRunClient = func(k *kubeFlags) (jobs.RunAPI, string, string, error) {
+	c, err := k.client()
+	if err != nil {
+		return nil, "", "", err
+	}
+	return c, c.Namespace, c.Host, nil
+}
+
+// kubeRunInterval is how often kube run reads the Job it waits for.
+var kubeRunInterval = jobs.RunInterval
+
+func newKubeRunCmd(e *env) *cobra.Command {
+	var (
+		sf             sweepFlags
+		kf             kubeFlags
+		db             string
+		jobTimeout     time.Duration
+		keepGoing, del bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run --sweep concurrency|threads|throughput [--job-timeout D] [--keep-going] [--delete]",
+		Short: "Run a bench sweep's Jobs on the cluster one at a time and record the results",
+		Long:  kubeRunUsage,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jobTimeout <= 0 || jobTimeout > jobs.MaxJobTimeout {
+				return Usagef("--job-timeout %s: want above 0 and at most %s", jobTimeout, jobs.MaxJobTimeout)
+			}
+			s, err := sf.plan(cmd)
+			if err != nil {
+				return err
+			}
+			path, err := resultsPath(db)
+			if err != nil {
+				return err
+			}
+			api, ns, host, err := kubeRunClient(&kf)
+			if err != nil {
+				return err
+			}
+			sf.o.Namespace = ns
+			objs, err := sf.objects(s)
+			if err != nil {
+				return err
+			}
+			return kubeRun(cmd, e, kubeRunSetup{api: api, ns: ns, host: host, sweep: s, objs: objs, db: path,
+				timeout: jobTimeout, keepGoing: keepGoing, delete: del})
+		},
+	}
+	fl := cmd.Flags()
+	sf.add(fl)
+	kf.add(fl)
+	fl.StringVar(&db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
+	fl.DurationVar(&jobTimeout, "job-timeout", jobs.DefaultJobTimeout, fmt.Sprintf("longest wait for one Job (at most %s)", jobs.MaxJobTimeout))
+	fl.BoolVar(&keepGoing, "keep-going", false, "go on after a Job fails or times out; report the failures at the end")
+	fl.BoolVar(&del, "delete", false, "delete each Job (and its pods) once its results are recorded (default: keep them)")
+	return cmd
+}
+
+type kubeRunSetup struct {
+	api               jobs.RunAPI
+	ns, host          string
+	sweep             *jobs.Sweep
+	objs              []batchv1.Job
+	db                string
+	timeout           time.Duration
+	keepGoing, delete bool
+}
+
+// kubeRun runs the Jobs, then records what ended.
+func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
+	show := newRunShow(e)
+	r := jobs.Runner{Client: k.api, Namespace: k.ns, Interval: kubeRunInterval, JobTimeout: k.timeout, KeepGoing: k.keepGoing,
+		Progress: show.progress, Done: show.done}
+	ctx, stop := signalContext(cmd)
+	sum, runErr := r.Run(ctx, k.sweep, k.objs)
+	interrupted := ctx.Err() != nil
+	stop() // a second interrupt ends corepin at once
+	show.clear()
+	if runErr != nil && !interrupted {
+		if errors.Is(runErr, jobs.ErrInvalid) {
+			return &UsageError{Err: runErr}
+		}
+		if len(sum.Ended()) == 0 {
+			return fmt.Errorf("running the %s sweep in namespace %s of %s: %w", k.sweep.Name, k.ns, k.host, runErr)
+		}
+	}
+	// What went wrong with the Jobs, said after their results are in.
+	var failure error
+	switch f := sum.Failures(); {
+	case interrupted:
+		failure = fmt.Errorf("interrupted: Job %s left running; %d Jobs ended and are recorded; run the same command again to resume", orDash(sum.Left), len(sum.Ended()))
+	case runErr != nil:
+		failure = fmt.Errorf("running the %s sweep in namespace %s of %s (the Jobs that ended are recorded): %w", k.sweep.Name, k.ns, k.host, runErr)
+	case sum.Stopped != "":
+		o := f[len(f)-1]
+		next := fmt.Sprintf("fix the cause, delete it (kubectl delete job %s -n %s) and run the same command again to resume", o.Job, k.ns)
+		if o.Status == jobs.StatusTimeout {
+			next = fmt.Sprintf("run the same command again to wait for it and go on, or delete it (kubectl delete job %s -n %s)", o.Job, k.ns)
+		}
+		failure = fmt.Errorf("Job %s %s: %s (%s)", o.Job, o.Status, o.Reason, next)
+	case len(f) > 0:
+		parts := make([]string, len(f))
+		for i, o := range f {
+			parts[i] = fmt.Sprintf("%s %s: %s", o.Job, o.Status, o.Reason)
+		}
+		failure = fmt.Errorf("%d of %d Jobs did not complete: %s", len(f), len(sum.Outcomes), strings.Join(parts, "; "))
+	}
+	ended := sum.Ended()
+	if len(ended) == 0 {
+		if failure == nil {
+			failure = errors.New("no Job ended")
+		}
+		if e.JSON() {
+			_ = show.final(map[string]any{"run_ids": []int64{}, "db": k.db, "results": 0, "jobs": len(sum.Outcomes), "left_running": sum.Left})
+		}
+		return fmt.Errorf("nothing recorded: %w", failure)
+	}
+	ids, c, cs, err := kubeRunRecord(contextOf(cmd), k, ended)
+	if err != nil {
+		if failure != nil {
+			fmt.Fprintf(e.stderr, "corepin: %v\n", failure)
+		}
+		return err
+	}
+	deleted := 0
+	if k.delete {
+		r.Namespace = k.ns
+		if err := r.Delete(contextOf(cmd), ended); err != nil {
+			fmt.Fprintf(e.stderr, "corepin: warning: %v\n", err)
+		} else {
+			deleted = len(ended)
+		}
+	}
+	if e.JSON() {
+		if err := show.final(map[string]any{"run_ids": ids, "db": k.db, "results": c.Results(), "pods": cs.Pods, "finished": cs.Finished,
+			"from_logs": cs.FromLogs, "skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...),
+			"jobs": len(sum.Outcomes), "failed": len(sum.Failures()), "left_running": sum.Left, "deleted": deleted}); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range c.Skipped {
+			fmt.Fprintf(e.stdout, "skipped %s: %s\n", s.Log, s.Reason)
+		}
+		for _, w := range c.Warnings {
+			fmt.Fprintf(e.stdout, "warning: %s\n", w)
+		}
+		for _, id := range ids {
+			fmt.Fprintf(e.stdout, "recorded run %d in %s (corepin report --run %d)\n", id, k.db, id)
+		}
+		fmt.Fprintf(e.stdout, "%d Jobs ended (%d failed), %d pods: %d results (%d from logs), %d skipped", len(ended), len(sum.Failures()), cs.Pods, c.Results(), cs.FromLogs, len(c.Skipped))
+		if k.delete {
+			fmt.Fprintf(e.stdout, "; %d Jobs deleted", deleted)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	return failure
+}
+
+// kubeRunRecord collects the pods of the Jobs that ended and records them.
+func kubeRunRecord(ctx context.Context, k kubeRunSetup, ended []string) ([]int64, *jobs.Collection, jobs.ClusterSummary, error) {
+	var c jobs.Collection
+	sel := jobs.LabelSweep + "=" + k.sweep.Name
+	cs, err := c.AddCluster(ctx, jobs.Cluster{Client: k.api, Namespace: k.ns, Selector: sel, Jobs: ended})
+	if err != nil {
+		return nil, nil, cs, fmt.Errorf("collecting the results of %d Jobs from pods %s in namespace %s of %s: %w", len(ended), sel, k.ns, k.host, err)
+	}
+	if c.Results() == 0 {
+		why := ""
+		if len(c.Skipped) > 0 {
+			why = fmt.Sprintf("; %s: %s", c.Skipped[0].Log, c.Skipped[0].Reason)
+		}
+		return nil, nil, cs, fmt.Errorf("nothing recorded: no corepin result in the pods of the %d Jobs that ended (%d pods, %d finished, %d skipped%s)",
+			len(ended), cs.Pods, cs.Finished, len(c.Skipped), why)
+	}
+	d, err := store.Open(k.db)
+	if err != nil {
+		return nil, nil, cs, err
+	}
+	defer d.Close()
+	ids, err := c.Record(d, Version)
+	if err != nil {
+		return nil, nil, cs, fmt.Errorf("recording results in %s: %w", k.db, err)
+	}
+	return ids, &c, cs, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// runShow shows a run's progress: on a terminal, the Job waited for on one
+// line of stderr, rewritten; otherwise a line per Job as it ends (text) or
+// a JSON object per Job on stdout (-o json).
+type runShow struct {
+	e   *env
+	tty bool
+	enc *json.Encoder
+	// open is true while a progress line is on the terminal.
+	open bool
+}
+
+func newRunShow(e *env) *runShow {
+	sh := &runShow{e: e}
+	if f, ok := e.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		sh.tty = true
+	}
+	if e.JSON() {
+		sh.enc = json.NewEncoder(e.stdout)
+	}
+	return sh
+}
+
+func (sh *runShow) progress(p jobs.RunProgress) {
+	if !sh.tty {
+		return
+	}
+	fmt.Fprintf(sh.e.stderr, "\r\033[K[%d/%d] %s (%s): %s, %d/%d pods done, %.0f s", p.N, p.Total, p.Job, p.Point, p.State, p.Done, p.Pods, p.Elapsed.Seconds())
+	sh.open = true
+}
+
+func (sh *runShow) done(o jobs.Outcome) {
+	sh.clear()
+	if sh.enc != nil {
+		_ = sh.enc.Encode(o)
+		if !sh.tty {
+			return
+		}
+	}
+	line := fmt.Sprintf("[%d/%d] %s (%s): %s, %d/%d pods succeeded, %.0f s", o.N, o.Total, o.Job, o.PointLabel, o.Status, o.Succeeded, o.Pods, o.WallS)
+	if o.Reason != "" {
+		line += ": " + o.Reason
+	}
+	fmt.Fprintln(sh.e.stderr, line)
+}
+
+// clear ends the progress line on the terminal.
+func (sh *runShow) clear() {
+	if sh.open {
+		io.WriteString(sh.e.stderr, "\r\033[K")
+		sh.open = false
+	}
+}
+
+// final prints the last JSON object of the run.
+func (sh *runShow) final(v any) error {
+	return sh.enc.Encode(v)
+}
