@@ -290,9 +290,7 @@ func (c *cluster) startKubelet() {
 // --host-network: the node has no network plugin.
 func (c *cluster) sweepJobs() []batchv1.Job {
 	t := c.t
-	args := []string{"kube", "jobs", "--sweep", "concurrency", "--quick", "--repeats", "1", "--image", corepinImage,
-		"--binary", "/bin/corepin", "--namespace", namespace, "--sysfs-root", "/", "--host-network",
-		"--numa-policy", "single-numa-node", "-o", "json"}
+	args := append(append([]string{"kube", "jobs"}, sweepFlags...), "--namespace", namespace, "-o", "json")
 	out := run(t, nil, c.corepin, args...)
 	var list struct {
 		Kind  string            `json:"kind"`
@@ -324,9 +322,15 @@ func (c *cluster) sweepJobs() []batchv1.Job {
 	return js
 }
 
-// runJobs creates the Jobs one at a time, in order, as corepin kube jobs
-// says to, each after the previous completed; it writes each pod's log
-// to logs/POD and returns the pods' logs by name.
+// sweepFlags shape the sweep's Jobs, for kube jobs and kube run alike.
+var sweepFlags = []string{"--sweep", "concurrency", "--quick", "--repeats", "1", "--image", corepinImage,
+	"--binary", "/bin/corepin", "--sysfs-root", "/", "--host-network", "--numa-policy", "single-numa-node"}
+
+// runJobs runs the sweep with corepin kube run (the same flags as
+// sweepJobs' corepin kube jobs, the Jobs js): one Job at a time, in
+// order, each after the previous completed, its results recorded in
+// run.db. It checks what kube run reports of each Job against js, writes
+// each pod's log to logs/POD and returns the pods' logs by name.
 func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 	t := c.t
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -340,53 +344,82 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	args := append([]string{"kube", "run"}, sweepFlags...)
+	args = append(args, "--kubeconfig", c.kubeconfig, "--namespace", namespace, "--db", c.path("run.db"), "--job-timeout", "5m", "-o", "json")
+	cmd := exec.CommandContext(ctx, c.corepin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	begin := time.Now()
-	for _, j := range js {
-		start := time.Now()
-		if _, err := c.cs.BatchV1().Jobs(namespace).Create(ctx, &j, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-			t.Fatalf("creating job %s: %v", j.Name, err)
-		}
-		var got *batchv1.Job
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var runErr error
+	for sampling := true; sampling; {
+		select {
+		case runErr = <-done:
+			sampling = false
+		case <-time.After(200 * time.Millisecond):
 			c.sampleAssigned(ctx)
-			g, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, j.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			got = g
-			for _, cond := range g.Status.Conditions {
-				if cond.Status != corev1.ConditionTrue {
-					continue
-				}
-				switch cond.Type {
-				case batchv1.JobComplete:
-					return true, nil
-				case batchv1.JobFailed:
-					return false, fmt.Errorf("job failed: %s: %s", cond.Reason, cond.Message)
-				}
-			}
-			return false, nil
-		})
-		pods, perr := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
-		if perr != nil {
-			t.Fatal(perr)
+		}
+	}
+	took := time.Since(begin)
+	// One line per Job as it ended, then the recorded runs.
+	type line struct {
+		Job     string   `json:"job"`
+		Status  string   `json:"status"`
+		Pods    int      `json:"pods"`
+		RunIDs  *[]int64 `json:"run_ids"`
+		Results int      `json:"results"`
+	}
+	var ended []line
+	var final line
+	for dec := json.NewDecoder(bytes.NewReader(stdout.Bytes())); ; {
+		var l line
+		if dec.Decode(&l) != nil {
+			break
+		}
+		if l.RunIDs != nil {
+			final = l
+			continue
+		}
+		ended = append(ended, l)
+	}
+	out := map[string]string{}
+	for _, j := range js {
+		pods, err := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
+		if err != nil {
+			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
 			log := c.podLog(ctx, p.Name)
 			out[p.Name] = log
 			writeFile(t, filepath.Join(logs, p.Name), []byte(log))
 		}
-		if err != nil {
+		if runErr != nil {
 			c.explain(ctx, j.Name, pods.Items, out)
-			t.Fatalf("job %s did not complete: %v (status %+v)", j.Name, err, got.Status)
 		}
-		if n := len(pods.Items); int32(n) != *j.Spec.Completions {
+		if n := len(pods.Items); runErr == nil && int32(n) != *j.Spec.Completions {
 			t.Fatalf("job %s: %d pods, want %d", j.Name, n, *j.Spec.Completions)
 		}
-		c.t.Logf("job %s (%s): %d pods complete in %s; %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), fmtDur(time.Since(start)), podTimes(start, pods.Items))
+		c.t.Logf("job %s (%s): %d pods; %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), podTimes(begin, pods.Items))
 	}
-	c.note("%d Jobs (%d pods) complete %s after the first was created", len(js), len(out), fmtDur(time.Since(begin)))
+	if runErr != nil {
+		t.Fatalf("corepin %s: %v\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), runErr, kubetest.Tail(stderr.String(), 4096), kubetest.Tail(stdout.String(), 2048))
+	}
+	if len(ended) != len(js) {
+		t.Fatalf("corepin kube run reported %d Jobs, want the %d of kube jobs:\n%s", len(ended), len(js), stdout.String())
+	}
+	for i, e := range ended {
+		if e.Job != js[i].Name || e.Status != "complete" || int32(e.Pods) != *js[i].Spec.Completions {
+			t.Errorf("corepin kube run, Job %d: %+v, want %s complete with %d pods, in order", i, e, js[i].Name, *js[i].Spec.Completions)
+		}
+	}
+	if final.RunIDs == nil || len(*final.RunIDs) != 1 || final.Results != len(out) {
+		t.Fatalf("corepin kube run recorded %d results in runs %v, want the %d pods' in one run", final.Results, final.RunIDs, len(out))
+	}
+	c.note("corepin kube run: %d Jobs (%d pods) complete one at a time, %d results recorded (run %v), in %s", len(ended), len(out), final.Results, *final.RunIDs, fmtDur(took))
 	return out
 }
 
