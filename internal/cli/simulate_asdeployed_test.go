@@ -42,17 +42,7 @@ func lseTrace(sizes ...int) string {
 // five, or (koord-most/least, bind FullPCPUs) refuses the 1-CPU jobs, so
 // as-deployed differs from each, under either node choice.
 func TestSimulateAsDeployedFromCluster(t *testing.T) {
-	doc, err := os.ReadFile(writeNode(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(name, settings string) corev1.Node {
-		ann := map[string]string{"corepin.io/topology": string(doc)}
-		if settings != "" {
-			ann["corepin.io/allocator"] = settings
-		}
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
-	}
+	node := settingsNodes(t)
 	srv, _ := fakeAPIServer(t, nil,
 		node("strict", `{"policy":"kubelet","options":["full-pcpus-only"]}`),
 		node("single", `{"policy":"corepin","topology_policy":"single-numa-node"}`),

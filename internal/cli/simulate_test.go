@@ -190,23 +190,30 @@ func TestSimulateTopologyIsTopoJSON(t *testing.T) {
 	}
 }
 
-// TestSimulateFromClusterTakesTheNodesTopologyPolicy: nodes that all
-// publish the same default topology policy (corepin.io/allocator) are
-// replayed under it unless --topology-policy says otherwise; nodes that
-// differ, or one without the annotation, leave the flag's default.
-func TestSimulateFromClusterTakesTheNodesTopologyPolicy(t *testing.T) {
-	nodeFile := writeNode(t)
-	doc, err := os.ReadFile(nodeFile)
+// settingsNodes returns a maker of Nodes publishing writeNode's machine
+// (corepin.io/topology) and, when settings is not empty, those allocator
+// settings (corepin.io/allocator).
+func settingsNodes(t *testing.T) func(name, settings string) corev1.Node {
+	t.Helper()
+	doc, err := os.ReadFile(writeNode(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(name, settings string) corev1.Node {
+	return func(name, settings string) corev1.Node {
 		ann := map[string]string{"corepin.io/topology": string(doc)}
 		if settings != "" {
 			ann["corepin.io/allocator"] = settings
 		}
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
 	}
+}
+
+// TestSimulateFromClusterTakesTheNodesTopologyPolicy: nodes that all
+// publish the same default topology policy (corepin.io/allocator) are
+// replayed under it unless --topology-policy says otherwise; nodes that
+// differ, or one without the annotation, leave the flag's default.
+func TestSimulateFromClusterTakesTheNodesTopologyPolicy(t *testing.T) {
+	node := settingsNodes(t)
 	for _, tc := range []struct {
 		name       string
 		nodes      []corev1.Node

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,7 +18,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
-	"github.com/corepin/corepin/store"
 )
 
 // threadsMarker is the result of point index of a quick threads sweep,
@@ -193,16 +191,8 @@ func TestAddClusterRecordsFailedPod(t *testing.T) {
 	if _, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", Selector: LabelSweep + "=threads"}); err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ids, err := c.Record(db, "test")
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("Record() = %v, %v", ids, err)
-	}
-	jobs, err := db.Jobs(ids[0])
+	db, runID := recordOne(t, &c)
+	jobs, err := db.Jobs(runID)
 	if err != nil || len(jobs) != 2 || jobs[1].ExitCode != 2 {
 		t.Fatalf("Jobs() = %+v, %v; want 2 jobs, the second with exit code 2", jobs, err)
 	}

@@ -77,24 +77,16 @@ func TestCollectRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(project(&fromLogs), project(&c), cmpopts.IgnoreFields(Marker{}, "Result")); diff != "" {
 		t.Errorf("results from documents differ from those from logs (-logs +documents):\n%s", diff)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ids, err := c.Record(db, "test")
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("Record() = %v, %v; want one run", ids, err)
-	}
-	jobs, err := db.Jobs(ids[0])
+	db, runID := recordOne(t, &c)
+	jobs, err := db.Jobs(runID)
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("Jobs() = %d jobs, %v; want 3", len(jobs), err)
 	}
-	runs, err := db.Runs(store.RunFilter{ID: ids[0], Command: "bench"})
+	runs, err := db.Runs(store.RunFilter{ID: runID, Command: "bench"})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("Runs() = %v, %v", runs, err)
 	}
-	ms, err := db.Measurements(ids[0], "")
+	ms, err := db.Measurements(runID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +177,20 @@ func FuzzCollectAdd(f *testing.F) {
 			t.Logf("Record: %v", err) // a refusal is fine; a panic is not
 		}
 	})
+}
+
+// recordOne records c in a fresh results database (closed when the test
+// ends) and returns it with the one run recorded.
+func recordOne(t *testing.T, c *Collection) (*store.DB, int64) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ids, err := c.Record(db, "test")
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Record() = %v, %v; want one run", ids, err)
+	}
+	return db, ids[0]
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
-	"github.com/corepin/corepin/store"
 )
 
 // runSweep is the first n Jobs of a quick concurrency sweep in namespace
@@ -150,16 +148,8 @@ func TestRunOneAtATime(t *testing.T) {
 	if err != nil || cl.Pods != 7 || c.Results() != 7 {
 		t.Fatalf("AddCluster() = %+v, %d results, %v; want the 7 pods of the 3 Jobs (concurrency 1, 2, 4), not the stray one", cl, c.Results(), err)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "results.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ids, err := c.Record(db, "test")
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("Record() = %v, %v; want one run", ids, err)
-	}
-	if js, err := db.Jobs(ids[0]); err != nil || len(js) != 7 {
+	db, runID := recordOne(t, &c)
+	if js, err := db.Jobs(runID); err != nil || len(js) != 7 {
 		t.Errorf("recorded jobs %d (%v), want 7", len(js), err)
 	}
 }

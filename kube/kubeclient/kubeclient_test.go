@@ -91,16 +91,7 @@ func TestListClusterObjects(t *testing.T) {
 		io.WriteString(w, `{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopologyList","metadata":{"continue":"next"},
 "items":[{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"n1"},"zones":[]}]}`)
 	}))
-	t.Cleanup(srv.Close)
-	path := filepath.Join(t.TempDir(), "config")
-	cfg := strings.Replace(kubeconfig, "https://a.example:6443", srv.URL, 1)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(Options{Kubeconfig: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serverClient(t, srv)
 	res := schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
 	list, err := c.ListClusterObjects(context.Background(), res, metav1.ListOptions{Limit: 2, Continue: "abc"})
 	if err != nil {
@@ -139,16 +130,7 @@ func TestJobWrites(t *testing.T) {
 			io.WriteString(w, `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j1","namespace":"bench","uid":"u1"}}`)
 		}
 	}))
-	t.Cleanup(srv.Close)
-	path := filepath.Join(t.TempDir(), "config")
-	cfg := strings.Replace(kubeconfig, "https://a.example:6443", srv.URL, 1)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(Options{Kubeconfig: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serverClient(t, srv)
 	ctx := context.Background()
 	created, err := c.CreateJob(ctx, "bench", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j1"}}, metav1.CreateOptions{FieldValidation: "Strict"})
 	if err != nil || created.UID != "u1" {
@@ -181,4 +163,21 @@ func TestJobWrites(t *testing.T) {
 	if !strings.Contains(got[2].Body, `"propagationPolicy":"Background"`) {
 		t.Errorf("delete body %q, want propagationPolicy Background", got[2].Body)
 	}
+}
+
+// serverClient is a Client of the API server srv (closed when the test
+// ends), through a kubeconfig naming it.
+func serverClient(t *testing.T, srv *httptest.Server) *Client {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "config")
+	cfg := strings.Replace(kubeconfig, "https://a.example:6443", srv.URL, 1)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(Options{Kubeconfig: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
