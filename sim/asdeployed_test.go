@@ -203,6 +203,42 @@ func TestAsDeployedForcesTheNodesBind(t *testing.T) {
 	}
 }
 
+// TestAsDeployedTakesTheNodesNUMAStrategy: a node whose NUMA strategy is
+// LeastAllocated (Koordinator's numa-allocate-strategy label) spreads two
+// 2-CPU jobs over its two NUMA nodes of 8 CPUs, so a single-numa-node job
+// of 8 finds no node; under the default MostAllocated they pack and it is
+// admitted. The kubelet engine takes no strategy.
+func TestAsDeployedTakesTheNodesNUMAStrategy(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
+	deployed, err := ParseScenario(AsDeployed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := lseJobs(2, 2, 8)
+	snn := alloc.TopologySingleNUMANode
+	for _, tc := range []struct {
+		name     string
+		settings NodeSettings
+		admitted int
+	}{
+		{name: "default packs", settings: NodeSettings{TopologyPolicy: snn}, admitted: 3},
+		{name: "MostAllocated packs", settings: NodeSettings{TopologyPolicy: snn, NUMA: alloc.MostAllocated}, admitted: 3},
+		{name: "LeastAllocated spreads", settings: NodeSettings{TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 2},
+		{name: "kubelet takes none", settings: NodeSettings{Policy: alloc.PolicyKubelet, TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Cluster: []Node{{Name: "koord", Topology: topo, Settings: &tc.settings}}}
+			rep, err := Replay(evs, cfg, Runs([]Scenario{deployed}, []NodeChoice{FirstFit}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Results[0].Admitted; got != tc.admitted {
+				t.Errorf("admitted %d, want %d (%+v)", got, tc.admitted, rep.Results[0])
+			}
+		})
+	}
+}
+
 // TestAsDeployedRefusesSettingsTheMachineCanNotRun: a node's settings the
 // allocator refuses fail the replay naming the node.
 func TestAsDeployedRefusesSettingsTheMachineCanNotRun(t *testing.T) {

@@ -54,6 +54,11 @@ type NodeSettings struct {
 	// (Koordinator's node label node.koordinator.sh/cpu-bind-policy). The
 	// kubelet engine takes no bind, so it is ignored there.
 	Bind alloc.Bind
+	// NUMA, when set, is the NUMA strategy of every exclusive request
+	// placed on the node (Koordinator's node label
+	// node.koordinator.sh/numa-allocate-strategy); ignored by the kubelet
+	// engine, as Bind.
+	NUMA alloc.NUMAStrategy
 }
 
 // config is the allocator configuration of s with reserved CPUs.
@@ -64,7 +69,7 @@ func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.Config {
 // key names s among the settings of a cluster's nodes.
 func (s NodeSettings) key() string {
 	return string(cmp.Or(s.Policy, alloc.PolicyCorepin)) + "\x00" + strings.Join(s.Options, "+") + "\x00" +
-		string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind)
+		string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind) + "\x00" + string(s.NUMA)
 }
 
 // apply returns r as a node under settings s sees it: with s's topology
@@ -81,6 +86,9 @@ func (s NodeSettings) apply(r alloc.Request) alloc.Request {
 	}
 	if s.Bind != "" && (r.QoS == alloc.LSE || r.QoS == alloc.LSR || r.QoS == "") {
 		r.Bind = s.Bind
+	}
+	if s.NUMA != "" && (r.QoS == alloc.LSE || r.QoS == alloc.LSR || r.QoS == "") {
+		r.NUMA = s.NUMA
 	}
 	return r
 }

@@ -145,6 +145,7 @@ type NodeSettingsCount struct {
 	Options        []string             `json:"options"`
 	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
 	Bind           alloc.Bind           `json:"bind,omitempty"`
+	NUMA           alloc.NUMAStrategy   `json:"numa,omitempty"`
 	Published      bool                 `json:"published"`
 	Nodes          int                  `json:"nodes"`
 }
@@ -387,7 +388,7 @@ func newCluster(cfg Config, nodes []Node, shapes map[*topology.Topology]*shape, 
 			} else {
 				counted[k] = len(c.counts)
 				c.counts = append(c.counts, NodeSettingsCount{Policy: set.Policy, Options: append([]string{}, set.Options...),
-					TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, Published: published, Nodes: 1})
+					TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, NUMA: set.NUMA, Published: published, Nodes: 1})
 			}
 		}
 		key := machineSettings{n.Topology, set.key()}

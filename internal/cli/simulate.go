@@ -554,6 +554,9 @@ func describeSettings(ns sim.NodeSettingsCount) string {
 	if ns.Bind != "" {
 		fmt.Fprintf(&b, ", bind %s forced", ns.Bind)
 	}
+	if ns.NUMA != "" {
+		fmt.Fprintf(&b, ", NUMA strategy %s", ns.NUMA)
+	}
 	return b.String()
 }
 

@@ -245,11 +245,14 @@ func nrtSettings(n extender.NRTNode, labels map[string]string, t *topology.Topol
 		return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options, TopologyPolicy: tp}, nil
 	}
 	kl, err := nrt.ParseKoordLabels(labels[nrt.LabelKoordCPUBindPolicy], labels[nrt.LabelKoordNUMATopologyPolicy])
+	if err == nil {
+		kl.NUMA, err = nrt.ParseKoordNUMAAllocateStrategy(labels[nrt.LabelKoordNUMAAllocateStrategy])
+	}
 	if err != nil {
 		return nil, err
 	}
 	set := &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(n.Koord.Settings.Policy), alloc.PolicyCorepin),
-		Options: slices.Clone(n.Koord.Settings.Options), TopologyPolicy: tp}
+		Options: slices.Clone(n.Koord.Settings.Options), TopologyPolicy: tp, NUMA: kl.NUMA}
 	var option string
 	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
 	case kl.Bind == alloc.BindFullPCPUs:
@@ -265,7 +268,7 @@ func nrtSettings(n extender.NRTNode, labels map[string]string, t *topology.Topol
 		}
 	}
 	if set.Policy == alloc.PolicyKubelet {
-		set.Bind = "" // the kubelet engine takes no bind: its options bind
+		set.Bind, set.NUMA = "", "" // the kubelet engine takes neither: its options place
 	}
 	if _, err := alloc.NewState(t, alloc.Config{Policy: set.Policy, Options: set.Options}); err != nil {
 		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
