@@ -3,6 +3,7 @@ package extender
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -48,11 +49,18 @@ const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=
 type PodStore struct {
 	mu     sync.RWMutex
 	byUID  map[string]*boundPod
-	byNode map[string][]*boundPod // in seq order
+	byNode map[string]*nodePods
 	seq    uint64
 	max    int
 	full   sync.Once
 	log    *slog.Logger
+}
+
+// nodePods are the pods bound to one node, in seq order; gen changes
+// (to the store's seq) whenever they or a request of theirs do.
+type nodePods struct {
+	pods []*boundPod
+	gen  uint64
 }
 
 // boundPod is a pod PodStore keeps.
@@ -71,7 +79,7 @@ func NewPodStore(max int, log *slog.Logger) *PodStore {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PodStore{byUID: map[string]*boundPod{}, byNode: map[string][]*boundPod{}, max: max, log: log}
+	return &PodStore{byUID: map[string]*boundPod{}, byNode: map[string]*nodePods{}, max: max, log: log}
 }
 
 // Set records pod as the API server has it now: kept when it is bound to a
@@ -94,7 +102,11 @@ func (s *PodStore) Set(pod *corev1.Pod) {
 	defer s.mu.Unlock()
 	if old, ok := s.byUID[uid]; ok {
 		if old.node == pod.Spec.NodeName {
-			old.req, old.print = req, print
+			if old.print != print { // resized in place; status updates change nothing
+				old.req, old.print = req, print
+				s.seq++
+				s.byNode[old.node].gen = s.seq
+			}
 			return
 		}
 		s.remove(old) // a node name never changes; a recreated object might
@@ -109,7 +121,12 @@ func (s *PodStore) Set(pod *corev1.Pod) {
 	s.seq++
 	p := &boundPod{uid: uid, node: pod.Spec.NodeName, seq: s.seq, req: req, print: print}
 	s.byUID[uid] = p
-	s.byNode[p.node] = append(s.byNode[p.node], p)
+	np := s.byNode[p.node]
+	if np == nil {
+		np = &nodePods{}
+		s.byNode[p.node] = np
+	}
+	np.pods, np.gen = append(np.pods, p), s.seq
 }
 
 // Delete forgets the pod of UID uid.
@@ -123,12 +140,14 @@ func (s *PodStore) Delete(uid string) {
 
 func (s *PodStore) remove(p *boundPod) {
 	delete(s.byUID, p.uid)
-	list := slices.DeleteFunc(s.byNode[p.node], func(q *boundPod) bool { return q == p })
-	if len(list) == 0 {
+	np := s.byNode[p.node]
+	np.pods = slices.DeleteFunc(np.pods, func(q *boundPod) bool { return q == p })
+	if len(np.pods) == 0 {
 		delete(s.byNode, p.node)
 		return
 	}
-	s.byNode[p.node] = list
+	s.seq++
+	np.gen = s.seq
 }
 
 // Len is the number of pods kept.
@@ -138,18 +157,34 @@ func (s *PodStore) Len() int {
 	return len(s.byUID)
 }
 
-// onTheirWay returns the pods bound to node that published does not name,
-// in the order they were first seen bound, as copies.
-func (s *PodStore) onTheirWay(node string, published map[string]struct{}) []boundPod {
+// generation names the pods bound to node and their requests now: 0 when
+// there is none, else a number that changes whenever they do.
+func (s *PodStore) generation(node string) uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if np := s.byNode[node]; np != nil {
+		return np.gen
+	}
+	return 0
+}
+
+// onTheirWay returns the pods bound to node that published does not name,
+// in the order they were first seen bound, as copies, and the generation
+// they are of.
+func (s *PodStore) onTheirWay(node string, published map[string]struct{}) ([]boundPod, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	np := s.byNode[node]
+	if np == nil {
+		return nil, 0
+	}
 	var out []boundPod
-	for _, p := range s.byNode[node] {
+	for _, p := range np.pods {
 		if _, ok := published[p.uid]; !ok {
 			out = append(out, *p)
 		}
 	}
-	return out
+	return out, np.gen
 }
 
 // Watch keeps the store up to date from client's bound pods (all
@@ -260,20 +295,36 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 	if e.pods == nil || ns == nil || ns.err != nil || ns.st == nil || ns.published == nil {
 		return ns, k
 	}
-	coming := e.pods.onTheirWay(node, ns.published)
-	if len(coming) == 0 {
+	// The key of ns with the node's bound pods as they are now, built
+	// without allocating: most calls find the state cached under it.
+	boundKey := func(gen uint64) stateKey {
+		var b [len(k) + 8 + 6 + 256]byte
+		n := copy(b[:], k[:])
+		binary.LittleEndian.PutUint64(b[n:], gen)
+		n += 8
+		n += copy(b[n:], "bound\x00")
+		n += copy(b[n:], node[:min(len(node), 256)])
+		return sha256.Sum256(b[:n])
+	}
+	gen := e.pods.generation(node)
+	if gen == 0 {
 		return ns, k
 	}
-	h := sha256.New()
-	h.Write([]byte("bound\x00"))
-	h.Write(k[:])
-	for _, p := range coming {
-		h.Write([]byte(p.uid + "\x00" + p.print + "\x00"))
-	}
-	var dk stateKey
-	h.Sum(dk[:0])
+	dk := boundKey(gen)
 	if d, ok := e.cache.get(dk); ok {
+		if d == ns {
+			return ns, k
+		}
 		return d, dk
+	}
+	coming, now := e.pods.onTheirWay(node, ns.published)
+	if now != gen { // changed in between: key what was read
+		dk = boundKey(now)
+	}
+	if len(coming) == 0 {
+		// Every pod bound there is published: the state is the node's.
+		e.cache.put(dk, ns)
+		return ns, k
 	}
 	st := ns.st.Clone()
 	placed := 0

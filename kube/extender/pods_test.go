@@ -176,13 +176,25 @@ func TestPodStoreKeepsBoundPodsThatAskForCPUs(t *testing.T) {
 	ls.Spec.Containers[0].Resources.Limits = nil // burstable: a quota
 	s.Set(ls)
 	s.Set(boundPodOn("g", "n1", "2"))
-	if got := s.onTheirWay("n1", nil); len(got) != 2 || got[0].uid != "ls" || got[1].uid != "g" || got[0].req.QoS != alloc.LS {
+	if got, _ := s.onTheirWay("n1", nil); len(got) != 2 || got[0].uid != "ls" || got[1].uid != "g" || got[0].req.QoS != alloc.LS {
 		t.Fatalf("on n1: %+v, want ls (LS) then g in the order bound", got)
+	}
+	// A status update changes nothing the extender keys on; a resize does.
+	gen := s.generation("n1")
+	again := boundPodOn("g", "n1", "2")
+	again.Status.Phase = corev1.PodRunning
+	s.Set(again)
+	if s.generation("n1") != gen {
+		t.Error("a status update changed the node's generation")
+	}
+	s.Set(boundPodOn("g", "n1", "3"))
+	if s.generation("n1") == gen {
+		t.Error("a resize kept the node's generation")
 	}
 	done := boundPodOn("g", "n1", "2")
 	done.Status.Phase = corev1.PodSucceeded
 	s.Set(done)
-	if got := s.onTheirWay("n1", map[string]struct{}{"ls": {}}); len(got) != 0 {
+	if got, _ := s.onTheirWay("n1", map[string]struct{}{"ls": {}}); len(got) != 0 {
 		t.Errorf("after g finished and ls was published: %+v, want none", got)
 	}
 	log := &logBuf{}
