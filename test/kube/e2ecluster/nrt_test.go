@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +338,54 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 	if strings.Contains(ext.Log.String(), "NodeResourceTopology ignored") {
 		t.Errorf("the extender ignored koordlet's object:\n%s", kubetest.Tail(ext.Log.String(), 2048))
 	}
+	c.simulateAgrees(corepin)
 	c.report(t)
+}
+
+// simulateAgrees replays the same five pods, in the same order, with
+// corepin simulate --from-cluster --nrt --policies as-deployed over the
+// real API server's Node and koordlet's object: the replay reads the
+// object through discovery and a list as the extender does, and refuses
+// and admits exactly the pods the scheduler refused and bound, for the
+// same causes (refused pods hold nothing). The object never changed while
+// the scheduler ran (no koordlet here), so koord-4 leaves before
+// koord-6-none comes: each is judged on the object as published.
+func (c *cluster) simulateAgrees(corepin string) {
+	t := c.t
+	trace := c.write("koord-trace.jsonl", []byte(strings.Join([]string{
+		`{"t":0,"op":"arrive","id":"koord-16","request":{"cpus":16,"qos":"LSE","topology_policy":"none"}}`,
+		`{"t":1,"op":"arrive","id":"koord-8","request":{"cpus":8,"qos":"LSE","topology_policy":"none"}}`,
+		`{"t":2,"op":"arrive","id":"koord-6","request":{"cpus":6,"qos":"LSE"}}`,
+		`{"t":3,"op":"arrive","id":"koord-4","request":{"cpus":4,"qos":"LSE"}}`,
+		`{"t":3.5,"op":"depart","id":"koord-4"}`,
+		`{"t":4,"op":"arrive","id":"koord-6-none","request":{"cpus":6,"qos":"LSE","topology_policy":"none"}}`,
+	}, "\n")+"\n"))
+	cmd := exec.Command(corepin, "simulate", "--trace", trace, "--from-cluster", "--nrt", "--kubeconfig", c.kubeconfig(),
+		"--policies", "as-deployed", "--node-choice", "first-fit", "-o", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("corepin simulate --from-cluster --nrt: %v\n%s", err, out)
+	}
+	var rep struct {
+		NodeSources []struct {
+			Node, Source string
+		} `json:"node_sources"`
+		Results []struct {
+			Scenario           string
+			Admitted, Rejected int
+			RejectedBy         map[string]int `json:"rejected_by"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("corepin simulate -o json: %v\n%s", err, out)
+	}
+	if len(rep.NodeSources) != 1 || rep.NodeSources[0].Node != "koord-a" || rep.NodeSources[0].Source != "nrt-koordinator" {
+		t.Fatalf("simulate's nodes %+v, want koord-a from koordlet's object (nrt-koordinator)\n%s", rep.NodeSources, out)
+	}
+	want := map[string]int{"capacity": 2, "single-numa-node": 1}
+	if len(rep.Results) != 1 || rep.Results[0].Scenario != "as-deployed" || rep.Results[0].Admitted != 2 || rep.Results[0].Rejected != 3 ||
+		!maps.Equal(rep.Results[0].RejectedBy, want) {
+		t.Fatalf("simulate as-deployed: %+v, want 2 admitted and 3 rejected (%v), as the scheduler bound and refused them\n%s", rep.Results, want, out)
+	}
+	c.note("corepin simulate --from-cluster --nrt --policies as-deployed over koordlet's object: %d admitted, %d rejected, as the scheduler and extender decided", rep.Results[0].Admitted, rep.Results[0].Rejected)
 }
