@@ -217,6 +217,19 @@ func TestOversubAdviceNeedsSignificance(t *testing.T) {
 			notWant: []string{"safe", "tail latency does not", "Don't oversubscribe"},
 		},
 		{
+			name: "communication gains, no overlap",
+			pts:  loop2([]float64{2400, 2500, 2450, 2550, 2600}, []float64{90, 91, 89, 92, 88}),
+			want: []string{"gain 150% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
+				"oversubscription costs communication less than it costs compute (communication-heavy pairs fared 155 points better than compute-only, beyond the noise: Mann-Whitney p=0.00794, n=5 vs 5)"},
+			notWant: []string{"within 5 points", "Don't oversubscribe", "No advice"},
+		},
+		{
+			name: "communication gains on the median, repeats overlap",
+			pts:  loop2([]float64{1500, 900, 1400, 950, 1300}, []float64{90, 91, 89, 92, 88}),
+			want: []string{"No advice follows from this run: communication-heavy pairs fared 35 points better than compute-only (Mann-Whitney p=", "within the noise"},
+			notWant: []string{"within 5 points", "costs communication less", "Don't oversubscribe"},
+		},
+		{
 			name: "no difference",
 			pts:  loop2([]float64{940, 945, 950, 955, 960}, []float64{100, 101, 99, 100, 102}),
 			want: []string{"lose 5% of their aggregate throughput against 1 per CPU (Mann-Whitney p=0.00794, n=5 vs 5)",
