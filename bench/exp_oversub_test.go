@@ -224,9 +224,9 @@ func TestOversubAdviceNeedsSignificance(t *testing.T) {
 			notWant: []string{"within 5 points", "Don't oversubscribe", "No advice"},
 		},
 		{
-			name: "communication gains on the median, repeats overlap",
-			pts:  loop2([]float64{1500, 900, 1400, 950, 1300}, []float64{90, 91, 89, 92, 88}),
-			want: []string{"No advice follows from this run: communication-heavy pairs fared 35 points better than compute-only (Mann-Whitney p=", "within the noise"},
+			name:    "communication gains on the median, repeats overlap",
+			pts:     loop2([]float64{1500, 900, 1400, 950, 1300}, []float64{90, 91, 89, 92, 88}),
+			want:    []string{"No advice follows from this run: communication-heavy pairs fared 35 points better than compute-only (Mann-Whitney p=", "within the noise"},
 			notWant: []string{"within 5 points", "costs communication less", "Don't oversubscribe"},
 		},
 		{
