@@ -37,10 +37,7 @@ var burstShape = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, Cor
 func TestRealSchedulerCountsBoundPods(t *testing.T) {
 	bin, corepin := need(t)
 	c := startControlPlane(t, bin)
-	port := kubetest.FreePort(t)
-	ext := c.ps.Start("corepin extender --track-pods", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--track-pods", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
-	kubetest.WaitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	port := c.startExtender(corepin, "--track-pods", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

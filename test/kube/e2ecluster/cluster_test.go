@@ -144,11 +144,13 @@ func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 	return nil
 }
 
-// startExtender runs the real corepin extender and returns its port.
-func (c *cluster) startExtender(corepin string) int {
+// startExtender runs the real corepin extender with args besides its
+// address and returns its port once /healthz answers ok.
+func (c *cluster) startExtender(corepin string, args ...string) int {
 	port := kubetest.FreePort(c.t)
-	ext := c.ps.Start("corepin extender", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
-	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", 20*time.Second)
+	ext := c.ps.Start(strings.Join(append([]string{"corepin extender"}, args...), " "), nil, corepin,
+		append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, args...)...)
+	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
 	return port
 }
 
@@ -497,10 +499,13 @@ func (c *cluster) report(t *testing.T) {
 // pod's creation-to-binding time and the extender's own call durations
 // (its /metrics histogram): the extender's cost in a cluster of 100 nodes
 // as the scheduler sees it, beside `make bench`'s BenchmarkFilterPrioritize100Nodes.
+// The extender runs as the chart runs it (--track-pods) and every node
+// names its admitted pods (pod_uids), so each pod bound counts on its
+// node's CPUs until the node publishes it (here it never does).
 func TestHundredNodes(t *testing.T) {
 	bin, corepin := need(t)
 	c := startControlPlane(t, bin)
-	port := c.startExtender(corepin)
+	port := c.startExtender(corepin, "--track-pods", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -508,6 +513,7 @@ func TestHundredNodes(t *testing.T) {
 	for i := range nodes {
 		// A different CPU held on each node: distinct states.
 		n := kubetest.Node(t, fmt.Sprintf("node-%03d", i), fmt.Sprintf(`[{"id":"x/held","cpuset":"%d","qos":"LSE"}]`, i%16))
+		n.Annotations[extender.AnnotationAllocator] = `{"policy":"corepin","pod_uids":true}`
 		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -603,6 +609,18 @@ func TestHundredNodes(t *testing.T) {
 			calls, judged, pods, wantJudged, nodes-int(open()), most)
 	}
 	c.note("extender /filter judged %v nodes over %v calls (%d nodes filled by kube-scheduler's own filters first; at most %d pods on one node)", judged, calls, nodes-int(open()), most)
+	// Every pod bound counts on its node (--track-pods): the extender
+	// keeps them all.
+	total := 0
+	for _, n := range perNode {
+		total += n
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return kubetest.Scrape(t, metricsURL)["corepin_extender_bound_pods"] == float64(total), nil
+	})
+	if err != nil {
+		t.Fatalf("extender keeps %v bound pods, want the %d bound", kubetest.Scrape(t, metricsURL)["corepin_extender_bound_pods"], total)
+	}
 	m := kubetest.Scrape(t, metricsURL)
 	for _, verb := range []string{"filter", "prioritize"} {
 		n := m[fmt.Sprintf(`corepin_extender_request_duration_seconds_count{verb=%q}`, verb)]
