@@ -35,7 +35,9 @@
 // AnnotationAssigned names the pod of each entry (nrt.Allocator.PodUIDs)
 // is judged with the pods bound to it that no entry names placed first, as
 // a PodStore keeps them from a client-go informer: the pods the scheduler
-// bound a moment ago that the node's NRI plugin has not admitted yet.
+// bound a moment ago that the node's NRI plugin has not admitted yet. A
+// node judged by its NodeResourceTopology object, which names no pods, is
+// judged with the pods bound to it since the object last changed.
 //
 // The handler reads a body's nodes without decoding them into corev1.Node:
 // it takes each node's name, corepin annotations and Koordinator labels

@@ -57,8 +57,9 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 func WithNRT(s *NRTStore) Option { return func(e *Extender) { e.nrt = s } }
 
 // WithPods judges each node that names the pods it admitted with the pods
-// s keeps bound to it and not yet admitted there placed first
-// (PodStore.Watch).
+// s keeps bound to it and not yet admitted there placed first, and each
+// node judged by its NodeResourceTopology object with the pods bound to it
+// after the object last changed (PodStore.Watch).
 func WithPods(s *PodStore) Option { return func(e *Extender) { e.pods = s } }
 
 // WithReady makes GET /healthz answer 503 while ready reports false (the

@@ -87,6 +87,8 @@ type nodeState struct {
 	// without them.
 	coming int
 	before *alloc.State
+	// fromNRT: the state is a NodeResourceTopology object's (nrtStateOf).
+	fromNRT bool
 	err    error
 }
 
@@ -469,6 +471,7 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	default:
 		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
 	}
+	ns.fromNRT = true
 	e.cache.put(key, ns)
 	return ns, key
 }

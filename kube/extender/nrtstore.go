@@ -63,6 +63,9 @@ type nrtEntry struct {
 	koordErr error
 	settings nrt.Allocator
 	key      stateKey
+	// changed orders the last change of what the object publishes
+	// against pod bindings (changes): a pod bound after it is not in it.
+	changed uint64
 }
 
 // nrtFields is what the store reads of one object.
@@ -152,9 +155,14 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	h.Sum(ent.key[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[node]; !ok && len(s.m) >= s.max {
+	old, ok := s.m[node]
+	if !ok && len(s.m) >= s.max {
 		s.log.Warn("NodeResourceTopology ignored: the store is full, its node stays unjudged", "node", node, "max", s.max)
 		return
+	}
+	ent.changed = old.changed
+	if !ok || old.key != ent.key {
+		ent.changed = changes.Add(1)
 	}
 	s.m[node] = ent
 }
@@ -196,7 +204,7 @@ func (s *NRTStore) get(node string) (nrtEntry, bool) {
 // each object. synced reports whether the informer has listed them all
 // once.
 func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface, res schema.GroupVersionResource) (synced func() bool, err error) {
-	synced, err = watchTrimmed(ctx, client, res, "", trimNRT, s.onSet, func(obj any) {
+	synced, err = watchTrimmed(ctx, client, res, "", trimNRT, func(obj any, _ bool) { s.onSet(obj) }, func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			s.Delete(t.Key) // cluster-scoped: the key is the name
 			return
@@ -215,9 +223,10 @@ func (s *NRTStore) Watch(ctx context.Context, client dynamic.Interface, res sche
 // objects of resource res (all namespaces; fieldSelector, when not empty,
 // chooses which) that keeps each object as transform trims it, and calls
 // set on each addition and update, del on each deletion (with the object
-// or a tombstone). synced reports whether it has listed them all once.
+// or a tombstone); set's initial is true for the objects of the first
+// list. synced reports whether it has listed them all once.
 func watchTrimmed(ctx context.Context, client dynamic.Interface, res schema.GroupVersionResource, fieldSelector string,
-	transform toolscache.TransformFunc, set, del func(obj any)) (synced func() bool, err error) {
+	transform toolscache.TransformFunc, set func(obj any, initial bool), del func(obj any)) (synced func() bool, err error) {
 	// A plain shared informer over the dynamic client: dynamicinformer's
 	// factory would link every typed informer of client-go (about 12 MB).
 	// The wrapper tells the reflector whether client streams its initial
@@ -237,9 +246,9 @@ func watchTrimmed(ctx context.Context, client dynamic.Interface, res schema.Grou
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, fmt.Errorf("setting the informer's transform: %w", err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		UpdateFunc: func(_, obj any) { set(obj, false) },
 		DeleteFunc: del,
 	}); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,7 +39,11 @@ const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=
 // pods it admitted (nrt.Allocator.PodUIDs) is judged with the pods bound
 // to it that no entry names placed first, in the order the store first
 // saw them bound: pods the scheduler bound a moment ago and the node's NRI
-// plugin has not admitted and published yet. Without them a burst of pods
+// plugin has not admitted and published yet. A node judged by its
+// NodeResourceTopology object (WithNRT), which names no pods, is judged
+// with the pods bound to it after the object last changed placed first
+// (those bound before the extender started are taken to be in it): pods
+// koordlet or the topology exporter has not reported yet. Without them a burst of pods
 // would all be judged on the same free CPUs, and the node would refuse
 // those past what it has, after the scheduler bound them. kube-scheduler
 // counts the same pods in its own resource fit; this is their CPUs'
@@ -56,6 +61,12 @@ type PodStore struct {
 	log    *slog.Logger
 }
 
+// changes orders what the extender learns: each pod seen bound after the
+// stores' first lists, and each change of what a node's
+// NodeResourceTopology object publishes, takes the next number. A pod
+// bound after its node's object last changed is not in that object yet.
+var changes atomic.Uint64
+
 // nodePods are the pods bound to one node, in seq order; gen changes
 // (to the store's seq) whenever they or a request of theirs do.
 type nodePods struct {
@@ -67,7 +78,11 @@ type nodePods struct {
 type boundPod struct {
 	uid, node string
 	seq       uint64
-	req       alloc.Request
+	// bound orders the pod's binding against the changes of its node's
+	// NodeResourceTopology object (changes); 0 for a pod of the first
+	// list, which the objects listed with it are taken to hold.
+	bound uint64
+	req   alloc.Request
 	// print names req for the state cache key: a pod resized in place
 	// gets a new one.
 	print string
@@ -85,8 +100,12 @@ func NewPodStore(max int, log *slog.Logger) *PodStore {
 // Set records pod as the API server has it now: kept when it is bound to a
 // node, not finished and asks for CPUs, forgotten otherwise. A pod whose
 // metadata RequestOf refuses is forgotten too: its node refuses it as
-// well.
-func (s *PodStore) Set(pod *corev1.Pod) {
+// well. A pod kept for the first time is taken as bound now.
+func (s *PodStore) Set(pod *corev1.Pod) { s.set(pod, false) }
+
+// set is Set; listed says pod comes from the informer's first list, bound
+// before the extender started.
+func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 	uid := string(pod.UID)
 	if uid == "" {
 		return
@@ -120,6 +139,9 @@ func (s *PodStore) Set(pod *corev1.Pod) {
 	}
 	s.seq++
 	p := &boundPod{uid: uid, node: pod.Spec.NodeName, seq: s.seq, req: req, print: print}
+	if !listed {
+		p.bound = changes.Add(1)
+	}
 	s.byUID[uid] = p
 	np := s.byNode[p.node]
 	if np == nil {
@@ -168,10 +190,10 @@ func (s *PodStore) generation(node string) uint64 {
 	return 0
 }
 
-// onTheirWay returns the pods bound to node that published does not name,
-// in the order they were first seen bound, as copies, and the generation
-// they are of.
-func (s *PodStore) onTheirWay(node string, published map[string]struct{}) ([]boundPod, uint64) {
+// onTheirWay returns the pods bound to node that published does not name
+// (nil: those bound after change after, of changes), in the order they
+// were first seen bound, as copies, and the generation they are of.
+func (s *PodStore) onTheirWay(node string, published map[string]struct{}, after uint64) ([]boundPod, uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	np := s.byNode[node]
@@ -180,7 +202,11 @@ func (s *PodStore) onTheirWay(node string, published map[string]struct{}) ([]bou
 	}
 	var out []boundPod
 	for _, p := range np.pods {
-		if _, ok := published[p.uid]; !ok {
+		if published == nil {
+			if p.bound > after {
+				out = append(out, *p)
+			}
+		} else if _, ok := published[p.uid]; !ok {
 			out = append(out, *p)
 		}
 	}
@@ -206,7 +232,7 @@ func (s *PodStore) Watch(ctx context.Context, client dynamic.Interface) (synced 
 	return synced, nil
 }
 
-func (s *PodStore) onSet(obj any) {
+func (s *PodStore) onSet(obj any, listed bool) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
@@ -217,7 +243,7 @@ func (s *PodStore) onSet(obj any) {
 		s.Delete(string(u.GetUID()))
 		return
 	}
-	s.Set(&pod)
+	s.set(&pod, listed)
 }
 
 // maxPodContainers bounds the containers of a pod trimPod keeps (the API
@@ -292,16 +318,27 @@ func trimPod(obj any) (any, error) {
 // does not name its pods' UIDs, or none is on its way. The result is
 // cached by k and those pods.
 func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState, stateKey) {
-	if e.pods == nil || ns == nil || ns.err != nil || ns.st == nil || ns.published == nil {
+	if e.pods == nil || ns == nil || ns.err != nil || ns.st == nil || (ns.published == nil && !ns.fromNRT) {
 		return ns, k
+	}
+	// A node judged by its NodeResourceTopology object names no pods: the
+	// pods bound after the object last changed are not in it.
+	var after uint64
+	if ns.published == nil {
+		ent, ok := e.nrt.get(node)
+		if !ok {
+			return ns, k
+		}
+		after = ent.changed
 	}
 	// The key of ns with the node's bound pods as they are now, built
 	// without allocating: most calls find the state cached under it.
 	boundKey := func(gen uint64) stateKey {
-		var b [len(k) + 8 + 6 + 256]byte
+		var b [len(k) + 16 + 6 + 256]byte
 		n := copy(b[:], k[:])
 		binary.LittleEndian.PutUint64(b[n:], gen)
-		n += 8
+		binary.LittleEndian.PutUint64(b[n+8:], after)
+		n += 16
 		n += copy(b[n:], "bound\x00")
 		n += copy(b[n:], node[:min(len(node), 256)])
 		return sha256.Sum256(b[:n])
@@ -317,7 +354,7 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 		}
 		return d, dk
 	}
-	coming, now := e.pods.onTheirWay(node, ns.published)
+	coming, now := e.pods.onTheirWay(node, ns.published, after)
 	if now != gen { // changed in between: key what was read
 		dk = boundKey(now)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -176,7 +177,7 @@ func TestPodStoreKeepsBoundPodsThatAskForCPUs(t *testing.T) {
 	ls.Spec.Containers[0].Resources.Limits = nil // burstable: a quota
 	s.Set(ls)
 	s.Set(boundPodOn("g", "n1", "2"))
-	if got, _ := s.onTheirWay("n1", nil); len(got) != 2 || got[0].uid != "ls" || got[1].uid != "g" || got[0].req.QoS != alloc.LS {
+	if got, _ := s.onTheirWay("n1", map[string]struct{}{}, 0); len(got) != 2 || got[0].uid != "ls" || got[1].uid != "g" || got[0].req.QoS != alloc.LS {
 		t.Fatalf("on n1: %+v, want ls (LS) then g in the order bound", got)
 	}
 	// A status update changes nothing the extender keys on; a resize does.
@@ -194,7 +195,7 @@ func TestPodStoreKeepsBoundPodsThatAskForCPUs(t *testing.T) {
 	done := boundPodOn("g", "n1", "2")
 	done.Status.Phase = corev1.PodSucceeded
 	s.Set(done)
-	if got, _ := s.onTheirWay("n1", map[string]struct{}{"ls": {}}); len(got) != 0 {
+	if got, _ := s.onTheirWay("n1", map[string]struct{}{"ls": {}}, 0); len(got) != 0 {
 		t.Errorf("after g finished and ls was published: %+v, want none", got)
 	}
 	log := &logBuf{}
@@ -359,4 +360,54 @@ func TestBoundPodsChangeWhileJudging(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+}
+
+// A node judged by its NodeResourceTopology object names no pods: the pods
+// bound after the object last changed count on it, those bound before
+// (and those of the first list, bound before the extender started) are
+// taken to be in it. An object republished unchanged is no newer.
+func TestBoundPodsOnNRTNodes(t *testing.T) {
+	s := NewNRTStore(10, slog.New(slog.DiscardHandler))
+	s.Set("z", []nrt.Zone{zone("node-0", "8"), zone("node-1", "8")})
+	pods := NewPodStore(100, nil)
+	e := New(WithNRT(s), WithPods(pods))
+	five := guaranteedPod("five", "5", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	three := guaranteedPod("three", "3", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	verdict := func(pod *corev1.Pod) (kept bool, reason string) {
+		t.Helper()
+		k, failed := judgeBoth(t, e, pod, node("z", nil))
+		return len(k) == 1, failed["z"]
+	}
+	// Bound before the extender started: in the object already.
+	pods.set(boundPodOn("listed", "z", "5"), true)
+	if kept, why := verdict(five); !kept {
+		t.Fatalf("a pod of the first list counted on the object: refused (%s)", why)
+	}
+	// Bound now: not in the object.
+	pods.Set(boundPodOn("u1", "z", "5"))
+	if kept, why := verdict(five); !kept {
+		t.Fatalf("one coming pod: refused (%s); the other NUMA node has 8", why)
+	}
+	pods.Set(boundPodOn("u2", "z", "5"))
+	if kept, why := verdict(five); kept || why != "no NUMA node with 5 free CPUs"+ComingSuffix {
+		t.Fatalf("two coming pods: kept %v (%s), want refused with %q", kept, why, ComingSuffix)
+	}
+	// The object now holds them (koordlet reported): not counted twice.
+	s.Set("z", []nrt.Zone{zone("node-0", "3"), zone("node-1", "3")})
+	if kept, why := verdict(three); !kept {
+		t.Fatalf("after the object changed: a 3-CPU pod refused (%s)", why)
+	}
+	if kept, why := verdict(five); kept || why != "no NUMA node with 5 free CPUs" {
+		t.Fatalf("after the object changed: kept %v (%s), want refused by the object alone", kept, why)
+	}
+	pods.Set(boundPodOn("u3", "z", "3"))
+	pods.Set(boundPodOn("u4", "z", "3"))
+	if kept, _ := verdict(three); kept {
+		t.Fatal("two coming 3-CPU pods on 3+3 free: a third kept")
+	}
+	// Republished unchanged: no newer than before, the two still come.
+	s.Set("z", []nrt.Zone{zone("node-0", "3"), zone("node-1", "3")})
+	if kept, _ := verdict(three); kept {
+		t.Fatal("the object republished unchanged dropped the coming pods")
+	}
 }

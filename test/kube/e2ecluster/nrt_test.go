@@ -93,11 +93,11 @@ func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 // startNRTExtender runs `corepin extender --nrt` and returns its port once
 // /healthz answers ok, which it does only once its informer has listed the
 // objects.
-func (c *cluster) startNRTExtender(corepin string) (int, *kubetest.Proc) {
+func (c *cluster) startNRTExtender(corepin string, args ...string) (int, *kubetest.Proc) {
 	port := kubetest.FreePort(c.t)
 	begin := time.Now()
-	ext := c.ps.Start("corepin extender --nrt", nil, corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m")
+	ext := c.ps.Start("corepin extender --nrt", nil, corepin, append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m"}, args...)...)
 	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
 	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
 	return port, ext
@@ -299,7 +299,7 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 		t.Fatalf("creating koordlet's NodeResourceTopology (v1alpha1): %v", err)
 	}
 
-	port, ext := c.startNRTExtender(corepin)
+	port, ext := c.startNRTExtender(corepin, "--track-pods")
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))
 
 	// Refusals first: a refused pod holds nothing, a bound one takes from
@@ -327,14 +327,39 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 		}
 		c.note("pod %s (%s CPUs): Unschedulable: %s", tc.pod.Name, tc.pod.Spec.Containers[0].Resources.Requests.Cpu(), msg)
 	}
-	for _, p := range []*corev1.Pod{plain("koord-4", "4", ""), plain("koord-6-none", "6", "none")} {
-		c.create(ctx, p)
+	bind := func(p *corev1.Pod) {
+		t.Helper()
 		if got := c.waitBound(ctx, p).Spec.NodeName; got != "koord-a" {
 			t.Fatalf("pod %s bound to %q, want koord-a", p.Name, got)
 		}
 		c.note("pod %s (%s CPUs, topology policy %q) bound to koord-a by koordlet's NodeResourceTopology", p.Name,
 			p.Spec.Containers[0].Resources.Requests.Cpu(), cmp.Or(p.Annotations[extender.AnnotationNUMAPolicy], "the node's"))
 	}
+	four := plain("koord-4", "4", "")
+	c.create(ctx, four)
+	bind(four)
+	// koord-4 takes NUMA node 0's two free cores; koordlet has not
+	// reported it (no koordlet runs here), but it was bound after the
+	// object last changed (--track-pods): the 6 CPUs in whole cores the
+	// object shows are 2 now.
+	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return kubetest.Scrape(t, metrics)["corepin_extender_bound_pods"] == 1, nil
+	}); err != nil {
+		t.Fatal("the extender never kept koord-4")
+	}
+	sixNone := plain("koord-6-none", "6", "none")
+	c.create(ctx, sixNone)
+	msg := c.waitUnschedulable(ctx, sixNone)
+	if want := "0/1 nodes are available: 1 fewer than 6 free CPUs in whole cores" + extender.ComingSuffix + "."; !strings.HasPrefix(msg, want) {
+		t.Fatalf("pod %s: message %q, want it to start %q", sixNone.Name, msg, want)
+	}
+	c.note("pod %s (6 CPUs, topology policy \"none\"): Unschedulable: %s", sixNone.Name, msg)
+	zero := int64(0)
+	if err := c.cs.CoreV1().Pods("default").Delete(ctx, four.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	bind(sixNone)
 	if strings.Contains(ext.Log.String(), "NodeResourceTopology ignored") {
 		t.Errorf("the extender ignored koordlet's object:\n%s", kubetest.Tail(ext.Log.String(), 2048))
 	}
@@ -347,9 +372,8 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 // real API server's Node and koordlet's object: the replay reads the
 // object through discovery and a list as the extender does, and refuses
 // and admits exactly the pods the scheduler refused and bound, for the
-// same causes (refused pods hold nothing). The object never changed while
-// the scheduler ran (no koordlet here), so koord-4 leaves before
-// koord-6-none comes: each is judged on the object as published.
+// same causes (refused pods hold nothing): koord-6-none comes while
+// koord-4 holds its CPUs, as the extender tracking bound pods judged it.
 func (c *cluster) simulateAgrees(corepin string) {
 	t := c.t
 	trace := c.write("koord-trace.jsonl", []byte(strings.Join([]string{
@@ -357,7 +381,6 @@ func (c *cluster) simulateAgrees(corepin string) {
 		`{"t":1,"op":"arrive","id":"koord-8","request":{"cpus":8,"qos":"LSE","topology_policy":"none"}}`,
 		`{"t":2,"op":"arrive","id":"koord-6","request":{"cpus":6,"qos":"LSE"}}`,
 		`{"t":3,"op":"arrive","id":"koord-4","request":{"cpus":4,"qos":"LSE"}}`,
-		`{"t":3.5,"op":"depart","id":"koord-4"}`,
 		`{"t":4,"op":"arrive","id":"koord-6-none","request":{"cpus":6,"qos":"LSE","topology_policy":"none"}}`,
 	}, "\n")+"\n"))
 	cmd := exec.Command(corepin, "simulate", "--trace", trace, "--from-cluster", "--nrt", "--kubeconfig", c.kubeconfig(),
@@ -382,10 +405,10 @@ func (c *cluster) simulateAgrees(corepin string) {
 	if len(rep.NodeSources) != 1 || rep.NodeSources[0].Node != "koord-a" || rep.NodeSources[0].Source != "nrt-koordinator" {
 		t.Fatalf("simulate's nodes %+v, want koord-a from koordlet's object (nrt-koordinator)\n%s", rep.NodeSources, out)
 	}
-	want := map[string]int{"capacity": 2, "single-numa-node": 1}
-	if len(rep.Results) != 1 || rep.Results[0].Scenario != "as-deployed" || rep.Results[0].Admitted != 2 || rep.Results[0].Rejected != 3 ||
+	want := map[string]int{"capacity": 3, "single-numa-node": 1}
+	if len(rep.Results) != 1 || rep.Results[0].Scenario != "as-deployed" || rep.Results[0].Admitted != 1 || rep.Results[0].Rejected != 4 ||
 		!maps.Equal(rep.Results[0].RejectedBy, want) {
-		t.Fatalf("simulate as-deployed: %+v, want 2 admitted and 3 rejected (%v), as the scheduler bound and refused them\n%s", rep.Results, want, out)
+		t.Fatalf("simulate as-deployed: %+v, want 1 admitted and 4 rejected (%v), as the scheduler bound and refused them\n%s", rep.Results, want, out)
 	}
 	c.note("corepin simulate --from-cluster --nrt --policies as-deployed over koordlet's object: %d admitted, %d rejected, as the scheduler and extender decided", rep.Results[0].Admitted, rep.Results[0].Rejected)
 }
