@@ -80,9 +80,13 @@ the extender may list and watch pods) and, on a node whose corepin.io/allocator
 says "pod_uids":true (corepin nri names each assignment's pod in
 corepin.io/assigned), places the pods bound there that no entry names yet
 before judging: pods the scheduler bound a moment ago that the node's NRI
-plugin has not admitted and published. Without it a burst of pods is judged
-on the same free CPUs, and the node refuses those past what it has after they
-are bound. A refusal only they cause ends "(counting pods bound there and not
+plugin has not admitted and published. A node judged by its
+NodeResourceTopology object (--nrt), which names no pods, is judged with the
+pods bound to it after the object last changed (those bound before the
+extender started are taken to be in it): pods koordlet or the topology
+exporter has not reported yet. Without it a burst of pods is judged on the
+same free CPUs, and the node refuses those past what it has after they are
+bound. A refusal only they cause ends "(counting pods bound there and not
 yet admitted)". At most --max-pods are kept.
 
 Nodes publishing none of these pass, scored 0. A node that could not take
