@@ -366,6 +366,11 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 	st := ns.st.Clone()
 	placed := 0
 	for _, p := range coming {
+		if ns.published == nil && p.req.QoS != alloc.LSE && p.req.QoS != alloc.LSR {
+			// A NodeResourceTopology object counts exclusive CPUs
+			// only: a shared pod's quota is not in what it shows.
+			continue
+		}
 		req, _ := ns.request(p.req)
 		req.ID = "bound/" + p.uid
 		if _, err := st.Admit(req); err == nil {

@@ -411,3 +411,23 @@ func TestBoundPodsOnNRTNodes(t *testing.T) {
 		t.Fatal("the object republished unchanged dropped the coming pods")
 	}
 }
+
+// On a NodeResourceTopology node only exclusive pods coming count: the
+// object's free CPUs leave shared pods' quotas out.
+func TestBoundSharedPodsDoNotCountOnNRTNodes(t *testing.T) {
+	s := NewNRTStore(10, slog.New(slog.DiscardHandler))
+	s.Set("z", []nrt.Zone{zone("node-0", "8")})
+	pods := NewPodStore(100, nil)
+	e := New(WithNRT(s), WithPods(pods))
+	ls := boundPodOn("ls", "z", "3")
+	ls.Spec.Containers[0].Resources.Limits = nil // burstable: a quota
+	pods.Set(ls)
+	eight := guaranteedPod("eight", "8", nil, nil)
+	if k, failed := judgeBoth(t, e, eight, node("z", nil)); len(k) != 1 {
+		t.Fatalf("a coming shared pod counted on the object: %v", failed)
+	}
+	pods.Set(boundPodOn("lse", "z", "1"))
+	if k, _ := judgeBoth(t, e, eight, node("z", nil)); len(k) != 0 {
+		t.Fatal("a coming exclusive pod did not count on the object")
+	}
+}
