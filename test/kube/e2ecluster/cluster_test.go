@@ -147,23 +147,24 @@ func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 // startExtender runs the real corepin extender with args besides its
 // address and returns its port once /healthz answers ok.
 func (c *cluster) startExtender(corepin string, args ...string) int {
-	port := kubetest.FreePort(c.t)
-	ext := c.ps.Start(strings.Join(append([]string{"corepin extender"}, args...), " "), nil, corepin,
-		append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, args...)...)
-	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
-	return port
+	_, ports := kubetest.StartServing(c.t, 1, time.Minute, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start(strings.Join(append([]string{"corepin extender"}, args...), " "), nil, corepin,
+				append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0])}, args...)...),
+			fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), ""
+	})
+	return ports[0]
 }
 
 // startScheduler runs kube-scheduler with configuration cfg.
 func (c *cluster) startScheduler(name string, cfg []byte) {
 	kc := c.kubeconfig()
 	path := c.write(name+".yaml", cfg)
-	port := kubetest.FreePort(c.t)
 	begin := time.Now()
-	s := c.ps.Start(name, nil, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
-		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
-		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc)
-	kubetest.WaitOK(c.t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), "", 60*time.Second)
+	kubetest.StartServing(c.t, 1, 60*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start(name, nil, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
+			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1",
+			"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+	})
 	c.note("%s healthy %.1f s after start", name, time.Since(begin).Seconds())
 }
 

@@ -94,13 +94,13 @@ func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 // /healthz answers ok, which it does only once its informer has listed the
 // objects.
 func (c *cluster) startNRTExtender(corepin string, args ...string) (int, *kubetest.Proc) {
-	port := kubetest.FreePort(c.t)
 	begin := time.Now()
-	ext := c.ps.Start("corepin extender --nrt", nil, corepin, append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m"}, args...)...)
-	kubetest.WaitOK(c.t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), "", time.Minute)
+	ext, ports := kubetest.StartServing(c.t, 1, time.Minute, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start("corepin extender --nrt", nil, corepin, append([]string{"extender", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+			"--nrt", "--kubeconfig", c.kubeconfig(), "--nrt-sync-timeout", "1m"}, args...)...), fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), ""
+	})
 	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
-	return port, ext
+	return ports[0], ext
 }
 
 // installNRTCRD creates the CRD serving version alone and waits until it

@@ -132,30 +132,31 @@ func (c *cluster) startControlPlane() {
 	// kube-controller-manager: the Job controller creates the pods and
 	// tracks completions; pod GC removes pods of a deleted node. No
 	// service-account or token controllers: the pods mount no token.
-	kcmPort := kubetest.FreePort(t)
 	begin := time.Now()
-	kcm := c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
-		"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
-		"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",
-		fmt.Sprintf("--secure-port=%d", kcmPort), "--bind-address=127.0.0.1")
-	kubetest.WaitOK(t, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), "", 90*time.Second)
+	kubetest.StartServing(t, 1, 90*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
+			"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
+			"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",
+			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1"), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+	})
 	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
 
 	// The real corepin extender under the shipped scheduler configuration:
 	// the node's annotations (corepin nri --annotate-node) are what it
 	// judges, with the pods bound and not yet admitted there (as the
 	// chart runs it, --track-pods).
-	c.extPort = kubetest.FreePort(t)
-	ext := c.ps.Start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", c.extPort),
-		"--track-pods", "--kubeconfig", c.kubeconfig, "--nrt-sync-timeout", "1m")
-	kubetest.WaitOK(t, ext, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.extPort), "", time.Minute)
-	schedPort := kubetest.FreePort(t)
+	_, ports := kubetest.StartServing(t, 1, time.Minute, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start("corepin extender", nil, c.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+			"--track-pods", "--kubeconfig", c.kubeconfig, "--nrt-sync-timeout", "1m"), fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), ""
+	})
+	c.extPort = ports[0]
 	schedCfg := writeFile(t, c.path("scheduler.yaml"), kubetest.ShippedSchedulerConfig(t, c.kubeconfig, c.extPort))
 	begin = time.Now()
-	s := c.ps.Start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
-		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
-		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig)
-	kubetest.WaitOK(t, s, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), "", 60*time.Second)
+	kubetest.StartServing(t, 1, 60*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
+		return c.ps.Start("kube-scheduler", nil, filepath.Join(c.kubeBin, "kube-scheduler"), "--config="+schedCfg,
+			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1",
+			"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+	})
 	c.note("kube-scheduler healthy %s after start", fmtDur(time.Since(begin)))
 }
 

@@ -56,26 +56,30 @@ func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags 
 	cp := &ControlPlane{Token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())}
 	tokens := write("tokens.csv", []byte(cp.Token+",admin,admin,system:masters\n"))
 
-	etcdPort, peerPort, apiPort := FreePort(t), FreePort(t), FreePort(t)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	begin := time.Now()
-	etcd := ps.Start("etcd", nil, filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL, "--log-level", "warn")
-	WaitOK(t, etcd, etcdURL+"/health", "", 30*time.Second)
-	cp.API = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	args := append([]string{
-		"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir=" + filepath.Join(dir, "certs"),
-		"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow",
-		"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-	}, apiserverFlags...)
-	api := ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"), args...)
-	WaitOK(t, api, cp.API+"/readyz", cp.Token, 90*time.Second)
+	var etcdURL string
+	StartServing(t, 2, 30*time.Second, func(ports []int) (*Proc, string, string) {
+		etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		data := filepath.Join(dir, "etcd")
+		os.RemoveAll(data) // a start that failed may have begun it
+		return ps.Start("etcd", nil, filepath.Join(bin, "etcd"), "--data-dir", data,
+			"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", "default="+peerURL, "--log-level", "warn"), etcdURL + "/health", ""
+	})
+	StartServing(t, 1, 90*time.Second, func(ports []int) (*Proc, string, string) {
+		cp.API = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		args := append([]string{
+			"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", ports[0]), "--cert-dir=" + filepath.Join(dir, "certs"),
+			"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow",
+			"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
+			"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		}, apiserverFlags...)
+		return ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"), args...), cp.API + "/readyz", cp.Token
+	})
 	cp.Ready = time.Since(begin)
 
 	cp.Config = &rest.Config{Host: cp.API, BearerToken: cp.Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}

@@ -3,6 +3,7 @@ package kubetest
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -185,12 +186,25 @@ func FreePort(t *testing.T) int {
 // process died. It returns how long that took.
 func WaitOK(t *testing.T, p *Proc, url, token string, limit time.Duration) time.Duration {
 	t.Helper()
+	took, err := waitOK(p, url, token, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return took
+}
+
+// errExited is waitOK's error for a process that exited while starting.
+var errExited = errors.New("exited while starting")
+
+// waitOK is WaitOK returning the failure: errExited (wrapped, with the
+// process's last output) when the process exited.
+func waitOK(p *Proc, url, token string, limit time.Duration) (time.Duration, error) {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	start := time.Now()
 	for time.Since(start) < limit {
 		select {
 		case <-p.Done:
-			t.Fatalf("%s exited while starting:\n%s", p.Name, Tail(p.Log.String(), 6<<10))
+			return 0, fmt.Errorf("%s %w:\n%s", p.Name, errExited, Tail(p.Log.String(), 6<<10))
 		default:
 		}
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -202,13 +216,39 @@ func WaitOK(t *testing.T, p *Proc, url, token string, limit time.Duration) time.
 			rsp.Body.Close()
 			healthy := strings.TrimSpace(string(body)) == "ok" || strings.Contains(string(body), `"health":"true"`)
 			if rsp.StatusCode == http.StatusOK && healthy {
-				return time.Since(start)
+				return time.Since(start), nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s not healthy at %s after %v:\n%s", p.Name, url, limit, Tail(p.Log.String(), 6<<10))
-	return 0
+	return 0, fmt.Errorf("%s not healthy at %s after %v:\n%s", p.Name, url, limit, Tail(p.Log.String(), 6<<10))
+}
+
+// StartServing starts a server on n loopback ports FreePort picks (start
+// starts it on ports and returns its process and the URL and token
+// WaitOK polls) and waits until it is healthy, at most limit. A port taken
+// between FreePort and the server's bind (another process's listener, or
+// an outgoing connection's local port, got it first: "address already in
+// use") is not the component's failure: the server is started again on
+// fresh ports, at most 3 times in all.
+func StartServing(t *testing.T, n int, limit time.Duration, start func(ports []int) (p *Proc, url, token string)) (*Proc, []int) {
+	t.Helper()
+	for try := 1; ; try++ {
+		ports := make([]int, n)
+		for i := range ports {
+			ports[i] = FreePort(t)
+		}
+		p, url, token := start(ports)
+		_, err := waitOK(p, url, token, limit)
+		if err == nil {
+			return p, ports
+		}
+		if try < 3 && errors.Is(err, errExited) && strings.Contains(p.Log.String(), "address already in use") {
+			t.Logf("%s: a port was taken before it bound (%v); starting it again on other ports", p.Name, ports)
+			continue
+		}
+		t.Fatal(err)
+	}
 }
 
 // Scrape reads a Prometheus text page into series -> value.
