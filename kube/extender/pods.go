@@ -55,20 +55,20 @@ type PodStore struct {
 	mu     sync.RWMutex
 	byUID  map[string]*boundPod
 	byNode map[string]*nodePods
-	seq    uint64
 	max    int
 	full   sync.Once
 	log    *slog.Logger
 }
 
-// changes orders what the extender learns: each pod seen bound after the
-// stores' first lists, and each change of what a node's
+// changes orders what the extender learns: each change of the pods bound
+// to a node (nodePods.gen), and each change of what a node's
 // NodeResourceTopology object publishes, takes the next number. A pod
 // bound after its node's object last changed is not in that object yet.
 var changes atomic.Uint64
 
-// nodePods are the pods bound to one node, in seq order; gen changes
-// (to the store's seq) whenever they or a request of theirs do.
+// nodePods are the pods bound to one node, in the order first seen bound;
+// gen changes (to the next number of changes) whenever they or a request
+// of theirs do.
 type nodePods struct {
 	pods []*boundPod
 	gen  uint64
@@ -77,14 +77,13 @@ type nodePods struct {
 // boundPod is a pod PodStore keeps.
 type boundPod struct {
 	uid, node string
-	seq       uint64
 	// bound orders the pod's binding against the changes of its node's
 	// NodeResourceTopology object (changes); 0 for a pod of the first
 	// list, which the objects listed with it are taken to hold.
 	bound uint64
 	req   alloc.Request
-	// print names req for the state cache key: a pod resized in place
-	// gets a new one.
+	// print names req: a pod resized in place gets a new one, a status
+	// update keeps it.
 	print string
 }
 
@@ -123,8 +122,7 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		if old.node == pod.Spec.NodeName {
 			if old.print != print { // resized in place; status updates change nothing
 				old.req, old.print = req, print
-				s.seq++
-				s.byNode[old.node].gen = s.seq
+				s.byNode[old.node].gen = changes.Add(1)
 			}
 			return
 		}
@@ -137,10 +135,10 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		})
 		return
 	}
-	s.seq++
-	p := &boundPod{uid: uid, node: pod.Spec.NodeName, seq: s.seq, req: req, print: print}
+	p := &boundPod{uid: uid, node: pod.Spec.NodeName, req: req, print: print}
+	gen := changes.Add(1)
 	if !listed {
-		p.bound = changes.Add(1)
+		p.bound = gen
 	}
 	s.byUID[uid] = p
 	np := s.byNode[p.node]
@@ -148,7 +146,7 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		np = &nodePods{}
 		s.byNode[p.node] = np
 	}
-	np.pods, np.gen = append(np.pods, p), s.seq
+	np.pods, np.gen = append(np.pods, p), gen
 }
 
 // Delete forgets the pod of UID uid.
@@ -168,8 +166,7 @@ func (s *PodStore) remove(p *boundPod) {
 		delete(s.byNode, p.node)
 		return
 	}
-	s.seq++
-	np.gen = s.seq
+	np.gen = changes.Add(1)
 }
 
 // Len is the number of pods kept.
