@@ -273,7 +273,7 @@ func WaitJobs(ctx context.Context, k Cluster, interval time.Duration, progress f
 				if p.Total > MaxJobs {
 					return false, fmt.Errorf("%w: more than %d Jobs match %s; narrow --selector", ErrCluster, MaxJobs, sel)
 				}
-				if jobFinished(&list.Items[i]) {
+				if jobState(&list.Items[i]) != "" {
 					p.Finished++
 				}
 			}
@@ -295,14 +295,4 @@ func WaitJobs(ctx context.Context, k Cluster, interval time.Duration, progress f
 		return fmt.Errorf("%w: %d of %d Jobs finished when the wait ended: %w", ErrCluster, last.Finished, last.Total, ctx.Err())
 	}
 	return err
-}
-
-// jobFinished reports whether the Job has its Complete or Failed condition.
-func jobFinished(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
