@@ -373,14 +373,9 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := store.Open(path)
+			ids, err := recordCollection(&c, path)
 			if err != nil {
 				return err
-			}
-			defer d.Close()
-			ids, err := c.Record(d, Version)
-			if err != nil {
-				return fmt.Errorf("recording results in %s: %w", path, err)
 			}
 			if e.JSON() {
 				out := map[string]any{"run_ids": ids, "results": c.Results(), "db": path,
@@ -390,15 +385,7 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 				}
 				return e.PrintJSON(out)
 			}
-			for _, s := range c.Skipped {
-				fmt.Fprintf(e.stdout, "skipped %s: %s\n", s.Log, s.Reason)
-			}
-			for _, w := range c.Warnings {
-				fmt.Fprintf(e.stdout, "warning: %s\n", w)
-			}
-			for _, id := range ids {
-				fmt.Fprintf(e.stdout, "recorded run %d in %s (corepin report --run %d)\n", id, path, id)
-			}
+			printCollected(e.stdout, &c, ids, path)
 			if sum != nil {
 				fmt.Fprintf(e.stdout, "%d pods, %d finished: %d results (%d from logs), %d skipped\n", sum.Pods, sum.Finished, c.Results(), sum.FromLogs, len(c.Skipped))
 				return nil
@@ -415,6 +402,34 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 	fl.BoolVar(&waitJobs, "wait", false, "first wait until every Job of the sweep is complete or failed")
 	fl.DurationVar(&timeout, "timeout", time.Hour, "longest --wait (e.g. 30m, 2h)")
 	return cmd
+}
+
+// recordCollection records c's results in the results database at path.
+func recordCollection(c *jobs.Collection, path string) ([]int64, error) {
+	d, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	ids, err := c.Record(d, Version)
+	if err != nil {
+		return nil, fmt.Errorf("recording results in %s: %w", path, err)
+	}
+	return ids, nil
+}
+
+// printCollected prints, as text, what was skipped or warned of while
+// collecting c and the runs ids recorded in path.
+func printCollected(w io.Writer, c *jobs.Collection, ids []int64, path string) {
+	for _, s := range c.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.Log, s.Reason)
+	}
+	for _, warn := range c.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	for _, id := range ids {
+		fmt.Fprintf(w, "recorded run %d in %s (corepin report --run %d)\n", id, path, id)
+	}
 }
 
 // waitForSweep waits for the sweep's Jobs, with a progress line on stderr

@@ -15,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/corepin/corepin/kube/jobs"
-	"github.com/corepin/corepin/store"
 )
 
 const kubeRunUsage = `Runs a bench sweep on the cluster: builds exactly the Jobs corepin kube jobs
@@ -141,19 +140,20 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 	interrupted := ctx.Err() != nil
 	stop() // a second interrupt ends corepin at once
 	show.clear()
+	ended, failed := sum.Ended(), sum.Failures()
 	if runErr != nil && !interrupted {
 		if errors.Is(runErr, jobs.ErrInvalid) {
 			return &UsageError{Err: runErr}
 		}
-		if len(sum.Ended()) == 0 {
+		if len(ended) == 0 {
 			return fmt.Errorf("running the %s sweep in namespace %s of %s: %w", k.sweep.Name, k.ns, k.host, runErr)
 		}
 	}
 	// What went wrong with the Jobs, said after their results are in.
 	var failure error
-	switch f := sum.Failures(); {
+	switch f := failed; {
 	case interrupted:
-		failure = fmt.Errorf("interrupted: Job %s left running; %d Jobs ended and are recorded; run the same command again to resume", orDash(sum.Left), len(sum.Ended()))
+		failure = fmt.Errorf("interrupted: Job %s left running; %d Jobs ended and are recorded; run the same command again to resume", orDash(sum.Left), len(ended))
 	case runErr != nil:
 		failure = fmt.Errorf("running the %s sweep in namespace %s of %s (the Jobs that ended are recorded): %w", k.sweep.Name, k.ns, k.host, runErr)
 	case sum.Stopped != "":
@@ -170,7 +170,6 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 		}
 		failure = fmt.Errorf("%d of %d Jobs did not complete: %s", len(f), len(sum.Outcomes), strings.Join(parts, "; "))
 	}
-	ended := sum.Ended()
 	if len(ended) == 0 {
 		if failure == nil {
 			failure = errors.New("no Job ended")
@@ -189,7 +188,6 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 	}
 	deleted := 0
 	if k.delete {
-		r.Namespace = k.ns
 		if err := r.Delete(contextOf(cmd), ended); err != nil {
 			fmt.Fprintf(e.stderr, "corepin: warning: %v\n", err)
 		} else {
@@ -199,20 +197,12 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 	if e.JSON() {
 		if err := show.final(map[string]any{"run_ids": ids, "db": k.db, "results": c.Results(), "pods": cs.Pods, "finished": cs.Finished,
 			"from_logs": cs.FromLogs, "skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...),
-			"jobs": len(sum.Outcomes), "failed": len(sum.Failures()), "left_running": sum.Left, "deleted": deleted}); err != nil {
+			"jobs": len(sum.Outcomes), "failed": len(failed), "left_running": sum.Left, "deleted": deleted}); err != nil {
 			return err
 		}
 	} else {
-		for _, s := range c.Skipped {
-			fmt.Fprintf(e.stdout, "skipped %s: %s\n", s.Log, s.Reason)
-		}
-		for _, w := range c.Warnings {
-			fmt.Fprintf(e.stdout, "warning: %s\n", w)
-		}
-		for _, id := range ids {
-			fmt.Fprintf(e.stdout, "recorded run %d in %s (corepin report --run %d)\n", id, k.db, id)
-		}
-		fmt.Fprintf(e.stdout, "%d Jobs ended (%d failed), %d pods: %d results (%d from logs), %d skipped", len(ended), len(sum.Failures()), cs.Pods, c.Results(), cs.FromLogs, len(c.Skipped))
+		printCollected(e.stdout, c, ids, k.db)
+		fmt.Fprintf(e.stdout, "%d Jobs ended (%d failed), %d pods: %d results (%d from logs), %d skipped", len(ended), len(failed), cs.Pods, c.Results(), cs.FromLogs, len(c.Skipped))
 		if k.delete {
 			fmt.Fprintf(e.stdout, "; %d Jobs deleted", deleted)
 		}
@@ -237,14 +227,9 @@ func kubeRunRecord(ctx context.Context, k kubeRunSetup, ended []string) ([]int64
 		return nil, nil, cs, fmt.Errorf("nothing recorded: no corepin result in the pods of the %d Jobs that ended (%d pods, %d finished, %d skipped%s)",
 			len(ended), cs.Pods, cs.Finished, len(c.Skipped), why)
 	}
-	d, err := store.Open(k.db)
+	ids, err := recordCollection(&c, k.db)
 	if err != nil {
 		return nil, nil, cs, err
-	}
-	defer d.Close()
-	ids, err := c.Record(d, Version)
-	if err != nil {
-		return nil, nil, cs, fmt.Errorf("recording results in %s: %w", k.db, err)
 	}
 	return ids, &c, cs, nil
 }
