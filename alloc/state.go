@@ -433,6 +433,12 @@ func (s *State) GuardPools(q QoS) error {
 	if q != LSE && q != LSR {
 		return nil
 	}
+	// The usual case without walking the assignments (a decision's cost
+	// does not grow with them): the LS pool holds the quotas committed and
+	// is not empty, so the BE pool, which holds it, is not either.
+	if ls := s.pool(false).count(); ls > 0 && s.lsMilli <= ls*1000 {
+		return nil
+	}
 	var lsMilli, nLS, nBE int
 	for _, a := range s.asg {
 		switch a.QoS {
