@@ -96,21 +96,16 @@ func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
 
 // set records what node's object o publishes (see NRTStore).
 func (s *NRTStore) set(node string, o nrtFields) {
-	settings, err := nrt.AllocatorFromAttributes(o.attrs)
-	if err == nil && settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
-		settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
-	}
+	n, koordErr, err := readNRT(o)
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
 		s.Delete(node)
 		return
 	}
+	settings := n.Settings
 	h := sha256.New()
-	ent := nrtEntry{settings: settings}
+	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
 	if o.hasKoord {
-		// Koordinator's annotations decide the engine and options; its
-		// zones (capacity and allocatable only, or none) are not read.
-		ent.koord, ent.koordErr = nrt.ParseKoord(o.koordAnn)
 		h.Write([]byte("nrt koordinator\x00"))
 		for _, name := range nrt.KoordAnnotations {
 			v, ok := o.koordAnn[name]
@@ -122,28 +117,8 @@ func (s *NRTStore) set(node string, o nrtFields) {
 			h.Write([]byte("+" + strconv.Itoa(len(v)) + "\x00" + v))
 		}
 	} else {
-		err := o.zonesErr
-		var counts []int
-		if err == nil {
-			counts, err = nrt.FreeCPUs(o.zones)
-		}
-		if err == nil {
-			total := 0
-			for _, f := range counts {
-				total += f
-			}
-			if total > cpuset.MaxCPU+1 {
-				err = fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
-			}
-		}
-		if err != nil {
-			s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
-			s.Delete(node)
-			return
-		}
-		ent.free = counts
 		h.Write([]byte("nrt numa-free\x00"))
-		for _, f := range counts {
+		for _, f := range n.Free {
 			h.Write(strconv.AppendInt(nil, int64(f), 10))
 			h.Write([]byte{','})
 		}
@@ -165,6 +140,44 @@ func (s *NRTStore) set(node string, o nrtFields) {
 		ent.changed = changes.Add(1)
 	}
 	s.m[node] = ent
+}
+
+// readNRT reads what an object's fields o publish, as both NRTStore and
+// ParseNRT judge it: the allocator settings of its attributes (with,
+// absent the topologyManagerPolicy attribute, the topology policy of its
+// topologyPolicies) and either Koordinator's description of the machine
+// (koordErr when its annotations do not read: that fails the node) or,
+// from its Node zones, the free CPUs per NUMA node. err is an object whose
+// node stays unjudged: settings or zones that do not read, or more than
+// cpuset.MaxCPU+1 free CPUs. Koordinator's annotations decide the engine
+// and options; its zones (capacity and allocatable only, or none) are not
+// read.
+func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
+	n.Settings, err = nrt.AllocatorFromAttributes(o.attrs)
+	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
+		n.Settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
+	}
+	if err != nil {
+		return NRTNode{}, nil, err
+	}
+	if o.hasKoord {
+		n.Koord, koordErr = nrt.ParseKoord(o.koordAnn)
+		return n, koordErr, nil
+	}
+	if o.zonesErr != nil {
+		return NRTNode{}, nil, o.zonesErr
+	}
+	if n.Free, err = nrt.FreeCPUs(o.zones); err != nil {
+		return NRTNode{}, nil, err
+	}
+	total := 0
+	for _, f := range n.Free {
+		total += f
+	}
+	if total > cpuset.MaxCPU+1 {
+		return NRTNode{}, nil, fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
+	}
+	return n, nil, nil
 }
 
 func hasAttribute(attrs []nrt.Attribute, name string) bool {

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -78,39 +79,15 @@ type NRTNode struct {
 // do not read, more than cpuset.MaxCPU+1 free CPUs) or whose Koordinator
 // annotations fail its node is an error wrapping ErrNode.
 func ParseNRT(u *unstructured.Unstructured) (NRTNode, error) {
-	n := NRTNode{Name: u.GetName()}
 	o, err := objectOf(u)
 	if err != nil {
 		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
 	}
-	n.Settings, err = nrt.AllocatorFromAttributes(o.attrs)
-	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
-		n.Settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
-	}
-	if err != nil {
+	n, koordErr, err := readNRT(o)
+	if err = cmp.Or(err, koordErr); err != nil {
 		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
 	}
-	if o.hasKoord {
-		k, err := nrt.ParseKoord(o.koordAnn)
-		if err != nil {
-			return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
-		}
-		n.Koord = k
-		return n, nil
-	}
-	if o.zonesErr != nil {
-		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, o.zonesErr)
-	}
-	if n.Free, err = nrt.FreeCPUs(o.zones); err != nil {
-		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, err)
-	}
-	total := 0
-	for _, f := range n.Free {
-		total += f
-	}
-	if total > cpuset.MaxCPU+1 {
-		return NRTNode{}, fmt.Errorf("%w: NodeResourceTopology: %w: %d free CPUs in all, more than %d", ErrNode, nrt.ErrZones, total, cpuset.MaxCPU+1)
-	}
+	n.Name = u.GetName()
 	return n, nil
 }
 
