@@ -244,10 +244,8 @@ func nrtSettings(n extender.NRTNode, labels map[string]string, t *topology.Topol
 		}
 		return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options, TopologyPolicy: tp}, nil
 	}
-	kl, err := nrt.ParseKoordLabels(labels[nrt.LabelKoordCPUBindPolicy], labels[nrt.LabelKoordNUMATopologyPolicy])
-	if err == nil {
-		kl.NUMA, err = nrt.ParseKoordNUMAAllocateStrategy(labels[nrt.LabelKoordNUMAAllocateStrategy])
-	}
+	kl, err := nrt.ParseKoordLabels(labels[nrt.LabelKoordCPUBindPolicy], labels[nrt.LabelKoordNUMATopologyPolicy],
+		labels[nrt.LabelKoordNUMAAllocateStrategy])
 	if err != nil {
 		return nil, err
 	}

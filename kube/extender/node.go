@@ -89,7 +89,7 @@ type nodeState struct {
 	before *alloc.State
 	// fromNRT: the state is a NodeResourceTopology object's (nrtStateOf).
 	fromNRT bool
-	err    error
+	err     error
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
@@ -446,11 +446,7 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	var labels nrt.KoordLabels
 	if ent.koord != nil && lv != (koordLabelValues{}) {
 		var err error
-		labels, err = nrt.ParseKoordLabels(lv.bind, lv.policy)
-		if err == nil {
-			labels.NUMA, err = nrt.ParseKoordNUMAAllocateStrategy(lv.strategy)
-		}
-		if err != nil {
+		if labels, err = nrt.ParseKoordLabels(lv.bind, lv.policy, lv.strategy); err != nil {
 			// Not cached: judge answers a failed state before it
 			// looks at its key.
 			return &nodeState{err: fmt.Errorf("%w: %w", ErrNode, err)}, stateKey{}

@@ -132,7 +132,8 @@ func (n NRTNode) TopologyPolicy(nodeLabels map[string]string) (alloc.TopologyPol
 	if n.Koord == nil {
 		return tp, nil
 	}
-	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy])
+	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy],
+		nodeLabels[nrt.LabelKoordNUMAAllocateStrategy])
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNode, err)
 	}

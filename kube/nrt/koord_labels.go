@@ -3,6 +3,7 @@ package nrt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
@@ -63,30 +64,13 @@ type KoordLabels struct {
 	NUMA alloc.NUMAStrategy
 }
 
-// ParseKoordNUMAAllocateStrategy reads the value of
-// LabelKoordNUMAAllocateStrategy ("" for an absent label), spelled exactly
-// as Koordinator spells it. An unknown value is an error wrapping
-// ErrKoordLabel that names the label and the values allowed.
-func ParseKoordNUMAAllocateStrategy(v string) (alloc.NUMAStrategy, error) {
-	switch v {
-	case "":
-		return "", nil
-	case "MostAllocated":
-		return alloc.MostAllocated, nil
-	case "LeastAllocated":
-		return alloc.LeastAllocated, nil
-	case "DistributeEvenly":
-		return alloc.DistributeEvenly, nil
-	}
-	return "", fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMAAllocateStrategy, short(v), strings.Join(KoordNUMAAllocateStrategies, ", "))
-}
-
-// ParseKoordLabels reads the values of LabelKoordCPUBindPolicy (bind) and
-// LabelKoordNUMATopologyPolicy (numa), "" for an absent label, spelled
-// exactly as Koordinator spells them. An unknown value is an error
+// ParseKoordLabels reads the values of LabelKoordCPUBindPolicy (bind),
+// LabelKoordNUMATopologyPolicy (numa) and LabelKoordNUMAAllocateStrategy
+// (strategy), "" for an absent label, spelled exactly as Koordinator
+// spells them. An unknown value is an error
 // wrapping ErrKoordLabel that names the label and the values allowed
 // (koord-scheduler would silently take an unknown bind policy for None).
-func ParseKoordLabels(bind, numa string) (KoordLabels, error) {
+func ParseKoordLabels(bind, numa, strategy string) (KoordLabels, error) {
 	var l KoordLabels
 	switch bind {
 	case "", "None":
@@ -103,6 +87,12 @@ func ParseKoordLabels(bind, numa string) (KoordLabels, error) {
 			return KoordLabels{}, fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMATopologyPolicy, short(numa), strings.Join(KoordNUMATopologyPolicies, ", "))
 		}
 		l.TopologyPolicy = tp
+	}
+	if strategy != "" {
+		if !slices.Contains(KoordNUMAAllocateStrategies, strategy) {
+			return KoordLabels{}, fmt.Errorf("%w: %s %q: want %s or empty", ErrKoordLabel, LabelKoordNUMAAllocateStrategy, short(strategy), strings.Join(KoordNUMAAllocateStrategies, ", "))
+		}
+		l.NUMA = alloc.NUMAStrategy(strategy) // Koordinator's names are alloc's
 	}
 	return l, nil
 }

@@ -32,7 +32,7 @@ func TestParseKoordLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseKoordLabels(tc.bind, tc.numa)
+			got, err := ParseKoordLabels(tc.bind, tc.numa, "")
 			if tc.err != "" {
 				if !errors.Is(err, ErrKoordLabel) || !strings.Contains(err.Error(), tc.err) || len(err.Error()) > 300 {
 					t.Fatalf("ParseKoordLabels(%.20q, %.20q) = %v, %v; want an ErrKoordLabel error saying %q, bounded", tc.bind, tc.numa, got, err, tc.err)
