@@ -317,15 +317,6 @@ func (c *Containers) Pools() (alloc.Pools, error) {
 // door's workloads), a copy the caller owns: what a node publishes for
 // the cluster's view of it.
 func (c *Containers) State() (*alloc.State, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	as, err := c.db.Assignments()
-	if err != nil {
-		return nil, err
-	}
-	st, err := stateFrom(c.topo, c.cfg, as)
-	if err != nil {
-		return nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
-	}
-	return st, nil
+	st, _, err := c.StateAndPods()
+	return st, err
 }
