@@ -66,10 +66,15 @@ func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.Config {
 	return alloc.Config{Policy: s.Policy, Options: s.Options, Reserved: reserved}
 }
 
+// configKey names what of s makes the allocator State (config): its
+// engine and options.
+func (s NodeSettings) configKey() string {
+	return string(cmp.Or(s.Policy, alloc.PolicyCorepin)) + "\x00" + strings.Join(s.Options, "+")
+}
+
 // key names s among the settings of a cluster's nodes.
 func (s NodeSettings) key() string {
-	return string(cmp.Or(s.Policy, alloc.PolicyCorepin)) + "\x00" + strings.Join(s.Options, "+") + "\x00" +
-		string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind) + "\x00" + string(s.NUMA)
+	return s.configKey() + "\x00" + string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind) + "\x00" + string(s.NUMA)
 }
 
 // apply returns r as a node under settings s sees it: with s's topology

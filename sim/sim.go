@@ -236,7 +236,7 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	for _, n := range nodes {
 		for _, r := range runs {
 			set, _ := cfg.settingsOf(r, n)
-			k := machineSettings{n.Topology, set.key()}
+			k := machineSettings{n.Topology, set.configKey()}
 			if checked[k] {
 				continue
 			}
@@ -338,7 +338,7 @@ func (cfg Config) nodes() ([]Node, error) {
 }
 
 // machineSettings keys an allocator State: one machine under one
-// NodeSettings.key.
+// engine and options (NodeSettings.configKey).
 type machineSettings struct {
 	topo *topology.Topology
 	set  string
@@ -391,7 +391,7 @@ func newCluster(cfg Config, nodes []Node, shapes map[*topology.Topology]*shape, 
 					TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, NUMA: set.NUMA, Published: published, Nodes: 1})
 			}
 		}
-		key := machineSettings{n.Topology, set.key()}
+		key := machineSettings{n.Topology, set.configKey()}
 		st, ok := empty[key]
 		if !ok {
 			var err error
