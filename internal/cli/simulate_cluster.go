@@ -224,54 +224,18 @@ func corepinSettings(n *corev1.Node, t *topology.Topology) (*sim.NodeSettings, e
 }
 
 // nrtSettings are the allocator settings the node of NodeResourceTopology
-// n (node labels labels, machine t, default topology policy tp as
-// NRTNode.TopologyPolicy gives it) runs under, as the extender judges it.
-// For Koordinator's description: its kubelet's engine and options, with
-// the node's bind label applied as koord-scheduler applies it (FullPCPUsOnly
-// is also the option full-pcpus-only and, on corepin's engine, every
-// exclusive request's bind; SpreadByPCPUs, unless full-pcpus-only is set,
-// the option distribute-cpus-across-cores and that bind). For zones: the
-// object's settings, nil when it names none. Settings the machine can not
-// run are an error.
-func nrtSettings(n extender.NRTNode, labels map[string]string, t *topology.Topology, tp alloc.TopologyPolicy) (*sim.NodeSettings, error) {
-	if n.Koord == nil {
-		a := n.Settings
-		if a.Policy == "" && len(a.Options) == 0 && tp == "" {
-			return nil, nil
-		}
-		if _, err := alloc.NewState(t, a.Config()); err != nil {
-			return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
-		}
-		return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options, TopologyPolicy: tp}, nil
+// n runs under (set, as extender.NRTNode.JudgedSettings gives them for the
+// node's labels) on machine t, nil for an object that names none. Settings
+// the machine can not run are an error.
+func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology) (*sim.NodeSettings, error) {
+	if n.Koord == nil && set.Policy == "" && len(set.Options) == 0 && set.TopologyPolicy == "" {
+		return nil, nil
 	}
-	kl, err := nrt.ParseKoordLabels(labels[nrt.LabelKoordCPUBindPolicy], labels[nrt.LabelKoordNUMATopologyPolicy],
-		labels[nrt.LabelKoordNUMAAllocateStrategy])
-	if err != nil {
-		return nil, err
-	}
-	set := &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(n.Koord.Settings.Policy), alloc.PolicyCorepin),
-		Options: slices.Clone(n.Koord.Settings.Options), TopologyPolicy: tp, NUMA: kl.NUMA}
-	var option string
-	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
-	case kl.Bind == alloc.BindFullPCPUs:
-		set.Bind, option = kl.Bind, alloc.OptFullPCPUsOnly
-	case kl.Bind == alloc.BindSpreadByPCPUs && !hasFull:
-		set.Bind, option = kl.Bind, alloc.OptDistributeAcrossCores
-	}
-	if option != "" && !slices.Contains(set.Options, option) {
-		set.Options = append(set.Options, option)
-		slices.Sort(set.Options)
-		if err := alloc.CheckOptions(set.Options); err != nil {
-			return nil, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, labels[nrt.LabelKoordCPUBindPolicy], n.Koord.Settings.Options, err)
-		}
-	}
-	if set.Policy == alloc.PolicyKubelet {
-		set.Bind, set.NUMA = "", "" // the kubelet engine takes neither: its options place
-	}
-	if _, err := alloc.NewState(t, alloc.Config{Policy: set.Policy, Options: set.Options}); err != nil {
+	policy := cmp.Or(set.Policy, alloc.PolicyCorepin)
+	if _, err := alloc.NewState(t, alloc.Config{Policy: policy, Options: set.Options}); err != nil {
 		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
 	}
-	return set, nil
+	return &sim.NodeSettings{Policy: policy, Options: slices.Clone(set.Options), TopologyPolicy: set.TopologyPolicy, Bind: set.Bind, NUMA: set.NUMA}, nil
 }
 
 func (v *clusterView) skip(node, reason string) {
@@ -307,12 +271,13 @@ func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, shar
 		v.skip(n.Name, err.Error())
 		return
 	}
-	tp, err := o.node.TopologyPolicy(n.Labels)
+	judged, err := o.node.JudgedSettings(n.Labels)
 	if err != nil {
 		v.skip(n.Name, err.Error())
 		return
 	}
-	set, err := nrtSettings(o.node, n.Labels, t, tp)
+	tp := judged.TopologyPolicy
+	set, err := nrtSettings(o.node, judged, t)
 	if err != nil {
 		v.skip(n.Name, err.Error())
 		return

@@ -535,36 +535,11 @@ func rawLabel(raw []byte) string {
 //     kubelet still admits the pod by its own policy, so the stricter of
 //     the two holds.
 func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *nodeState {
-	opts := k.Settings.Options
-	var bind alloc.Bind
-	var bindLabel, policyLabel string
-	switch hasFull := slices.Contains(opts, alloc.OptFullPCPUsOnly); {
-	case labels.Bind == alloc.BindFullPCPUs:
-		bind, bindLabel = labels.Bind, "FullPCPUsOnly"
-		if !hasFull {
-			opts = withOption(opts, alloc.OptFullPCPUsOnly)
-		}
-	case labels.Bind == alloc.BindSpreadByPCPUs && !hasFull:
-		bind, bindLabel = labels.Bind, "SpreadByPCPUs"
-		if !slices.Contains(opts, alloc.OptDistributeAcrossCores) {
-			opts = withOption(opts, alloc.OptDistributeAcrossCores)
-		}
+	set, err := settingsOfKoord(k, topologyPolicy, labels)
+	if err != nil {
+		return failed("%v", err)
 	}
-	if bindLabel != "" {
-		if err := alloc.CheckOptions(opts); err != nil {
-			return failed("label %s %s with the kubelet's options %v: %v", nrt.LabelKoordCPUBindPolicy, bindLabel, k.Settings.Options, err)
-		}
-	}
-	numa := labels.NUMA
-	if k.Settings.Policy == string(alloc.PolicyKubelet) {
-		bind = "" // the kubelet engine takes no bind: its options bind
-		numa = "" // nor a NUMA strategy: it packs, or its options spread
-	}
-	tp := alloc.TopologyPolicy(topologyPolicy)
-	if l := labels.TopologyPolicy; l != "" && (k.Settings.Policy != string(alloc.PolicyKubelet) || strictness(l) > strictness(tp)) {
-		tp, policyLabel = l, koordPolicyName(l)
-	}
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: opts}
+	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: set.Options}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
@@ -577,8 +552,68 @@ func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *no
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: tp,
-		bind: bind, numa: numa, bindLabel: bindLabel, policyLabel: policyLabel}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: set.TopologyPolicy,
+		bind: set.Bind, numa: set.NUMA, bindLabel: set.bindLabel, policyLabel: set.policyLabel}
+}
+
+// NodeSettings are the allocator settings a node is judged under.
+type NodeSettings struct {
+	// Policy is the engine ("" is corepin), Options its kubelet option
+	// names.
+	Policy  alloc.Policy
+	Options []string
+	// TopologyPolicy is the default of requests that name none ("" is
+	// none).
+	TopologyPolicy alloc.TopologyPolicy
+	// Bind and NUMA, when set, are the bind policy and NUMA strategy every
+	// exclusive (LSE, LSR) request takes on the node (Koordinator's node
+	// labels).
+	Bind alloc.Bind
+	NUMA alloc.NUMAStrategy
+	// bindLabel and policyLabel are the values of Koordinator's labels that
+	// decided Bind and TopologyPolicy, "" when none did.
+	bindLabel, policyLabel string
+}
+
+// settingsOfKoord are the settings of a node koordlet describes (k, with
+// default topology policy topologyPolicy) under its Node's Koordinator
+// labels, as koord-scheduler applies them: FullPCPUsOnly is also the
+// option full-pcpus-only and every exclusive request's bind;
+// SpreadByPCPUs, unless full-pcpus-only is set, the option
+// distribute-cpus-across-cores and that bind; the NUMA strategy is every
+// exclusive request's; the kubelet engine takes neither bind nor
+// strategy (its options place); the label's topology policy replaces the
+// object's, under the kubelet engine only when stricter (the kubelet
+// still admits by its own). Options the kubelet's and the label's
+// together make invalid are an error.
+func settingsOfKoord(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) (NodeSettings, error) {
+	set := NodeSettings{Policy: alloc.Policy(k.Settings.Policy), Options: k.Settings.Options, NUMA: labels.NUMA,
+		TopologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
+	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
+	case labels.Bind == alloc.BindFullPCPUs:
+		set.Bind, set.bindLabel = labels.Bind, "FullPCPUsOnly"
+		if !hasFull {
+			set.Options = withOption(set.Options, alloc.OptFullPCPUsOnly)
+		}
+	case labels.Bind == alloc.BindSpreadByPCPUs && !hasFull:
+		set.Bind, set.bindLabel = labels.Bind, "SpreadByPCPUs"
+		if !slices.Contains(set.Options, alloc.OptDistributeAcrossCores) {
+			set.Options = withOption(set.Options, alloc.OptDistributeAcrossCores)
+		}
+	}
+	if set.bindLabel != "" {
+		if err := alloc.CheckOptions(set.Options); err != nil {
+			return NodeSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
+		}
+	}
+	kubelet := set.Policy == alloc.PolicyKubelet
+	if kubelet {
+		set.Bind, set.NUMA = "", ""
+	}
+	if l := labels.TopologyPolicy; l != "" && (!kubelet || strictness(l) > strictness(set.TopologyPolicy)) {
+		set.TopologyPolicy, set.policyLabel = l, koordPolicyName(l)
+	}
+	return set, nil
 }
 
 // withOption is opts and name, sorted, in a new slice.

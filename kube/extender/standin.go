@@ -119,26 +119,24 @@ func (n NRTNode) Machine() (*topology.Topology, []alloc.Assignment, error) {
 	return t, nil, nil
 }
 
-// TopologyPolicy is the node's default topology policy, "" when nothing
-// names one, as the extender judges the node: for Koordinator's
-// description, the policy of Koordinator's label
-// nrt.LabelKoordNUMATopologyPolicy among the Node's labels when set
-// (under the kubelet engine only when stricter than the object's, as the
-// kubelet still admits by its own), else the object's; for zones, the
-// object's (the labels are not read there). An unknown value of either
-// Koordinator label is an error wrapping ErrNode.
-func (n NRTNode) TopologyPolicy(nodeLabels map[string]string) (alloc.TopologyPolicy, error) {
-	tp := alloc.TopologyPolicy(n.Settings.TopologyPolicy)
+// JudgedSettings are the allocator settings the node is judged under, as
+// the extender judges it: for Koordinator's description, its kubelet's
+// engine and options under the Node's Koordinator labels nodeLabels as
+// koord-scheduler applies them (see settingsOfKoord); for zones, the
+// object's settings (the labels are not read there). An unknown value of a
+// Koordinator label, or a bind label the kubelet's options refuse, is an
+// error wrapping ErrNode.
+func (n NRTNode) JudgedSettings(nodeLabels map[string]string) (NodeSettings, error) {
 	if n.Koord == nil {
-		return tp, nil
+		return NodeSettings{Policy: alloc.Policy(n.Settings.Policy), Options: n.Settings.Options, TopologyPolicy: alloc.TopologyPolicy(n.Settings.TopologyPolicy)}, nil
 	}
 	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy],
 		nodeLabels[nrt.LabelKoordNUMAAllocateStrategy])
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNode, err)
+	if err == nil {
+		var set NodeSettings
+		if set, err = settingsOfKoord(n.Koord, n.Settings.TopologyPolicy, labels); err == nil {
+			return set, nil
+		}
 	}
-	if l := labels.TopologyPolicy; l != "" && (n.Koord.Settings.Policy != string(alloc.PolicyKubelet) || strictness(l) > strictness(tp)) {
-		tp = l
-	}
-	return tp, nil
+	return NodeSettings{}, fmt.Errorf("%w: %w", ErrNode, err)
 }

@@ -146,12 +146,12 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.n.TopologyPolicy(tc.labels)
+			set, err := tc.n.JudgedSettings(tc.labels)
 			if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrNode)) {
-				t.Fatalf("TopologyPolicy() error = %v, want error %v (ErrNode)", err, tc.wantErr)
+				t.Fatalf("JudgedSettings() error = %v, want error %v (ErrNode)", err, tc.wantErr)
 			}
-			if got != tc.want {
-				t.Errorf("TopologyPolicy() = %q, want %q", got, tc.want)
+			if got := set.TopologyPolicy; got != tc.want {
+				t.Errorf("JudgedSettings().TopologyPolicy = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -183,8 +183,8 @@ func FuzzParseNRT(f *testing.F) {
 			}
 			return
 		}
-		if _, err := n.TopologyPolicy(nil); err != nil {
-			t.Errorf("TopologyPolicy(no labels) of an accepted object: %v", err)
+		if _, err := n.JudgedSettings(nil); err != nil {
+			t.Errorf("JudgedSettings(no labels) of an accepted object: %v", err)
 		}
 		topo, held, err := n.Machine()
 		if err != nil {
