@@ -49,6 +49,8 @@ type clusterView struct {
 	// nrtResource is the NodeResourceTopology group version listed
 	// ("" without --nrt).
 	nrtResource string
+	// checked are canRun's answers.
+	checked map[machineConfig]error
 }
 
 // nrtCounts are the simulated nodes from NodeResourceTopology objects:
@@ -104,6 +106,7 @@ type publishedSettings struct {
 	Options        []string             `json:"options"`
 	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
 	Bind           alloc.Bind           `json:"bind,omitempty"`
+	NUMA           alloc.NUMAStrategy   `json:"numa,omitempty"`
 }
 
 // clusterNodes lists the cluster's Node objects, a page at a time and at
@@ -164,12 +167,12 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 				v.skip(n.Name, err.Error())
 				continue
 			}
-			set, err := corepinSettings(n, t)
+			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
+			set, err := corepinSettings(n, t, v.canRun)
 			if err != nil {
 				v.skip(n.Name, err.Error())
 				continue
 			}
-			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
 			var tp alloc.TopologyPolicy
 			if set != nil {
 				tp = set.TopologyPolicy
@@ -183,6 +186,28 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 	}
 }
 
+// canRun reports whether machine t runs the allocator configuration cfg
+// (alloc.NewState accepts it), asking once per machine, engine and options:
+// nodes of one machine share one topology (share).
+func (v *clusterView) canRun(t *topology.Topology, cfg alloc.Config) error {
+	k := machineConfig{t, string(cfg.Policy) + "\x00" + strings.Join(cfg.Options, ",")}
+	if err, ok := v.checked[k]; ok {
+		return err
+	}
+	_, err := alloc.NewState(t, cfg)
+	if v.checked == nil {
+		v.checked = map[machineConfig]error{}
+	}
+	v.checked[k] = err
+	return err
+}
+
+// machineConfig keys canRun's answers.
+type machineConfig struct {
+	t   *topology.Topology
+	cfg string
+}
+
 // add makes n a simulated node from source, counting it when it
 // publishes settings, and counts its default topology policy tp when it
 // publishes one (ok).
@@ -192,7 +217,7 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 	if set := n.Settings; set != nil {
 		v.published++
 		src.Settings = &publishedSettings{Policy: set.Policy, Options: append([]string{}, set.Options...),
-			TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind}
+			TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, NUMA: set.NUMA}
 	}
 	v.sources = append(v.sources, src)
 	if ok {
@@ -207,7 +232,7 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 // annotation, or an empty one), checked against its machine t as the
 // extender checks them. A malformed annotation, or settings the machine
 // can not run, is an error naming the annotation.
-func corepinSettings(n *corev1.Node, t *topology.Topology) (*sim.NodeSettings, error) {
+func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.Config) error) (*sim.NodeSettings, error) {
 	raw, ok := n.Annotations[extender.AnnotationAllocator]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
@@ -216,7 +241,7 @@ func corepinSettings(n *corev1.Node, t *topology.Topology) (*sim.NodeSettings, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", extender.AnnotationAllocator, err)
 	}
-	if _, err := alloc.NewState(t, a.Config()); err != nil {
+	if err := canRun(t, a.Config()); err != nil {
 		return nil, fmt.Errorf("%s: settings the node's machine can not run: %w", extender.AnnotationAllocator, err)
 	}
 	return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options,
@@ -227,12 +252,12 @@ func corepinSettings(n *corev1.Node, t *topology.Topology) (*sim.NodeSettings, e
 // n runs under (set, as extender.NRTNode.JudgedSettings gives them for the
 // node's labels) on machine t, nil for an object that names none. Settings
 // the machine can not run are an error.
-func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology) (*sim.NodeSettings, error) {
+func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.Config) error) (*sim.NodeSettings, error) {
 	if n.Koord == nil && set.Policy == "" && len(set.Options) == 0 && set.TopologyPolicy == "" {
 		return nil, nil
 	}
 	policy := cmp.Or(set.Policy, alloc.PolicyCorepin)
-	if _, err := alloc.NewState(t, alloc.Config{Policy: policy, Options: set.Options}); err != nil {
+	if err := canRun(t, alloc.Config{Policy: policy, Options: set.Options}); err != nil {
 		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
 	}
 	return &sim.NodeSettings{Policy: policy, Options: slices.Clone(set.Options), TopologyPolicy: set.TopologyPolicy, Bind: set.Bind, NUMA: set.NUMA}, nil
@@ -277,7 +302,8 @@ func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, shar
 		return
 	}
 	tp := judged.TopologyPolicy
-	set, err := nrtSettings(o.node, judged, t)
+	t = share(o.machine, t)
+	set, err := nrtSettings(o.node, judged, t, v.canRun)
 	if err != nil {
 		v.skip(n.Name, err.Error())
 		return
@@ -286,7 +312,7 @@ func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, shar
 	if o.node.Koord != nil {
 		source = sourceNRTKoord
 	}
-	v.add(sim.Node{Name: n.Name, Topology: share(o.machine, t), Held: held, Settings: set}, source, tp, tp != "")
+	v.add(sim.Node{Name: n.Name, Topology: t, Held: held, Settings: set}, source, tp, tp != "")
 }
 
 // nrtObject is one NodeResourceTopology object as read (extender.ParseNRT),
