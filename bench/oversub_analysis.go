@@ -103,10 +103,17 @@ func (d oversubData) base(kind string) (int, PointResult, bool) {
 	return 0, PointResult{}, false
 }
 
-func (d oversubData) rel(kind string, k int, metric string) ratio {
-	_, base, ok := d.base(kind)
+// pair is kind's point at k processes per CPU and its baseline, ok false
+// when either is missing.
+func (d oversubData) pair(kind string, k int) (pr, base PointResult, ok bool) {
+	_, base, ok = d.base(kind)
 	pr, ok2 := d.at[kind][k]
-	if !ok || !ok2 {
+	return pr, base, ok && ok2
+}
+
+func (d oversubData) rel(kind string, k int, metric string) ratio {
+	pr, base, ok := d.pair(kind, k)
+	if !ok {
 		return ratio{}
 	}
 	return ratioOf(pr, base, metric)
@@ -115,9 +122,8 @@ func (d oversubData) rel(kind string, k int, metric string) ratio {
 // test compares kind's repeats of metric at k processes per CPU with those
 // at its baseline (Mann-Whitney; no test when either is missing).
 func (d oversubData) test(kind string, k int, metric string) Comparison {
-	_, base, ok := d.base(kind)
-	pr, ok2 := d.at[kind][k]
-	if !ok || !ok2 {
+	pr, base, ok := d.pair(kind, k)
+	if !ok {
 		return MannWhitney(nil, nil)
 	}
 	return MannWhitney(pr.Values(metric), base.Values(metric))
@@ -126,9 +132,8 @@ func (d oversubData) test(kind string, k int, metric string) Comparison {
 // relRepeats are kind's per-round ratios of metric at k processes per CPU
 // to its baseline.
 func (d oversubData) relRepeats(kind string, k int, metric string) []float64 {
-	_, base, ok := d.base(kind)
-	pr, ok2 := d.at[kind][k]
-	if !ok || !ok2 {
+	pr, base, ok := d.pair(kind, k)
+	if !ok {
 		return nil
 	}
 	return pairedRatios(pr, base, metric)
