@@ -74,8 +74,10 @@ type nrtFields struct {
 	zonesErr error // only an error when the object has no Koordinator detail
 	attrs    []nrt.Attribute
 	policies []string
+	// koordAnn are the object's annotations when it carries Koordinator's
+	// detail (nrt.AnnotationKoordCPUTopology), nil otherwise; only
+	// nrt.KoordAnnotations are read of them.
 	koordAnn map[string]string
-	hasKoord bool
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -105,7 +107,7 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	settings := n.Settings
 	h := sha256.New()
 	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
-	if o.hasKoord {
+	if o.koordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
 		for _, name := range nrt.KoordAnnotations {
 			v, ok := o.koordAnn[name]
@@ -160,7 +162,7 @@ func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
 	if err != nil {
 		return NRTNode{}, nil, err
 	}
-	if o.hasKoord {
+	if o.koordAnn != nil {
 		n.Koord, koordErr = nrt.ParseKoord(o.koordAnn)
 		return n, koordErr, nil
 	}
@@ -326,13 +328,7 @@ func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
 	var o nrtFields
 	ann := u.GetAnnotations()
 	if _, ok := ann[nrt.AnnotationKoordCPUTopology]; ok {
-		o.hasKoord = true
-		o.koordAnn = make(map[string]string, len(nrt.KoordAnnotations))
-		for _, name := range nrt.KoordAnnotations {
-			if v, ok := ann[name]; ok {
-				o.koordAnn[name] = v
-			}
-		}
+		o.koordAnn = ann
 	}
 	o.zones, o.zonesErr = zonesOf(u)
 	if raw, ok := u.Object["attributes"]; ok && raw != nil {
