@@ -109,13 +109,22 @@ type Annotations map[string]*string
 // would pass MaxAnnotationBytes it publishes AnnotationNUMAFree and
 // AnnotationAllocator only (coarse is true) and removes the other two.
 func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]string) (ann Annotations, coarse bool, err error) {
-	set0 := AllocatorOf(st, topologyPolicy)
-	set0.PodUIDs = pods != nil
-	settings, err := json.Marshal(set0)
-	if err != nil {
-		return nil, false, fmt.Errorf("encoding the allocator settings: %w", err)
+	// settings is the AnnotationAllocator value, saying whether the
+	// entries name their pods.
+	settings := func(podUIDs bool) (*string, error) {
+		a := AllocatorOf(st, topologyPolicy)
+		a.PodUIDs = podUIDs
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the allocator settings: %w", err)
+		}
+		s := string(b)
+		return &s, nil
 	}
-	set := string(settings)
+	set, err := settings(pods != nil)
+	if err != nil {
+		return nil, false, err
+	}
 	topo, err := json.Marshal(st.Topology().Doc())
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding the topology: %w", err)
@@ -144,9 +153,9 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]str
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding the assignments: %w", err)
 	}
-	if len(topo)+len(as)+len(set) <= MaxAnnotationBytes {
+	if len(topo)+len(as)+len(*set) <= MaxAnnotationBytes {
 		t, a := string(topo), string(as)
-		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: &set}, false, nil
+		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: set}, false, nil
 	}
 	free, err := NUMAFree(st)
 	if err != nil {
@@ -154,12 +163,10 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]str
 	}
 	// The coarse form names no pod: the extender cannot tell admitted
 	// pods from those on their way.
-	set0.PodUIDs = false
-	if settings, err = json.Marshal(set0); err != nil {
-		return nil, false, fmt.Errorf("encoding the allocator settings: %w", err)
+	if set, err = settings(false); err != nil {
+		return nil, false, err
 	}
-	set = string(settings)
-	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: &set}, true, nil
+	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: set}, true, nil
 }
 
 // NUMAFree is st's AnnotationNUMAFree: per NUMA node id from 0, the CPUs an
