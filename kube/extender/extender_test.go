@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,6 +76,33 @@ func guaranteedPod(name, cpus string, annotations, labels map[string]string) *co
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", Annotations: annotations, Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}},
 	}
+}
+
+// withCPU sets the cpu request and limit of pod's first container: "" keeps
+// it, "-" removes it.
+func withCPU(pod *corev1.Pod, request, limit string) *corev1.Pod {
+	r := &pod.Spec.Containers[0].Resources
+	r.Requests, r.Limits = maps.Clone(r.Requests), maps.Clone(r.Limits) // guaranteedPod shares one map
+	for _, q := range []struct {
+		list corev1.ResourceList
+		v    string
+	}{{r.Requests, request}, {r.Limits, limit}} {
+		switch q.v {
+		case "":
+		case "-":
+			delete(q.list, corev1.ResourceCPU)
+		default:
+			q.list[corev1.ResourceCPU] = resource.MustParse(q.v)
+		}
+	}
+	return pod
+}
+
+// withInitCPU gives pod an init container named init limiting cpu to limit.
+func withInitCPU(pod *corev1.Pod, limit string) *corev1.Pod {
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: "init",
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}}})
+	return pod
 }
 
 func node(name string, annotations map[string]string) corev1.Node {
@@ -218,6 +246,16 @@ func TestFilterBadNodeAndPodMetadata(t *testing.T) {
 			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "class LSE needs whole CPUs"},
 		{name: "resource-spec unknown key", pod: guaranteedPod("p", "2", map[string]string{AnnotationResourceSpec: `{"bind":"FullPCPUs"}`}, nil),
 			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "scheduling.koordinator.sh/resource-spec"},
+		// Issue 17: these quantities were read as 0 CPUs, and the pod
+		// passed as a BE or LS pod of nothing.
+		{name: "negative cpu", pod: guaranteedPod("p", "-2", nil, nil),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "pod bench/p: invalid pod metadata: container c: cpu request -2 is negative"},
+		{name: "cpu limit overflowing", pod: withCPU(guaranteedPod("p", "1", nil, nil), "", "1e30"),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "container c: cpu limit 1e30 is more than the"},
+		{name: "cpu request wrapping 64-bit millicpus", pod: withCPU(guaranteedPod("p", "1", nil, nil), "9223372036854775807", "-"),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "container c: cpu request 9223372036854775807 is more than the"},
+		{name: "negative limit of an init container", pod: withInitCPU(guaranteedPod("p", "1", nil, nil), "-500m"),
+			node: node("n", map[string]string{AnnotationNUMAFree: "[4]"}), reason: "init container init: cpu limit -500m is negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

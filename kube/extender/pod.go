@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/podmeta"
@@ -44,8 +45,12 @@ func RequestOf(pod *corev1.Pod) (alloc.Request, error) {
 	if class == "" {
 		class = computeQoS(pod)
 	}
+	milli, err := podMilliCPU(pod)
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
+	}
 	w, err := podmeta.Read(podmeta.Pod{Labels: pod.Labels, Annotations: pod.Annotations,
-		Kubelet: podmeta.KubeletQoS(class), MilliCPUs: podMilliCPU(pod)})
+		Kubelet: podmeta.KubeletQoS(class), MilliCPUs: milli})
 	if err != nil {
 		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
 	}
@@ -59,26 +64,58 @@ func RequestOf(pod *corev1.Pod) (alloc.Request, error) {
 // podMilliCPU is the pod's effective CPU request in millicpus, as the
 // scheduler counts it: the containers' requests summed, or the largest init
 // container's if that is more. A container with a limit and no request
-// requests its limit.
-func podMilliCPU(pod *corev1.Pod) int64 {
-	var sum int64
-	for _, c := range pod.Spec.Containers {
-		sum += min(containerMilliCPU(c), 1<<40)
+// requests its limit. A negative request or limit, or one above every CPU
+// corepin can place (a value that does not even fit in 64 bits included,
+// which Quantity.MilliValue would wrap), is an error naming the container
+// and the value: it is never read as 0.
+func podMilliCPU(pod *corev1.Pod) (int64, error) {
+	var sum, init int64
+	for _, cs := range []struct {
+		what string
+		list []corev1.Container
+	}{{"container", pod.Spec.Containers}, {"init container", pod.Spec.InitContainers}} {
+		for _, c := range cs.list {
+			m, err := containerMilliCPU(c)
+			if err != nil {
+				return 0, fmt.Errorf("%w: %s %s: %w", ErrPod, cs.what, c.Name, err)
+			}
+			if cs.what == "container" {
+				sum += m // each at most MaxMilliCPUs: no overflow
+			} else {
+				init = max(init, m)
+			}
+		}
 	}
-	for _, c := range pod.Spec.InitContainers {
-		sum = max(sum, min(containerMilliCPU(c), 1<<40))
-	}
-	return min(sum, 1<<40)
+	return max(sum, init), nil
 }
 
-func containerMilliCPU(c corev1.Container) int64 {
+// maxCPU is the largest CPU quantity a container may ask for: every CPU
+// corepin can place.
+var maxCPU = resource.NewMilliQuantity(podmeta.MaxMilliCPUs, resource.DecimalSI)
+
+// containerMilliCPU is c's CPU request, else its limit, in millicpus;
+// either one present is checked, whether or not it is the one used.
+func containerMilliCPU(c corev1.Container) (int64, error) {
+	for _, r := range []struct {
+		what string
+		list corev1.ResourceList
+	}{{"cpu request", c.Resources.Requests}, {"cpu limit", c.Resources.Limits}} {
+		if q, ok := r.list[corev1.ResourceCPU]; ok {
+			if q.Sign() < 0 {
+				return 0, fmt.Errorf("%s %s is negative", r.what, q.String())
+			}
+			if q.Cmp(*maxCPU) > 0 {
+				return 0, fmt.Errorf("%s %s is more than the %s CPUs corepin can place", r.what, q.String(), maxCPU.String())
+			}
+		}
+	}
 	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-		return max(q.MilliValue(), 0)
+		return q.MilliValue(), nil
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		return max(q.MilliValue(), 0)
+		return q.MilliValue(), nil
 	}
-	return 0
+	return 0, nil
 }
 
 // computeQoS follows the kubelet's rule on cpu and memory: Guaranteed when
