@@ -1,12 +1,14 @@
 package extender
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +27,13 @@ const (
 	DefaultMaxNodes = 10000
 	// DefaultCacheEntries bounds the decoded node states kept.
 	DefaultCacheEntries = 4096
+	// DefaultMemoryLimit is the memory an Extender's defaults fit in:
+	// the chart's limit of the extender container.
+	DefaultMemoryLimit = 256 << 20
+	// DefaultMaxCalls bounds the calls answered at once.
+	DefaultMaxCalls = 4
+	// DefaultMaxWaiting bounds the calls waiting for their turn.
+	DefaultMaxWaiting = 64
 )
 
 // ErrBadRequest is wrapped by errors about a request body.
@@ -35,6 +44,9 @@ var ErrBadRequest = errors.New("bad extender request")
 type Extender struct {
 	maxBody  int64
 	maxNodes int
+	memory   int64
+	maxCalls int
+	gate     *gate
 	cache    cache[stateKey, *nodeState]
 	verdicts cache[verdictKey, verdict]
 	metrics  *metrics
@@ -48,6 +60,23 @@ type Option func(*Extender)
 
 // WithMaxBodyBytes bounds request bodies to n bytes.
 func WithMaxBodyBytes(n int64) Option { return func(e *Extender) { e.maxBody = n } }
+
+// WithMemoryLimit fits the Extender in n bytes of memory (the container's
+// limit; DefaultMemoryLimit unless given): the decoded node states it
+// keeps weigh at most a fifth of n, the bodies of the calls in flight at
+// most a quarter (a larger call waits until it runs alone, and never
+// reads more than that: the body cap is lowered to it). The process's Go
+// soft memory limit is the caller's to set (SoftMemoryLimit).
+func WithMemoryLimit(n int64) Option { return func(e *Extender) { e.memory = n } }
+
+// SoftMemoryLimit is the Go runtime's soft memory limit
+// (debug.SetMemoryLimit, GOMEMLIMIT) for a process given n bytes: 90% of
+// n, leaving room for what the runtime does not count (stacks, the
+// binary, fragmentation).
+func SoftMemoryLimit(n int64) int64 { return n / 10 * 9 }
+
+// WithMaxCalls bounds the calls answered at once to n; more wait.
+func WithMaxCalls(n int) Option { return func(e *Extender) { e.maxCalls = n } }
 
 // WithMaxNodes bounds the nodes of one request to n.
 func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
@@ -68,12 +97,15 @@ func WithReady(ready func() bool) Option { return func(e *Extender) { e.ready = 
 
 // New returns an Extender.
 func New(opts ...Option) *Extender {
-	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes,
-		cache: cache[stateKey, *nodeState]{max: DefaultCacheEntries}, verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries},
-		metrics: newMetrics()}
+	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes, memory: DefaultMemoryLimit, maxCalls: DefaultMaxCalls,
+		verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries}, metrics: newMetrics()}
 	for _, o := range opts {
 		o(e)
 	}
+	inFlight := e.memory / 4
+	e.maxBody = min(e.maxBody, inFlight)
+	e.gate = newGate(inFlight, max(e.maxCalls, 1), DefaultMaxWaiting)
+	e.cache = cache[stateKey, *nodeState]{max: DefaultCacheEntries, maxBytes: e.memory / 5, weigh: (*nodeState).bytes}
 	if e.pods != nil {
 		pods := e.pods
 		e.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -91,8 +123,8 @@ func New(opts ...Option) *Extender {
 // result).
 func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /filter", e.metrics.timed("filter", e.verb(e.filterRaw, func(a *extenderv1.ExtenderArgs) any { return e.Filter(a) })))
-	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(e.prioritizeRaw, func(a *extenderv1.ExtenderArgs) any { return e.Prioritize(a) })))
+	mux.HandleFunc("POST /filter", e.metrics.timed("filter", e.verb(true)))
+	mux.HandleFunc("POST /prioritize", e.metrics.timed("prioritize", e.verb(false)))
 	e.ops(mux)
 	return mux
 }
@@ -117,44 +149,133 @@ func (e *Extender) ops(mux *http.ServeMux) {
 	})
 }
 
-// verb reads a call's body and answers it the fast way (readArgs, then
-// fast) or, for a body the fast path does not read, decodes its
-// ExtenderArgs strictly, answers 4xx when it cannot, and replies with what
-// answer makes of them.
-func (e *Extender) verb(fast func(*corev1.Pod, []rawNode) []byte, answer func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
+// verb answers a call: filter (the filter answer) or not (the prioritize
+// answer). It waits its turn at the gate, reads the body as a stream
+// (readStream), judges each node as it is read, and answers once the
+// whole body is read and valid, else 4xx; a filter call keeps only the
+// items of the nodes it keeps, as sent, and writes them straight out.
+func (e *Extender) verb(filter bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body := http.MaxBytesReader(w, r.Body, e.maxBody)
-		var data []byte
-		var err error
-		if n := r.ContentLength; n > 0 && n <= e.maxBody {
-			// One allocation of the announced size instead of ReadAll's doublings.
-			buf := bytes.NewBuffer(make([]byte, 0, n+1))
-			_, err = buf.ReadFrom(body)
-			data = buf.Bytes()
-		} else {
-			data, err = io.ReadAll(body)
+		weight := e.maxBody
+		if n := r.ContentLength; n > 0 && n < weight {
+			weight = n
 		}
+		release, err := e.gate.acquire(r.Context(), weight)
 		if err != nil {
-			httpError(w, fmt.Errorf("reading the request body: %w", err))
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if ra, ok := readArgs(data, e.maxNodes); ok {
+		defer release()
+		if weight >= bigCall {
+			// Give the memory of a big call back to the system
+			// (issue 17: a 64 MiB call left 1.9 GB held).
+			defer debug.FreeOSMemory()
+		}
+		var (
+			req          alloc.Request
+			reqErr       error
+			kept         [][]byte
+			failed       = extenderv1.FailedNodesMap{}
+			unresolvable = extenderv1.FailedNodesMap{}
+			scores       extenderv1.HostPriorityList
+			names        = map[string]struct{}{}
+		)
+		err = readStream(http.MaxBytesReader(w, r.Body, e.maxBody), e.maxNodes, func(raw []byte) error {
 			pod := new(corev1.Pod)
-			if err := json.Unmarshal(ra.pod, pod); err != nil {
-				httpError(w, fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err))
-				return
+			if err := json.Unmarshal(raw, pod); err != nil {
+				return fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err)
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(fast(pod, ra.nodes)) // a write error means the scheduler went away
-			return
-		}
-		args, err := DecodeArgs(data, e.maxNodes)
+			req, reqErr = RequestOf(pod)
+			return nil
+		}, func(raw []byte) error {
+			var ns *nodeState
+			var k stateKey
+			var name string
+			if n, ok := readNode(raw); ok {
+				name = n.name
+				ns, k = e.rawStateOf(&n)
+			} else {
+				var node corev1.Node
+				if err := json.Unmarshal(raw, &node); err != nil {
+					return fmt.Errorf("%w: parsing Nodes: %w", ErrBadRequest, err)
+				}
+				name = node.Name
+				ns, k = e.stateOf(&node)
+			}
+			if err := once(names, name); err != nil {
+				return err
+			}
+			v := e.judge(ns, k, req, reqErr)
+			switch {
+			case !filter:
+				scores = append(scores, extenderv1.HostPriority{Host: name, Score: v.score})
+			case v.ok:
+				kept = append(kept, bytes.Clone(raw))
+			case v.unresolvable:
+				unresolvable[name] = v.reason
+			default:
+				failed[name] = v.reason
+			}
+			return nil
+		})
 		if err != nil {
 			httpError(w, err)
 			return
 		}
-		reply(w, answer(args))
+		w.Header().Set("Content-Type", "application/json")
+		if !filter {
+			if scores == nil {
+				scores = extenderv1.HostPriorityList{}
+			}
+			json.NewEncoder(w).Encode(scores) // a write error means the scheduler went away
+			return
+		}
+		e.metrics.filtered(len(kept), len(failed), len(unresolvable))
+		writeFilterAnswer(w, kept, failed, unresolvable)
 	}
+}
+
+// bigCall is the body size from which a call gives its memory back to the
+// system when it ends.
+const bigCall = 8 << 20
+
+// once records name in names, or refuses a second node of that name: the
+// answer could not tell them apart (a FailedNodesMap holds one reason
+// per name), so one would vanish from it.
+func once(names map[string]struct{}, name string) error {
+	if _, ok := names[name]; ok {
+		return fmt.Errorf("%w: node %q given twice", ErrBadRequest, short(name))
+	}
+	names[name] = struct{}{}
+	return nil
+}
+
+// writeFilterAnswer writes the JSON of an ExtenderFilterResult whose Nodes
+// are the kept items as the scheduler sent them.
+func writeFilterAnswer(w io.Writer, kept [][]byte, failed, unresolvable extenderv1.FailedNodesMap) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"Nodes":{"metadata":{},"items":[`)
+	for i, item := range kept {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(item)
+	}
+	fj, err := json.Marshal(failed)
+	if err != nil {
+		fj = []byte("{}") // not reached: a map of strings always encodes
+	}
+	uj, err := json.Marshal(unresolvable)
+	if err != nil {
+		uj = []byte("{}")
+	}
+	bw.WriteString(`]},"NodeNames":null,"FailedNodes":`)
+	bw.Write(fj)
+	bw.WriteString(`,"FailedAndUnresolvableNodes":`)
+	bw.Write(uj)
+	bw.WriteString(`,"Error":""}` + "\n")
+	bw.Flush() // a write error means the scheduler went away
 }
 
 func httpError(w http.ResponseWriter, err error) {
@@ -166,52 +287,34 @@ func httpError(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-func reply(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v) // a write error means the scheduler went away
-}
-
-// wireArgs is ExtenderArgs with its Kubernetes objects left raw: the top
-// level is decoded strictly, the objects leniently, because a newer API
-// server adds fields to Pod and Node that this build does not know.
-type wireArgs struct {
-	Pod       json.RawMessage
-	Nodes     json.RawMessage
-	NodeNames *[]string
-}
-
-// DecodeArgs decodes one ExtenderArgs JSON document: exactly one object,
-// no keys beyond Pod, Nodes and NodeNames, a pod, and a node list of at
-// most maxNodes (NodeNames alone means nodeCacheCapable, which corepin does
-// not support). Errors wrap ErrBadRequest.
+// DecodeArgs decodes one ExtenderArgs JSON document as the handler reads
+// it (readStream): exactly one object, no keys beyond Pod, Nodes and
+// NodeNames, none given twice, a pod, and a node list of at most maxNodes
+// nodes, no two of one name (NodeNames alone means nodeCacheCapable,
+// which corepin does not support). The objects are decoded leniently,
+// because a newer API server adds fields to Pod and Node that this build
+// does not know. Errors wrap ErrBadRequest.
 func DecodeArgs(data []byte, maxNodes int) (*extenderv1.ExtenderArgs, error) {
-	var wa wireArgs
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wa); err != nil {
-		return nil, fmt.Errorf("%w: parsing ExtenderArgs: %w", ErrBadRequest, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: parsing ExtenderArgs: trailing data after the JSON object", ErrBadRequest)
-	}
-	if len(wa.Pod) == 0 || string(wa.Pod) == "null" {
-		return nil, fmt.Errorf("%w: ExtenderArgs has no Pod", ErrBadRequest)
-	}
-	if len(wa.Nodes) == 0 || string(wa.Nodes) == "null" {
-		if wa.NodeNames != nil {
-			return nil, fmt.Errorf("%w: ExtenderArgs has NodeNames but no Nodes: set nodeCacheCapable: false for corepin", ErrBadRequest)
+	args := &extenderv1.ExtenderArgs{Pod: new(corev1.Pod), Nodes: &corev1.NodeList{}}
+	names := map[string]struct{}{}
+	err := readStream(bytes.NewReader(data), maxNodes, func(raw []byte) error {
+		if err := json.Unmarshal(raw, args.Pod); err != nil {
+			return fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err)
 		}
-		return nil, fmt.Errorf("%w: ExtenderArgs has no Nodes", ErrBadRequest)
-	}
-	args := &extenderv1.ExtenderArgs{Pod: new(corev1.Pod), Nodes: new(corev1.NodeList)}
-	if err := json.Unmarshal(wa.Pod, args.Pod); err != nil {
-		return nil, fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err)
-	}
-	if err := json.Unmarshal(wa.Nodes, args.Nodes); err != nil {
-		return nil, fmt.Errorf("%w: parsing Nodes: %w", ErrBadRequest, err)
-	}
-	if n := len(args.Nodes.Items); n > maxNodes {
-		return nil, fmt.Errorf("%w: %d nodes, more than the %d allowed", ErrBadRequest, n, maxNodes)
+		return nil
+	}, func(raw []byte) error {
+		var n corev1.Node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("%w: parsing Nodes: %w", ErrBadRequest, err)
+		}
+		if err := once(names, n.Name); err != nil {
+			return err
+		}
+		args.Nodes.Items = append(args.Nodes.Items, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return args, nil
 }
@@ -374,71 +477,6 @@ func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPri
 		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: v.score})
 	}
 	return &out
-}
-
-// filterRaw is Filter over the fast path's nodes: the JSON of an
-// ExtenderFilterResult whose Nodes are the kept items as the scheduler
-// sent them.
-func (e *Extender) filterRaw(pod *corev1.Pod, nodes []rawNode) []byte {
-	req, reqErr := RequestOf(pod)
-	failed, unresolvable := extenderv1.FailedNodesMap{}, extenderv1.FailedNodesMap{}
-	size := 256
-	for i := range nodes {
-		size += len(nodes[i].raw) + 1
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	buf.WriteString(`{"Nodes":{"metadata":{},"items":[`)
-	first := true
-	for i := range nodes {
-		n := &nodes[i]
-		ns, k := e.rawStateOf(n)
-		v := e.judge(ns, k, req, reqErr)
-		if !v.ok {
-			if v.unresolvable {
-				unresolvable[n.name] = v.reason
-			} else {
-				failed[n.name] = v.reason
-			}
-			continue
-		}
-		if !first {
-			buf.WriteByte(',')
-		}
-		first = false
-		buf.Write(n.raw)
-	}
-	fj, err := json.Marshal(failed)
-	if err != nil {
-		fj = []byte("{}") // not reached: a map of strings always encodes
-	}
-	e.metrics.filtered(len(nodes)-len(failed)-len(unresolvable), len(failed), len(unresolvable))
-	uj, err := json.Marshal(unresolvable)
-	if err != nil {
-		uj = []byte("{}")
-	}
-	buf.WriteString(`]},"NodeNames":null,"FailedNodes":`)
-	buf.Write(fj)
-	buf.WriteString(`,"FailedAndUnresolvableNodes":`)
-	buf.Write(uj)
-	buf.WriteString(`,"Error":""}` + "\n")
-	return buf.Bytes()
-}
-
-// prioritizeRaw is Prioritize over the fast path's nodes.
-func (e *Extender) prioritizeRaw(pod *corev1.Pod, nodes []rawNode) []byte {
-	req, reqErr := RequestOf(pod)
-	out := make(extenderv1.HostPriorityList, 0, len(nodes))
-	for i := range nodes {
-		n := &nodes[i]
-		ns, k := e.rawStateOf(n)
-		v := e.judge(ns, k, req, reqErr)
-		out = append(out, extenderv1.HostPriority{Host: n.name, Score: v.score})
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return []byte("[]\n") // not reached
-	}
-	return append(b, '\n')
 }
 
 // score rates a placement: up to 6 points for alignment (one NUMA node,

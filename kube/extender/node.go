@@ -93,13 +93,18 @@ type nodeState struct {
 }
 
 // cache is a bounded map, safe for concurrent use: decoded node states by
-// a hash of their annotations, verdicts by state and request. It is
-// cleared whole when it reaches its bound; a cluster has few distinct
-// states per scheduling wave, so that is rare and cheap.
+// a hash of their annotations, verdicts by state and request. It holds at
+// most max entries and, when weigh is set, entries weighing at most
+// maxBytes together (an entry heavier than that alone is not kept). It is
+// cleared whole when one more would pass either bound; a cluster has few
+// distinct states per scheduling wave, so that is rare and cheap.
 type cache[K comparable, V any] struct {
-	mu  sync.Mutex
-	m   map[K]V
-	max int
+	mu       sync.Mutex
+	m        map[K]V
+	max      int
+	weigh    func(V) int64
+	maxBytes int64
+	bytes    int64
 }
 
 func (c *cache[K, V]) get(k K) (V, bool) {
@@ -110,18 +115,49 @@ func (c *cache[K, V]) get(k K) (V, bool) {
 }
 
 func (c *cache[K, V]) put(k K, v V) {
+	var w int64
+	if c.weigh != nil {
+		if w = c.weigh(v); w > c.maxBytes {
+			return
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
+	if c.m == nil || len(c.m) >= c.max || c.bytes+w > c.maxBytes && c.weigh != nil {
 		c.m = make(map[K]V)
+		c.bytes = 0
+	}
+	if old, ok := c.m[k]; ok && c.weigh != nil {
+		c.bytes -= c.weigh(old)
 	}
 	c.m[k] = v
+	c.bytes += w
 }
 
 func (c *cache[K, V]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
+}
+
+// stateBytesPerCPU and stateBytesFixed estimate the heap an alloc.State
+// holds (its topology and index included) per CPU of its machine and
+// besides; TestStateBytesEstimate checks them against the heap measured.
+const (
+	stateBytesPerCPU = 1200
+	stateBytesFixed  = 16 << 10
+)
+
+// bytes estimates the heap ns holds: its states (the one it shares with
+// another entry counted again) and its maps.
+func (ns *nodeState) bytes() int64 {
+	n := int64(512)
+	for _, st := range []*alloc.State{ns.st, ns.empty, ns.before} {
+		if st != nil {
+			n += stateBytesFixed + stateBytesPerCPU*int64(st.Topology().Present().Size())
+		}
+	}
+	return n + 64*int64(len(ns.published))
 }
 
 // stateKey names a node's published state: a hash of its annotations (the

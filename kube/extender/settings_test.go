@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"strings"
@@ -224,11 +225,15 @@ func TestSettingsAreInTheStateKey(t *testing.T) {
 // rawOf is n as the fast path reads it.
 func rawOf(t *testing.T, n corev1.Node) rawNode {
 	t.Helper()
-	ra, ok := readArgs(args(t, guaranteedPod("p", "1", nil, nil), n), 1)
-	if !ok || len(ra.nodes) != 1 {
+	b, err := json.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok := readNode(b)
+	if !ok {
 		t.Fatalf("the fast path does not read node %s", n.Name)
 	}
-	return ra.nodes[0]
+	return raw
 }
 
 // A NodeResourceTopology's topologyManagerPolicy is the default of pods

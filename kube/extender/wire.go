@@ -7,17 +7,16 @@ import (
 	"github.com/corepin/corepin/kube/nrt"
 )
 
-// The handler's fast path reads an ExtenderArgs body without building a
-// corev1.Node per node: decoding 100 published topologies into Node
-// objects, twice per filter and prioritize pair, and encoding them back
-// was most of a call's time (issue 13). encoding/json checks the whole
-// body once (json.Valid); a walker over the then well-formed document
-// finds each node item's raw bytes and its name, annotations and
+// The handler's fast path reads a node item without building a
+// corev1.Node: decoding 100 published topologies into Node objects, twice
+// per filter and prioritize pair, and encoding them back was most of a
+// call's time (issue 13). The stream decoder (readStream) has checked the
+// item is valid JSON; a walker over it finds its name, annotations and
 // Koordinator labels, the only fields corepin judges by. The filter answer
-// carries the kept items as the scheduler sent them. Any body the walker does not read exactly as
-// encoding/json would (a key in another case, a key given twice, an
-// escape in a key, a value of another type) goes through the strict
-// typed path, DecodeArgs, which answers it (or refuses it) as before.
+// carries the kept items as the scheduler sent them. An item the walker
+// does not read exactly as encoding/json would (a key in another case, a
+// key given twice, an escape in a key, a value of another type) is
+// decoded into a corev1.Node instead, as the typed path does.
 
 // rawNode is one node item of the body as sent.
 type rawNode struct {
@@ -28,12 +27,6 @@ type rawNode struct {
 	ann [4][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator
 	// label holds the raw JSON strings of Koordinator's node labels.
 	label [3][]byte // nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy, nrt.LabelKoordNUMAAllocateStrategy
-}
-
-// rawArgs is a body the fast path read.
-type rawArgs struct {
-	pod   []byte
-	nodes []rawNode
 }
 
 // walker reads a well-formed JSON document (json.Valid passed).
@@ -174,82 +167,13 @@ func (m *member) want(key []byte, names ...string) (string, bool) {
 	return "", true // another key
 }
 
-// readArgs reads body the fast way; ok is false when the strict path must
-// answer (malformed, unusual or not the shape the walker reads).
-func readArgs(body []byte, maxNodes int) (rawArgs, bool) {
-	if !json.Valid(body) {
-		return rawArgs{}, false
-	}
-	w := &walker{b: body}
-	var a rawArgs
-	var top member
-	hasNodes := false
-	ok := w.object(func(k []byte) bool {
-		name, ok := top.want(k, "Pod", "Nodes", "NodeNames")
-		switch {
-		case !ok:
-			return false
-		case name == "Pod":
-			a.pod = w.skip()
-			return true
-		case name == "Nodes":
-			if w.isNull() {
-				return false
-			}
-			hasNodes = true
-			return w.nodeList(&a, maxNodes)
-		case name == "NodeNames":
-			w.skip()
-			return true
-		}
-		return false // an unknown key: the strict path names it
-	})
-	if !ok || !hasNodes || len(a.pod) == 0 || string(a.pod) == "null" || a.pod[0] != '{' {
-		return rawArgs{}, false
-	}
-	return a, true
-}
-
-// nodeList reads {"items": [node, ...], ...} into a.nodes.
-func (w *walker) nodeList(a *rawArgs, maxNodes int) bool {
-	var m member
-	items := false
-	ok := w.object(func(k []byte) bool {
-		name, ok := m.want(k, "items")
-		if !ok {
-			return false
-		}
-		if name == "" {
-			w.skip()
-			return true
-		}
-		items = true
-		w.ws()
-		if w.b[w.i] != '[' {
-			return false
-		}
-		w.i++
-		for {
-			w.ws()
-			switch w.b[w.i] {
-			case ']':
-				w.i++
-				return true
-			case ',':
-				w.i++
-				continue
-			}
-			if len(a.nodes) == maxNodes {
-				return false // the strict path refuses it with the count
-			}
-			n, ok := w.node()
-			if !ok {
-				return false
-			}
-			a.nodes = append(a.nodes, n)
-		}
-	})
-	return ok && items
+// readNode reads one node item (valid JSON: the stream decoder read it)
+// the fast way; ok is false when the typed path must read it (unusual or
+// not the shape the walker reads).
+func readNode(item []byte) (rawNode, bool) {
+	w := &walker{b: item}
+	n, ok := w.node()
+	return n, ok
 }
 
 // node reads one node item: its metadata's name and annotations.
