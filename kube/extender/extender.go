@@ -63,7 +63,7 @@ func WithMaxBodyBytes(n int64) Option { return func(e *Extender) { e.maxBody = n
 
 // WithMemoryLimit fits the Extender in n bytes of memory (the container's
 // limit; DefaultMemoryLimit unless given): the decoded node states it
-// keeps weigh at most a fifth of n, the bodies of the calls in flight at
+// keeps weigh at most an eighth of n, the bodies of the calls in flight at
 // most a quarter (a larger call waits until it runs alone, and never
 // reads more than that: the body cap is lowered to it). The process's Go
 // soft memory limit is the caller's to set (SoftMemoryLimit).
@@ -105,7 +105,7 @@ func New(opts ...Option) *Extender {
 	inFlight := e.memory / 4
 	e.maxBody = min(e.maxBody, inFlight)
 	e.gate = newGate(inFlight, max(e.maxCalls, 1), DefaultMaxWaiting)
-	e.cache = cache[stateKey, *nodeState]{max: DefaultCacheEntries, maxBytes: e.memory / 5, weigh: (*nodeState).bytes}
+	e.cache = cache[stateKey, *nodeState]{max: DefaultCacheEntries, maxBytes: e.memory / 8, weigh: (*nodeState).bytes}
 	if e.pods != nil {
 		pods := e.pods
 		e.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

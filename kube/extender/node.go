@@ -144,8 +144,8 @@ func (c *cache[K, V]) len() int {
 // holds (its topology and index included) per CPU of its machine and
 // besides; TestStateBytesEstimate checks them against the heap measured.
 const (
-	stateBytesPerCPU = 1200
-	stateBytesFixed  = 16 << 10
+	stateBytesPerCPU = 450
+	stateBytesFixed  = 8 << 10
 )
 
 // bytes estimates the heap ns holds: its states (the one it shares with
