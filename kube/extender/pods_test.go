@@ -431,3 +431,41 @@ func TestBoundSharedPodsDoNotCountOnNRTNodes(t *testing.T) {
 		t.Fatal("a coming exclusive pod did not count on the object")
 	}
 }
+
+// TestPublishedAndComingPodsCountOnce (issue 17: ignoring the pods a node
+// already published passed the whole package, its fixtures leaving no room
+// for the mistake to show). n1 published u1 (3 CPUs on NUMA node 0,
+// naming its pod); u2 (5 CPUs) is bound there and not admitted yet. The
+// two fill NUMA node 0 exactly and leave NUMA node 1's 8 CPUs free: an
+// 8-CPU single-numa-node pod fits, a 9-CPU pod does not. Counting u1 again
+// (it is also in the PodStore) takes 3 of NUMA node 1's CPUs and refuses
+// the 8-CPU pod; leaving out what the node published (u1's CPUs) makes 11
+// CPUs free and admits the 9-CPU pod.
+func TestPublishedAndComingPodsCountOnce(t *testing.T) {
+	pods := NewPodStore(100, nil)
+	pods.Set(boundPodOn("u1", "n1", "3"))
+	pods.Set(boundPodOn("u2", "n1", "5"))
+	n1 := burstNode(t, "n1", []alloc.Assignment{
+		{ID: "nri-u1", QoS: alloc.LSE, CPUs: cpuset.New(0, 1, 2), Exclusive: alloc.ExclusiveNone},
+	}, map[string]string{"nri-u1": "u1"})
+	e := New(WithPods(pods))
+
+	// The state judged: u1 where the node put it, u2 beside it.
+	ns, _ := e.stateOf(&n1)
+	if ns == nil || ns.st == nil || ns.coming != 1 {
+		t.Fatalf("n1 judged with %+v, want one pod coming (u2)", ns)
+	}
+	if diff := cmp.Diff(map[topology.NodeID]int{0: 0, 1: 8}, freePerNode(ns.st)); diff != "" {
+		t.Errorf("free CPUs per NUMA node with u1 published and u2 coming (-want +got):\n%s", diff)
+	}
+
+	eight := guaranteedPod("eight", "8", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
+	if kept, failed := judgeBoth(t, e, eight, n1); len(kept) != 1 {
+		t.Errorf("8-CPU single-numa-node pod: kept %v, failed %v; want n1 kept (NUMA node 1 is free; u1 counted twice?)", kept, failed)
+	}
+	nine := guaranteedPod("nine", "9", nil, nil)
+	kept, failed := judgeBoth(t, e, nine, n1)
+	if want := "fewer than 9 free exclusive CPUs"; len(kept) != 0 || !strings.HasPrefix(failed["n1"], want) {
+		t.Errorf("9-CPU pod: kept %v, failed %v; want n1 failed with %q (8 CPUs free; u1's CPUs left out?)", kept, failed, want)
+	}
+}
