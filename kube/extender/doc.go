@@ -39,11 +39,14 @@
 // node judged by its NodeResourceTopology object, which names no pods, is
 // judged with the pods bound to it since the object last changed.
 //
-// The handler reads a body's nodes without decoding them into corev1.Node:
-// it takes each node's name, corepin annotations and Koordinator labels
-// and answers /filter
-// with the kept node items exactly as sent. Bodies it does not read exactly
-// as encoding/json would go through DecodeArgs, Filter and Prioritize.
+// The handler reads a body as a stream (readStream): one node item at a
+// time, each read by a walker for its name, corepin annotations and
+// Koordinator labels (else decoded as a corev1.Node), judged at once, and
+// kept only if /filter keeps it, to be answered exactly as sent. The calls
+// in flight are bounded by count and by the bytes of their bodies (a gate;
+// the others wait in a bounded queue, then get a 503), and the state cache
+// by an estimate of the heap it holds, all sized from WithMemoryLimit.
+// DecodeArgs reads through the same stream for Filter and Prioritize.
 //
 // A pod's wishes are read from the metadata the NRI plugin honours (see
 // RequestOf). The package touches no machine and keeps no state beyond the

@@ -302,3 +302,45 @@ func keys(m map[string]any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestChartSchedulerExtenderMemoryLimit checks that the extender container
+// is given scheduler.extenderResources and runs with --memory-limit set to
+// its own memory limit (through resourceFieldRef), so the extender fits
+// what the container may use (issue 17) whatever the limit is set to.
+func TestChartSchedulerExtenderMemoryLimit(t *testing.T) {
+	ns := defaultRelease.Namespace
+	for _, tc := range []struct {
+		values map[string]any
+		want   string
+	}{
+		{map[string]any{"enabled": true}, "256Mi"},
+		{map[string]any{"enabled": true, "extenderResources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}}, "1Gi"},
+	} {
+		objs := named(t, render(t, map[string]any{"scheduler": tc.values}))
+		dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+		var ext corev1.Container
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			if c.Name == "extender" {
+				ext = c
+			}
+		}
+		if got := ext.Resources.Limits[corev1.ResourceMemory]; got.String() != tc.want {
+			t.Errorf("scheduler %v: extender memory limit %s, want %s", tc.values, got.String(), tc.want)
+		}
+		var flag string
+		for _, a := range ext.Args {
+			if v, ok := strings.CutPrefix(a, "--memory-limit="); ok {
+				flag = v
+			}
+		}
+		var ref *corev1.ResourceFieldSelector
+		for _, e := range ext.Env {
+			if "$("+e.Name+")" == flag && e.ValueFrom != nil {
+				ref = e.ValueFrom.ResourceFieldRef
+			}
+		}
+		if ref == nil || ref.ContainerName != "extender" || ref.Resource != "limits.memory" || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+			t.Errorf("scheduler %v: extender --memory-limit=%q with env %+v, want the variable of its own limits.memory in bytes", tc.values, flag, ext.Env)
+		}
+	}
+}
