@@ -103,7 +103,8 @@ the extender holds. It reads a body as a stream, one node at a time, keeping
 only the nodes it keeps; the bodies of the calls in flight add up to at most a
 quarter of the limit (a call that does not fit waits its turn; with 64 calls
 waiting, one more is answered 503), the decoded node states it keeps to an
-eighth, and the Go runtime's soft limit is 90% of it. A big call gives its
+eighth, and, when the flag is given, the Go runtime's soft limit is 90% of it
+(unless GOMEMLIMIT is set). A big call gives its
 memory back to the system when it ends.
 
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
@@ -164,7 +165,7 @@ func newExtenderCmd(e *env) *cobra.Command {
 			if memLimit < 64<<20 || memLimit > 1<<40 {
 				return Usagef("--memory-limit %d: want %d to %d bytes", memLimit, 64<<20, int64(1)<<40)
 			}
-			if os.Getenv("GOMEMLIMIT") == "" {
+			if changed(cmd, "memory-limit") != "" && os.Getenv("GOMEMLIMIT") == "" {
 				debug.SetMemoryLimit(extender.SoftMemoryLimit(memLimit))
 			}
 			opts := []extender.Option{extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes), extender.WithMemoryLimit(memLimit)}
@@ -277,7 +278,7 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl.StringVar(&listen, "listen", "127.0.0.1:18888", "address to listen on (port 0: any free port)")
 	fl.StringVar(&metricsListen, "metrics-listen", "", "also serve only GET /healthz and GET /metrics on this address (e.g. :18889 for probes and Prometheus while --listen stays on loopback)")
 	fl.Int64Var(&maxBody, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
-	fl.Int64Var(&memLimit, "memory-limit", extender.DefaultMemoryLimit, "bytes of memory the extender may use (the container's limit): its state cache, the bodies in flight (at most a quarter; --max-body-bytes is lowered to it) and the Go soft memory limit (90%, unless GOMEMLIMIT is set) fit in it")
+	fl.Int64Var(&memLimit, "memory-limit", extender.DefaultMemoryLimit, "bytes of memory the extender may use (the container's limit): its state cache, the bodies in flight (at most a quarter; --max-body-bytes is lowered to it) and, when given, the Go soft memory limit (90%, unless GOMEMLIMIT is set) fit in it")
 	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request (with --nrt also the most NodeResourceTopology objects kept)")
 	fl.BoolVar(&useNRT, "nrt", false, "also judge nodes without corepin annotations by their NodeResourceTopology objects")
 	fl.BoolVar(&trackPods, "track-pods", false, "count the pods bound to a node and not yet admitted by its NRI plugin on that node's CPUs (nodes whose corepin.io/allocator says pod_uids)")

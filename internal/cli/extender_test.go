@@ -125,6 +125,7 @@ func TestExtenderMetricsListen(t *testing.T) {
 
 func TestExtenderRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"extender", "--max-nodes", "0"}, {"extender", "--max-body-bytes", "10"}, {"extender", "x"},
+		{"extender", "--memory-limit", "1000"}, {"extender", "--memory-limit", "256Mi"},
 		{"extender", "--kubeconfig", "/dev/null"}, {"extender", "--nrt-sync-timeout", "1s"},
 		{"extender", "--nrt", "--nrt-sync-timeout", "0s"}, {"extender", "--nrt", "--kubeconfig", "/nonexistent/kubeconfig"},
 		{"extender", "--max-pods", "10"}, {"extender", "--track-pods", "--max-pods", "0"}, {"extender", "--track-pods", "--max-pods", "1000001"},
