@@ -1,0 +1,5 @@
+//go:build !race
+
+package extender
+
+const raceEnabled = false
