@@ -22,6 +22,9 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	# The extender's peak memory under the chart's limit: measured without
+	# the race detector, which multiplies the memory it would measure.
+	$(GO) test -count=1 -run '^TestBigCallsFitTheChartsMemoryLimit$$' ./kube/extender
 
 # One package at a time (-p 1): benchmarks of different packages would
 # otherwise share this machine's CPUs and measure each other.
