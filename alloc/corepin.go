@@ -363,7 +363,7 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 	return q
 }
 
-func (ix *index) uniformCores() bool {
+func (ix *topoIndex) uniformCores() bool {
 	for _, cs := range ix.coreCPUs {
 		if len(cs) != ix.tpc {
 			return false

@@ -3,8 +3,10 @@ package alloc
 import (
 	"cmp"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
+	"weak"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
@@ -82,10 +84,19 @@ type tnode struct {
 	cores    []int32 // every core below, ascending
 }
 
-// index is the immutable, precomputed view of a topology shared by every
-// State built on it.
+// index is a State's view of its topology: the topology itself and the
+// immutable data derived from it, which every State built on the same
+// topology shares (topoIndex).
 type index struct {
-	topo  *topology.Topology
+	topo *topology.Topology
+	*topoIndex
+}
+
+// topoIndex is the immutable, precomputed view of a topology, computed once
+// per topology (indexOf) and shared by every State built on it. It holds no
+// pointer to the topology, so that the cache keyed by the topology lets it
+// go (see topoIndexes).
+type topoIndex struct {
 	words int
 
 	online  bitset
@@ -119,10 +130,32 @@ type index struct {
 	kubeAccs sync.Pool
 }
 
-func newIndex(t *topology.Topology) *index {
+// topoIndexes caches the topoIndex of every topology a State was built on,
+// keyed weakly by the topology: an entry goes when its topology does. A
+// Topology cannot change once built, so its topoIndex stays right; the
+// extender and a scheduler build a State per node and decision, and would
+// otherwise derive it (tree, kubelet view, distance orders) every time.
+var topoIndexes sync.Map // weak.Pointer[topology.Topology] -> *topoIndex
+
+// indexOf returns the index of t, deriving its topoIndex on first use only.
+func indexOf(t *topology.Topology) *index {
+	key := weak.Make(t)
+	if v, ok := topoIndexes.Load(key); ok {
+		return &index{topo: t, topoIndex: v.(*topoIndex)}
+	}
+	ti := newTopoIndex(t)
+	if v, loaded := topoIndexes.LoadOrStore(key, ti); loaded {
+		ti = v.(*topoIndex)
+	} else {
+		runtime.AddCleanup(t, func(k weak.Pointer[topology.Topology]) { topoIndexes.Delete(k) }, key)
+	}
+	return &index{topo: t, topoIndex: ti}
+}
+
+func newTopoIndex(t *topology.Topology) *topoIndex {
 	online := t.Online()
 	maxID := online.Max()
-	ix := &index{topo: t, words: maxID/64 + 1}
+	ix := &topoIndex{words: maxID/64 + 1}
 	ix.online = newBitset(ix.words)
 	ix.online.fromSet(online)
 	ix.allowed = newBitset(ix.words)
@@ -189,7 +222,7 @@ func newIndex(t *topology.Topology) *index {
 
 // buildTree lays out the placement tree. Sockets come above NUMA nodes when
 // a socket holds several nodes, below them when a node holds several sockets.
-func (ix *index) buildTree() {
+func (ix *topoIndex) buildTree() {
 	socketsOuter := ix.numSockets < len(ix.nodes)
 	outer := func(core int) int { return int(ix.coreSocket[core]) }
 	inner := func(core int) int { return int(ix.coreNode[core]) }
@@ -249,7 +282,7 @@ func (ix *index) buildTree() {
 }
 
 // nodeLevel is the tree level whose nodes are NUMA nodes (or parts of them).
-func (ix *index) nodeLevel() int {
+func (ix *topoIndex) nodeLevel() int {
 	if ix.numSockets < len(ix.nodes) {
 		return lvInner
 	}

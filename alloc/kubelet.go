@@ -35,7 +35,7 @@ type kubeTopo struct {
 	uncoreCPUs                                                    [][]int // by uncore key (may hold empty keys)
 }
 
-func newKubeTopo(ix *index) kubeTopo {
+func newKubeTopo(ix *topoIndex) kubeTopo {
 	k := kubeTopo{
 		numCPUs:    len(ix.cpus),
 		numCores:   len(ix.coreCPUs),
@@ -72,7 +72,7 @@ func newKubeTopo(ix *index) kubeTopo {
 
 // nest lists, for each outer unit, the inner units whose CPUs lie in it,
 // ascending; nil if some inner unit has CPUs in two outer units.
-func nest(ix *index, nOuter int, outerOf []int32, nInner int, innerOf []int32) [][]int {
+func nest(ix *topoIndex, nOuter int, outerOf []int32, nInner int, innerOf []int32) [][]int {
 	parent := make([]int32, nInner)
 	for i := range parent {
 		parent[i] = -1
@@ -107,7 +107,7 @@ func (k *kubeTopo) cpusPerUncore() int { return perUnit(k.numCPUs, k.numUncore) 
 // kubeAcc is kubelet's cpuAccumulator: the free CPUs it may still claim,
 // the result so far and how many are still needed.
 type kubeAcc struct {
-	ix     *index
+	ix     *topoIndex
 	k      *kubeTopo
 	free   bitset
 	result bitset
@@ -126,7 +126,7 @@ type kubeAcc struct {
 // newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
 // ix's pool (release it with done); its result is a fresh bitset the caller
 // keeps.
-func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
+func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool) *kubeAcc {
 	k := &ix.kube
 	a, _ := ix.kubeAccs.Get().(*kubeAcc)
 	if a == nil {
@@ -410,7 +410,7 @@ func errNotEnough(n, avail int) error {
 }
 
 // kubePacked is kubelet's takeByTopologyNUMAPacked.
-func (ix *index) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
+func (ix *topoIndex) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
 	a := newKubeAcc(ix, avail, n, spread)
 	defer a.done()
 	if a.satisfied() {
@@ -494,7 +494,7 @@ func balance(xs []int) float64 {
 }
 
 // kubeDistributed is kubelet's takeByTopologyNUMADistributed.
-func (ix *index) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
+func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
 	if n%group != 0 {
 		return ix.kubePacked(avail, n, spread, false)
 	}

@@ -55,15 +55,15 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
+	s.ix = indexOf(t)
+	ix := s.ix
 	// A Placement reports its NUMA nodes as a cpuset, which holds ids up
 	// to cpuset.MaxCPU; a hand-written topology can name more.
-	for _, nd := range t.NodesWithCPUs() {
+	for _, nd := range ix.nodes {
 		if nd < 0 || int(nd) > cpuset.MaxCPU {
 			return nil, invalid("numa node id %d is outside [0, %d], the node ids a placement can report", nd, cpuset.MaxCPU)
 		}
 	}
-	s.ix = newIndex(t)
-	ix := s.ix
 	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
 		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
 	}

@@ -1,0 +1,60 @@
+package alloc
+
+import (
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/corepin/corepin/topology"
+)
+
+// TestIndexSharedByTopology checks that States built on one topology share
+// its derived index, and that the cache lets the index go with the
+// topology (the extender builds a topology per node change).
+func TestIndexSharedByTopology(t *testing.T) {
+	topo := topology.MustSynthetic(benchShape)
+	a, err := NewState(topo, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewState(topo, Config{Policy: PolicyKubelet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ix.topoIndex != b.ix.topoIndex {
+		t.Errorf("two States on one topology derived its index twice")
+	}
+	if a.Topology() != topo || b.Topology() != topo {
+		t.Errorf("Topology() is not the topology the State was built on")
+	}
+	other := topology.MustSynthetic(benchShape)
+	c, err := NewState(other, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ix.topoIndex == a.ix.topoIndex {
+		t.Errorf("States on two topologies share one index")
+	}
+
+	key := weak.Make(other)
+	if _, ok := topoIndexes.Load(key); !ok {
+		t.Fatalf("no cached index for a topology in use")
+	}
+	c, other = nil, nil
+	_ = c
+	// Cleanups run on their own goroutine after a collection: poll.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		runtime.GC()
+		if _, ok := topoIndexes.Load(key); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cached index outlived its topology")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+}
