@@ -125,9 +125,16 @@ type topoIndex struct {
 	coreLeaf []int32    // tree index of each core's leaf
 	coreAnc  [][5]int32 // tree indexes from the root down to each core's leaf
 
+	// Free CPUs per unit with nothing reserved or held: the allowed ones
+	// (see State.recount); counters is the length of a State's counters.
+	allowedCore, allowedL3, allowedNode []int
+	counters                            int
+
 	kube kubeTopo
 	// kubeAccs pools the kubelet engine's accumulators (see newKubeAcc).
 	kubeAccs sync.Pool
+	// scratches pools the buffers of a State's calls (see State.borrow).
+	scratches sync.Pool
 }
 
 // topoIndexes caches the topoIndex of every topology a State was built on,
@@ -215,8 +222,24 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 		}
 		slices.SortStableFunc(ix.distOrder[a], func(x, y int) int { return cmp.Compare(ix.dist[a][x], ix.dist[a][y]) })
 	}
+	ix.allowedCore, ix.allowedL3, ix.allowedNode = make([]int, len(ix.coreCPUs)), make([]int, ix.numL3), make([]int, len(ix.nodes))
+	for _, c := range ix.cpus {
+		if ix.allowed.has(c) {
+			ix.allowedCore[ix.cpuCore[c]]++
+			ix.allowedNode[ix.cpuNode[c]]++
+			if l := ix.cpuL3[c]; l >= 0 {
+				ix.allowedL3[l]++
+			}
+		}
+	}
+	ix.counters = 2*len(ix.coreCPUs) + ix.numL3 + 2*len(ix.nodes)
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
+	ix.scratches.New = func() any {
+		sc := &scratch{}
+		sc.init(ix)
+		return sc
+	}
 	return ix
 }
 
