@@ -31,7 +31,11 @@ type State struct {
 	pcpuCore []int // CPUs per core held by PCPULevel-exclusive assignments
 	numaExcl []int // CPUs per node index held by NUMANodeLevel-exclusive assignments
 
-	asg     map[string]*Assignment
+	// The assignments held: recs, in no order, and asg, each id's index
+	// in recs. Values, not pointers, so that Assign allocates nothing per
+	// assignment and Clone copies two blocks.
+	asg     map[string]int32
+	recs    []Assignment
 	lsMilli int
 
 	// work counts the units (CPUs, bitset words, counters) the pool and
@@ -55,7 +59,7 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]*Assignment{}}
+	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]int32{}}
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
@@ -184,11 +188,7 @@ func (s *State) Clone() *State {
 		counters = append(counters, xs...)
 	}
 	c.carve(bits, counters)
-	c.asg = make(map[string]*Assignment, len(s.asg))
-	for id, a := range s.asg {
-		cp := *a
-		c.asg[id] = &cp
-	}
+	c.asg, c.recs = maps.Clone(s.asg), slices.Clone(s.recs)
 	c.sc = nil
 	return &c
 }
@@ -197,7 +197,7 @@ func (s *State) Clone() *State {
 func (s *State) Assignments() []Assignment {
 	out := make([]Assignment, 0, len(s.asg))
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		out = append(out, *s.asg[id])
+		out = append(out, s.recs[s.asg[id]])
 	}
 	return out
 }
@@ -260,15 +260,20 @@ func (s *State) Assign(a Assignment) error {
 			s.lsMilli += a.MilliCPUs
 		}
 	}
-	cp := a
-	s.asg[a.ID] = &cp
+	s.record(a)
 	return nil
+}
+
+// record adds a to the assignments held.
+func (s *State) record(a Assignment) {
+	s.asg[a.ID] = int32(len(s.recs))
+	s.recs = append(s.recs, a)
 }
 
 // holder names the assignment holding cpu (for error messages only).
 func (s *State) holder(cpu int) string {
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		if s.asg[id].CPUs.Contains(cpu) {
+		if s.recs[s.asg[id]].CPUs.Contains(cpu) {
 			return id
 		}
 	}
@@ -313,11 +318,19 @@ func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
 // Release frees what id holds. The State afterwards is the one before the
 // Allocate or Assign that created id.
 func (s *State) Release(id string) error {
-	a, ok := s.asg[id]
+	i, ok := s.asg[id]
 	if !ok {
 		return ErrUnknownID
 	}
+	a := s.recs[i]
 	delete(s.asg, id)
+	// The last record takes the freed place.
+	if last := int32(len(s.recs) - 1); i != last {
+		s.recs[i] = s.recs[last]
+		s.asg[s.recs[i].ID] = i
+	}
+	s.recs[len(s.recs)-1] = Assignment{}
+	s.recs = s.recs[:len(s.recs)-1]
 	switch a.QoS {
 	case LSE, LSR:
 		for c := range a.CPUs.All() {
@@ -352,7 +365,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		}
 	}
 	p := Placement{ID: r.ID, QoS: r.QoS}
-	a := &Assignment{ID: r.ID, QoS: r.QoS, Exclusive: r.Exclusive}
+	a := Assignment{ID: r.ID, QoS: r.QoS, Exclusive: r.Exclusive}
 	switch r.QoS {
 	case SYSTEM:
 		if s.reserved.count() == 0 {
@@ -392,7 +405,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		p.CPUs = got.toSet()
 		a.CPUs = p.CPUs
 	}
-	s.asg[r.ID] = a
+	s.record(a)
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
 }
@@ -471,7 +484,7 @@ func (s *State) GuardPools(q QoS) error {
 		return nil
 	}
 	var lsMilli, nLS, nBE int
-	for _, a := range s.asg {
+	for _, a := range s.recs {
 		switch a.QoS {
 		case LS:
 			lsMilli += a.MilliCPUs
@@ -494,7 +507,7 @@ func (s *State) GuardPools(q QoS) error {
 // Pools returns the current pools.
 func (s *State) Pools() Pools {
 	var lse, lsr cpuset.Builder
-	for _, a := range s.asg {
+	for _, a := range s.recs {
 		switch a.QoS {
 		case LSE:
 			lse.AddSet(a.CPUs)
