@@ -1,7 +1,10 @@
 package alloc
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"weak"
@@ -57,4 +60,27 @@ func TestIndexSharedByTopology(t *testing.T) {
 	}
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
+}
+
+// TestByFree checks byFree, counting sort included, against the order it
+// promises: free count ascending, then id.
+func TestByFree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		n := rng.IntN(300)
+		free := make([]int, 400)
+		for j := range free {
+			free[j] = rng.IntN(1 + []int{2, 16, 17, 1000}[i%4])
+		}
+		ids := rng.Perm(400)[:n]
+		if i%2 == 0 {
+			slices.Sort(ids) // the usual, ascending input
+		}
+		want := slices.Clone(ids)
+		slices.SortFunc(want, func(a, b int) int { return cmp.Or(cmp.Compare(free[a], free[b]), cmp.Compare(a, b)) })
+		byFree(ids, free)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("byFree = %v, want %v", ids, want)
+		}
+	}
 }

@@ -214,6 +214,9 @@ func (a *kubeAcc) distinct(out, cpus []int, key []int32) []int {
 // then by id: kubelet's best-fit order. Each id is packed with its free
 // count into one integer key, so the sort compares plain integers.
 func byFree(ids []int, free []int) {
+	if byFreeCounting(ids, free) {
+		return
+	}
 	for i, x := range ids {
 		ids[i] = free[x]<<32 | x
 	}
@@ -221,6 +224,39 @@ func byFree(ids []int, free []int) {
 	for i, k := range ids {
 		ids[i] = k & (1<<32 - 1)
 	}
+}
+
+// byFreeCounting is byFree by a counting sort, for the usual case of ids
+// in ascending order with few distinct free counts (cores, whose free
+// counts are at most their threads): a stable sort by free count then
+// keeps the ids of one count ascending, the order byFree's key gives. It
+// reports false, sorting nothing, where that case does not hold.
+func byFreeCounting(ids []int, free []int) bool {
+	const maxFree, maxIDs = 16, 256
+	if len(ids) > maxIDs {
+		return false
+	}
+	var count [maxFree + 1]int
+	for i, x := range ids {
+		f := free[x]
+		if f < 0 || f > maxFree || (i > 0 && ids[i-1] >= x) {
+			return false
+		}
+		count[f]++
+	}
+	pos := 0
+	for f, c := range count {
+		count[f] = pos
+		pos += c
+	}
+	var buf [maxIDs]int
+	for _, x := range ids {
+		f := free[x]
+		buf[count[f]] = x
+		count[f]++
+	}
+	copy(ids, buf[:len(ids)])
+	return true
 }
 
 func (a *kubeAcc) allWithFree(out, free []int) []int {
