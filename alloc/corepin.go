@@ -581,8 +581,7 @@ func (cc *corepinCall) fill(t int32, m int) {
 		if best < 0 {
 			best = 0
 			for i, ch := range rest {
-				b := rest[best]
-				if cmp.Or(cmp.Compare(sc.cap[b], sc.cap[ch]), cmp.Compare(sc.cleanT[b], sc.cleanT[ch]), cmp.Compare(ch, b)) < 0 {
+				if b := rest[best]; larger(sc, ch, b) {
 					best = i
 				}
 			}
@@ -620,6 +619,20 @@ func (cc *corepinCall) fill(t int32, m int) {
 			cc.fill(ch, amt[i])
 		}
 	}
+}
+
+// larger orders the children fill takes whole: the most eligible CPUs,
+// then the most in whole free cores, then the lowest tree index. (Written
+// out rather than with cmp.Or, which evaluates every comparison: this runs
+// for every pair of children a fill weighs.)
+func larger(sc *scratch, a, b int32) bool {
+	if sc.cap[a] != sc.cap[b] {
+		return sc.cap[a] > sc.cap[b]
+	}
+	if sc.cleanT[a] != sc.cleanT[b] {
+		return sc.cleanT[a] > sc.cleanT[b]
+	}
+	return a < b
 }
 
 // takeCore takes up to m eligible CPUs of a core, lowest ids first.
