@@ -266,6 +266,10 @@ func (s *State) Assign(a Assignment) error {
 
 // record adds a to the assignments held.
 func (s *State) record(a Assignment) {
+	if s.recs == nil {
+		// Skip append's first doublings: a node holds a few at least.
+		s.recs = make([]Assignment, 0, 16)
+	}
 	s.asg[a.ID] = int32(len(s.recs))
 	s.recs = append(s.recs, a)
 }
