@@ -84,3 +84,29 @@ func TestByFree(t *testing.T) {
 		}
 	}
 }
+
+// TestFewestNodes checks fewestNodes, counting included, against its
+// definition: the fewest of caps, largest first, whose sum reaches n.
+func TestFewestNodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 5000 {
+		caps := make([]int, rng.IntN(150))
+		for j := range caps {
+			caps[j] = rng.IntN(1 + []int{1, 2, 16, 40}[i%4])
+		}
+		n := rng.IntN(200) - 3
+		sorted := slices.Sorted(slices.Values(caps))
+		slices.Reverse(sorted)
+		want, sum := 0, 0
+		for k, c := range sorted {
+			sum += c
+			if sum >= n {
+				want = k + 1
+				break
+			}
+		}
+		if got := fewestNodes(caps, n); got != want {
+			t.Fatalf("fewestNodes(%v, %d) = %d, want %d", caps, n, got, want)
+		}
+	}
+}
