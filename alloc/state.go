@@ -267,8 +267,11 @@ func (s *State) Assign(a Assignment) error {
 // record adds a to the assignments held.
 func (s *State) record(a Assignment) {
 	if s.recs == nil {
-		// Skip append's first doublings: a node holds a few at least.
+		// Skip the first doublings of both: a node holds a few at least.
 		s.recs = make([]Assignment, 0, 16)
+		if len(s.asg) == 0 {
+			s.asg = make(map[string]int32, 16)
+		}
 	}
 	s.asg[a.ID] = int32(len(s.recs))
 	s.recs = append(s.recs, a)
