@@ -372,9 +372,10 @@ func (ix *topoIndex) uniformCores() bool {
 	return true
 }
 
-// computeCaps fills per-core eligible counts and the tree aggregates. Each
-// core adds its counts to its own path up the tree (coreAnc), so one pass
-// over the cores does it.
+// computeCaps fills per-core eligible counts and the tree aggregates: one
+// pass over the cores sets the leaves, one pass over the tree from the
+// last node up adds each node into its parent (a child always comes after
+// its parent).
 func (cc *corepinCall) computeCaps() {
 	ix, sc := cc.s.ix, cc.s.sc
 	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
@@ -398,15 +399,22 @@ func (cc *corepinCall) computeCaps() {
 				}
 			}
 		}
-		return
+	} else {
+		for core := range ix.coreCPUs {
+			cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+		}
 	}
-	for core := range ix.coreCPUs {
-		cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+	capT, cleanT, coresT := sc.cap, sc.cleanT, sc.coresT
+	for t := len(ix.parent) - 1; t > 0; t-- {
+		p := ix.parent[t]
+		capT[p] += capT[t]
+		cleanT[p] += cleanT[t]
+		coresT[p] += coresT[t]
 	}
 }
 
-// capCore sets one core's eligible and whole-free counts and adds them up
-// its path in the tree (see computeCaps).
+// capCore sets one core's eligible and whole-free counts, on its leaf of
+// the tree among others (see computeCaps).
 func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
 	fc, tk := s.freeCore[core], sc.takenCore[core]
@@ -429,11 +437,8 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	if free == 0 {
 		return
 	}
-	for _, t := range ix.coreAnc[core] {
-		sc.cap[t] += free
-		sc.cleanT[t] += clean
-		sc.coresT[t]++
-	}
+	leaf := ix.coreLeaf[core]
+	sc.cap[leaf], sc.cleanT[leaf], sc.coresT[leaf] = free, clean, 1
 	sc.nodeCap[node] += free
 	sc.socketCap[ix.coreSocket[core]] += free
 	if whole {

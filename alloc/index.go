@@ -122,8 +122,8 @@ type topoIndex struct {
 	distOrder [][]int // node indexes by distance from each node, then index
 
 	tree     []tnode
-	coreLeaf []int32    // tree index of each core's leaf
-	coreAnc  [][5]int32 // tree indexes from the root down to each core's leaf
+	coreLeaf []int32 // tree index of each core's leaf
+	parent   []int32 // tree index of each tree node's parent (-1 for the root), always lower
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
 	// (see State.recount); counters is the length of a State's counters.
@@ -259,7 +259,6 @@ func (ix *topoIndex) buildTree() {
 		return int(ix.coreL3[core])
 	}
 	ix.coreLeaf = make([]int32, len(ix.coreCPUs))
-	ix.coreAnc = make([][5]int32, len(ix.coreCPUs))
 	ix.tree = []tnode{{level: lvRoot}}
 	type path struct{ o, i, l int }
 	pos := map[path]int32{}
@@ -297,9 +296,17 @@ func (ix *topoIndex) buildTree() {
 		ix.tree = append(ix.tree, tnode{level: lvCore, key: core, cores: []int32{int32(core)}})
 		ix.tree[li].children = append(ix.tree[li].children, ci)
 		ix.coreLeaf[core] = ci
-		ix.coreAnc[core] = [5]int32{0, oi, ii, li, ci}
 		for _, t := range []int32{0, oi, ii, li} {
 			ix.tree[t].cores = append(ix.tree[t].cores, int32(core))
+		}
+	}
+	// A child is appended after its parent, so its index is higher
+	// (computeCaps sums the tree from the last node up on it).
+	ix.parent = make([]int32, len(ix.tree))
+	ix.parent[0] = -1
+	for t, tn := range ix.tree {
+		for _, ch := range tn.children {
+			ix.parent[ch] = int32(t)
 		}
 	}
 }
