@@ -66,6 +66,7 @@ func TestIndexSharedByTopology(t *testing.T) {
 // promises: free count ascending, then id.
 func TestByFree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	var buf []int
 	for i := range 2000 {
 		n := rng.IntN(300)
 		free := make([]int, 400)
@@ -78,7 +79,7 @@ func TestByFree(t *testing.T) {
 		}
 		want := slices.Clone(ids)
 		slices.SortFunc(want, func(a, b int) int { return cmp.Or(cmp.Compare(free[a], free[b]), cmp.Compare(a, b)) })
-		byFree(ids, free)
+		buf = byFree(ids, free, buf)
 		if !slices.Equal(ids, want) {
 			t.Fatalf("byFree = %v, want %v", ids, want)
 		}

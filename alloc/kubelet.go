@@ -120,7 +120,7 @@ type kubeAcc struct {
 	// Buffers the sort and take steps reuse, one per step, so that a
 	// decision allocates next to nothing: each holds the result of its
 	// step only until the same step runs again.
-	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2, bufOrder []int
+	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2, bufOrder, bufSort []int
 }
 
 // newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
@@ -213,9 +213,10 @@ func (a *kubeAcc) distinct(out, cpus []int, key []int32) []int {
 // byFree sorts unit ids by free CPUs ascending (the most allocated first),
 // then by id: kubelet's best-fit order. Each id is packed with its free
 // count into one integer key, so the sort compares plain integers.
-func byFree(ids []int, free []int) {
-	if byFreeCounting(ids, free) {
-		return
+// It may use buf, and returns it (grown) for the next call.
+func byFree(ids []int, free []int, buf []int) []int {
+	if buf, ok := byFreeCounting(ids, free, buf); ok {
+		return buf
 	}
 	for i, x := range ids {
 		ids[i] = free[x]<<32 | x
@@ -224,23 +225,22 @@ func byFree(ids []int, free []int) {
 	for i, k := range ids {
 		ids[i] = k & (1<<32 - 1)
 	}
+	return buf
 }
 
 // byFreeCounting is byFree by a counting sort, for the usual case of ids
 // in ascending order with few distinct free counts (cores, whose free
 // counts are at most their threads): a stable sort by free count then
 // keeps the ids of one count ascending, the order byFree's key gives. It
-// reports false, sorting nothing, where that case does not hold.
-func byFreeCounting(ids []int, free []int) bool {
-	const maxFree, maxIDs = 16, 256
-	if len(ids) > maxIDs {
-		return false
-	}
+// reports false, sorting nothing, where that case does not hold. buf is
+// where the ids are laid out; it returns it, grown to fit.
+func byFreeCounting(ids []int, free []int, buf []int) ([]int, bool) {
+	const maxFree = 16
 	var count [maxFree + 1]int
 	for i, x := range ids {
 		f := free[x]
 		if f < 0 || f > maxFree || (i > 0 && ids[i-1] >= x) {
-			return false
+			return buf, false
 		}
 		count[f]++
 	}
@@ -249,14 +249,14 @@ func byFreeCounting(ids []int, free []int) bool {
 		count[f] = pos
 		pos += c
 	}
-	var buf [maxIDs]int
+	buf = slices.Grow(buf[:0], len(ids))[:len(ids)]
 	for _, x := range ids {
 		f := free[x]
 		buf[count[f]] = x
 		count[f]++
 	}
-	copy(ids, buf[:len(ids)])
-	return true
+	copy(ids, buf)
+	return buf, true
 }
 
 func (a *kubeAcc) allWithFree(out, free []int) []int {
@@ -265,7 +265,7 @@ func (a *kubeAcc) allWithFree(out, free []int) []int {
 			out = append(out, i)
 		}
 	}
-	byFree(out, free)
+	a.bufSort = byFree(out, free, a.bufSort)
 	return out
 }
 
@@ -282,14 +282,14 @@ func (a *kubeAcc) sortedWithin(out []int, outer []int, cpusOf [][]int, key []int
 					out = append(out, in)
 				}
 			}
-			byFree(out[start:], free)
+			a.bufSort = byFree(out[start:], free, a.bufSort)
 		}
 		return out
 	}
 	for _, u := range outer {
 		start := len(out)
 		out = a.distinct(out, cpusOf[u], key)
-		byFree(out[start:], free)
+		a.bufSort = byFree(out[start:], free, a.bufSort)
 	}
 	return out
 }
