@@ -139,38 +139,46 @@ func BenchmarkDecisionSize(b *testing.B) {
 					}
 					states[i] = s
 				}
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				wall := make([]time.Duration, 0, b.N)
-				cpu := make([]time.Duration, 0, b.N)
-				fastest := make([]time.Duration, len(states))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := range b.N {
-					s := states[i%len(states)]
-					c0, t0 := threadCPU(b), time.Now()
-					_, err := s.Allocate(Request{ID: "bench", CPUs: n})
-					wall, cpu = append(wall, time.Since(t0)), append(cpu, threadCPU(b)-c0)
-					if d := cpu[len(cpu)-1]; fastest[i%len(states)] == 0 || d < fastest[i%len(states)] {
-						fastest[i%len(states)] = d
-					}
-					if err != nil {
-						b.Fatalf("Allocate(%d): %v", n, err)
-					}
-					if err := s.Release("bench"); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				reportPercentiles(b, wall, cpu, fastest[:min(b.N, len(fastest))])
+				timeDecisions(b, len(states), func(i int) error {
+					_, err := states[i].Allocate(Request{ID: "bench", CPUs: n})
+					return err
+				}, func(i int) error { return states[i].Release("bench") })
 			})
 		}
 	}
 }
 
-// reportPercentiles reports p50 and p99 of the wall times, the thread CPU
-// times and each state's fastest CPU time (sorting them).
-func reportPercentiles(b *testing.B, wall, cpu, fastest []time.Duration) {
+// timeDecisions runs decide b.N times over states states in turn (decide
+// gets the state's index), timing each call, then after untimed (when not
+// nil), and reports p50 and p99 of the wall times, the thread CPU times and
+// each state's fastest CPU time, as BenchmarkDecisionSize describes.
+func timeDecisions(b *testing.B, states int, decide, after func(i int) error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	wall := make([]time.Duration, 0, b.N)
+	cpu := make([]time.Duration, 0, b.N)
+	fastest := make([]time.Duration, states)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % states
+		c0, t0 := threadCPU(b), time.Now()
+		err := decide(k)
+		wall, cpu = append(wall, time.Since(t0)), append(cpu, threadCPU(b)-c0)
+		if d := cpu[len(cpu)-1]; fastest[k] == 0 || d < fastest[k] {
+			fastest[k] = d
+		}
+		if err != nil {
+			b.Fatalf("deciding on state %d: %v", k, err)
+		}
+		if after != nil {
+			if err := after(k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	fastest = fastest[:min(b.N, states)]
 	for _, m := range []struct {
 		name string
 		xs   []time.Duration
@@ -209,35 +217,19 @@ func BenchmarkDecisionSizeFresh(b *testing.B) {
 					}
 				}
 				cfg := Config{Policy: policy}
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				wall := make([]time.Duration, 0, b.N)
-				cpu := make([]time.Duration, 0, b.N)
-				fastest := make([]time.Duration, len(occ))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := range b.N {
-					c0, t0 := threadCPU(b), time.Now()
+				timeDecisions(b, len(occ), func(i int) error {
 					s, err := NewState(topo, cfg)
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
-					for _, a := range occ[i%len(occ)] {
+					for _, a := range occ[i] {
 						if err := s.Assign(a); err != nil {
-							b.Fatal(err)
+							return err
 						}
 					}
 					_, err = s.Allocate(Request{ID: "bench", CPUs: n})
-					wall, cpu = append(wall, time.Since(t0)), append(cpu, threadCPU(b)-c0)
-					if d := cpu[len(cpu)-1]; fastest[i%len(occ)] == 0 || d < fastest[i%len(occ)] {
-						fastest[i%len(occ)] = d
-					}
-					if err != nil {
-						b.Fatalf("Allocate(%d): %v", n, err)
-					}
-				}
-				b.StopTimer()
-				reportPercentiles(b, wall, cpu, fastest[:min(b.N, len(fastest))])
+					return err
+				}, nil)
 			})
 		}
 	}
