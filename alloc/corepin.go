@@ -30,7 +30,7 @@ type corepinCall struct {
 
 func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	ix := s.ix
-	sc := &s.sc
+	sc := s.sc
 	cc := corepinCall{s: s, r: r, bind: r.Bind, strategy: r.NUMA}
 	if s.opts.fullPCPUs && cc.bind == BindDefault {
 		cc.bind = BindFullPCPUs
@@ -250,7 +250,7 @@ func (s *State) wholeFree() wholeLeft {
 // leftWhole returns what taking b would leave entirely free: the units
 // entirely free now that b does not touch.
 func (s *State) leftWhole(b bitset) wholeLeft {
-	ix, sc := s.ix, &s.sc
+	ix, sc := s.ix, s.sc
 	w := s.wholeFree()
 	b.each(func(c int) {
 		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
@@ -280,7 +280,7 @@ func (s *State) leftWhole(b bitset) wholeLeft {
 
 // place runs one placement of n CPUs needing k nodes into sc.taken.
 func (cc *corepinCall) place(n, k int) {
-	sc := &cc.s.sc
+	sc := cc.s.sc
 	switch {
 	case k > 1 && cc.strategy == DistributeEvenly:
 		if !cc.distribute(n) {
@@ -325,7 +325,7 @@ func (cc *corepinCall) score(b bitset) spanScore {
 // whose other CPUs another workload or the reserved set holds) of the CPUs
 // of b, adding the node ids spanned to nodes when it is not nil.
 func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
-	ix, sc := s.ix, &s.sc
+	ix, sc := s.ix, s.sc
 	var q spanScore
 	b.each(func(c int) {
 		if c >= len(ix.cpuCore) || ix.cpuCore[c] < 0 {
@@ -363,7 +363,7 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 	return q
 }
 
-func (ix *index) uniformCores() bool {
+func (ix *topoIndex) uniformCores() bool {
 	for _, cs := range ix.coreCPUs {
 		if len(cs) != ix.tpc {
 			return false
@@ -372,11 +372,12 @@ func (ix *index) uniformCores() bool {
 	return true
 }
 
-// computeCaps fills per-core eligible counts and the tree aggregates. Each
-// core adds its counts to its own path up the tree (coreAnc), so one pass
-// over the cores does it.
+// computeCaps fills per-core eligible counts and the tree aggregates: one
+// pass over the cores sets the leaves, one pass over the tree from the
+// last node up adds each node into its parent (a child always comes after
+// its parent).
 func (cc *corepinCall) computeCaps() {
-	ix, sc := cc.s.ix, &cc.s.sc
+	ix, sc := cc.s.ix, cc.s.sc
 	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
 	spread := cc.bind == BindSpreadByPCPUs
 	pcpu := cc.r.Exclusive == ExclusivePCPULevel
@@ -398,17 +399,24 @@ func (cc *corepinCall) computeCaps() {
 				}
 			}
 		}
-		return
+	} else {
+		for core := range ix.coreCPUs {
+			cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+		}
 	}
-	for core := range ix.coreCPUs {
-		cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
+	capT, cleanT, coresT := sc.cap, sc.cleanT, sc.coresT
+	for t := len(ix.parent) - 1; t > 0; t-- {
+		p := ix.parent[t]
+		capT[p] += capT[t]
+		cleanT[p] += cleanT[t]
+		coresT[p] += coresT[t]
 	}
 }
 
-// capCore sets one core's eligible and whole-free counts and adds them up
-// its path in the tree (see computeCaps).
+// capCore sets one core's eligible and whole-free counts, on its leaf of
+// the tree among others (see computeCaps).
 func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
-	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
 	fc, tk := s.freeCore[core], sc.takenCore[core]
 	free, whole := fc-tk, fc == len(ix.coreCPUs[core]) && tk == 0
 	node := ix.coreNode[core]
@@ -429,11 +437,8 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	if free == 0 {
 		return
 	}
-	for _, t := range ix.coreAnc[core] {
-		sc.cap[t] += free
-		sc.cleanT[t] += clean
-		sc.coresT[t]++
-	}
+	leaf := ix.coreLeaf[core]
+	sc.cap[leaf], sc.cleanT[leaf], sc.coresT[leaf] = free, clean, 1
 	sc.nodeCap[node] += free
 	sc.socketCap[ix.coreSocket[core]] += free
 	if whole {
@@ -458,7 +463,7 @@ func (cc *corepinCall) restrict(nodes []int) {
 
 // childrenNeeded is how many children of t, largest first, hold m.
 func (cc *corepinCall) childrenNeeded(t int32, m int) int {
-	sc := &cc.s.sc
+	sc := cc.s.sc
 	tn := &cc.s.ix.tree[t]
 	if tn.level >= lvL3 {
 		return 0 // cores: counted by the clean test instead
@@ -492,7 +497,7 @@ type fit struct {
 }
 
 func (cc *corepinCall) fitOf(t int32, m int) fit {
-	sc := &cc.s.sc
+	sc := cc.s.sc
 	ix := cc.s.ix
 	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t),
 		socketCap: sc.socketCap[ix.coreSocket[ix.tree[t].cores[0]]]}
@@ -523,7 +528,7 @@ func (cc *corepinCall) nodeCapOf(t int32) int {
 // placeFinest takes m from the single tightest unit that holds it, trying
 // L3 groups before NUMA nodes and sockets.
 func (cc *corepinCall) placeFinest(m int) {
-	ix, sc := cc.s.ix, &cc.s.sc
+	ix, sc := cc.s.ix, cc.s.sc
 	for _, level := range []int{lvL3, lvInner, lvOuter} {
 		var best fit
 		found := false
@@ -545,7 +550,7 @@ func (cc *corepinCall) placeFinest(m int) {
 
 // fill takes m eligible CPUs below tree node t.
 func (cc *corepinCall) fill(t int32, m int) {
-	ix, sc := cc.s.ix, &cc.s.sc
+	ix, sc := cc.s.ix, cc.s.sc
 	tn := &ix.tree[t]
 	if tn.level == lvCore {
 		cc.takeCore(tn.key, m, false)
@@ -581,8 +586,7 @@ func (cc *corepinCall) fill(t int32, m int) {
 		if best < 0 {
 			best = 0
 			for i, ch := range rest {
-				b := rest[best]
-				if cmp.Or(cmp.Compare(sc.cap[b], sc.cap[ch]), cmp.Compare(sc.cleanT[b], sc.cleanT[ch]), cmp.Compare(ch, b)) < 0 {
+				if b := rest[best]; larger(sc, ch, b) {
 					best = i
 				}
 			}
@@ -622,9 +626,23 @@ func (cc *corepinCall) fill(t int32, m int) {
 	}
 }
 
+// larger orders the children fill takes whole: the most eligible CPUs,
+// then the most in whole free cores, then the lowest tree index. (Written
+// out rather than with cmp.Or, which evaluates every comparison: this runs
+// for every pair of children a fill weighs.)
+func larger(sc *scratch, a, b int32) bool {
+	if sc.cap[a] != sc.cap[b] {
+		return sc.cap[a] > sc.cap[b]
+	}
+	if sc.cleanT[a] != sc.cleanT[b] {
+		return sc.cleanT[a] > sc.cleanT[b]
+	}
+	return a < b
+}
+
 // takeCore takes up to m eligible CPUs of a core, lowest ids first.
 func (cc *corepinCall) takeCore(core, m int, _ bool) int {
-	s, ix, sc := cc.s, cc.s.ix, &cc.s.sc
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
 	got := 0
 	for _, c := range ix.coreCPUs[core] {
 		if got == m {
@@ -642,7 +660,7 @@ func (cc *corepinCall) takeCore(core, m int, _ bool) int {
 // spread takes one CPU per core first (whole free cores before others),
 // then second threads, for SpreadByPCPUs.
 func (cc *corepinCall) spread(tn *tnode, m int) {
-	sc := &cc.s.sc
+	sc := cc.s.sc
 	start := len(sc.kids)
 	for _, core := range tn.cores {
 		if sc.ec[core] > 0 {
@@ -670,7 +688,7 @@ func (cc *corepinCall) spread(tn *tnode, m int) {
 // equal share (whole cores under FullPCPUs). It reports false when no such
 // split exists.
 func (cc *corepinCall) distribute(n int) bool {
-	ix, sc := cc.s.ix, &cc.s.sc
+	ix, sc := cc.s.ix, cc.s.sc
 	unit := 1
 	if cc.bind == BindFullPCPUs {
 		unit = ix.tpc

@@ -30,6 +30,9 @@ func topSum(xs []int, r int, buf []int) int {
 
 // fewestNodes returns the smallest k such that some k nodes hold n, or 0.
 func fewestNodes(caps []int, n int) int {
+	if k, ok := fewestSmall(caps, n); ok {
+		return k
+	}
 	var buf [64]int // no allocation for the usual few units
 	sorted := append(buf[:0], caps...)
 	slices.Sort(sorted)
@@ -41,6 +44,34 @@ func fewestNodes(caps []int, n int) int {
 		}
 	}
 	return 0
+}
+
+// fewestSmall is fewestNodes by counting, for caps of small values (the
+// free CPUs of partly held cores): it reports false where a cap is
+// negative or above 16.
+func fewestSmall(caps []int, n int) (int, bool) {
+	const maxCap = 16
+	var count [maxCap + 1]int
+	for _, c := range caps {
+		if c < 0 || c > maxCap {
+			return 0, false
+		}
+		count[c]++
+	}
+	sum, k := 0, 0
+	for c := maxCap; c > 0; c-- {
+		for range count[c] {
+			sum += c
+			k++
+			if sum >= n {
+				return k, true
+			}
+		}
+	}
+	if n <= 0 && len(caps) > 0 {
+		return 1, true // the largest alone, as sorting finds
+	}
+	return 0, true
 }
 
 // lowestMask returns the k node indexes with the numerically lowest bitmask

@@ -3,8 +3,10 @@ package alloc
 import (
 	"cmp"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
+	"weak"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
@@ -82,10 +84,19 @@ type tnode struct {
 	cores    []int32 // every core below, ascending
 }
 
-// index is the immutable, precomputed view of a topology shared by every
-// State built on it.
+// index is a State's view of its topology: the topology itself and the
+// immutable data derived from it, which every State built on the same
+// topology shares (topoIndex).
 type index struct {
-	topo  *topology.Topology
+	topo *topology.Topology
+	*topoIndex
+}
+
+// topoIndex is the immutable, precomputed view of a topology, computed once
+// per topology (indexOf) and shared by every State built on it. It holds no
+// pointer to the topology, so that the cache keyed by the topology lets it
+// go (see topoIndexes).
+type topoIndex struct {
 	words int
 
 	online  bitset
@@ -111,18 +122,47 @@ type index struct {
 	distOrder [][]int // node indexes by distance from each node, then index
 
 	tree     []tnode
-	coreLeaf []int32    // tree index of each core's leaf
-	coreAnc  [][5]int32 // tree indexes from the root down to each core's leaf
+	coreLeaf []int32 // tree index of each core's leaf
+	parent   []int32 // tree index of each tree node's parent (-1 for the root), always lower
+
+	// Free CPUs per unit with nothing reserved or held: the allowed ones
+	// (see State.recount); counters is the length of a State's counters.
+	allowedCore, allowedL3, allowedNode []int
+	counters                            int
 
 	kube kubeTopo
 	// kubeAccs pools the kubelet engine's accumulators (see newKubeAcc).
 	kubeAccs sync.Pool
+	// scratches pools the buffers of a State's calls (see State.borrow).
+	scratches sync.Pool
 }
 
-func newIndex(t *topology.Topology) *index {
+// topoIndexes caches the topoIndex of every topology a State was built on,
+// keyed weakly by the topology: an entry goes when its topology does. A
+// Topology cannot change once built, so its topoIndex stays right; the
+// extender and a scheduler build a State per node and decision, and would
+// otherwise derive it (tree, kubelet view, distance orders) every time.
+var topoIndexes sync.Map // weak.Pointer[topology.Topology] -> *topoIndex
+
+// indexOf returns the index of t, deriving its topoIndex on first use only.
+func indexOf(t *topology.Topology) *index {
+	key := weak.Make(t)
+	if v, ok := topoIndexes.Load(key); ok {
+		return &index{topo: t, topoIndex: v.(*topoIndex)}
+	}
+	ti := newTopoIndex(t)
+	if v, loaded := topoIndexes.LoadOrStore(key, ti); loaded {
+		ti = v.(*topoIndex)
+	} else {
+		runtime.AddCleanup(t, func(k weak.Pointer[topology.Topology]) { topoIndexes.Delete(k) }, key)
+	}
+	return &index{topo: t, topoIndex: ti}
+}
+
+func newTopoIndex(t *topology.Topology) *topoIndex {
 	online := t.Online()
 	maxID := online.Max()
-	ix := &index{topo: t, words: maxID/64 + 1}
+	ix := &topoIndex{words: maxID/64 + 1}
 	ix.online = newBitset(ix.words)
 	ix.online.fromSet(online)
 	ix.allowed = newBitset(ix.words)
@@ -182,14 +222,30 @@ func newIndex(t *topology.Topology) *index {
 		}
 		slices.SortStableFunc(ix.distOrder[a], func(x, y int) int { return cmp.Compare(ix.dist[a][x], ix.dist[a][y]) })
 	}
+	ix.allowedCore, ix.allowedL3, ix.allowedNode = make([]int, len(ix.coreCPUs)), make([]int, ix.numL3), make([]int, len(ix.nodes))
+	for _, c := range ix.cpus {
+		if ix.allowed.has(c) {
+			ix.allowedCore[ix.cpuCore[c]]++
+			ix.allowedNode[ix.cpuNode[c]]++
+			if l := ix.cpuL3[c]; l >= 0 {
+				ix.allowedL3[l]++
+			}
+		}
+	}
+	ix.counters = 2*len(ix.coreCPUs) + ix.numL3 + 2*len(ix.nodes)
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
+	ix.scratches.New = func() any {
+		sc := &scratch{}
+		sc.init(ix)
+		return sc
+	}
 	return ix
 }
 
 // buildTree lays out the placement tree. Sockets come above NUMA nodes when
 // a socket holds several nodes, below them when a node holds several sockets.
-func (ix *index) buildTree() {
+func (ix *topoIndex) buildTree() {
 	socketsOuter := ix.numSockets < len(ix.nodes)
 	outer := func(core int) int { return int(ix.coreSocket[core]) }
 	inner := func(core int) int { return int(ix.coreNode[core]) }
@@ -203,7 +259,6 @@ func (ix *index) buildTree() {
 		return int(ix.coreL3[core])
 	}
 	ix.coreLeaf = make([]int32, len(ix.coreCPUs))
-	ix.coreAnc = make([][5]int32, len(ix.coreCPUs))
 	ix.tree = []tnode{{level: lvRoot}}
 	type path struct{ o, i, l int }
 	pos := map[path]int32{}
@@ -241,15 +296,23 @@ func (ix *index) buildTree() {
 		ix.tree = append(ix.tree, tnode{level: lvCore, key: core, cores: []int32{int32(core)}})
 		ix.tree[li].children = append(ix.tree[li].children, ci)
 		ix.coreLeaf[core] = ci
-		ix.coreAnc[core] = [5]int32{0, oi, ii, li, ci}
 		for _, t := range []int32{0, oi, ii, li} {
 			ix.tree[t].cores = append(ix.tree[t].cores, int32(core))
+		}
+	}
+	// A child is appended after its parent, so its index is higher
+	// (computeCaps sums the tree from the last node up on it).
+	ix.parent = make([]int32, len(ix.tree))
+	ix.parent[0] = -1
+	for t, tn := range ix.tree {
+		for _, ch := range tn.children {
+			ix.parent[ch] = int32(t)
 		}
 	}
 }
 
 // nodeLevel is the tree level whose nodes are NUMA nodes (or parts of them).
-func (ix *index) nodeLevel() int {
+func (ix *topoIndex) nodeLevel() int {
 	if ix.numSockets < len(ix.nodes) {
 		return lvInner
 	}

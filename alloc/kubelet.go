@@ -35,7 +35,7 @@ type kubeTopo struct {
 	uncoreCPUs                                                    [][]int // by uncore key (may hold empty keys)
 }
 
-func newKubeTopo(ix *index) kubeTopo {
+func newKubeTopo(ix *topoIndex) kubeTopo {
 	k := kubeTopo{
 		numCPUs:    len(ix.cpus),
 		numCores:   len(ix.coreCPUs),
@@ -72,7 +72,7 @@ func newKubeTopo(ix *index) kubeTopo {
 
 // nest lists, for each outer unit, the inner units whose CPUs lie in it,
 // ascending; nil if some inner unit has CPUs in two outer units.
-func nest(ix *index, nOuter int, outerOf []int32, nInner int, innerOf []int32) [][]int {
+func nest(ix *topoIndex, nOuter int, outerOf []int32, nInner int, innerOf []int32) [][]int {
 	parent := make([]int32, nInner)
 	for i := range parent {
 		parent[i] = -1
@@ -107,7 +107,7 @@ func (k *kubeTopo) cpusPerUncore() int { return perUnit(k.numCPUs, k.numUncore) 
 // kubeAcc is kubelet's cpuAccumulator: the free CPUs it may still claim,
 // the result so far and how many are still needed.
 type kubeAcc struct {
-	ix     *index
+	ix     *topoIndex
 	k      *kubeTopo
 	free   bitset
 	result bitset
@@ -120,13 +120,13 @@ type kubeAcc struct {
 	// Buffers the sort and take steps reuse, one per step, so that a
 	// decision allocates next to nothing: each holds the result of its
 	// step only until the same step runs again.
-	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2, bufOrder []int
+	bufNodes, bufSockets, bufCores, bufUncores, bufCPUs, bufFree, bufTmp, bufTmp2, bufOrder, bufSort []int
 }
 
 // newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
 // ix's pool (release it with done); its result is a fresh bitset the caller
 // keeps.
-func newKubeAcc(ix *index, avail bitset, n int, spread bool) *kubeAcc {
+func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool) *kubeAcc {
 	k := &ix.kube
 	a, _ := ix.kubeAccs.Get().(*kubeAcc)
 	if a == nil {
@@ -213,7 +213,11 @@ func (a *kubeAcc) distinct(out, cpus []int, key []int32) []int {
 // byFree sorts unit ids by free CPUs ascending (the most allocated first),
 // then by id: kubelet's best-fit order. Each id is packed with its free
 // count into one integer key, so the sort compares plain integers.
-func byFree(ids []int, free []int) {
+// It may use buf, and returns it (grown) for the next call.
+func byFree(ids []int, free []int, buf []int) []int {
+	if buf, ok := byFreeCounting(ids, free, buf); ok {
+		return buf
+	}
 	for i, x := range ids {
 		ids[i] = free[x]<<32 | x
 	}
@@ -221,6 +225,38 @@ func byFree(ids []int, free []int) {
 	for i, k := range ids {
 		ids[i] = k & (1<<32 - 1)
 	}
+	return buf
+}
+
+// byFreeCounting is byFree by a counting sort, for the usual case of ids
+// in ascending order with few distinct free counts (cores, whose free
+// counts are at most their threads): a stable sort by free count then
+// keeps the ids of one count ascending, the order byFree's key gives. It
+// reports false, sorting nothing, where that case does not hold. buf is
+// where the ids are laid out; it returns it, grown to fit.
+func byFreeCounting(ids []int, free []int, buf []int) ([]int, bool) {
+	const maxFree = 16
+	var count [maxFree + 1]int
+	for i, x := range ids {
+		f := free[x]
+		if f < 0 || f > maxFree || (i > 0 && ids[i-1] >= x) {
+			return buf, false
+		}
+		count[f]++
+	}
+	pos := 0
+	for f, c := range count {
+		count[f] = pos
+		pos += c
+	}
+	buf = slices.Grow(buf[:0], len(ids))[:len(ids)]
+	for _, x := range ids {
+		f := free[x]
+		buf[count[f]] = x
+		count[f]++
+	}
+	copy(ids, buf)
+	return buf, true
 }
 
 func (a *kubeAcc) allWithFree(out, free []int) []int {
@@ -229,7 +265,7 @@ func (a *kubeAcc) allWithFree(out, free []int) []int {
 			out = append(out, i)
 		}
 	}
-	byFree(out, free)
+	a.bufSort = byFree(out, free, a.bufSort)
 	return out
 }
 
@@ -246,14 +282,14 @@ func (a *kubeAcc) sortedWithin(out []int, outer []int, cpusOf [][]int, key []int
 					out = append(out, in)
 				}
 			}
-			byFree(out[start:], free)
+			a.bufSort = byFree(out[start:], free, a.bufSort)
 		}
 		return out
 	}
 	for _, u := range outer {
 		start := len(out)
 		out = a.distinct(out, cpusOf[u], key)
-		byFree(out[start:], free)
+		a.bufSort = byFree(out[start:], free, a.bufSort)
 	}
 	return out
 }
@@ -410,7 +446,7 @@ func errNotEnough(n, avail int) error {
 }
 
 // kubePacked is kubelet's takeByTopologyNUMAPacked.
-func (ix *index) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
+func (ix *topoIndex) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
 	a := newKubeAcc(ix, avail, n, spread)
 	defer a.done()
 	if a.satisfied() {
@@ -494,7 +530,7 @@ func balance(xs []int) float64 {
 }
 
 // kubeDistributed is kubelet's takeByTopologyNUMADistributed.
-func (ix *index) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
+func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
 	if n%group != 0 {
 		return ix.kubePacked(avail, n, spread, false)
 	}

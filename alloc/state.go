@@ -3,6 +3,7 @@ package alloc
 import (
 	"errors"
 	"maps"
+	"math/bits"
 	"slices"
 
 	"github.com/corepin/corepin/cpuset"
@@ -30,14 +31,21 @@ type State struct {
 	pcpuCore []int // CPUs per core held by PCPULevel-exclusive assignments
 	numaExcl []int // CPUs per node index held by NUMANodeLevel-exclusive assignments
 
-	asg     map[string]*Assignment
+	// The assignments held: recs, in no order, and asg, each id's index
+	// in recs. Values, not pointers, so that Assign allocates nothing per
+	// assignment and Clone copies two blocks.
+	asg     map[string]int32
+	recs    []Assignment
 	lsMilli int
 
 	// work counts the units (CPUs, bitset words, counters) the pool and
 	// quality scans of every call so far visited; see Work.
 	work int64
 
-	sc scratch
+	// sc holds the buffers of the call under way, borrowed from the
+	// topology's pool (borrow) and nil between calls, so that a State
+	// allocates none for its own.
+	sc *scratch
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
@@ -51,29 +59,23 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]*Assignment{}}
+	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]int32{}}
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
+	s.ix = indexOf(t)
+	ix := s.ix
 	// A Placement reports its NUMA nodes as a cpuset, which holds ids up
 	// to cpuset.MaxCPU; a hand-written topology can name more.
-	for _, nd := range t.NodesWithCPUs() {
+	for _, nd := range ix.nodes {
 		if nd < 0 || int(nd) > cpuset.MaxCPU {
 			return nil, invalid("numa node id %d is outside [0, %d], the node ids a placement can report", nd, cpuset.MaxCPU)
 		}
 	}
-	s.ix = newIndex(t)
-	ix := s.ix
 	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
 		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
 	}
-	s.reserved, s.reservedPhys, s.used, s.lsr = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
-	s.freeCore = make([]int, len(ix.coreCPUs))
-	s.freeL3 = make([]int, ix.numL3)
-	s.freeNode = make([]int, len(ix.nodes))
-	s.pcpuCore = make([]int, len(ix.coreCPUs))
-	s.numaExcl = make([]int, len(ix.nodes))
-	s.sc.init(ix)
+	s.carve(make(bitset, 4*ix.words), make([]int, ix.counters))
 	if !cfg.Reserved.IsEmpty() {
 		if !cfg.Reserved.IsSubsetOf(t.Online()) {
 			return nil, invalid("reserved cpus %s are not all online (online: %s)", cfg.Reserved, t.Online())
@@ -82,6 +84,7 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	}
 	s.recount()
 	if cfg.Reserved.IsEmpty() && cfg.ReservedCount > 0 {
+		defer s.giveBack(s.borrow())
 		var got bitset
 		if s.policy == PolicyKubelet {
 			got, err = s.kubeReserve(cfg.ReservedCount)
@@ -105,15 +108,33 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	return s, nil
 }
 
-// recount rebuilds the free counters from reserved and used.
+// carve lays the State's bitsets (reserved, reservedPhys, used, lsr) over
+// bits and its counters (freeCore, freeL3, freeNode, pcpuCore, numaExcl)
+// over counters, one allocation each instead of one per slice.
+func (s *State) carve(bits bitset, counters []int) {
+	ix := s.ix
+	w := ix.words
+	s.reserved, s.reservedPhys, s.used, s.lsr = bits[:w:w], bits[w:2*w:2*w], bits[2*w:3*w:3*w], bits[3*w:4*w:4*w]
+	next := func(n int) []int {
+		out := counters[:n:n]
+		counters = counters[n:]
+		return out
+	}
+	s.freeCore, s.freeL3, s.freeNode = next(len(ix.coreCPUs)), next(ix.numL3), next(len(ix.nodes))
+	s.pcpuCore, s.numaExcl = next(len(ix.coreCPUs)), next(len(ix.nodes))
+}
+
+// recount rebuilds the free counters from reserved and used: the
+// topology's allowed CPUs per unit, less those reserved or used.
 func (s *State) recount() {
 	ix := s.ix
-	clear(s.freeCore)
-	clear(s.freeL3)
-	clear(s.freeNode)
-	for _, c := range ix.cpus {
-		if s.isFree(c) {
-			s.adjust(c, 1)
+	copy(s.freeCore, ix.allowedCore)
+	copy(s.freeL3, ix.allowedL3)
+	copy(s.freeNode, ix.allowedNode)
+	for i := range ix.words {
+		w := ix.online[i] & ix.allowed[i] & (s.reserved[i] | s.used[i])
+		for ; w != 0; w &= w - 1 {
+			s.adjust(i<<6|bits.TrailingZeros64(w), -1)
 		}
 	}
 }
@@ -156,16 +177,19 @@ func (s *State) Reserved() cpuset.CPUSet { return s.reserved.toSet() }
 // Clone returns an independent copy; the topology index is shared.
 func (s *State) Clone() *State {
 	c := *s
-	c.reserved, c.reservedPhys, c.used, c.lsr = slices.Clone(s.reserved), slices.Clone(s.reservedPhys), slices.Clone(s.used), slices.Clone(s.lsr)
-	c.freeCore, c.freeL3, c.freeNode = slices.Clone(s.freeCore), slices.Clone(s.freeL3), slices.Clone(s.freeNode)
-	c.pcpuCore, c.numaExcl = slices.Clone(s.pcpuCore), slices.Clone(s.numaExcl)
-	c.asg = make(map[string]*Assignment, len(s.asg))
-	for id, a := range s.asg {
-		cp := *a
-		c.asg[id] = &cp
+	w := s.ix.words
+	bits := make(bitset, 4*w)
+	copy(bits, s.reserved)
+	copy(bits[w:], s.reservedPhys)
+	copy(bits[2*w:], s.used)
+	copy(bits[3*w:], s.lsr)
+	counters := make([]int, 0, s.ix.counters)
+	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode, s.pcpuCore, s.numaExcl} {
+		counters = append(counters, xs...)
 	}
-	c.sc = scratch{}
-	c.sc.init(s.ix)
+	c.carve(bits, counters)
+	c.asg, c.recs = maps.Clone(s.asg), slices.Clone(s.recs)
+	c.sc = nil
 	return &c
 }
 
@@ -173,7 +197,7 @@ func (s *State) Clone() *State {
 func (s *State) Assignments() []Assignment {
 	out := make([]Assignment, 0, len(s.asg))
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		out = append(out, *s.asg[id])
+		out = append(out, s.recs[s.asg[id]])
 	}
 	return out
 }
@@ -226,9 +250,9 @@ func (s *State) Assign(a Assignment) error {
 				return invalid("assignment %q: cpu %d is already assigned to %s", a.ID, c, s.holder(c))
 			}
 		}
-		b := newBitset(s.ix.words)
-		b.fromSet(a.CPUs)
-		s.hold(b, a.QoS, a.Exclusive, 1)
+		for c := range a.CPUs.All() {
+			s.holdCPU(c, a.QoS, a.Exclusive, 1)
+		}
 	default:
 		a.CPUs = cpuset.CPUSet{}
 		a.MilliCPUs = r.MilliCPUs
@@ -236,15 +260,27 @@ func (s *State) Assign(a Assignment) error {
 			s.lsMilli += a.MilliCPUs
 		}
 	}
-	cp := a
-	s.asg[a.ID] = &cp
+	s.record(a)
 	return nil
+}
+
+// record adds a to the assignments held.
+func (s *State) record(a Assignment) {
+	if s.recs == nil {
+		// Skip the first doublings of both: a node holds a few at least.
+		s.recs = make([]Assignment, 0, 16)
+		if len(s.asg) == 0 {
+			s.asg = make(map[string]int32, 16)
+		}
+	}
+	s.asg[a.ID] = int32(len(s.recs))
+	s.recs = append(s.recs, a)
 }
 
 // holder names the assignment holding cpu (for error messages only).
 func (s *State) holder(cpu int) string {
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		if s.asg[id].CPUs.Contains(cpu) {
+		if s.recs[s.asg[id]].CPUs.Contains(cpu) {
 			return id
 		}
 	}
@@ -253,46 +289,60 @@ func (s *State) holder(cpu int) string {
 
 // hold marks b as used by a workload of class q (d=1) or frees it (d=-1).
 func (s *State) hold(b bitset, q QoS, ex Exclusive, d int) {
+	for i, w := range b {
+		for ; w != 0; w &= w - 1 {
+			s.holdCPU(i<<6|bits.TrailingZeros64(w), q, ex, d)
+		}
+	}
+}
+
+// holdCPU is hold for one CPU.
+func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
 	ix := s.ix
-	b.each(func(c int) {
-		if d > 0 {
-			if s.isFree(c) {
-				s.adjust(c, -1)
-			}
-			s.used.set(c)
-			if q == LSR {
-				s.lsr.set(c)
-			}
-		} else {
-			s.used.clear(c)
-			s.lsr.clear(c)
-			if s.isFree(c) {
-				s.adjust(c, 1)
-			}
+	if d > 0 {
+		if s.isFree(c) {
+			s.adjust(c, -1)
 		}
-		switch ex {
-		case ExclusivePCPULevel:
-			s.pcpuCore[ix.cpuCore[c]] += d
-		case ExclusiveNUMANodeLevel:
-			s.numaExcl[ix.cpuNode[c]] += d
+		s.used.set(c)
+		if q == LSR {
+			s.lsr.set(c)
 		}
-	})
+	} else {
+		s.used.clear(c)
+		s.lsr.clear(c)
+		if s.isFree(c) {
+			s.adjust(c, 1)
+		}
+	}
+	switch ex {
+	case ExclusivePCPULevel:
+		s.pcpuCore[ix.cpuCore[c]] += d
+	case ExclusiveNUMANodeLevel:
+		s.numaExcl[ix.cpuNode[c]] += d
+	}
 }
 
 // Release frees what id holds. The State afterwards is the one before the
 // Allocate or Assign that created id.
 func (s *State) Release(id string) error {
-	a, ok := s.asg[id]
+	i, ok := s.asg[id]
 	if !ok {
 		return ErrUnknownID
 	}
+	a := s.recs[i]
 	delete(s.asg, id)
+	// The last record takes the freed place.
+	if last := int32(len(s.recs) - 1); i != last {
+		s.recs[i] = s.recs[last]
+		s.asg[s.recs[i].ID] = i
+	}
+	s.recs[len(s.recs)-1] = Assignment{}
+	s.recs = s.recs[:len(s.recs)-1]
 	switch a.QoS {
 	case LSE, LSR:
-		b := s.sc.tmp
-		b.reset()
-		b.fromSet(a.CPUs)
-		s.hold(b, a.QoS, a.Exclusive, -1)
+		for c := range a.CPUs.All() {
+			s.holdCPU(c, a.QoS, a.Exclusive, -1)
+		}
 	case LS:
 		s.lsMilli -= a.MilliCPUs
 	}
@@ -303,6 +353,7 @@ func (s *State) Release(id string) error {
 // as written fails with ErrInvalid; one the current state cannot satisfy
 // fails with a Rejection.
 func (s *State) Allocate(r Request) (Placement, error) {
+	defer s.giveBack(s.borrow())
 	if err := r.normalize(); err != nil {
 		return Placement{}, err
 	}
@@ -321,7 +372,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		}
 	}
 	p := Placement{ID: r.ID, QoS: r.QoS}
-	a := &Assignment{ID: r.ID, QoS: r.QoS, Exclusive: r.Exclusive}
+	a := Assignment{ID: r.ID, QoS: r.QoS, Exclusive: r.Exclusive}
 	switch r.QoS {
 	case SYSTEM:
 		if s.reserved.count() == 0 {
@@ -361,7 +412,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		p.CPUs = got.toSet()
 		a.CPUs = p.CPUs
 	}
-	s.asg[r.ID] = a
+	s.record(a)
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
 }
@@ -440,7 +491,7 @@ func (s *State) GuardPools(q QoS) error {
 		return nil
 	}
 	var lsMilli, nLS, nBE int
-	for _, a := range s.asg {
+	for _, a := range s.recs {
 		switch a.QoS {
 		case LS:
 			lsMilli += a.MilliCPUs
@@ -463,7 +514,7 @@ func (s *State) GuardPools(q QoS) error {
 // Pools returns the current pools.
 func (s *State) Pools() Pools {
 	var lse, lsr cpuset.Builder
-	for _, a := range s.asg {
+	for _, a := range s.recs {
 		switch a.QoS {
 		case LSE:
 			lse.AddSet(a.CPUs)
@@ -477,6 +528,7 @@ func (s *State) Pools() Pools {
 // Quality measures cpus against the current state: its spans, the cores it
 // shares with other workloads, and the free whole units left.
 func (s *State) Quality(cpus cpuset.CPUSet) Quality {
+	defer s.giveBack(s.borrow())
 	q, _ := s.quality(cpus)
 	return q
 }
@@ -495,6 +547,7 @@ func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
 
 // Fragmentation reports the free whole units of the current state.
 func (s *State) Fragmentation() Quality {
+	defer s.giveBack(s.borrow())
 	q, _ := s.quality(cpuset.CPUSet{})
 	return q
 }
@@ -516,7 +569,31 @@ type scratch struct {
 	ints                                   []int
 }
 
-func (sc *scratch) init(ix *index) {
+// borrow gives s the scratch buffers of one call, taken from its
+// topology's pool, and reports whether it took them: a call made inside
+// another (Allocate inside Admit) uses its caller's. Marks are cleared, so
+// that a call that panicked half way leaves none behind.
+func (s *State) borrow() bool {
+	if s.sc != nil {
+		return false
+	}
+	s.sc = s.ix.scratches.Get().(*scratch)
+	clear(s.sc.markNode)
+	clear(s.sc.markSocket)
+	clear(s.sc.markL3)
+	clear(s.sc.markCore)
+	return true
+}
+
+// giveBack returns the buffers borrow took (took) to the pool.
+func (s *State) giveBack(took bool) {
+	if took {
+		s.ix.scratches.Put(s.sc)
+		s.sc = nil
+	}
+}
+
+func (sc *scratch) init(ix *topoIndex) {
 	sc.tmp, sc.taken, sc.best = newBitset(ix.words), newBitset(ix.words), newBitset(ix.words)
 	sc.markNode, sc.markSocket = make([]int8, len(ix.nodes)), make([]int8, ix.numSockets)
 	sc.markL3, sc.markCore = make([]int8, ix.numL3), make([]int8, len(ix.coreCPUs))

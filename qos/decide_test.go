@@ -2,7 +2,9 @@ package qos
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,19 +185,116 @@ func checkPlan(t *testing.T, pools alloc.Pools, p Plan) {
 	}
 }
 
-// randomPools splits n CPUs at random into reserved, LSE, LSR and LS.
+// modelPool is the BE pool the package documentation promises, written
+// apart from Pool: the LS pool plus the idle LSR CPUs, less LSE and
+// reserved CPUs; when that is empty (fallback), the reserved CPUs, then
+// the busy LSR CPUs, never an LSE CPU.
+func modelPool(pools alloc.Pools, lsrBusy cpuset.CPUSet) (pool cpuset.CPUSet, fallback bool) {
+	var b cpuset.Builder
+	for c := range pools.LS.Union(pools.LSR).All() {
+		if (pools.LS.Contains(c) || !lsrBusy.Contains(c)) && !pools.LSE.Contains(c) && !pools.Reserved.Contains(c) {
+			b.Add(c)
+		}
+	}
+	if pool = b.Result(); !pool.IsEmpty() {
+		return pool, false
+	}
+	if pool = pools.Reserved.Difference(pools.LSE); pool.IsEmpty() {
+		pool = pools.LSR.Difference(pools.LSE)
+	}
+	return pool, true
+}
+
+// checkStep asserts, beyond checkPlan, what one Decide from prev under
+// sig must give on pools (cfg with its defaults):
+//   - the BE pool is modelPool's: reserved CPUs join it only in fallback,
+//     and it loses the CPUs LSE or busy LSR owners take;
+//   - BE shrinks at once: its level is never above its target, the usage
+//     budget N x Threshold - LSUsage and the interference cap, clamped to
+//     [Min, |pool|];
+//   - BE grows back: with the target more than Hysteresis above the level,
+//     the level rises by GrowStep or to the target;
+//   - the plan applies the level: ceil(level) CPUs in cpuset mode, a quota
+//     of level x period in quota mode (none at the whole pool).
+func checkStep(t *testing.T, cfg Config, pools alloc.Pools, prev State, sig Signals, next State, p Plan) {
+	t.Helper()
+	checkPlan(t, pools, p)
+	want, fallback := modelPool(pools, sig.LSRBusy)
+	if !p.Pool.Equals(want) {
+		t.Fatalf("BE pool %s, want %s (pools %+v, busy LSR %s)", p.Pool, want, pools, sig.LSRBusy)
+	}
+	if !fallback && p.CPUs.Union(p.Pool).Intersects(pools.Reserved) {
+		t.Fatalf("BE cpuset %s (pool %s) holds reserved CPUs %s outside fallback", p.CPUs, p.Pool, pools.Reserved)
+	}
+	if fallback != slices.Contains(p.Actions, ActFallback) {
+		t.Fatalf("fallback %v, actions %v", fallback, p.Actions)
+	}
+	const eps = 1e-9
+	size := float64(want.Size())
+	lo := min(cfg.Min, size)
+	clamp := func(v, lo, hi float64) float64 {
+		if math.IsNaN(v) {
+			return lo
+		}
+		return min(max(v, lo), hi)
+	}
+	target := size
+	if !cfg.InterferenceOnly {
+		n := float64(pools.Reserved.Union(pools.LSE).Union(pools.LSR).Union(pools.LS).Size())
+		target = n*cfg.Threshold - clamp(sig.LSUsage, 0, n)
+	}
+	if !cfg.UsageOnly {
+		target = min(target, next.Cap)
+	}
+	target = clamp(target, lo, size)
+	if next.Level > target+eps {
+		t.Fatalf("BE level %v above its target %v (usage %v, cap %v, pool %d): BE did not shrink", next.Level, target, sig.LSUsage, next.Cap, want.Size())
+	}
+	from := prev.Level
+	if !(from > 0) {
+		from = size
+	}
+	from = clamp(from, lo, size)
+	if target > from+cfg.Hysteresis+eps && next.Level < min(target, from+cfg.GrowStep)-eps {
+		t.Fatalf("BE level %v -> %v with target %v: BE did not grow back", from, next.Level, target)
+	}
+	if cfg.Mechanism == Quota {
+		wantQuota := time.Duration(0)
+		if next.Level < size {
+			wantQuota = max(time.Duration(next.Level*float64(cfg.Period)), enforce.MinQuota)
+		}
+		if p.Quota != wantQuota || !p.CPUs.Equals(want) {
+			t.Fatalf("quota plan %v on %s for level %v of %s, want %v on the whole pool", p.Quota, p.CPUs, next.Level, want, wantQuota)
+		}
+	} else if n := min(max(int(math.Ceil(next.Level)), 1), want.Size()); p.CPUs.Size() != n || p.Quota != 0 {
+		t.Fatalf("cpuset plan %s (quota %v) for level %v, want %d CPUs", p.CPUs, p.Quota, next.Level, n)
+	}
+}
+
+// randomPools splits n CPUs at random into reserved, LSE, LSR and LS. As
+// alloc's pools do without strict-cpu-reservation, the LS pool holds the
+// reserved CPUs half the time.
 func randomPools(r *rand.Rand, n int) alloc.Pools {
 	var b [4][]int
 	for c := range n {
 		k := r.IntN(4)
 		b[k] = append(b[k], c)
 	}
-	return alloc.Pools{Reserved: cpuset.New(b[0]...), LSE: cpuset.New(b[1]...), LSR: cpuset.New(b[2]...), LS: cpuset.New(b[3]...)}
+	p := alloc.Pools{Reserved: cpuset.New(b[0]...), LSE: cpuset.New(b[1]...), LSR: cpuset.New(b[2]...), LS: cpuset.New(b[3]...)}
+	if r.IntN(2) == 0 {
+		p.LS = p.LS.Union(p.Reserved)
+	}
+	return p
 }
 
 // TestChurnInvariants drives the controller through random LS load churn:
 // pools change as LSE/LSR workloads come and go, signals jump, for both
-// mechanisms. At every step BE's cpuset is non-empty and LSE-free.
+// mechanisms. At every step BE's cpuset is non-empty and LSE-free, and
+// checkStep holds: reserved CPUs stay out of the BE pool outside
+// fallback, BE shrinks as LS load and exclusive work grow and grows back
+// as they go. Each run ends calm (the exclusive work gone, no LS load, no
+// interference): BE must be back on its whole pool within the steps
+// GrowStep allows.
 func TestChurnInvariants(t *testing.T) {
 	for _, mech := range []Mechanism{Cpuset, Quota} {
 		t.Run(string(mech), func(t *testing.T) {
@@ -223,11 +322,35 @@ func TestChurnInvariants(t *testing.T) {
 					if err != nil {
 						t.Fatalf("run %d step %d: %v", run, step, err)
 					}
-					checkPlan(t, pools, p)
+					checkStep(t, cfg, pools, st, sig, next, p)
 					if next.Level > st.Level && st.Level > 0 && next.Level-st.Level > cfg.GrowStep+1e-9 && float64(p.Pool.Size()) >= st.Level {
 						t.Fatalf("run %d step %d: level grew %v -> %v, more than one step", run, step, st.Level, next.Level)
 					}
 					st = next
+				}
+				// Calm: the LSE and LSR work is gone, LS is idle.
+				calm := alloc.Pools{Reserved: pools.Reserved, LS: pools.LS.Union(pools.LSE).Union(pools.LSR)}
+				if calm.LS.IsEmpty() {
+					continue
+				}
+				calmPool, _ := modelPool(calm, cpuset.CPUSet{})
+				whole := float64(calmPool.Size())
+				steps := 2 + int(math.Ceil(whole/cfg.GrowStep))*2 // the cap grows first, then the level
+				var p Plan
+				for step := range steps {
+					next, plan, err := Decide(cfg, calm, st, Signals{})
+					if err != nil {
+						t.Fatalf("run %d calm step %d: %v", run, step, err)
+					}
+					checkStep(t, cfg, calm, st, Signals{}, next, plan)
+					st, p = next, plan
+				}
+				// The whole pool, or what the usage budget of an idle node
+				// (N x Threshold) leaves of it, up to the hysteresis.
+				all := float64(calm.Reserved.Union(calm.LS).Size())
+				wantLevel := max(min(whole, all*cfg.Threshold), min(cfg.Min, whole))
+				if st.Level < wantLevel-cfg.Hysteresis-1e-9 {
+					t.Fatalf("run %d: after %d calm steps BE level %v, want %v (pool %s): BE did not grow back", run, steps, st.Level, wantLevel, p.Pool)
 				}
 			}
 		})

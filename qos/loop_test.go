@@ -59,25 +59,35 @@ func TestSignals(t *testing.T) {
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 // TestLoopChurnInvariants runs the real loop (real /proc counters) with
-// recording BE groups while LSE and LSR workloads come and go at random:
-// every cpuset written to BE is non-empty and LSE-free.
+// recording BE and LS groups, fresh for each mechanism, while LSE and LSR
+// workloads come and go at random. After every step: what BE was written
+// is the plan (non-empty, LSE-free), and checkStep holds on the tick's
+// pools and signals (reserved CPUs outside the BE pool but in fallback,
+// BE shrinking to its target and growing back); a throttled tick grants
+// the LS group its burst, in quota mode as in cpuset mode.
 func TestLoopChurnInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var mu sync.Mutex
-	pools := alloc.Pools{Reserved: cpuset.New(0), LS: cpuset.Range(1, 7)}
-	be := []*recGroup{{name: "be-1"}, {name: "be-2"}}
-	ls := &recGroup{name: "ls"}
 	for _, mech := range []Mechanism{Cpuset, Quota} {
+		// As alloc's pools without strict-cpu-reservation: the LS pool
+		// holds the reserved CPU.
+		pools := alloc.Pools{Reserved: cpuset.New(0), LS: cpuset.Range(0, 7)}
+		be := []*recGroup{{name: "be-1"}, {name: "be-2"}}
+		ls := &recGroup{name: "ls"}
+		lsRes := enforce.Resources{Quota: 50 * time.Millisecond}
+		base := enforce.Resources{Idle: true}
 		l := &Loop{Config: Config{Mechanism: mech}, Proc: os.DirFS("/proc"),
 			Pools: func() alloc.Pools { mu.Lock(); defer mu.Unlock(); return pools },
 			BE: func() ([]enforce.Group, enforce.Resources) {
-				return []enforce.Group{be[0], be[1]}, enforce.Resources{Idle: true}
+				return []enforce.Group{be[0], be[1]}, base
 			},
 			LS: func() []Member {
-				return []Member{{Group: ls, Resources: enforce.Resources{Quota: 50 * time.Millisecond}}}
+				return []Member{{Group: ls, Resources: lsRes}}
 			},
 			Burst: true,
 		}
+		cfg := l.Config.WithDefaults()
+		var prev State
 		for step := range 300 {
 			mu.Lock()
 			if r.IntN(5) == 0 { // an LSE/LSR workload came or went
@@ -91,12 +101,13 @@ func TestLoopChurnInvariants(t *testing.T) {
 						lsr = lsr.Union(cpuset.New(c))
 					}
 				}
-				pools = alloc.Pools{Reserved: cpuset.New(0), LSE: lse, LSR: lsr, LS: cpuset.Range(1, 7).Difference(lse).Difference(lsr)}
+				pools = alloc.Pools{Reserved: cpuset.New(0), LSE: lse, LSR: lsr, LS: cpuset.Range(0, 7).Difference(lse).Difference(lsr)}
 			}
 			p := pools
 			mu.Unlock()
 			ls.stats.NrPeriods += 10
 			ls.stats.NrThrottled += uint64(r.IntN(3))
+			lsUps := len(ls.ups)
 			rep := l.Step()
 			if rep.Err != nil {
 				t.Fatalf("%s step %d: %v", mech, step, rep.Err)
@@ -109,6 +120,20 @@ func TestLoopChurnInvariants(t *testing.T) {
 				if !u.Idle {
 					t.Fatalf("%s step %d: BE lost its idle base: %+v", mech, step, u)
 				}
+				if want := rep.Plan.Resources(base); !u.CPUs.Equals(want.CPUs) || u.Quota != want.Quota || u.Period != want.Period {
+					t.Fatalf("%s step %d: BE written %+v, the plan is %+v", mech, step, u, want)
+				}
+			}
+			checkStep(t, cfg, p, prev, rep.Signals, rep.State, rep.Plan)
+			prev = rep.State
+			bursts := ls.ups[lsUps:]
+			if rep.Signals.Throttled > 0 {
+				if len(bursts) != 1 || bursts[0].Burst != lsRes.Quota || rep.Bursts != 1 {
+					t.Fatalf("%s step %d: LS throttled %v, written %+v (%d bursts reported), want one burst of %v",
+						mech, step, rep.Signals.Throttled, bursts, rep.Bursts, lsRes.Quota)
+				}
+			} else if len(bursts) != 0 || rep.Bursts != 0 {
+				t.Fatalf("%s step %d: LS unthrottled, written %+v", mech, step, bursts)
 			}
 		}
 		if len(ls.ups) == 0 {
