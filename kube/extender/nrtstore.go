@@ -261,15 +261,19 @@ func watchTrimmed(ctx context.Context, client dynamic.Interface, res schema.Grou
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, fmt.Errorf("setting the informer's transform: %w", err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	// The registration's HasSynced, not the informer's: the informer is
+	// synced once its own store holds the first list, possibly before this
+	// handler has put those objects in ours.
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj, false) },
 		DeleteFunc: del,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	go inf.RunWithContext(ctx)
-	return inf.HasSynced, nil
+	return reg.HasSynced, nil
 }
 
 // Discoverer answers which resources an API group version serves: the
