@@ -56,7 +56,7 @@ func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrInvalid:
 		return e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusRequestEntityTooLarge
-	case ErrExists, ErrRejected:
+	case ErrExists, ErrRejected, ErrTaken:
 		return e.Status == http.StatusConflict
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound

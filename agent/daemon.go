@@ -65,7 +65,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	m := NewMetrics()
 	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
-		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}})
+		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot})
 	if err != nil {
 		return err
 	}

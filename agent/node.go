@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +53,10 @@ type Options struct {
 	// runs that died whose jobs have no process left; nil leaves them
 	// to the next run that opens the state file.
 	RunGroups GroupLister
+	// CgroupRoot is the name of the agent's root group, the one Driver
+	// makes its groups in (default DefaultCgroupRoot). No workload may
+	// adopt a cgroup in it (nor in a run's root).
+	CgroupRoot string
 }
 
 // Node is the one owner of a node's CPUs: the state file, the allocator
@@ -284,13 +287,6 @@ func (n *Node) create(s Spec) (Workload, error) {
 			return Workload{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
 		}
 		cmdPath = p
-	case s.PID != 0:
-		if s.PID == os.Getpid() {
-			return Workload{}, fmt.Errorf("%w: workload %q: pid %d is the agent itself", ErrInvalid, s.Name, s.PID)
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(s.PID)); err != nil {
-			return Workload{}, fmt.Errorf("%w: workload %q: no process %d to adopt", ErrInvalid, s.Name, s.PID)
-		}
 	}
 	if req.CPUs > n.topo.Allowed().Size() {
 		return Workload{}, fmt.Errorf("%w: workload %q asks for %d CPUs; this node has %d usable (%s)",
@@ -299,6 +295,18 @@ func (n *Node) create(s Spec) (Workload, error) {
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// Checked under n.mu: no admission in flight adopts the same process
+	// or cgroup between this check and the move.
+	switch {
+	case s.PID != 0:
+		if err := n.checkPID(s.Name, s.PID); err != nil {
+			return Workload{}, err
+		}
+	case s.Cgroup != "":
+		if err := n.checkCgroup(s.Name, s.Cgroup); err != nil {
+			return Workload{}, err
+		}
+	}
 	var st *alloc.State
 	a, err := n.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
 		var err error

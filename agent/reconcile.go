@@ -91,6 +91,14 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 			continue
 		}
 		if e.rec.Cgroup != "" {
+			if r, ok := n.inRoots(e.rec.Cgroup); ok {
+				// Admitted by an agent before checkCgroup: it adopted
+				// one of corepin's own groups. Release the assignment
+				// and leave the group to its owner.
+				n.log.Warn("releasing a workload that adopted a group of corepin's", "name", a.Name, "cgroup", e.rec.Cgroup, "root", r)
+				errs = append(errs, n.forget(e, rep))
+				continue
+			}
 			g, err := n.lister.OpenExisting(e.rec.Cgroup)
 			if err == nil {
 				pids, perr := enforce.Pids(g)

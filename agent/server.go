@@ -123,7 +123,7 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrInvalid):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrExists), errors.Is(err, ErrRejected):
+	case errors.Is(err, ErrExists), errors.Is(err, ErrRejected), errors.Is(err, ErrTaken):
 		return http.StatusConflict
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
