@@ -218,3 +218,43 @@ func TestAdoptedCgroupIsTaken(t *testing.T) {
 		t.Errorf("adopting %s after its adopter was deleted: %v", cg, err)
 	}
 }
+
+// TestSizesBeyondTheMachine (issue 17 §5): a request no state of this node
+// could admit is 422 in every class (LS answered 409, and BE was admitted
+// with 65,536 CPUs on a 2-CPU node), and admits nothing.
+func TestSizesBeyondTheMachine(t *testing.T) {
+	n, root := newNode(t)
+	cpus := float64(n.Topology().Allowed().Size())
+	before, liveBefore := n.List(), liveGroups(t, root)
+	for _, s := range []Spec{
+		{Name: "big", QoS: "LSE", CPUs: f64(cpus + 1), Command: "sleep", Args: []string{"600"}},
+		{Name: "big", QoS: "LSR", CPUs: f64(cpus + 1), Command: "sleep", Args: []string{"600"}},
+		{Name: "big", QoS: "LS", CPUs: f64(cpus + 0.5), Command: "sleep", Args: []string{"600"}},
+		{Name: "big", CPUs: f64(cpus + 0.5), Command: "sleep", Args: []string{"600"}},
+		{Name: "big", QoS: "BE", CPUs: f64(65536), Command: "sleep", Args: []string{"600"}},
+		{Name: "big", QoS: "BE", CPUs: f64(cpus + 0.001), Command: "sleep", Args: []string{"600"}},
+	} {
+		w, err := n.Create(s)
+		if err == nil {
+			n.Delete(w.Name)
+		}
+		if statusOf(err) != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(err), "usable") {
+			t.Errorf("Create(%s %v CPUs) = %v (status %d), want 422 naming the usable CPUs", s.QoS, *s.CPUs, err, statusOf(err))
+		}
+	}
+	if d := cmp.Diff(before, n.List()); d != "" {
+		t.Errorf("state changed (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(liveBefore, liveGroups(t, root)); d != "" {
+		t.Errorf("live groups changed (-before +after):\n%s", d)
+	}
+	// The whole machine is still admissible as BE and LS.
+	for _, s := range []Spec{
+		{Name: "all-be", QoS: "BE", CPUs: f64(cpus), Command: "sleep", Args: []string{"600"}},
+		{Name: "all-ls", QoS: "LS", CPUs: f64(cpus), Command: "sleep", Args: []string{"600"}},
+	} {
+		if _, err := n.Create(s); err != nil {
+			t.Errorf("Create(%s %v CPUs) = %v, want admitted", s.QoS, *s.CPUs, err)
+		}
+	}
+}

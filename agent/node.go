@@ -288,9 +288,12 @@ func (n *Node) create(s Spec) (Workload, error) {
 		}
 		cmdPath = p
 	}
-	if req.CPUs > n.topo.Allowed().Size() {
-		return Workload{}, fmt.Errorf("%w: workload %q asks for %d CPUs; this node has %d usable (%s)",
-			ErrInvalid, s.Name, req.CPUs, n.topo.Allowed().Size(), n.topo.Allowed())
+	// No state of this node could admit more than its CPUs: 422, not the
+	// 409 of a node that is full now. A BE quota above them would be
+	// stored as asked and shown, though BE never gets more than its pool.
+	if usable := n.topo.Allowed(); req.CPUs > usable.Size() || req.MilliCPUs > 1000*usable.Size() {
+		return Workload{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
+			ErrInvalid, s.Name, *s.CPUs, usable.Size(), usable)
 	}
 
 	n.mu.Lock()

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path"
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/runner"
 )
 
 // Sentinel errors of the agent. HTTP maps ErrInvalid to 422, ErrExists and
@@ -148,8 +150,13 @@ func (s Spec) Validate() error {
 	if err := ValidateName(s.Name); err != nil {
 		return err
 	}
-	if _, err := s.request(); err != nil {
+	r, err := s.request()
+	if err != nil {
 		return err
+	}
+	if min := int(math.Round(1000 * runner.MinQuotaCPUs)); r.QoS == alloc.LS && r.MilliCPUs < min {
+		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
+			ErrInvalid, s.Name, *s.CPUs, runner.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, runner.MinQuotaCPUs)
 	}
 	n := 0
 	if s.Command != "" {
