@@ -135,12 +135,15 @@ func Open(o Options) (*Node, error) {
 	if n.stop == 0 {
 		n.stop = 5 * time.Second
 	}
+	if err := checkPlace("--state", o.StatePath); err != nil {
+		return nil, err
+	}
 	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	n.lock = lock
-	if n.db, err = store.Open(o.StatePath); err != nil {
+	if n.db, err = openState(o.StatePath); err != nil {
 		lock.Close()
 		return nil, err
 	}

@@ -210,6 +210,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ListenUnix listens on the unix socket at path with mode 0600, replacing
 // a stale socket file (one nobody answers on) but refusing a live one.
 func ListenUnix(path string) (net.Listener, error) {
+	if err := checkPlace("--socket", path); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the socket directory: %w", err)
 	}
