@@ -155,7 +155,12 @@ func Open(o Options) (*Node, error) {
 	// Recorded once the state loaded under this configuration: from now
 	// on local runs place with it (the newest writer's wins; a daemon
 	// refused above records nothing).
-	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); err != nil {
+	// On a full disk the agent still starts (it adopts, lists and
+	// refuses admissions with ErrDiskFull); runs, which can not reserve
+	// on that disk either, keep the configuration recorded before.
+	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); store.IsFull(err) {
+		n.log.Warn("the state file's disk is full: the allocator configuration is not recorded for local runs", "err", err)
+	} else if err != nil {
 		n.db.Close()
 		lock.Close()
 		return nil, err
@@ -378,6 +383,8 @@ func classify(name string, err error) error {
 		return fmt.Errorf("%w: %w", ErrRejected, rej)
 	case errors.Is(err, alloc.ErrInvalid):
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	case store.IsFull(err):
+		return fmt.Errorf("admitting %q: %w; nothing was admitted: free space there and retry (%v)", name, ErrDiskFull, err)
 	}
 	return fmt.Errorf("admitting %q: %w", name, err)
 }
@@ -548,10 +555,46 @@ func (n *Node) Delete(name string) error {
 	if c := e.rec.Container; c != nil {
 		return fmt.Errorf("%w: %q is container %s of pod %s, run by the container runtime; delete the pod to release it", ErrInvalid, name, c.Name, c.Pod)
 	}
+	// The delete is committed before any process is killed: on a full
+	// disk nothing has changed and the workload keeps running; after a
+	// crash the next start finishes it (reconcile).
+	if err := n.markDeleting(e); err != nil {
+		if store.IsFull(err) {
+			return fmt.Errorf("deleting %q: %w (%s); it keeps running: free space there and retry (%v)",
+				name, ErrDiskFull, filepath.Dir(n.db.Path()), err)
+		}
+		return fmt.Errorf("deleting %q: %w; it keeps running", name, err)
+	}
 	if err := n.release(e, "deleted"); err != nil {
+		if store.IsFull(err) {
+			return fmt.Errorf("deleting %q: its processes are stopped, but %w (%s): its CPUs stay held until the "+
+				"state can be written; the agent retries at each sweep (%v)", name, ErrDiskFull, filepath.Dir(n.db.Path()), err)
+		}
 		return err
 	}
 	n.log.Info("deleted", "name", name)
+	return nil
+}
+
+// markDeleting commits e's delete (record.Deleting) in the store. Callers
+// hold n.mu.
+func (n *Node) markDeleting(e *entry) error {
+	if e.rec.Deleting {
+		return nil
+	}
+	rec := e.rec
+	rec.Deleting = true
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	a := e.a
+	a.Request = doc
+	gen, err := n.db.SaveAssignment(a)
+	if err != nil {
+		return err
+	}
+	e.a.Request, e.a.Generation, e.rec = doc, gen, rec
 	return nil
 }
 

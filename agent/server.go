@@ -119,6 +119,8 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // statusOf maps the Node's errors to HTTP status codes.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, ErrDiskFull):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrInvalid):

@@ -29,6 +29,9 @@ var (
 	// ErrRejected means the node cannot admit the request now (not enough
 	// free CPUs of the kind asked for); it may succeed after a delete.
 	ErrRejected = errors.New("rejected")
+	// ErrDiskFull means the state file could not be written because its
+	// disk is full (HTTP 507): nothing changed; retry once space is freed.
+	ErrDiskFull = errors.New("the state file's disk is full")
 	// ErrTooLarge means a request body exceeds MaxBody (HTTP 413).
 	ErrTooLarge = fmt.Errorf("%w: request body larger than %d bytes", ErrInvalid, MaxBody)
 )
@@ -236,4 +239,8 @@ type record struct {
 	// plugin, Containers): no group of the agent's, held until the
 	// runtime reports the container removed or gone.
 	Container *ContainerRef `json:"container,omitempty"`
+	// Deleting marks a workload whose delete was committed: its
+	// processes are being (or were) stopped, and the assignment goes
+	// once they are. A restart or sweep finishes the delete.
+	Deleting bool `json:"deleting,omitempty"`
 }
