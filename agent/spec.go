@@ -61,10 +61,12 @@ type Spec struct {
 	// sized to its CPUs.
 	Command string   `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
-	// PID adopts a running process (all of its threads).
+	// PID adopts a running process (all of its threads): the pid of its
+	// leader, not the agent, a zombie, nor one corepin already runs.
 	PID int `json:"pid,omitempty"`
 	// Cgroup adopts an existing cgroup (a container's), given relative to
-	// the cgroup mount point.
+	// the cgroup mount point: one of the user's, not in or above a
+	// corepin root nor another workload's.
 	Cgroup string `json:"cgroup,omitempty"`
 }
 
