@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,6 +106,22 @@ func TestKernelFileSystemPaths(t *testing.T) {
 			if _, err := os.Lstat(m); err == nil {
 				t.Errorf("%s was created", m)
 			}
+		}
+	}
+	// The daemon refuses them before it makes its cgroup root or state.
+	state := filepath.Join(t.TempDir(), "state.db")
+	root := name + "-root"
+	bad := filepath.Join(dirs[0], name, "a.sock")
+	for _, c := range []Config{{Socket: bad, State: state, CgroupRoot: root}, {Socket: state + ".sock", State: bad, CgroupRoot: root}} {
+		if err := Run(context.Background(), c, slog.New(slog.DiscardHandler), nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Run(socket %s, state %s) = %v, want ErrInvalid", c.Socket, c.State, err)
+		}
+	}
+	made, _ := filepath.Glob("/sys/fs/cgroup/*/" + root)
+	for _, p := range append(made, state, filepath.Dir(bad)) {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("Run refused, yet %s was made", p)
+			os.Remove(p)
 		}
 	}
 }
