@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/cpuset"
 )
 
 // TestAgentAndCtlEndToEnd runs the real binary as the agent and drives it
@@ -123,7 +126,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 // Issue 10 §2: two `corepin run --mode pinned --cpus 1 --jobs 2` started
 // together, sharing the state file, with and without an agent on it: no
 // two jobs that run at the same time share a CPU. Each job prints its own
-// Cpus_allowed_list and its start and end times.
+// Cpus_allowed_list and its start and end times; the lists are compared
+// as CPU sets. With an agent, the agent must answer before the runs start
+// and still answer after they end (issue 17 §6: the test went on without
+// one when it never started, and took "0" and "0-1" for disjoint).
 func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 	requireCgroupRoot(t)
 	for _, withAgent := range []bool{false, true} {
@@ -137,21 +143,46 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 						syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
 					}
 				})
-				a := exec.Command(binary, "agent", "--socket", filepath.Join(dir, "a.sock"), "--state", state, "--cgroup-root", root)
+				socket := filepath.Join(dir, "a.sock")
+				a := exec.Command(binary, "agent", "--socket", socket, "--state", state, "--cgroup-root", root)
+				var logs strings.Builder
+				a.Stderr = &logs
 				if err := a.Start(); err != nil {
 					t.Fatal(err)
 				}
-				defer func() { a.Process.Signal(syscall.SIGTERM); a.Wait() }()
-				for i := 0; i < 1000; i++ {
-					if _, err := os.Stat(filepath.Join(dir, "a.sock")); err == nil {
-						break
+				exited := make(chan error, 1)
+				go func() { exited <- a.Wait() }()
+				defer func() {
+					a.Process.Signal(syscall.SIGTERM)
+					select {
+					case <-exited:
+					case <-time.After(30 * time.Second):
+						a.Process.Kill()
+						<-exited
 					}
-					time.Sleep(10 * time.Millisecond)
+				}()
+				cl := agent.NewClient(socket, "")
+				serving := func(when string) {
+					t.Helper()
+					for deadline := time.Now().Add(30 * time.Second); cl.Healthy() != nil; {
+						select {
+						case err := <-exited:
+							exited <- err
+							t.Fatalf("%s: the agent exited (%v); log:\n%s", when, err, logs.String())
+						default:
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s: the agent does not answer /healthz after 30s; log:\n%s", when, logs.String())
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
 				}
+				serving("before the runs")
+				defer serving("after the runs")
 			}
 			job := `grep Cpus_allowed_list /proc/self/status; echo start $(date +%s%N); ` + spin + `; echo end $(date +%s%N)`
 			type span struct {
-				cpus       string
+				cpus       cpuset.CPUSet
 				start, end int64
 			}
 			var spans []span
@@ -180,14 +211,18 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 						f := strings.Fields(l)
 						switch {
 						case len(f) == 2 && f[0] == "Cpus_allowed_list:":
-							s.cpus = f[1]
+							set, err := cpuset.Parse(f[1])
+							if err != nil {
+								t.Fatalf("run %d job %d: Cpus_allowed_list %q: %v", i, j.Job, f[1], err)
+							}
+							s.cpus = set
 						case len(f) == 2 && f[0] == "start":
 							fmt.Sscan(f[1], &s.start)
 						case len(f) == 2 && f[0] == "end":
 							fmt.Sscan(f[1], &s.end)
 						}
 					}
-					if s.cpus == "" || s.end == 0 || j.ExitCode != 0 {
+					if s.cpus.IsEmpty() || s.end == 0 || j.ExitCode != 0 {
 						t.Fatalf("run %d job %d: output %q, exit %d", i, j.Job, j.StdoutTail, j.ExitCode)
 					}
 					spans = append(spans, s)
@@ -200,8 +235,8 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 				for k := i + 1; k < len(spans); k++ {
 					a, b := spans[i], spans[k]
 					overlap := a.start < b.end && b.start < a.end
-					if overlap && a.cpus == b.cpus {
-						t.Errorf("jobs on cpu %s overlap in time: %+v and %+v", a.cpus, a, b)
+					if overlap && a.cpus.Intersects(b.cpus) {
+						t.Errorf("jobs on cpus %s and %s overlap in time: %+v and %+v", a.cpus, b.cpus, a, b)
 					}
 				}
 			}
