@@ -119,15 +119,7 @@ func foreignCgroup(t testing.TB) (string, int) {
 // not the live groups, not the workload whose process or group it names,
 // not the agent's own cgroups.
 func TestAdoptionRefusals(t *testing.T) {
-	n, root := newNode(t)
-	for _, s := range []Spec{
-		{Name: "keep-lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}},
-		{Name: "keep-ls", CPUs: f64(0.3), Command: "sleep", Args: []string{"600"}},
-	} {
-		if _, err := n.Create(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n, root := newNodeWithKeepers(t)
 	lseDir := groupDir(t, root, "keep-lse")
 	lsePids := readPids(lseDir)
 	if len(lsePids) != 1 {
