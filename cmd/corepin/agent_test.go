@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,8 +52,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("socket mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	for _, p := range []string{socket, state} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(p), fi.Mode().Perm(), err)
+		}
 	}
 	ctl := func(args ...string) (string, string, int) {
 		return run(t, append([]string{"ctl", "--socket", socket}, args...)...)
@@ -67,12 +70,31 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &w); err != nil || w.Name != "e2e-1" || w.Cpuset == "" {
 		t.Fatalf("ctl create -o json = %q (%v)", out, err)
 	}
+	// Issue 17 §5: what the agent already runs is not adopted.
+	groups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/cpuset", root, "run-*-e2e-1"))
+	if len(groups) != 1 {
+		t.Fatalf("e2e-1's groups: %v", groups)
+	}
+	lseGroup := root + "/" + filepath.Base(groups[0])
+	lsePid := strings.Fields(readFile(t, filepath.Join(groups[0], "cgroup.procs")))
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", agent.Process.Pid))
+	agentThread := tasks[len(tasks)-1].Name()
+	adopt := func(how ...string) []string {
+		return append([]string{"create", "evil", "--qos", "LS", "--cpus", "0.2"}, how...)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
 		wantCode int
 		wantErr  string
 	}{
+		{name: "another workload's group", args: adopt("--cgroup", lseGroup), wantCode: 2, wantErr: "corepin's own"},
+		{name: "the agent's root as BE", args: []string{"create", "evil", "--qos", "BE", "--cpus", "0", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
+		{name: "the agent's root as LSE", args: []string{"create", "evil", "--qos", "LSE", "--cpus", "1", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
+		{name: "another workload's process", args: adopt("--pid", lsePid[0]), wantCode: 2, wantErr: "already run by corepin"},
+		{name: "a thread of the agent", args: adopt("--pid", agentThread), wantCode: 2, wantErr: "the agent itself"},
+		{name: "LS above the machine", args: []string{"create", "big", "--qos", "LS", "--cpus", "4096", "--", "sleep", "1"}, wantCode: 2, wantErr: "usable"},
+		{name: "LS under 0.01", args: []string{"create", "tiny", "--qos", "LS", "--cpus", "0.001", "--", "sleep", "1"}, wantCode: 2, wantErr: "at least 0.01"},
 		{name: "exists", args: []string{"create", "e2e-1", "--cpus", "1", "--", "sleep", "1"}, wantCode: 2, wantErr: "already"},
 		{name: "unknown qos", args: []string{"create", "x", "--cpus", "1", "--qos", "GOLD", "--", "sleep", "1"}, wantCode: 2, wantErr: "unknown qos"},
 		{name: "traversal", args: []string{"get", "../etc"}, wantCode: 2},
@@ -86,7 +108,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") {
+	if got := strings.Fields(readFile(t, filepath.Join(groups[0], "cgroup.procs"))); !slices.Equal(got, lsePid) {
+		t.Errorf("e2e-1's group holds %v after the refused adoptions, want %v", got, lsePid)
+	}
+	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") || strings.Contains(out, "evil") {
 		t.Errorf("ctl list: exit %d:\n%s", code, out)
 	}
 	if out, _, code := ctl("top", "--interval", "200ms", "-o", "json"); code != 0 || !strings.Contains(out, `"e2e-1"`) {
@@ -242,4 +267,13 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
