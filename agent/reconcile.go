@@ -314,6 +314,10 @@ func (n *Node) finishDelete(e *entry, gs []enforce.Listed, rep ReconcileReport) 
 		return fmt.Errorf("finishing the delete of %q: %w", e.a.Name, err)
 	}
 	e.group = nil
+	if e.cmd != nil {
+		reaped(e.cmd, 0) // killed with its group: collect the zombie
+		e.cmd = nil
+	}
 	if err := n.forget(e, rep); err != nil {
 		n.wl[e.a.Name] = e
 		return err
