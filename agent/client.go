@@ -12,10 +12,49 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultSocket is where the agent listens and ctl dials by default.
 const DefaultSocket = "/run/corepin/corepin.sock"
+
+// Bounds of what a Client reads of an answer.
+const (
+	// MaxAnswer bounds a successful answer (a list of workloads).
+	MaxAnswer = 64 << 20
+	// MaxErrorBody bounds what is read of an error answer, and
+	// MaxErrorLen the message an APIError carries.
+	MaxErrorBody = 64 << 10
+	MaxErrorLen  = 512
+)
+
+// Printable returns s fit for a terminal: every control character (C0
+// but none, DEL, C1) and invalid UTF-8 byte is shown escaped ("\x1b",
+// "\u009b"), and what exceeds max bytes is cut, saying how much was.
+func Printable(s string, max int) string {
+	var b strings.Builder
+	for i, r := range s {
+		if b.Len() >= max {
+			fmt.Fprintf(&b, "... (%d more bytes)", len(s)-i)
+			break
+		}
+		switch {
+		case r == utf8.RuneError && strings.HasPrefix(s[i:], "\xef\xbf\xbd"):
+			b.WriteRune(r)
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			if r < 0x80 {
+				fmt.Fprintf(&b, "\\x%02x", r)
+			} else {
+				fmt.Fprintf(&b, "\\u%04x", r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
 
 // Client talks to an agent's API.
 type Client struct {
@@ -56,7 +95,7 @@ func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrInvalid:
 		return e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusRequestEntityTooLarge
-	case ErrExists, ErrRejected:
+	case ErrExists, ErrRejected, ErrTaken:
 		return e.Status == http.StatusConflict
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
@@ -88,16 +127,25 @@ func (c *Client) do(method, path string, body any, want int, out any) error {
 		return fmt.Errorf("calling the agent: %w", err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading the agent's answer: %w", err)
-	}
 	if resp.StatusCode != want {
+		// Whoever answers, an error is one printable line of bounded
+		// length: no terminal escapes, no 10 MB lines.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody))
 		var ae apiError
 		if json.Unmarshal(b, &ae) != nil || ae.Error == "" {
 			ae.Error = strings.TrimSpace(string(b))
 		}
-		return &APIError{Status: resp.StatusCode, Message: ae.Error}
+		if ae.Error == "" {
+			ae.Error = resp.Status
+		}
+		return &APIError{Status: resp.StatusCode, Message: Printable(ae.Error, MaxErrorLen)}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer+1))
+	if err != nil {
+		return fmt.Errorf("reading the agent's answer: %w", err)
+	}
+	if len(b) > MaxAnswer {
+		return fmt.Errorf("reading the agent's answer: longer than %d bytes", MaxAnswer)
 	}
 	if out == nil {
 		return nil

@@ -78,7 +78,7 @@ func OpenContainers(path string, t *topology.Topology, cfg alloc.Config, topolog
 			return nil, fmt.Errorf("%w: topology policy: %v", ErrInvalid, err)
 		}
 	}
-	db, err := store.Open(path)
+	db, err := openState(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -64,29 +65,60 @@ func (c *child) kill() {
 	<-c.done
 }
 
+// vanish stops the processes of the live group dir under root in every
+// hierarchy, as when a workload exits while the agent is down, and with
+// rmdir also removes the group.
+func vanish(t testing.TB, root, dir string, rmdir bool) {
+	t.Helper()
+	for range 200 {
+		pids := readPids(filepath.Join(cpusetMount(), root, dir))
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !rmdir {
+		return
+	}
+	ds, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", root, dir))
+	for _, d := range ds {
+		for range 200 {
+			if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // TestCrashRestart: 16 clients create and delete workloads (real sleep
-// processes in real cgroups) while the agent is SIGKILLed at a random
-// moment; after each restart the agent's state must equal the live groups
-// and no CPU may be held by two exclusive workloads. make soak runs 20
-// rounds (COREPIN_SOAK_ROUNDS).
+// processes in real cgroups) while the agent is SIGKILLed after a random
+// count of the round's operations, with the rest still to come; while it
+// is down some workloads exit, some with their groups removed. After each
+// restart the agent's state must equal the live groups (no kept
+// assignment of a vanished group, no group without one) and no CPU may be
+// held by two exclusive workloads. make soak runs 20 rounds
+// (COREPIN_SOAK_ROUNDS).
 func TestCrashRestart(t *testing.T) {
 	requireCgroups(t)
 	if testing.Short() {
 		t.Skip("skipping the crash test in -short mode")
 	}
-	rounds := soakInt("COREPIN_SOAK_ROUNDS", 3)
+	rounds := soakInt("COREPIN_SOAK_ROUNDS", 6)
 	const clients, ops = 16, 200
 	root := testRoot(t)
 	dir := t.TempDir()
 	socket, state := filepath.Join(dir, "agent.sock"), filepath.Join(dir, "state.db")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	t.Logf("seed-free random kills; %d rounds of %d ops by %d clients", rounds, ops, clients)
-	var created, refused, failed atomic.Int64
-	for round := range rounds {
-		c := startChild(t, socket, state, root)
-		cl := NewClient(socket, "")
-		// The state the agent adopted must match the live groups.
-		ws, err := cl.List()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 7))
+	t.Logf("seed %d; %d rounds of %d ops by %d clients", seed, rounds, ops, clients)
+	var created, refused, failed, vanished atomic.Int64
+	check := func(round int, c *child) []Workload {
+		t.Helper()
+		ws, err := NewClient(socket, "").List()
 		if err != nil {
 			c.kill()
 			t.Fatalf("round %d: listing after restart: %v", round, err)
@@ -96,14 +128,23 @@ func TestCrashRestart(t *testing.T) {
 			c.kill()
 			t.Fatalf("round %d: state and live groups disagree after restart", round)
 		}
-		var left atomic.Int64
-		left.Store(ops)
+		return ws
+	}
+	for round := range rounds {
+		c := startChild(t, socket, state, root)
+		cl := NewClient(socket, "")
+		// The state the agent adopted must match the live groups.
+		check(round, c)
+		killAt := 1 + rng.IntN(ops-1) // operations done when the kill comes
+		var started, done atomic.Int64
+		var doneAtKill int64
+		var once sync.Once
 		var wg sync.WaitGroup
 		for i := range clients {
 			seed := rng.Uint64()
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(seed, uint64(i)))
-				for left.Add(-1) >= 0 {
+				for started.Add(1) <= ops {
 					name := fmt.Sprintf("w%02d", r.IntN(24))
 					var err error
 					if r.IntN(2) == 0 {
@@ -131,22 +172,37 @@ func TestCrashRestart(t *testing.T) {
 					default:
 						refused.Add(1)
 					}
+					if done.Add(1) == int64(killAt) {
+						once.Do(func() {
+							doneAtKill = done.Load()
+							c.kill()
+						})
+					}
 				}
 			})
 		}
-		// Kill at a random moment of the run (most runs take ~1s).
-		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
-		c.kill()
 		wg.Wait()
+		once.Do(func() { c.kill() }) // every client was cut off before killAt
+		if doneAtKill == 0 || doneAtKill >= ops {
+			t.Errorf("round %d: the kill came after %d of %d operations, want it inside them", round, doneAtKill, ops)
+		}
+		// While the agent is down, some workloads exit; some of their
+		// groups go too (removed by hand, as by an operator).
+		live := liveGroups(t, root)
+		ds, _ := filepath.Glob(filepath.Join(cpusetMount(), root, "run-*"))
+		gone := 0
+		for i, d := range ds {
+			if rng.IntN(4) == 0 || (i == len(ds)-1 && gone == 0) { // at least one
+				vanish(t, root, filepath.Base(d), rng.IntN(2) == 0)
+				vanished.Add(1)
+				gone++
+			}
+		}
+		t.Logf("round %d: killed after %d of %d operations; %d live workloads, %d vanished so far", round, doneAtKill, ops, len(live), vanished.Load())
 	}
 	// A last restart checks the final kill, then a graceful stop.
 	c := startChild(t, socket, state, root)
-	ws, err := NewClient(socket, "").List()
-	if err != nil {
-		c.kill()
-		t.Fatal(err)
-	}
-	checkConsistent(t, root, ws)
+	ws := check(rounds, c)
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-c.done:
@@ -157,8 +213,12 @@ func TestCrashRestart(t *testing.T) {
 		c.kill()
 		t.Error("agent did not stop within 30s of SIGTERM")
 	}
-	t.Logf("created %d, refused %d (409/404), cut off by kills %d; %d workloads at the end", created.Load(), refused.Load(), failed.Load(), len(ws))
+	t.Logf("created %d, refused %d (409/404), cut off by kills %d, vanished %d; %d workloads at the end",
+		created.Load(), refused.Load(), failed.Load(), vanished.Load(), len(ws))
 	if created.Load() == 0 {
 		t.Error("no create succeeded: the test exercised nothing")
+	}
+	if failed.Load() < int64(rounds) {
+		t.Errorf("%d requests cut off by %d kills: the kills did not land among the operations", failed.Load(), rounds)
 	}
 }

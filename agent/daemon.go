@@ -43,6 +43,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
 	}
+	// Before anything is made: no cgroup root, no state, no directory.
+	for _, p := range []struct{ flag, path string }{{"--socket", c.Socket}, {"--state", c.State}} {
+		if err := checkPlace(p.flag, p.path); err != nil {
+			return err
+		}
+	}
 	var token string
 	if c.TokenFile != "" {
 		b, err := os.ReadFile(c.TokenFile)
@@ -65,7 +71,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	m := NewMetrics()
 	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
-		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}})
+		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot})
 	if err != nil {
 		return err
 	}

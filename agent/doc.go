@@ -11,8 +11,11 @@
 // the LS and BE groups if it took CPUs from their pool, makes its group
 // and starts its command there (enforce.StartThread: the child is born in
 // the group) or moves an existing process or cgroup into it. The API
-// answers after all of that. Node.Delete kills the group's processes,
-// removes the group, then deletes the assignment. Because every
+// answers after all of that. Node.Delete commits the delete (the record's
+// deleting mark), kills the group's processes, removes the group, then
+// deletes the assignment: on a full disk nothing changes (ErrDiskFull),
+// and a delete committed before a crash is finished at the next start.
+// Because every
 // assignment is committed before its group exists and outlives it, a
 // crash at any instant leaves only states Reconcile repairs: an
 // assignment with no group or an empty one (released), a live group with
@@ -21,6 +24,14 @@
 // exclusive group holds is ever handed out again. Open reconciles once;
 // the running agent calls Sweep, which reads only the groups of adopted
 // processes (its own children are reaped on SIGCHLD).
+//
+// What corepin already runs is never adopted (guard.go): a cgroup in or
+// above a corepin root (the agent's, enforce.DefaultRoot of runs,
+// BERunRoot of best-effort runs) or holding the agent is ErrInvalid; a
+// cgroup another workload adopted, in it or above it, or a process in any
+// of those, is ErrTaken; a pid of one of the agent's threads, a zombie, a
+// kernel thread or a thread other than its process's leader is
+// ErrInvalid. /proc/PID/status, stat and cgroup are read, each bounded.
 //
 // An exclusive admission that would leave the LS pool smaller than the LS
 // quotas committed, or an empty pool under live LS or BE work, is
@@ -58,6 +69,7 @@
 //
 // ErrInvalid (HTTP 422; ErrTooLarge 413): the request is wrong as
 // written. ErrExists and ErrRejected (409): the node can not admit it now;
-// a Rejection from alloc says which constraint refused it. ErrNotFound
-// (404).
+// a Rejection from alloc says which constraint refused it. ErrTaken (409):
+// what it would adopt is another workload's. ErrNotFound (404).
+// ErrDiskFull (507): the state file's disk is full; nothing changed.
 package agent

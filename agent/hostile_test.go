@@ -5,12 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +27,9 @@ type hostile struct {
 	body               []byte
 }
 
-// hostileRequest returns a random bad request.
-func hostileRequest(r *rand.Rand) hostile {
+// hostileRequest returns a random bad request; adoptions are bodies that
+// adopt what corepin already runs (issue 17 §5), made by the test.
+func hostileRequest(r *rand.Rand, adoptions []string) hostile {
 	valid := `{"name":"ok-1","qos":"LSE","cpus":1,"command":"sleep","args":["600"]}`
 	post := func(kind, body string) hostile {
 		return hostile{kind: kind, method: http.MethodPost, path: "/v1/workloads", body: []byte(body)}
@@ -33,7 +38,14 @@ func hostileRequest(r *rand.Rand) hostile {
 		"", " ", "run-1-2-x", "a b", "%2e%2e", "tasks\n"}
 	enums := []string{`"qos":"GOLD"`, `"bind":"Tight"`, `"exclusive":"Total"`, `"numa":"Nearest"`, `"topology_policy":"strict"`,
 		`"qos":"SYSTEM"`, `"qos":"lse"`, `"qos":7`}
-	sizes := []string{"-1", "0", "1e308", "-0", "1e9", "65", "99999999999999999999", "0.0001", `"2"`, "null", "[1]", "true", "1.5"}
+	sizes := []string{"-1", "0", "1e308", "-0", "1e9", "65", "99999999999999999999", "0.0001", `"2"`, "null", "[1]", "true", "1.5",
+		"65536", "0.001", "0.009"}
+	// BE may ask for 0 CPUs (it takes what is left), never for more than
+	// the node has.
+	beSizes := []string{"-1", "1e308", "1e9", "65536", "65", "99999999999999999999", `"2"`, "null", "[1]", "true"}
+	if len(adoptions) > 0 && r.IntN(10) == 0 {
+		return post("adopt", adoptions[r.IntN(len(adoptions))])
+	}
 	switch r.IntN(9) {
 	case 0: // bad JSON
 		cut := valid[:r.IntN(len(valid))]
@@ -54,9 +66,15 @@ func hostileRequest(r *rand.Rand) hostile {
 		}
 		return hostile{kind: "path", method: m, path: p}
 	case 4: // impossible sizes
-		// BE may ask for 0 CPUs (it takes what is left), so it is left out.
-		q := []string{"LSE", "LSR", "LS", ""}[r.IntN(4)]
-		return post("size", fmt.Sprintf(`{"name":"sz","qos":%q,"cpus":%s,"command":"sleep"}`, q, sizes[r.IntN(len(sizes))]))
+		q := []string{"LSE", "LSR", "LS", "", "BE"}[r.IntN(5)]
+		sz := sizes[r.IntN(len(sizes))]
+		if q == "BE" {
+			sz = beSizes[r.IntN(len(beSizes))]
+		}
+		if (q == "LS" || q == "") && sz == "1.5" {
+			sz = "0.005" // 1.5 CPUs of LS is a valid size
+		}
+		return post("size", fmt.Sprintf(`{"name":"sz","qos":%q,"cpus":%s,"command":"sleep"}`, q, sz))
 	case 5: // unknown enums and fields
 		if r.IntN(3) == 0 {
 			return post("field", `{"name":"f","cpus":1,"command":"sleep","priority":"high"}`)
@@ -98,11 +116,10 @@ func hostileRequest(r *rand.Rand) hostile {
 	}
 }
 
-// TestHostileRequests sends bad requests of every kind: none may panic
-// the agent or get a 5xx, none may succeed, and the state and the live
-// groups stay as they were. make soak sends 10,000 (COREPIN_SOAK_HOSTILE).
-func TestHostileRequests(t *testing.T) {
-	count := soakInt("COREPIN_SOAK_HOSTILE", 1000)
+// newNodeWithKeepers is newNode holding two workloads hostile requests
+// must leave alone: keep-lse (LSE, 1 CPU) and keep-ls (LS, 0.3 CPU).
+func newNodeWithKeepers(t *testing.T) (*Node, string) {
+	t.Helper()
 	n, root := newNode(t)
 	for _, s := range []Spec{
 		{Name: "keep-lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}},
@@ -112,9 +129,49 @@ func TestHostileRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return n, root
+}
+
+// TestHostileRequests sends bad requests of every kind, and adoptions of
+// what corepin already runs (a thread of the agent, the agent, its root
+// and runs' roots, another workload's process and group, a zombie, a
+// kernel thread): none may panic the agent or get a 5xx, none may
+// succeed, and the state, the live groups, the processes in them and the
+// agent's own cgroups stay as they were. make soak sends 10,000
+// (COREPIN_SOAK_HOSTILE).
+func TestHostileRequests(t *testing.T) {
+	count := soakInt("COREPIN_SOAK_HOSTILE", 1000)
+	n, root := newNodeWithKeepers(t)
 	before := n.List()
 	liveBefore := liveGroups(t, root)
-	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
+	var adoptions []string
+	pidsBefore := map[string][]int{}
+	for _, name := range []string{"keep-lse", "keep-ls"} {
+		dir := groupDir(t, root, name)
+		pidsBefore[name] = readPids(dir)
+		for _, p := range pidsBefore[name] {
+			adoptions = append(adoptions, fmt.Sprintf(`{"name":"evil","qos":"LS","cpus":0.2,"pid":%d}`, p))
+		}
+		for _, q := range []string{`"qos":"LS","cpus":0.2`, `"qos":"LSE","cpus":1`, `"qos":"BE","cpus":0`} {
+			for _, cg := range []string{root + "/" + filepath.Base(dir), "/" + root + "/" + filepath.Base(dir) + "/sub"} {
+				adoptions = append(adoptions, fmt.Sprintf(`{"name":"evil",%s,"cgroup":%q}`, q, cg))
+			}
+		}
+	}
+	for _, q := range []string{`"qos":"LS","cpus":0.2`, `"qos":"LSE","cpus":1`, `"qos":"BE","cpus":0`} {
+		for _, cg := range []string{root, "/" + root + "/", "corepin", "corepin/run-1-2-job-0", "corepin-be", "corepin-be/run-1-2-job-0"} {
+			adoptions = append(adoptions, fmt.Sprintf(`{"name":"evil",%s,"cgroup":%q}`, q, cg))
+		}
+		for _, p := range []int{otherThread(t), os.Getpid(), zombie(t), 2} {
+			adoptions = append(adoptions, fmt.Sprintf(`{"name":"evil",%s,"pid":%d}`, q, p))
+		}
+	}
+	selfBefore, err := procCgroups(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var panicked panics
+	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), Log: slog.New(&panicked), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -146,10 +203,14 @@ func TestHostileRequests(t *testing.T) {
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	reqs := make([]hostile, count)
+	reqs := make([]hostile, count, count+len(adoptions))
 	for i := range reqs {
-		reqs[i] = hostileRequest(rng)
+		reqs[i] = hostileRequest(rng, adoptions)
 	}
+	for _, b := range adoptions { // each at least once
+		reqs = append(reqs, hostile{kind: "adopt", method: http.MethodPost, path: "/v1/workloads", body: []byte(b)})
+	}
+	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
 	var mu sync.Mutex
 	byStatus := map[string]map[int]int{}
 	var wg sync.WaitGroup
@@ -174,7 +235,8 @@ func TestHostileRequests(t *testing.T) {
 				}
 				byStatus[h.kind][resp.StatusCode]++
 				mu.Unlock()
-				if resp.StatusCode >= 500 || (resp.StatusCode < 400 && h.kind != "path") || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent {
+				if resp.StatusCode >= 500 || (resp.StatusCode < 400 && h.kind != "path") || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent ||
+					(h.kind == "adopt" && resp.StatusCode != http.StatusConflict && resp.StatusCode != http.StatusUnprocessableEntity) {
 					t.Errorf("%s %s (%s, %.80q): status %d: %s", h.method, h.path, h.kind, h.body, resp.StatusCode, b)
 				}
 			}
@@ -195,11 +257,35 @@ func TestHostileRequests(t *testing.T) {
 			t.Error("a slow client was not dropped within 15s")
 		}
 	}
-	t.Logf("statuses by kind: %v", byStatus)
+	t.Logf("%d requests (%d adoptions); statuses by kind: %v", len(reqs), byStatus["adopt"][409]+byStatus["adopt"][422], byStatus)
+	if c := panicked.n.Load(); c > 0 {
+		t.Errorf("%d handler panics", c)
+	}
+	for name, want := range pidsBefore {
+		if got := readPids(groupDir(t, root, name)); !cmp.Equal(got, want) {
+			t.Errorf("%s's group holds %v, want %v", name, got, want)
+		}
+	}
+	if self, _ := procCgroups(os.Getpid()); !cmp.Equal(self, selfBefore) {
+		t.Errorf("the agent moved: its cgroups are %v, were %v", self, selfBefore)
+	}
 	if d := cmp.Diff(before, n.List()); d != "" {
 		t.Errorf("state changed (-before +after):\n%s", d)
 	}
 	if d := cmp.Diff(liveBefore, liveGroups(t, root)); d != "" {
 		t.Errorf("live groups changed (-before +after):\n%s", d)
 	}
+}
+
+// panics counts the handler panics the server logs (Server.recoverer).
+type panics struct{ n atomic.Int64 }
+
+func (p *panics) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panics) WithAttrs([]slog.Attr) slog.Handler       { return p }
+func (p *panics) WithGroup(string) slog.Handler            { return p }
+func (p *panics) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "handler panic" {
+		p.n.Add(1)
+	}
+	return nil
 }

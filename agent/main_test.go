@@ -168,7 +168,7 @@ func openNode(t testing.TB, root, state string) (*Node, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Open(Options{StatePath: state, Topology: topo, Driver: drv, StopTimeout: 2 * time.Second})
+	return Open(Options{StatePath: state, Topology: topo, Driver: drv, StopTimeout: 2 * time.Second, CgroupRoot: root})
 }
 
 // checkConsistent asserts that ws (the agent's view) equals the live

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +53,10 @@ type Options struct {
 	// runs that died whose jobs have no process left; nil leaves them
 	// to the next run that opens the state file.
 	RunGroups GroupLister
+	// CgroupRoot is the name of the agent's root group, the one Driver
+	// makes its groups in (default DefaultCgroupRoot). No workload may
+	// adopt a cgroup in it (nor in a run's root).
+	CgroupRoot string
 }
 
 // Node is the one owner of a node's CPUs: the state file, the allocator
@@ -132,12 +135,15 @@ func Open(o Options) (*Node, error) {
 	if n.stop == 0 {
 		n.stop = 5 * time.Second
 	}
+	if err := checkPlace("--state", o.StatePath); err != nil {
+		return nil, err
+	}
 	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	n.lock = lock
-	if n.db, err = store.Open(o.StatePath); err != nil {
+	if n.db, err = openState(o.StatePath); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -149,7 +155,12 @@ func Open(o Options) (*Node, error) {
 	// Recorded once the state loaded under this configuration: from now
 	// on local runs place with it (the newest writer's wins; a daemon
 	// refused above records nothing).
-	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); err != nil {
+	// On a full disk the agent still starts (it adopts, lists and
+	// refuses admissions with ErrDiskFull); runs, which can not reserve
+	// on that disk either, keep the configuration recorded before.
+	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); store.IsFull(err) {
+		n.log.Warn("the state file's disk is full: the allocator configuration is not recorded for local runs", "err", err)
+	} else if err != nil {
 		n.db.Close()
 		lock.Close()
 		return nil, err
@@ -284,21 +295,29 @@ func (n *Node) create(s Spec) (Workload, error) {
 			return Workload{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
 		}
 		cmdPath = p
-	case s.PID != 0:
-		if s.PID == os.Getpid() {
-			return Workload{}, fmt.Errorf("%w: workload %q: pid %d is the agent itself", ErrInvalid, s.Name, s.PID)
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(s.PID)); err != nil {
-			return Workload{}, fmt.Errorf("%w: workload %q: no process %d to adopt", ErrInvalid, s.Name, s.PID)
-		}
 	}
-	if req.CPUs > n.topo.Allowed().Size() {
-		return Workload{}, fmt.Errorf("%w: workload %q asks for %d CPUs; this node has %d usable (%s)",
-			ErrInvalid, s.Name, req.CPUs, n.topo.Allowed().Size(), n.topo.Allowed())
+	// No state of this node could admit more than its CPUs: 422, not the
+	// 409 of a node that is full now. A BE quota above them would be
+	// stored as asked and shown, though BE never gets more than its pool.
+	if usable := n.topo.Allowed(); req.CPUs > usable.Size() || req.MilliCPUs > 1000*usable.Size() {
+		return Workload{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
+			ErrInvalid, s.Name, *s.CPUs, usable.Size(), usable)
 	}
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// Checked under n.mu: no admission in flight adopts the same process
+	// or cgroup between this check and the move.
+	switch {
+	case s.PID != 0:
+		if err := n.checkPID(s.Name, s.PID); err != nil {
+			return Workload{}, err
+		}
+	case s.Cgroup != "":
+		if err := n.checkCgroup(s.Name, s.Cgroup); err != nil {
+			return Workload{}, err
+		}
+	}
 	var st *alloc.State
 	a, err := n.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
 		var err error
@@ -364,6 +383,8 @@ func classify(name string, err error) error {
 		return fmt.Errorf("%w: %w", ErrRejected, rej)
 	case errors.Is(err, alloc.ErrInvalid):
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	case store.IsFull(err):
+		return fmt.Errorf("admitting %q: %w; nothing was admitted: free space there and retry (%v)", name, ErrDiskFull, err)
 	}
 	return fmt.Errorf("admitting %q: %w", name, err)
 }
@@ -534,10 +555,46 @@ func (n *Node) Delete(name string) error {
 	if c := e.rec.Container; c != nil {
 		return fmt.Errorf("%w: %q is container %s of pod %s, run by the container runtime; delete the pod to release it", ErrInvalid, name, c.Name, c.Pod)
 	}
+	// The delete is committed before any process is killed: on a full
+	// disk nothing has changed and the workload keeps running; after a
+	// crash the next start finishes it (reconcile).
+	if err := n.markDeleting(e); err != nil {
+		if store.IsFull(err) {
+			return fmt.Errorf("deleting %q: %w (%s); it keeps running: free space there and retry (%v)",
+				name, ErrDiskFull, filepath.Dir(n.db.Path()), err)
+		}
+		return fmt.Errorf("deleting %q: %w; it keeps running", name, err)
+	}
 	if err := n.release(e, "deleted"); err != nil {
+		if store.IsFull(err) {
+			return fmt.Errorf("deleting %q: its processes are stopped, but %w (%s): its CPUs stay held until the "+
+				"state can be written; the agent retries at each sweep (%v)", name, ErrDiskFull, filepath.Dir(n.db.Path()), err)
+		}
 		return err
 	}
 	n.log.Info("deleted", "name", name)
+	return nil
+}
+
+// markDeleting commits e's delete (record.Deleting) in the store. Callers
+// hold n.mu.
+func (n *Node) markDeleting(e *entry) error {
+	if e.rec.Deleting {
+		return nil
+	}
+	rec := e.rec
+	rec.Deleting = true
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	a := e.a
+	a.Request = doc
+	gen, err := n.db.SaveAssignment(a)
+	if err != nil {
+		return err
+	}
+	e.a.Request, e.a.Generation, e.rec = doc, gen, rec
 	return nil
 }
 

@@ -91,7 +91,7 @@ func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait t
 	if _, err := alloc.NewState(t, cfg); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration: %v", ErrInvalid, err)
 	}
-	db, err := store.Open(path)
+	db, err := openState(path)
 	if err != nil {
 		return nil, err
 	}

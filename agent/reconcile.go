@@ -90,7 +90,22 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 			n.wl[a.Name] = e
 			continue
 		}
+		if e.rec.Deleting {
+			// Deleted, and the agent stopped before it finished:
+			// finish it.
+			errs = append(errs, n.finishDelete(e, byName[a.Name], rep))
+			delete(byName, a.Name)
+			continue
+		}
 		if e.rec.Cgroup != "" {
+			if r, ok := n.inRoots(e.rec.Cgroup); ok {
+				// Admitted by an agent before checkCgroup: it adopted
+				// one of corepin's own groups. Release the assignment
+				// and leave the group to its owner.
+				n.log.Warn("releasing a workload that adopted a group of corepin's", "name", a.Name, "cgroup", e.rec.Cgroup, "root", r)
+				errs = append(errs, n.forget(e, rep))
+				continue
+			}
 			g, err := n.lister.OpenExisting(e.rec.Cgroup)
 			if err == nil {
 				pids, perr := enforce.Pids(g)
@@ -209,6 +224,15 @@ func (n *Node) Sweep() (released []string, err error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
 		e := n.wl[name]
+		if e.rec.Deleting {
+			// A delete that could not finish (a full disk): again.
+			if err := n.release(e, ActGone); err != nil {
+				errs = append(errs, err)
+			} else {
+				released = append(released, name)
+			}
+			continue
+		}
 		if e.cmd != nil || e.group == nil {
 			continue
 		}
@@ -263,6 +287,42 @@ func (n *Node) releaseDeadRuns() ([]string, error) {
 		names = append(names, a.Name)
 	}
 	return names, n.syncPools()
+}
+
+// finishDelete stops the processes of e, a workload whose delete was
+// committed, in each of its groups gs (or gives its adopted cgroup every
+// CPU back), removes them and releases its assignment. What fails is kept
+// in n.wl for the next sweep to try again.
+func (n *Node) finishDelete(e *entry, gs []enforce.Listed, rep ReconcileReport) error {
+	var errs []error
+	if e.rec.Cgroup != "" {
+		if g, err := n.lister.OpenExisting(e.rec.Cgroup); err == nil {
+			e.group = g
+			errs = append(errs, n.stopGroup(e))
+		}
+	}
+	for _, l := range gs {
+		g, err := n.lister.Reopen(l)
+		if err == nil {
+			e.group = g
+			err = n.stopGroup(e)
+		}
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		n.wl[e.a.Name] = e
+		return fmt.Errorf("finishing the delete of %q: %w", e.a.Name, err)
+	}
+	e.group = nil
+	if e.cmd != nil {
+		reaped(e.cmd, 0) // killed with its group: collect the zombie
+		e.cmd = nil
+	}
+	if err := n.forget(e, rep); err != nil {
+		n.wl[e.a.Name] = e
+		return err
+	}
+	return nil
 }
 
 // forget releases an assignment whose workload is gone.

@@ -119,11 +119,13 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // statusOf maps the Node's errors to HTTP status codes.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, ErrDiskFull):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrInvalid):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrExists), errors.Is(err, ErrRejected):
+	case errors.Is(err, ErrExists), errors.Is(err, ErrRejected), errors.Is(err, ErrTaken):
 		return http.StatusConflict
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
@@ -210,6 +212,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ListenUnix listens on the unix socket at path with mode 0600, replacing
 // a stale socket file (one nobody answers on) but refusing a live one.
 func ListenUnix(path string) (net.Listener, error) {
+	if err := checkPlace("--socket", path); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the socket directory: %w", err)
 	}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path"
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/runner"
 )
 
 // Sentinel errors of the agent. HTTP maps ErrInvalid to 422, ErrExists and
@@ -27,6 +29,9 @@ var (
 	// ErrRejected means the node cannot admit the request now (not enough
 	// free CPUs of the kind asked for); it may succeed after a delete.
 	ErrRejected = errors.New("rejected")
+	// ErrDiskFull means the state file could not be written because its
+	// disk is full (HTTP 507): nothing changed; retry once space is freed.
+	ErrDiskFull = errors.New("the state file's disk is full")
 	// ErrTooLarge means a request body exceeds MaxBody (HTTP 413).
 	ErrTooLarge = fmt.Errorf("%w: request body larger than %d bytes", ErrInvalid, MaxBody)
 )
@@ -56,10 +61,12 @@ type Spec struct {
 	// sized to its CPUs.
 	Command string   `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
-	// PID adopts a running process (all of its threads).
+	// PID adopts a running process (all of its threads): the pid of its
+	// leader, not the agent, a zombie, nor one corepin already runs.
 	PID int `json:"pid,omitempty"`
 	// Cgroup adopts an existing cgroup (a container's), given relative to
-	// the cgroup mount point.
+	// the cgroup mount point: one of the user's, not in or above a
+	// corepin root nor another workload's.
 	Cgroup string `json:"cgroup,omitempty"`
 }
 
@@ -148,8 +155,13 @@ func (s Spec) Validate() error {
 	if err := ValidateName(s.Name); err != nil {
 		return err
 	}
-	if _, err := s.request(); err != nil {
+	r, err := s.request()
+	if err != nil {
 		return err
+	}
+	if min := int(math.Round(1000 * runner.MinQuotaCPUs)); r.QoS == alloc.LS && r.MilliCPUs < min {
+		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
+			ErrInvalid, s.Name, *s.CPUs, runner.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, runner.MinQuotaCPUs)
 	}
 	n := 0
 	if s.Command != "" {
@@ -229,4 +241,8 @@ type record struct {
 	// plugin, Containers): no group of the agent's, held until the
 	// runtime reports the container removed or gone.
 	Container *ContainerRef `json:"container,omitempty"`
+	// Deleting marks a workload whose delete was committed: its
+	// processes are being (or were) stopped, and the assignment goes
+	// once they are. A restart or sweep finishes the delete.
+	Deleting bool `json:"deleting,omitempty"`
 }

@@ -29,6 +29,11 @@ func TestDecodeSpec(t *testing.T) {
 		{name: "two sources", body: `{"name":"a","cpus":1,"pid":9,"command":"x"}`, wantErr: ErrInvalid, wantIn: "exactly one"},
 		{name: "cgroup traversal", body: `{"name":"a","cpus":1,"cgroup":"a/../../b"}`, wantErr: ErrInvalid, wantIn: ".."},
 		{name: "SYSTEM", body: `{"name":"a","qos":"SYSTEM","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "reserved"},
+		{name: "LS quota at the minimum", body: `{"name":"a","qos":"LS","cpus":0.01,"command":"x"}`},
+		// Issue 17 §5: raised to 0.01 silently before.
+		{name: "LS quota below the minimum", body: `{"name":"a","qos":"LS","cpus":0.005,"command":"x"}`, wantErr: ErrInvalid, wantIn: "at least 0.01"},
+		{name: "implicit LS below the minimum", body: `{"name":"a","cpus":0.001,"command":"x"}`, wantErr: ErrInvalid, wantIn: "at least 0.01"},
+		{name: "BE with no quota", body: `{"name":"a","qos":"BE","cpus":0,"command":"x"}`},
 		{name: "huge", body: `{"name":"a","cpus":1,"command":"` + strings.Repeat("x", MaxBody) + `"}`, wantErr: ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

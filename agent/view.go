@@ -35,12 +35,16 @@ type Workload struct {
 	Cgroup     string    `json:"cgroup,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	Generation int64     `json:"generation"`
+	// Deleting is true once a delete is committed and until it finishes
+	// (a full disk can hold the last step back; the agent retries).
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // view returns e as the API shows it. Callers hold n.mu.
 func (n *Node) view(e *entry) Workload {
 	w := Workload{Name: e.a.Name, QoS: e.a.QoS, Cpuset: e.a.Cpuset, Exclusive: e.rec.Excl, NUMANodes: e.rec.NUMANodes,
-		Threads: e.rec.Threads, PID: e.rec.PID, Cgroup: e.rec.Cgroup, CreatedAt: e.a.CreatedAt, Generation: e.a.Generation}
+		Threads: e.rec.Threads, PID: e.rec.PID, Cgroup: e.rec.Cgroup, CreatedAt: e.a.CreatedAt, Generation: e.a.Generation,
+		Deleting: e.rec.Deleting}
 	if e.rec.CPUs != nil {
 		w.CPUs = *e.rec.CPUs
 	}

@@ -28,25 +28,41 @@ var kernelFS = map[int64]string{
 // checkPlace refuses a path whose nearest existing ancestor (or itself)
 // lies on a kernel file system.
 func checkPlace(path string) error {
-	p, err := filepath.Abs(path)
+	dir, name, err := KernelFS(path)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	if name != "" {
+		return fmt.Errorf("opening %s: %w: %s is on %s", path, ErrPlace, dir, name)
+	}
+	return nil
+}
+
+// KernelFS reports whether path, or its nearest existing ancestor, lies
+// on one of the kernel's file systems (cgroup, sysfs, procfs, ...; see
+// kernelFS): it returns that directory and the file system's name, or
+// "" when it is storage or cannot be told (the open itself then says what
+// is wrong). It creates nothing.
+func KernelFS(path string) (dir, name string, err error) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", err
 	}
 	for {
 		var st unix.Statfs_t
 		err := unix.Statfs(p, &st)
 		if err == nil {
 			if name, ok := kernelFS[int64(st.Type)]; ok {
-				return fmt.Errorf("opening %s: %w: %s is on %s", path, ErrPlace, p, name)
+				return p, name, nil
 			}
-			return nil
+			return "", "", nil
 		}
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
-			return nil // let the open itself report what is wrong
+			return "", "", nil
 		}
 		parent := filepath.Dir(p)
 		if parent == p {
-			return nil
+			return "", "", nil
 		}
 		p = parent
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -53,6 +54,7 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // (https://www.sqlite.org/rescode.html).
 const (
 	sqliteBusy    = 5
+	sqliteFull    = 13
 	sqliteCorrupt = 11
 	sqliteNotADB  = 26
 )
@@ -195,6 +197,14 @@ func (db *DB) init() error {
 		}
 		time.Sleep(delay)
 	}
+}
+
+// IsFull reports whether err means the database's disk is full (SQLite's
+// SQLITE_FULL, or ENOSPC): the write changed nothing, and may succeed once
+// space is freed.
+func IsFull(err error) bool {
+	var se *sqlite.Error
+	return errors.Is(err, syscall.ENOSPC) || (errors.As(err, &se) && se.Code()&0xff == sqliteFull)
 }
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).

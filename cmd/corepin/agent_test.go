@@ -7,10 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/cpuset"
 )
 
 // TestAgentAndCtlEndToEnd runs the real binary as the agent and drives it
@@ -48,8 +52,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("socket mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	for _, p := range []string{socket, state} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(p), fi.Mode().Perm(), err)
+		}
 	}
 	ctl := func(args ...string) (string, string, int) {
 		return run(t, append([]string{"ctl", "--socket", socket}, args...)...)
@@ -64,12 +70,31 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &w); err != nil || w.Name != "e2e-1" || w.Cpuset == "" {
 		t.Fatalf("ctl create -o json = %q (%v)", out, err)
 	}
+	// Issue 17 §5: what the agent already runs is not adopted.
+	groups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/cpuset", root, "run-*-e2e-1"))
+	if len(groups) != 1 {
+		t.Fatalf("e2e-1's groups: %v", groups)
+	}
+	lseGroup := root + "/" + filepath.Base(groups[0])
+	lsePid := strings.Fields(readFile(t, filepath.Join(groups[0], "cgroup.procs")))
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", agent.Process.Pid))
+	agentThread := tasks[len(tasks)-1].Name()
+	adopt := func(how ...string) []string {
+		return append([]string{"create", "evil", "--qos", "LS", "--cpus", "0.2"}, how...)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
 		wantCode int
 		wantErr  string
 	}{
+		{name: "another workload's group", args: adopt("--cgroup", lseGroup), wantCode: 2, wantErr: "corepin's own"},
+		{name: "the agent's root as BE", args: []string{"create", "evil", "--qos", "BE", "--cpus", "0", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
+		{name: "the agent's root as LSE", args: []string{"create", "evil", "--qos", "LSE", "--cpus", "1", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
+		{name: "another workload's process", args: adopt("--pid", lsePid[0]), wantCode: 2, wantErr: "already run by corepin"},
+		{name: "a thread of the agent", args: adopt("--pid", agentThread), wantCode: 2, wantErr: "the agent itself"},
+		{name: "LS above the machine", args: []string{"create", "big", "--qos", "LS", "--cpus", "4096", "--", "sleep", "1"}, wantCode: 2, wantErr: "usable"},
+		{name: "LS under 0.01", args: []string{"create", "tiny", "--qos", "LS", "--cpus", "0.001", "--", "sleep", "1"}, wantCode: 2, wantErr: "at least 0.01"},
 		{name: "exists", args: []string{"create", "e2e-1", "--cpus", "1", "--", "sleep", "1"}, wantCode: 2, wantErr: "already"},
 		{name: "unknown qos", args: []string{"create", "x", "--cpus", "1", "--qos", "GOLD", "--", "sleep", "1"}, wantCode: 2, wantErr: "unknown qos"},
 		{name: "traversal", args: []string{"get", "../etc"}, wantCode: 2},
@@ -83,7 +108,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") {
+	if got := strings.Fields(readFile(t, filepath.Join(groups[0], "cgroup.procs"))); !slices.Equal(got, lsePid) {
+		t.Errorf("e2e-1's group holds %v after the refused adoptions, want %v", got, lsePid)
+	}
+	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") || strings.Contains(out, "evil") {
 		t.Errorf("ctl list: exit %d:\n%s", code, out)
 	}
 	if out, _, code := ctl("top", "--interval", "200ms", "-o", "json"); code != 0 || !strings.Contains(out, `"e2e-1"`) {
@@ -123,7 +151,10 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 // Issue 10 §2: two `corepin run --mode pinned --cpus 1 --jobs 2` started
 // together, sharing the state file, with and without an agent on it: no
 // two jobs that run at the same time share a CPU. Each job prints its own
-// Cpus_allowed_list and its start and end times.
+// Cpus_allowed_list and its start and end times; the lists are compared
+// as CPU sets. With an agent, the agent must answer before the runs start
+// and still answer after they end (issue 17 §6: the test went on without
+// one when it never started, and took "0" and "0-1" for disjoint).
 func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 	requireCgroupRoot(t)
 	for _, withAgent := range []bool{false, true} {
@@ -137,21 +168,46 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 						syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
 					}
 				})
-				a := exec.Command(binary, "agent", "--socket", filepath.Join(dir, "a.sock"), "--state", state, "--cgroup-root", root)
+				socket := filepath.Join(dir, "a.sock")
+				a := exec.Command(binary, "agent", "--socket", socket, "--state", state, "--cgroup-root", root)
+				var logs strings.Builder
+				a.Stderr = &logs
 				if err := a.Start(); err != nil {
 					t.Fatal(err)
 				}
-				defer func() { a.Process.Signal(syscall.SIGTERM); a.Wait() }()
-				for i := 0; i < 1000; i++ {
-					if _, err := os.Stat(filepath.Join(dir, "a.sock")); err == nil {
-						break
+				exited := make(chan error, 1)
+				go func() { exited <- a.Wait() }()
+				defer func() {
+					a.Process.Signal(syscall.SIGTERM)
+					select {
+					case <-exited:
+					case <-time.After(30 * time.Second):
+						a.Process.Kill()
+						<-exited
 					}
-					time.Sleep(10 * time.Millisecond)
+				}()
+				cl := agent.NewClient(socket, "")
+				serving := func(when string) {
+					t.Helper()
+					for deadline := time.Now().Add(30 * time.Second); cl.Healthy() != nil; {
+						select {
+						case err := <-exited:
+							exited <- err
+							t.Fatalf("%s: the agent exited (%v); log:\n%s", when, err, logs.String())
+						default:
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s: the agent does not answer /healthz after 30s; log:\n%s", when, logs.String())
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
 				}
+				serving("before the runs")
+				defer serving("after the runs")
 			}
 			job := `grep Cpus_allowed_list /proc/self/status; echo start $(date +%s%N); ` + spin + `; echo end $(date +%s%N)`
 			type span struct {
-				cpus       string
+				cpus       cpuset.CPUSet
 				start, end int64
 			}
 			var spans []span
@@ -180,14 +236,18 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 						f := strings.Fields(l)
 						switch {
 						case len(f) == 2 && f[0] == "Cpus_allowed_list:":
-							s.cpus = f[1]
+							set, err := cpuset.Parse(f[1])
+							if err != nil {
+								t.Fatalf("run %d job %d: Cpus_allowed_list %q: %v", i, j.Job, f[1], err)
+							}
+							s.cpus = set
 						case len(f) == 2 && f[0] == "start":
 							fmt.Sscan(f[1], &s.start)
 						case len(f) == 2 && f[0] == "end":
 							fmt.Sscan(f[1], &s.end)
 						}
 					}
-					if s.cpus == "" || s.end == 0 || j.ExitCode != 0 {
+					if s.cpus.IsEmpty() || s.end == 0 || j.ExitCode != 0 {
 						t.Fatalf("run %d job %d: output %q, exit %d", i, j.Job, j.StdoutTail, j.ExitCode)
 					}
 					spans = append(spans, s)
@@ -200,11 +260,20 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 				for k := i + 1; k < len(spans); k++ {
 					a, b := spans[i], spans[k]
 					overlap := a.start < b.end && b.start < a.end
-					if overlap && a.cpus == b.cpus {
-						t.Errorf("jobs on cpu %s overlap in time: %+v and %+v", a.cpus, a, b)
+					if overlap && a.cpus.Intersects(b.cpus) {
+						t.Errorf("jobs on cpus %s and %s overlap in time: %+v and %+v", a.cpus, b.cpus, a, b)
 					}
 				}
 			}
 		})
 	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

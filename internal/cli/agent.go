@@ -14,8 +14,8 @@ import (
 const agentUsage = `Run the node agent: the one owner of this machine's CPUs. It serves an
 HTTP/JSON API on a unix socket (mode 0600): POST/GET /v1/workloads,
 GET/DELETE /v1/workloads/NAME, GET /v1/topology, /healthz, /metrics.
-Each admission is committed to the state file (SQLite, WAL) before it is
-answered; at start the agent adopts its live groups, releases workloads
+Each admission is committed to the state file (SQLite, WAL, mode 0600; on
+a disk, not below /sys or /proc) before it is answered; at start the agent adopts its live groups, releases workloads
 that are gone and removes empty groups. Workloads keep running when the
 agent stops (SIGTERM: graceful shutdown) and are adopted when it restarts.
 

@@ -264,7 +264,7 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tQOS\tCPUSET\tCPUS USED\tTHROTTLED\tPIDS")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\n", r.Name, r.QoS, r.Cpuset, r.CPUs, r.ThrottledS, r.Pids)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\n", shown(r.Name), shown(r.QoS), shown(r.Cpuset), r.CPUs, r.ThrottledS, r.Pids)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -279,6 +279,14 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 	return cmd
 }
 
+// maxField bounds a string of the agent's that ctl prints in a table.
+const maxField = 256
+
+// shown is a string of the agent's answer as ctl prints it as text: no
+// control characters (a terminal's escapes), at most maxField bytes.
+// Whoever answers on the socket, ctl's output stays the agent's data.
+func shown(s string) string { return agent.Printable(s, maxField) }
+
 // printWorkloads writes a kubectl-like table.
 func printWorkloads(e *env, ws []agent.Workload) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -288,8 +296,8 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 		if numa == "" {
 			numa = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", w.Name, w.QoS, w.CPUs, w.Cpuset, numa, w.Source,
-			time.Since(w.CreatedAt).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", shown(w.Name), shown(w.QoS), w.CPUs, shown(w.Cpuset), shown(numa),
+			shown(w.Source), time.Since(w.CreatedAt).Round(time.Second))
 	}
 	return tw.Flush()
 }
@@ -297,21 +305,21 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 // qosLines renders the QoS controller's status under ctl top's table.
 func qosLines(q *agent.QoSStatus) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "QOS %s via %s: BE on %s of pool %s (level %.2f CPUs, suppression %.0f%%", q.Mechanism, q.Lever, q.BECpuset, q.BEPool, q.Level, 100*q.Suppression)
+	fmt.Fprintf(&b, "QOS %s via %s: BE on %s of pool %s (level %.2f CPUs, suppression %.0f%%", shown(q.Mechanism), shown(q.Lever), shown(q.BECpuset), shown(q.BEPool), q.Level, 100*q.Suppression)
 	if q.BEQuotaMS > 0 {
 		fmt.Fprintf(&b, ", quota %.1fms", q.BEQuotaMS)
 	}
 	fmt.Fprintf(&b, ")\nQOS signals: LS usage %.2f CPUs, psi %.1f%%, run-queue wait %.1fms/s, throttled %.0f%%", q.LSUsage, q.PSI, q.RunqWaitMS, 100*q.Throttled)
 	if q.Slice != "" {
-		fmt.Fprintf(&b, ", slice %s", q.Slice)
+		fmt.Fprintf(&b, ", slice %s", shown(q.Slice))
 	}
 	var acts []string
 	for _, k := range slices.Sorted(maps.Keys(q.Actions)) {
-		acts = append(acts, fmt.Sprintf("%s=%d", k, q.Actions[k]))
+		acts = append(acts, fmt.Sprintf("%s=%d", shown(k), q.Actions[k]))
 	}
 	fmt.Fprintf(&b, "\nQOS actions: %s\n", strings.Join(acts, " "))
 	if q.Error != "" {
-		fmt.Fprintf(&b, "QOS error: %s\n", q.Error)
+		fmt.Fprintf(&b, "QOS error: %s\n", shown(q.Error))
 	}
 	return b.String()
 }
