@@ -92,6 +92,7 @@ type Topology struct {
 	coreCPUs    []cpuset.CPUSet
 	l3CPUs      []cpuset.CPUSet
 	nodeCPUs    map[NodeID]cpuset.CPUSet
+	noNode      cpuset.CPUSet // online CPUs in no NUMA node
 
 	// Warnings holds what discovery noticed and worked around (a stale
 	// *_list file, a missing sibling file); the model is still usable.
@@ -100,8 +101,9 @@ type Topology struct {
 
 // New builds a Topology from CPUs in the JSON contract form and the NUMA
 // distance table (may be nil). Indexes of online CPUs must be dense
-// machine-wide indexes (0..n-1); offline CPUs may carry None. Online CPUs of
-// one core must share socket, die, cluster, node and L3.
+// machine-wide indexes (0..n-1); offline CPUs may carry None, and so may an
+// online CPU's NUMA node (a CPU in no node, see NoNodeCPUs) and L3. Online
+// CPUs of one core must share socket, die, cluster, node and L3.
 func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 	if len(cpus) == 0 {
 		return nil, fmt.Errorf("%w: no cpus", ErrInvalid)
@@ -113,7 +115,7 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		nodeCPUs:  map[NodeID]cpuset.CPUSet{},
 	}
 	slices.SortFunc(t.cpus, func(a, b CPU) int { return cmp.Compare(a.ID, b.ID) })
-	var present, online, allowed cpuset.Builder
+	var present, online, allowed, noNode cpuset.Builder
 	nodes := map[NodeID]*cpuset.Builder{}
 	var sockets, dies, clusters, cores, l3s []*cpuset.Builder
 	grow := func(bs *[]*cpuset.Builder, i int, what string, cpu int) (*cpuset.Builder, error) {
@@ -147,13 +149,15 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		if c.Allowed {
 			allowed.Add(c.ID)
 		}
-		if c.NUMA < 0 {
-			return nil, fmt.Errorf("%w: online cpu %d has numa node %d", ErrInvalid, c.ID, c.NUMA)
-		}
-		if nodes[c.NUMA] == nil {
+		if c.NUMA == None {
+			// In no NUMA node: its node has no directory (issue 17).
+			noNode.Add(c.ID)
+		} else if nodes[c.NUMA] == nil {
 			nodes[c.NUMA] = &cpuset.Builder{}
 		}
-		nodes[c.NUMA].Add(c.ID)
+		if c.NUMA != None {
+			nodes[c.NUMA].Add(c.ID)
+		}
 		for _, u := range []struct {
 			bs   *[]*cpuset.Builder
 			idx  int
@@ -178,7 +182,7 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 			b.Add(c.ID)
 		}
 	}
-	t.present, t.online, t.allowed = present.Result(), online.Result(), allowed.Result()
+	t.present, t.online, t.allowed, t.noNode = present.Result(), online.Result(), allowed.Result(), noNode.Result()
 	if t.online.IsEmpty() {
 		return nil, fmt.Errorf("%w: no online cpu", ErrInvalid)
 	}
@@ -324,6 +328,13 @@ func (t *Topology) L3CPUs(c CacheID) cpuset.CPUSet { return at(t.l3CPUs, int(c))
 
 // NodeCPUs returns the online CPUs of a NUMA node.
 func (t *Topology) NodeCPUs(n NodeID) cpuset.CPUSet { return t.nodeCPUs[n] }
+
+// NoNodeCPUs returns the online CPUs that are in no NUMA node (NUMA None):
+// on machines whose CPUs link to a node that has no directory, as hwloc
+// reads them. They are in none of NodesWithCPUs; callers that group CPUs by
+// node treat them as one more group (alloc does) or leave them out of
+// per-node views (NodeResourceTopology zones).
+func (t *Topology) NoNodeCPUs() cpuset.CPUSet { return t.noNode }
 
 func at(sets []cpuset.CPUSet, i int) cpuset.CPUSet {
 	if i < 0 || i >= len(sets) {

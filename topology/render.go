@@ -53,6 +53,9 @@ func (t *Topology) Summary() string {
 	if memOnly := len(t.nodes) - len(t.nodeCPUs); memOnly > 0 {
 		parts[len(parts)-1] += fmt.Sprintf(" (+%d without CPUs)", memOnly)
 	}
+	if n := t.noNode.Size(); n > 0 {
+		parts[len(parts)-1] += fmt.Sprintf(" (%s in none)", plural(n, "CPU", "CPUs"))
+	}
 	if t.NumL3() == 0 {
 		parts = append(parts, "no L3")
 	} else {
@@ -111,7 +114,8 @@ type RenderOptions struct {
 }
 
 // Render writes an lstopo-like view: package -> NUMA node -> L3 -> physical
-// cores, each shown as its SMT sibling CPUs joined by "+". CPUs outside corepin's cpuset cgroup carry a "!" and
+// cores, each shown as its SMT sibling CPUs joined by "+"; CPUs in no NUMA
+// node are under "(no NUMA node)" in their package. CPUs outside corepin's cpuset cgroup carry a "!" and
 // offline CPUs are listed at the end.
 func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	if o.Width == 0 {
@@ -122,12 +126,17 @@ func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	for s := range t.socketCPUs {
 		sock := t.socketCPUs[s]
 		fmt.Fprintf(&b, "Package %d  cpus %s\n", s, sock)
-		for _, n := range t.NodesWithCPUs() {
-			nodeSet := t.nodeCPUs[n].Intersection(sock)
+		for _, n := range append(t.NodesWithCPUs(), None) {
+			nodeSet := t.nodeCPUs[n]
+			label := fmt.Sprintf("NUMA node %d", n)
+			if n == None {
+				nodeSet, label = t.noNode, "(no NUMA node)"
+			}
+			nodeSet = nodeSet.Intersection(sock)
 			if nodeSet.IsEmpty() {
 				continue
 			}
-			fmt.Fprintf(&b, "  NUMA node %d  cpus %s\n", n, nodeSet)
+			fmt.Fprintf(&b, "  %s  cpus %s\n", label, nodeSet)
 			var l3s []int
 			for i, l := range t.l3CPUs {
 				if l.Intersects(nodeSet) {
