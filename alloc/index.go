@@ -134,6 +134,12 @@ func newIndex(t *topology.Topology) *index {
 		ix.cpuCore[i], ix.cpuSocket[i], ix.cpuNode[i], ix.cpuL3[i] = -1, -1, -1, -1
 	}
 	ix.nodes = t.NodesWithCPUs()
+	if !t.NoNodeCPUs().IsEmpty() {
+		// CPUs in no NUMA node (their node has no directory, issue 17)
+		// form one more locality, first (None sorts below every id). It
+		// reports no node id (span) and no hint names it (hintIndexes).
+		ix.nodes = append([]topology.NodeID{topology.None}, ix.nodes...)
+	}
 	nodePos := map[topology.NodeID]int32{}
 	for i, nd := range ix.nodes {
 		nodePos[nd] = int32(i)
