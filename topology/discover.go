@@ -256,6 +256,11 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 		}
 	}
 
+	iso, err := d.isolation(present)
+	if err != nil {
+		return nil, err
+	}
+
 	cpus := d.index(present, online, infos, cpuNode)
 	for i := range cpus {
 		c := &cpus[i]
@@ -266,8 +271,48 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.isolation = iso
 	t.Warnings = d.finishWarnings()
 	return t, nil
+}
+
+// Files naming the CPUs the kernel keeps apart from general scheduling,
+// each optional (missing means none):
+//   - cpu/isolated: the isolcpus= boot parameter's CPUs
+//     (https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-devices-system-cpu);
+//   - cpu/nohz_full: the nohz_full= CPUs, "(null)" on kernels built with
+//     NO_HZ_FULL but booted without it
+//     (https://www.kernel.org/doc/html/latest/timers/no_hz.html);
+//   - cpuset.cpus.isolated of the cgroup v2 root: the CPUs of isolated
+//     cpuset partitions, Linux 6.7 and later
+//     (https://docs.kernel.org/admin-guide/cgroup-v2.html#cpuset-interface-files).
+const (
+	isolatedFile   = cpuDir + "/isolated"
+	nohzFullFile   = cpuDir + "/nohz_full"
+	partitionsFile = "sys/fs/cgroup/cpuset.cpus.isolated"
+)
+
+// isolation reads the isolated CPUs, keeping those that are present.
+func (d *discoverer) isolation(present cpuset.CPUSet) (Isolation, error) {
+	var iso Isolation
+	for _, f := range []struct {
+		name string
+		set  *cpuset.CPUSet
+	}{{isolatedFile, &iso.Isolcpus}, {nohzFullFile, &iso.NohzFull}, {partitionsFile, &iso.Partitions}} {
+		s, ok, err := d.readOptional(f.name)
+		if err != nil {
+			return iso, err
+		}
+		if !ok || s == "" || s == "(null)" {
+			continue
+		}
+		set, err := cpuset.Parse(s)
+		if err != nil {
+			return iso, fmt.Errorf("%w: parsing %s: %w", ErrBadSysfs, f.name, err)
+		}
+		*f.set = set.Intersection(present)
+	}
+	return iso, nil
 }
 
 // cpuSets returns the present CPUs (from "present", else the cpuN

@@ -94,6 +94,8 @@ type Topology struct {
 	nodeCPUs    map[NodeID]cpuset.CPUSet
 	noNode      cpuset.CPUSet // online CPUs in no NUMA node
 
+	isolation Isolation
+
 	// Warnings holds what discovery noticed and worked around (a stale
 	// *_list file, a missing sibling file); the model is still usable.
 	Warnings []string
@@ -366,6 +368,42 @@ func (t *Topology) Distances() map[NodeID][]int {
 		out[n] = slices.Clone(d)
 	}
 	return out
+}
+
+// Isolation is what the kernel keeps apart from general scheduling: CPUs
+// isolated at boot (isolcpus=), in isolated cgroup v2 cpuset partitions,
+// and CPUs without the periodic tick (nohz_full=). The sets are CPU ids of
+// the machine; each may be empty.
+type Isolation struct {
+	Isolcpus   cpuset.CPUSet // cpu/isolated
+	Partitions cpuset.CPUSet // cpuset.cpus.isolated of the cgroup v2 root
+	NohzFull   cpuset.CPUSet // cpu/nohz_full
+}
+
+// Isolation returns the machine's isolated CPUs by source.
+func (t *Topology) Isolation() Isolation { return t.isolation }
+
+// Isolated returns the CPUs isolated from general scheduling: isolcpus and
+// isolated cpuset partitions (not nohz_full alone; see NohzFull).
+func (t *Topology) Isolated() cpuset.CPUSet {
+	return t.isolation.Isolcpus.Union(t.isolation.Partitions)
+}
+
+// NohzFull returns the CPUs the kernel runs without a periodic tick while
+// they run one task (nohz_full=).
+func (t *Topology) NohzFull() cpuset.CPUSet { return t.isolation.NohzFull }
+
+// WithIsolation returns a copy of t whose isolated CPUs are iso, checked
+// to be present CPUs (a saved document, a test).
+func (t *Topology) WithIsolation(iso Isolation) (*Topology, error) {
+	for what, set := range map[string]cpuset.CPUSet{"isolated": iso.Isolcpus.Union(iso.Partitions), "nohz_full": iso.NohzFull} {
+		if !set.IsSubsetOf(t.present) {
+			return nil, fmt.Errorf("%w: %s cpus %s are not all present cpus (%s)", ErrInvalid, what, set, t.present)
+		}
+	}
+	c := *t
+	c.isolation = iso
+	return &c, nil
 }
 
 // ThreadsPerCore returns the largest number of online CPUs in one core.
