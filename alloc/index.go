@@ -90,6 +90,8 @@ type index struct {
 
 	online  bitset
 	allowed bitset
+	isolated bitset // allowed CPUs the kernel keeps apart (IsolatedCPUs)
+	poolSkip bitset // CPUs the shared pools leave out (allowed but not SharedCPUs)
 	cpus    []int // online CPUs, ascending
 
 	// per CPU id (len maxID+1); -1 for CPUs that are not online
@@ -127,6 +129,10 @@ func newIndex(t *topology.Topology) *index {
 	ix.online.fromSet(online)
 	ix.allowed = newBitset(ix.words)
 	ix.allowed.fromSet(t.Allowed())
+	ix.isolated = newBitset(ix.words)
+	ix.isolated.fromSet(IsolatedCPUs(t))
+	ix.poolSkip = newBitset(ix.words)
+	ix.poolSkip.fromSet(t.Allowed().Difference(SharedCPUs(t)))
 	ix.cpus = online.List()
 	n := maxID + 1
 	ix.cpuCore, ix.cpuSocket, ix.cpuNode, ix.cpuL3 = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
