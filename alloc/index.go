@@ -88,11 +88,11 @@ type index struct {
 	topo  *topology.Topology
 	words int
 
-	online  bitset
-	allowed bitset
+	online   bitset
+	allowed  bitset
 	isolated bitset // allowed CPUs the kernel keeps apart (IsolatedCPUs)
 	poolSkip bitset // CPUs the shared pools leave out (allowed but not SharedCPUs)
-	cpus    []int // online CPUs, ascending
+	cpus     []int  // online CPUs, ascending
 
 	// per CPU id (len maxID+1); -1 for CPUs that are not online
 	cpuCore, cpuSocket, cpuNode, cpuL3 []int32

@@ -66,4 +66,3 @@ func TestRunKeepsJobsOffIsolatedCPUs(t *testing.T) {
 		})
 	}
 }
-
