@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/internal/testutil"
 )
 
@@ -64,5 +66,65 @@ func TestRunKeepsJobsOffIsolatedCPUs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTopoAndPlanIsolatedCPUs reads a real dual-socket dump carrying
+// isolcpus=6,7 nohz_full=6,7 through the command line: topo shows them
+// (text line, JSON keys), and plan keeps shared requests off them, gives
+// them to a request that requires them and refuses the next one.
+func TestTopoAndPlanIsolatedCPUs(t *testing.T) {
+	m := testutil.SysfsFromTarBz2(t, "8em64t-2s2ca2c")
+	m["sys/devices/system/cpu/isolated"] = &fstest.MapFile{Data: []byte("6-7\n")}
+	m["sys/devices/system/cpu/nohz_full"] = &fstest.MapFile{Data: []byte("6-7\n")}
+	root := testutil.WriteDir(t, m)
+	code, out, errs := runMain(t, "", "topo", "--sysfs-root", root)
+	if code != 0 || !strings.Contains(out, "\nIsolated: 6-7 (isolcpus), nohz_full: 6-7\n") {
+		t.Errorf("topo: exit %d, stderr %q, want the isolated line in:\n%s", code, errs, out)
+	}
+	code, out, errs = runMain(t, "", "topo", "--sysfs-root", root, "-o", "json")
+	var doc struct {
+		Isolated string `json:"isolated"`
+		NohzFull string `json:"nohz_full"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Isolated != "6-7" || doc.NohzFull != "6-7" {
+		t.Errorf("topo -o json: exit %d (%q), isolated %q nohz_full %q, want 6-7 and 6-7", code, errs, doc.Isolated, doc.NohzFull)
+	}
+	in := `{"topology": {"sysfs_root": "` + root + `"}, "requests": [
+		{"id": "ls", "cpus": 1.5, "qos": "LS"},
+		{"id": "rt", "cpus": 2, "qos": "LSE", "isolated": "require"},
+		{"id": "rt2", "cpus": 1, "qos": "LSE", "isolated": "require"},
+		{"id": "enc", "cpus": 2, "qos": "LSE"}]}`
+	code, out, errs = runMain(t, in, "plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d, stderr %q", code, errs)
+	}
+	var res struct {
+		Results []struct {
+			ID     string `json:"id"`
+			Cpuset string `json:"cpuset"`
+			Error  string `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Results) != 4 {
+		t.Fatalf("plan output %q: %v", out, err)
+	}
+	iso := cpuset.MustParse("6-7")
+	for _, r := range res.Results {
+		set, _ := cpuset.Parse(r.Cpuset)
+		switch r.ID {
+		case "ls", "enc":
+			if r.Error != "" || set.IsEmpty() || set.Intersects(iso) {
+				t.Errorf("%s: cpuset %q error %q, want cpus outside 6-7", r.ID, r.Cpuset, r.Error)
+			}
+		case "rt":
+			if !set.Equals(iso) {
+				t.Errorf("rt: cpuset %q error %q, want 6-7", r.Cpuset, r.Error)
+			}
+		case "rt2":
+			if r.Error == "" || !strings.Contains(r.Error, "isolated") {
+				t.Errorf("rt2: cpuset %q error %q, want a refusal naming isolated CPUs", r.Cpuset, r.Error)
+			}
+		}
 	}
 }
