@@ -95,22 +95,12 @@ func TestTopoAndPlanIsolatedCPUs(t *testing.T) {
 		{"id": "rt", "cpus": 2, "qos": "LSE", "isolated": "require"},
 		{"id": "rt2", "cpus": 1, "qos": "LSE", "isolated": "require"},
 		{"id": "enc", "cpus": 2, "qos": "LSE"}]}`
-	code, out, errs = runMain(t, in, "plan", "-o", "json")
-	if code != 0 {
-		t.Fatalf("plan: exit %d, stderr %q", code, errs)
-	}
-	var res struct {
-		Results []struct {
-			ID     string `json:"id"`
-			Cpuset string `json:"cpuset"`
-			Error  string `json:"error"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Results) != 4 {
-		t.Fatalf("plan output %q: %v", out, err)
+	res := planResults(t, in)
+	if len(res) != 4 {
+		t.Fatalf("plan results %v, want 4", res)
 	}
 	iso := cpuset.MustParse("6-7")
-	for _, r := range res.Results {
+	for _, r := range res {
 		set, _ := cpuset.Parse(r.Cpuset)
 		switch r.ID {
 		case "ls", "enc":

@@ -315,27 +315,42 @@ func TestTopoIssue17TextAndPlan(t *testing.T) {
 		{"id": "a", "cpus": 4, "qos": "LSE", "topology_policy": "single-numa-node"},
 		{"id": "b", "cpus": 2, "qos": "LSE", "topology_policy": "single-numa-node"},
 		{"id": "c", "cpus": 1, "qos": "LSE"}]}`, root)
-	code, out, errs = runMain(t, in, "plan", "-o", "json")
-	if code != 0 {
-		t.Fatalf("plan: exit %d, stderr %q", code, errs)
-	}
-	var res struct {
-		Results []struct {
-			ID, Cpuset, Error string
-			NUMANodes         string `json:"numa_nodes"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("plan output %q: %v", out, err)
-	}
 	got := map[string]string{}
-	for _, r := range res.Results {
-		got[r.ID] = r.Cpuset + " numa=" + r.NUMANodes + " " + r.Error
+	for id, r := range planResults(t, in) {
+		got[id] = r.Cpuset + " numa=" + r.NUMANodes + " " + r.Error
 	}
 	want := map[string]string{"a": "4-7 numa=1 ", "b": "1,3 numa= ", "c": "2 numa= "}
 	if !maps.Equal(got, want) {
 		t.Errorf("plan = %v, want %v", got, want)
 	}
+}
+
+// planResult is one result of `corepin plan -o json`.
+type planResult struct {
+	ID        string `json:"id"`
+	Cpuset    string `json:"cpuset"`
+	NUMANodes string `json:"numa_nodes"`
+	Error     string `json:"error"`
+}
+
+// planResults runs plan on in and returns its results by request id.
+func planResults(t *testing.T, in string) map[string]planResult {
+	t.Helper()
+	code, out, errs := runMain(t, in, "plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d, stderr %q", code, errs)
+	}
+	var res struct {
+		Results []planResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("plan output %q: %v", out, err)
+	}
+	byID := map[string]planResult{}
+	for _, r := range res.Results {
+		byID[r.ID] = r
+	}
+	return byID
 }
 
 // A hand-written topology is bad input for plan and simulate (exit 2),
