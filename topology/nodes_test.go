@@ -484,13 +484,18 @@ func TestDiscoverNodeVariants(t *testing.T) {
 	variants := allNodeVariants()
 	for _, b := range bases {
 		vs := variants
-		if testing.Short() || b.orig.Online().Size() > 16 {
-			// The large dumps take a deterministic sample of the
-			// combinations (the fuzzer covers the rest).
+		if testing.Short() || b.orig.Online().Size() > 8 {
+			// Beyond the two 8-CPU dual-socket machines (the and
+			// its real base), a deterministic sample of the combinations
+			// (FuzzDiscoverNodeVariants draws the rest).
+			every := 6
+			if testing.Short() {
+				every = 24
+			}
 			r := rand.New(rand.NewPCG(uint64(len(b.name)), 17))
 			vs = nil
 			for _, v := range variants {
-				if r.IntN(6) == 0 || (v.absent == "dir" && v.byPossible && v.offline == "two") {
+				if r.IntN(every) == 0 || (v.absent == "dir" && v.byPossible && v.offline == "two") {
 					vs = append(vs, v)
 				}
 			}
