@@ -30,7 +30,8 @@ import (
 // directories' CPU lists only (hwloc's look_sysfsnode reads nodeN/cpumap of
 // the nodes it lists and never follows cpuN/nodeM links), so a CPU no node
 // directory holds is in no NUMA node. With no node directory at all, hwloc
-// and corepin put every CPU in one node 0.
+// and corepin put every CPU in one node 0. The one designed difference:
+// node/online masks that disagree with the directories (see apply).
 
 // nodeVariant is one combination of the dimensions above.
 type nodeVariant struct {
@@ -298,8 +299,11 @@ func (b nodeBase) apply(v nodeVariant) (fstest.MapFS, nodeWant) {
 		f[sysNode+"/online"] = &fstest.MapFile{Data: []byte(nodeSet(kept) + "\n")}
 		f[sysNode+"/possible"] = &fstest.MapFile{Data: fmt.Appendf(nil, "0-%d\n", possibleMax)}
 	case "stale":
-		// Masks that disagree with the directories: corepin lists nodes by
-		// their directories, so they change nothing.
+		// Masks that disagree with the directories, which no kernel writes
+		// (it makes a node's directory when the node comes online). corepin
+		// lists nodes by their directories, so they change nothing; hwloc
+		// lists them from node/online first and would drop the nodes it
+		// names without a directory, keeping none here.
 		f[sysNode+"/online"] = &fstest.MapFile{Data: []byte("0\n")}
 		f[sysNode+"/possible"] = &fstest.MapFile{Data: fmt.Appendf(nil, "0-%d\n", possibleMax+2)}
 	}
