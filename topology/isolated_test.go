@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/internal/testutil"
 )
@@ -169,16 +167,6 @@ func FuzzDiscoverIsolation(f *testing.F) {
 				t.Fatalf("isolated %s outside present %s", set, topo.Present())
 			}
 		}
-		b, err := json.Marshal(topo.Doc())
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := ReadDoc(bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("ReadDoc of its own document: %v", err)
-		}
-		if d := cmp.Diff(topo.Doc(), back.Doc()); d != "" {
-			t.Fatalf("document changes through ReadDoc:\n%s", d)
-		}
+		checkDocRoundTrip(t, topo)
 	})
 }

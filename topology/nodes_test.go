@@ -1,8 +1,6 @@
 package topology
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -394,14 +392,7 @@ func checkNodeVariant(t *testing.T, b nodeBase, f fstest.MapFS, want nodeWant) *
 		check("core", groups(topo, func(c CPU) int { return int(c.Core) }), restrict(b.hw.cores))
 	}
 	// The JSON document and the text view carry every online CPU.
-	var doc bytes.Buffer
-	if err := json.NewEncoder(&doc).Encode(topo.Doc()); err != nil {
-		t.Fatal(err)
-	}
-	back, err := ReadDoc(&doc)
-	if err != nil {
-		t.Fatalf("ReadDoc of its own document: %v", err)
-	}
+	back := checkDocRoundTrip(t, topo)
 	if !back.NoNodeCPUs().Equals(topo.NoNodeCPUs()) || back.Summary() != topo.Summary() {
 		t.Errorf("document round trip: no-node %s summary %q, want %s %q", back.NoNodeCPUs(), back.Summary(), topo.NoNodeCPUs(), topo.Summary())
 	}
