@@ -56,6 +56,9 @@ type Spec struct {
 	Exclusive      string   `json:"exclusive,omitempty"`
 	NUMA           string   `json:"numa,omitempty"`
 	TopologyPolicy string   `json:"topology_policy,omitempty"`
+	// Isolated is "prefer" or "require": an LSE or LSR workload's use of
+	// the CPUs the kernel isolated (alloc.Request.Isolated).
+	Isolated string `json:"isolated,omitempty"`
 	// Command and Args: the agent starts this program inside the
 	// workload's group, with thread-pool variables (OMP_NUM_THREADS, ...)
 	// sized to its CPUs.
@@ -104,7 +107,7 @@ func DecodeSpec(r io.Reader) (Spec, error) {
 
 // specKeys are the JSON keys of Spec, spelled exactly.
 var specKeys = map[string]bool{"name": true, "qos": true, "cpus": true, "bind": true, "exclusive": true, "numa": true,
-	"topology_policy": true, "command": true, "args": true, "pid": true, "cgroup": true}
+	"topology_policy": true, "isolated": true, "command": true, "args": true, "pid": true, "cgroup": true}
 
 // checkKeys refuses what encoding/json would let through: keys in another
 // case ("Name" fills Name) and a key given twice (the last would win).
@@ -210,7 +213,7 @@ func (s Spec) Validate() error {
 // vocabulary errors in ErrInvalid.
 func (s Spec) request() (alloc.Request, error) {
 	rs := alloc.RequestSpec{ID: s.Name, CPUs: s.CPUs, QoS: s.QoS, Bind: s.Bind, Exclusive: s.Exclusive,
-		NUMA: s.NUMA, TopologyPolicy: s.TopologyPolicy}
+		NUMA: s.NUMA, TopologyPolicy: s.TopologyPolicy, Isolated: s.Isolated}
 	r, err := rs.Request(s.Name)
 	if err != nil {
 		return alloc.Request{}, fmt.Errorf("%w: %v", ErrInvalid, strings.TrimPrefix(err.Error(), alloc.ErrInvalid.Error()+": "))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/corepin/corepin/alloc"
 )
 
 func TestDecodeSpec(t *testing.T) {
@@ -28,6 +30,9 @@ func TestDecodeSpec(t *testing.T) {
 		{name: "no source", body: `{"name":"a","cpus":1}`, wantErr: ErrInvalid, wantIn: "exactly one"},
 		{name: "two sources", body: `{"name":"a","cpus":1,"pid":9,"command":"x"}`, wantErr: ErrInvalid, wantIn: "exactly one"},
 		{name: "cgroup traversal", body: `{"name":"a","cpus":1,"cgroup":"a/../../b"}`, wantErr: ErrInvalid, wantIn: ".."},
+		{name: "isolated require", body: `{"name":"rt","qos":"LSE","cpus":2,"isolated":"require","command":"x"}`},
+		{name: "isolated unknown", body: `{"name":"rt","qos":"LSE","cpus":2,"isolated":"always","command":"x"}`, wantErr: ErrInvalid, wantIn: "unknown isolated policy"},
+		{name: "isolated for LS", body: `{"name":"web","qos":"LS","cpus":0.5,"isolated":"prefer","command":"x"}`, wantErr: ErrInvalid, wantIn: "exclusive requests"},
 		{name: "SYSTEM", body: `{"name":"a","qos":"SYSTEM","cpus":1,"command":"x"}`, wantErr: ErrInvalid, wantIn: "reserved"},
 		{name: "LS quota at the minimum", body: `{"name":"a","qos":"LS","cpus":0.01,"command":"x"}`},
 		// Issue 17 §5: raised to 0.01 silently before.
@@ -51,5 +56,17 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("DecodeSpec = %q, want it to mention %q", err, tc.wantIn)
 			}
 		})
+	}
+}
+
+// An isolated policy reaches the allocator's request.
+func TestSpecIsolatedReachesRequest(t *testing.T) {
+	s, err := DecodeSpec(strings.NewReader(`{"name":"rt","qos":"LSE","cpus":2,"isolated":"require","command":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.request()
+	if err != nil || r.Isolated != alloc.IsolatedRequire {
+		t.Errorf("request() = %+v, %v; want Isolated require", r, err)
 	}
 }

@@ -37,6 +37,10 @@ type Topology struct {
 	SysfsRoot     string           `json:"sysfs_root,omitempty"`
 	CPUs          []topology.CPU   `json:"cpus,omitempty"`
 	NUMADistances map[string][]int `json:"numa_distances,omitempty"`
+	// Isolated and NohzFull are the topo document's optional lists of
+	// isolated and tick-free CPUs, with CPUs.
+	Isolated string `json:"isolated,omitempty"`
+	NohzFull string `json:"nohz_full,omitempty"`
 }
 
 // TopologyOf returns t in the document's "cpus" form (that of corepin topo
@@ -47,7 +51,7 @@ func TopologyOf(t *topology.Topology) *Topology {
 	for n, d := range t.Distances() {
 		dist[strconv.Itoa(int(n))] = d
 	}
-	return &Topology{CPUs: t.CPUs(), NUMADistances: dist}
+	return &Topology{CPUs: t.CPUs(), NUMADistances: dist, Isolated: t.Isolated().String(), NohzFull: t.NohzFull().String()}
 }
 
 // Assigned is a workload already placed.
@@ -242,8 +246,8 @@ func (d Document) topology(load Loader) (*topology.Topology, error) {
 	pt := d.Topology
 	switch {
 	case pt == nil || (pt.SysfsRoot == "" && pt.CPUs == nil):
-		if pt != nil && pt.NUMADistances != nil {
-			return nil, invalidf("topology has numa_distances but no cpus")
+		if pt != nil && (pt.NUMADistances != nil || pt.Isolated != "" || pt.NohzFull != "") {
+			return nil, invalidf("topology has numa_distances, isolated or nohz_full but no cpus")
 		}
 		t, err := load("")
 		if err != nil {
@@ -261,6 +265,19 @@ func (d Document) topology(load Loader) (*topology.Topology, error) {
 	}
 	t, err := topology.FromCPUs(pt.CPUs, pt.NUMADistances)
 	if err != nil {
+		return nil, invalidf("topology: %w", err)
+	}
+	if pt.Isolated == "" && pt.NohzFull == "" {
+		return t, nil
+	}
+	var iso topology.Isolation
+	if iso.Isolcpus, err = parseSet("topology: isolated", pt.Isolated); err != nil {
+		return nil, err
+	}
+	if iso.NohzFull, err = parseSet("topology: nohz_full", pt.NohzFull); err != nil {
+		return nil, err
+	}
+	if t, err = t.WithIsolation(iso); err != nil {
 		return nil, invalidf("topology: %w", err)
 	}
 	return t, nil

@@ -89,18 +89,26 @@ func FuzzDiscoverSysfsContent(f *testing.F) {
 		if _, err := FromDoc(topo.Doc()); err != nil {
 			t.Fatalf("Doc does not rebuild: %v", err)
 		}
-		b, err := json.Marshal(topo.Doc())
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := ReadDoc(bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("ReadDoc of its own document: %v", err)
-		}
-		if d := cmp.Diff(topo.Doc(), back.Doc()); d != "" {
-			t.Fatalf("document changes through ReadDoc:\n%s", d)
-		}
+		checkDocRoundTrip(t, topo)
 	})
+}
+
+// checkDocRoundTrip fails t unless topo's JSON document reads back
+// (ReadDoc) to the same document; it returns what ReadDoc built.
+func checkDocRoundTrip(t *testing.T, topo *Topology) *Topology {
+	t.Helper()
+	b, err := json.Marshal(topo.Doc())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadDoc(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("ReadDoc of its own document: %v", err)
+	}
+	if d := cmp.Diff(topo.Doc(), back.Doc()); d != "" {
+		t.Fatalf("document changes through ReadDoc:\n%s", d)
+	}
+	return back
 }
 
 // FuzzReadDoc: ReadDoc never panics, and what it accepts it writes back as

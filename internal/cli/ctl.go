@@ -131,6 +131,7 @@ func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 	fl.StringVar(&s.Exclusive, "exclusive", "", "None, PCPULevel or NUMANodeLevel")
 	fl.StringVar(&s.NUMA, "numa", "", "MostAllocated, LeastAllocated or DistributeEvenly")
 	fl.StringVar(&s.TopologyPolicy, "topology-policy", "", "none, best-effort, restricted or single-numa-node")
+	fl.StringVar(&s.Isolated, "isolated", "", "prefer or require the CPUs the kernel isolated (isolcpus, nohz_full; LSE and LSR)")
 	fl.IntVar(&s.PID, "pid", 0, "adopt this running process")
 	fl.StringVar(&s.Cgroup, "cgroup", "", "adopt this existing cgroup (path below the cgroup mount)")
 	return cmd

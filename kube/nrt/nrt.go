@@ -131,9 +131,11 @@ func BuildWith(node string, t *topology.Topology, p alloc.Pools, s Allocator) Ob
 		avail := alloca.Difference(p.LSE).Difference(p.LSR)
 		z := Zone{Name: ZoneName(n), Type: "Node", Resources: []Resource{{Name: "cpu",
 			Capacity: strconv.Itoa(cpus.Size()), Allocatable: strconv.Itoa(alloca.Size()), Available: strconv.Itoa(avail.Size())}}}
-		for _, m := range nodes {
-			if d := dist[n]; int(m) < len(d) {
-				z.Costs = append(z.Costs, Cost{Name: ZoneName(m), Value: int64(d[m])})
+		if _, ok := dist[n]; ok {
+			// A row is in the order of Nodes, not indexed by node id
+			// (sparse ids: nodes 1 and 3, or node 1 alone, issue 17).
+			for _, m := range nodes {
+				z.Costs = append(z.Costs, Cost{Name: ZoneName(m), Value: int64(t.Distance(n, m))})
 			}
 		}
 		o.Zones = append(o.Zones, z)
