@@ -54,6 +54,10 @@ type Options struct {
 	// runs that died whose jobs have no process left; nil leaves them
 	// to the next run that opens the state file.
 	RunGroups GroupLister
+	// Online, when not nil, returns the CPUs online now; CheckOnline
+	// (each sweep of a running agent) compares the workloads' CPUs with
+	// it. OnlineFrom(os.DirFS("/")) reads the live machine's.
+	Online func() (cpuset.CPUSet, error)
 }
 
 // Node is the one owner of a node's CPUs: the state file, the allocator
@@ -102,6 +106,8 @@ type entry struct {
 	rec   record
 	group enforce.Group
 	cmd   *exec.Cmd // the process the agent started, while it is the parent
+	// offline are the workload's CPUs that CheckOnline last found offline.
+	offline cpuset.CPUSet
 }
 
 // ErrLocked means another process holds the state file's lock.

@@ -35,12 +35,19 @@ type Workload struct {
 	Cgroup     string    `json:"cgroup,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	Generation int64     `json:"generation"`
+	// OfflineCPUs are the workload's CPUs the kernel has taken offline
+	// (CheckOnline): they stay the workload's, but it does not run on
+	// them until they are back.
+	OfflineCPUs string `json:"offline_cpus,omitempty"`
 }
 
 // view returns e as the API shows it. Callers hold n.mu.
 func (n *Node) view(e *entry) Workload {
 	w := Workload{Name: e.a.Name, QoS: e.a.QoS, Cpuset: e.a.Cpuset, Exclusive: e.rec.Excl, NUMANodes: e.rec.NUMANodes,
 		Threads: e.rec.Threads, PID: e.rec.PID, Cgroup: e.rec.Cgroup, CreatedAt: e.a.CreatedAt, Generation: e.a.Generation}
+	if !e.offline.IsEmpty() {
+		w.OfflineCPUs = e.offline.String()
+	}
 	if e.rec.CPUs != nil {
 		w.CPUs = *e.rec.CPUs
 	}
