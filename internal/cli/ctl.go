@@ -288,7 +288,11 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 		if numa == "" {
 			numa = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", w.Name, w.QoS, w.CPUs, w.Cpuset, numa, w.Source,
+		set := w.Cpuset
+		if w.OfflineCPUs != "" {
+			set += " (offline: " + w.OfflineCPUs + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", w.Name, w.QoS, w.CPUs, set, numa, w.Source,
 			time.Since(w.CreatedAt).Round(time.Second))
 	}
 	return tw.Flush()
