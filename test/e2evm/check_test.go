@@ -67,6 +67,10 @@ type topoCPU struct {
 type topoJSON struct {
 	CPUs      []topoCPU        `json:"cpus"`
 	Distances map[string][]int `json:"numa_distances"`
+	// Isolated and NohzFull are optional (corepin without them leaves
+	// them out); when given they must be the kernel's.
+	Isolated *string `json:"isolated"`
+	NohzFull *string `json:"nohz_full"`
 }
 
 // machine is what a shape's qemu options make: the test's own
@@ -169,6 +173,14 @@ func checkTopo(t *testing.T, v *vm, want machine) {
 	for n, row := range kernelNodes {
 		if !slices.Equal(topo.Distances[n], row) {
 			t.Errorf("corepin topo: numa_distances[%s] = %v, kernel's node%s/distance %v", n, topo.Distances[n], n, row)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		got  *string
+	}{{"isolated", topo.Isolated}, {"nohz_full", topo.NohzFull}} {
+		if f.got != nil && !sameList(t, *f.got, strings.TrimPrefix(sys["cpu/"+f.name], "(null)")) {
+			t.Errorf("corepin topo: %s %q, kernel's cpu/%s %q", f.name, *f.got, f.name, sys["cpu/"+f.name])
 		}
 	}
 	for n := range topo.Distances {
