@@ -232,10 +232,19 @@ func stateAndRecords(t *topology.Topology, cfg alloc.Config, as []store.Assignme
 		if err != nil {
 			return nil, nil, err
 		}
+		recs[a.Name] = rec
+		if (aa.QoS == alloc.LSE || aa.QoS == alloc.LSR) && !aa.CPUs.IsSubsetOf(t.Online()) {
+			// CPUs the kernel took offline after they were placed (an
+			// agent restarted meanwhile discovered t without them): the
+			// allocator holds the online part, never places CPUs t does
+			// not have online, and CheckOnline reports the rest.
+			if aa.CPUs = aa.CPUs.Intersection(t.Online()); aa.CPUs.IsEmpty() {
+				continue
+			}
+		}
 		if err := st.Assign(aa); err != nil {
 			return nil, nil, fmt.Errorf("loading assignment %q: %w", a.Name, err)
 		}
-		recs[a.Name] = rec
 	}
 	return st, recs, nil
 }
