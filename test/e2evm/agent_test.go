@@ -29,7 +29,8 @@ agent() {
   corepin agent --socket $COREPIN_SOCKET --state /var/lib/corepin/agent.db --config /etc/agent.yaml >>/tmp/agent.log 2>&1 &
   AGENT=$!
   i=0; until corepin ctl list >/dev/null 2>&1; do
-    i=$((i+1)); [ $i -gt 240 ] && { tail -n 5 /tmp/agent.log >&2; return 1; }; sleep 0.5
+    if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 120 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
+    i=$((i+1)); sleep 0.5
   done
 }
 metrics() {

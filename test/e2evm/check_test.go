@@ -226,6 +226,14 @@ func (j job) want(t *testing.T, name, key, want string) {
 	}
 }
 
+// wantAll compares several keys of cginfo's output (key -> value).
+func (j job) wantAll(t *testing.T, name string, want map[string]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		j.want(t, name, k, want[k])
+	}
+}
+
 // wantList compares one CPU-list key of cginfo's output.
 func (j job) wantList(t *testing.T, name, key, want string) {
 	t.Helper()

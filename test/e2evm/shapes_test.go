@@ -117,42 +117,30 @@ func checkNUMA2V2(t *testing.T, v *vm) {
 	p.wantList(t, "pinned", "Cpus_allowed_list", p.Cpuset)
 	p.wantList(t, "pinned", "cpuset.cpus", p.Cpuset)
 	p.wantList(t, "pinned", "cpuset.cpus.effective", p.Cpuset)
-	p.want(t, "pinned", "cpuset.mems", node)
-	p.want(t, "pinned", "cpuset.mems.effective", node)
-	p.want(t, "pinned", "Mems_allowed_list", node)
-	p.want(t, "pinned", "cpu.max", "max 100000")
-	p.want(t, "pinned", "cpu.max.burst", "0")
-	p.want(t, "pinned", "cpu.weight", "100")
-	p.want(t, "pinned", "cpu.idle", "0")
+	p.wantAll(t, "pinned", map[string]string{"cpuset.mems": node, "cpuset.mems.effective": node, "Mems_allowed_list": node,
+		"cpu.max": "max 100000", "cpu.max.burst": "0", "cpu.weight": "100", "cpu.idle": "0"})
 	checkV2Group(t, "pinned", p)
 
 	// Quota (LS, 1.5 CPUs): 150ms per 100ms over the shared pool.
 	q := runJob(t, v, "quota")
-	q.want(t, "quota", "cpu.max", "150000 100000")
-	q.want(t, "quota", "cpu.weight", "100")
-	q.want(t, "quota", "cpu.idle", "0")
+	q.wantAll(t, "quota", map[string]string{"cpu.max": "150000 100000", "cpu.weight": "100", "cpu.idle": "0", "cpuset.mems.effective": "0-1"})
 	q.wantList(t, "quota", "cpuset.cpus.effective", "0-7")
 	q.wantList(t, "quota", "Cpus_allowed_list", "0-7")
-	q.want(t, "quota", "cpuset.mems.effective", "0-1")
 	checkV2Group(t, "quota", q)
 
 	// Burst (1 CPU): quota of 2 CPUs; cpu.max.burst written 0 before it.
 	b := runJob(t, v, "burst")
-	b.want(t, "burst", "cpu.max", "200000 100000")
-	b.want(t, "burst", "cpu.max.burst", "0")
+	b.wantAll(t, "burst", map[string]string{"cpu.max": "200000 100000", "cpu.max.burst": "0"})
 	checkV2Group(t, "burst", b)
 
 	// Unbounded (LS, 3 CPUs): weight 300, no quota.
 	u := runJob(t, v, "unbounded")
-	u.want(t, "unbounded", "cpu.weight", "300")
-	u.want(t, "unbounded", "cpu.max", "max 100000")
-	u.want(t, "unbounded", "cpu.idle", "0")
+	u.wantAll(t, "unbounded", map[string]string{"cpu.weight": "300", "cpu.max": "max 100000", "cpu.idle": "0"})
 	checkV2Group(t, "unbounded", u)
 
 	// BE: cpu.idle under its own root.
 	be := runJob(t, v, "be")
-	be.want(t, "be", "cpu.idle", "1")
-	be.want(t, "be", "cpu.max", "max 100000")
+	be.wantAll(t, "be", map[string]string{"cpu.idle": "1", "cpu.max": "max 100000"})
 	if !strings.HasPrefix(be.info["cgroup"], "/corepin-be/") {
 		t.Errorf("be: cgroup %s, want under /corepin-be", be.info["cgroup"])
 	}
@@ -191,12 +179,9 @@ func checkNUMA2V1(t *testing.T, v *vm) {
 	p.wantList(t, "pinned", "Cpus_allowed_list", p.Cpuset)
 	p.wantList(t, "pinned", "cpuset.cpus", p.Cpuset)
 	p.wantList(t, "pinned", "cpuset.effective_cpus", p.Cpuset)
-	p.want(t, "pinned", "cpuset.mems", node)
-	p.want(t, "pinned", "cpu.cfs_quota_us", "-1")
-	p.want(t, "pinned", "cpu.shares", "1024")
+	p.wantAll(t, "pinned", map[string]string{"cpuset.mems": node, "cpu.cfs_quota_us": "-1", "cpu.shares": "1024"})
 	q := runJob(t, v, "quota")
-	q.want(t, "quota", "cpu.cfs_quota_us", "150000")
-	q.want(t, "quota", "cpu.cfs_period_us", "100000")
+	q.wantAll(t, "quota", map[string]string{"cpu.cfs_quota_us": "150000", "cpu.cfs_period_us": "100000"})
 	u := runJob(t, v, "unbounded")
 	u.want(t, "unbounded", "cpu.shares", "3072") // weight 300, the kernel's mapping
 	be := runJob(t, v, "be")

@@ -362,6 +362,10 @@ func boot(t *testing.T, s shape) *vm {
 	con, _ := os.ReadFile(console)
 	res, _ := os.ReadFile(results)
 	v := &vm{kernel: pkg, console: string(con), wall: wall, blocks: map[string]block{}}
+	if dump := os.Getenv("COREPIN_E2E_VM_DUMP"); dump != "" {
+		os.WriteFile(filepath.Join(dump, s.name+".results.log"), res, 0o644)
+		os.WriteFile(filepath.Join(dump, s.name+".console.log"), con, 0o644)
+	}
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not power off within %v; console tail:\n%s\nresults tail:\n%s", s.name, vmTimeout, tail(v.console, 40), tail(string(res), 40))
 	}
@@ -373,10 +377,6 @@ func boot(t *testing.T, s shape) *vm {
 		t.Fatalf("%s: the init script did not finish; results:\n%s\nconsole tail:\n%s", s.name, tail(string(res), 60), tail(v.console, 40))
 	}
 	t.Logf("%s: kernel %s, cgroup %s, %d blocks, wall %.1fs", s.name, pkg, s.cg, len(v.order), wall.Seconds())
-	if dump := os.Getenv("COREPIN_E2E_VM_DUMP"); dump != "" {
-		os.WriteFile(filepath.Join(dump, s.name+".results.log"), res, 0o644)
-		os.WriteFile(filepath.Join(dump, s.name+".console.log"), con, 0o644)
-	}
 	reportMu.Lock()
 	report = append(report, fmt.Sprintf("%-14s %-32s cgroup %s  %5.1fs  %s", s.name, pkg, s.cg, wall.Seconds(), strings.Join(v.order, " ")))
 	reportMu.Unlock()
