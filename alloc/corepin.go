@@ -334,7 +334,7 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
 			sc.markNode[n] = 1
 			q.nodes++
-			if nodes != nil {
+			if nodes != nil && ix.nodes[n] >= 0 { // not the no-node group
 				nodes.Add(int(ix.nodes[n]))
 			}
 		}

@@ -245,7 +245,7 @@ func (s *State) hintIndexes(ids []topology.NodeID) ([]int, error) {
 	var out []int
 	for _, id := range ids {
 		i, ok := slices.BinarySearch(s.ix.nodes, id)
-		if !ok {
+		if !ok || id == topology.None {
 			return nil, invalid("hint names numa node %d, which has no online cpu", id)
 		}
 		out = append(out, i)

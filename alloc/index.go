@@ -88,9 +88,11 @@ type index struct {
 	topo  *topology.Topology
 	words int
 
-	online  bitset
-	allowed bitset
-	cpus    []int // online CPUs, ascending
+	online   bitset
+	allowed  bitset
+	isolated bitset // allowed CPUs the kernel keeps apart (IsolatedCPUs)
+	poolSkip bitset // CPUs the shared pools leave out (allowed but not SharedCPUs)
+	cpus     []int  // online CPUs, ascending
 
 	// per CPU id (len maxID+1); -1 for CPUs that are not online
 	cpuCore, cpuSocket, cpuNode, cpuL3 []int32
@@ -127,6 +129,10 @@ func newIndex(t *topology.Topology) *index {
 	ix.online.fromSet(online)
 	ix.allowed = newBitset(ix.words)
 	ix.allowed.fromSet(t.Allowed())
+	ix.isolated = newBitset(ix.words)
+	ix.isolated.fromSet(IsolatedCPUs(t))
+	ix.poolSkip = newBitset(ix.words)
+	ix.poolSkip.fromSet(t.Allowed().Difference(SharedCPUs(t)))
 	ix.cpus = online.List()
 	n := maxID + 1
 	ix.cpuCore, ix.cpuSocket, ix.cpuNode, ix.cpuL3 = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
@@ -134,6 +140,12 @@ func newIndex(t *topology.Topology) *index {
 		ix.cpuCore[i], ix.cpuSocket[i], ix.cpuNode[i], ix.cpuL3[i] = -1, -1, -1, -1
 	}
 	ix.nodes = t.NodesWithCPUs()
+	if !t.NoNodeCPUs().IsEmpty() {
+		// CPUs in no NUMA node (their node has no directory, issue 17)
+		// form one more locality, first (None sorts below every id). It
+		// reports no node id (span) and no hint names it (hintIndexes).
+		ix.nodes = append([]topology.NodeID{topology.None}, ix.nodes...)
+	}
 	nodePos := map[topology.NodeID]int32{}
 	for i, nd := range ix.nodes {
 		nodePos[nd] = int32(i)

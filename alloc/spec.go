@@ -18,6 +18,8 @@ type RequestSpec struct {
 	Exclusive      string   `json:"exclusive,omitempty"`
 	NUMA           string   `json:"numa,omitempty"`
 	TopologyPolicy string   `json:"topology_policy,omitempty"`
+	// Isolated is "prefer" or "require" (isolated CPUs, LSE and LSR only).
+	Isolated string `json:"isolated,omitempty"`
 }
 
 // MilliCPUs converts a CPU count as written (fractions allowed) to
@@ -42,7 +44,7 @@ func (s RequestSpec) Request(id string) (Request, error) {
 		return Request{}, err
 	}
 	r := Request{ID: id, QoS: QoS(s.QoS), Bind: Bind(s.Bind), Exclusive: Exclusive(s.Exclusive),
-		NUMA: NUMAStrategy(s.NUMA), TopologyPolicy: TopologyPolicy(s.TopologyPolicy)}
+		NUMA: NUMAStrategy(s.NUMA), TopologyPolicy: TopologyPolicy(s.TopologyPolicy), Isolated: IsolatedPolicy(s.Isolated)}
 	switch r.QoS {
 	case LS, BE:
 		r.MilliCPUs = m

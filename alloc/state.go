@@ -349,11 +349,11 @@ func (s *State) Allocate(r Request) (Placement, error) {
 	default:
 		var got bitset
 		var err error
+		place := s.corepinAllocate
 		if s.policy == PolicyKubelet {
-			got, err = s.kubeAllocate(&r)
-		} else {
-			got, err = s.corepinAllocate(&r)
+			place = s.kubeAllocate
 		}
+		got, err = s.allocateIsolated(&r, place)
 		if err != nil {
 			return Placement{}, err
 		}
@@ -385,6 +385,9 @@ func (s *State) pool(withLSR bool) bitset {
 		for i, w := range s.lsr {
 			b[i] |= w
 		}
+	}
+	for i := range b {
+		b[i] &^= s.ix.poolSkip[i] // isolated CPUs are never shared
 	}
 	return b
 }

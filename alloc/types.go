@@ -154,7 +154,23 @@ type Request struct {
 	// manager merging several resources): CPUs are taken from these nodes
 	// first, as kubelet's static policy does with its merged hint.
 	Hint []topology.NodeID
+	// Isolated says how an exclusive request (LSE, LSR) treats the CPUs the
+	// kernel keeps apart (IsolatedCPUs): by default it avoids them unless
+	// the other CPUs cannot hold it; IsolatedPrefer takes them first;
+	// IsolatedRequire takes only them, or is rejected.
+	Isolated IsolatedPolicy
 }
+
+// IsolatedPolicy is a request's use of isolated CPUs (after nri-plugins'
+// prefer-isolated-cpus and require-isolated-cpus).
+type IsolatedPolicy string
+
+// Isolated policies; the empty one avoids isolated CPUs where it can.
+const (
+	IsolatedAvoid   IsolatedPolicy = ""
+	IsolatedPrefer  IsolatedPolicy = "prefer"
+	IsolatedRequire IsolatedPolicy = "require"
+)
 
 // Placement is the answer to a Request.
 type Placement struct {
@@ -302,6 +318,12 @@ func (r *Request) normalize() error {
 	}
 	if !slices.Contains([]NUMAStrategy{MostAllocated, LeastAllocated, DistributeEvenly}, r.NUMA) {
 		return invalid("unknown numa strategy %q (want MostAllocated, LeastAllocated or DistributeEvenly)", r.NUMA)
+	}
+	if !slices.Contains([]IsolatedPolicy{IsolatedAvoid, IsolatedPrefer, IsolatedRequire}, r.Isolated) {
+		return invalid("unknown isolated policy %q (want prefer, require or none)", r.Isolated)
+	}
+	if r.Isolated != IsolatedAvoid && r.QoS != LSE && r.QoS != LSR {
+		return invalid("request %q: isolated %s is for exclusive requests (LSE, LSR); shared pools never use isolated CPUs", r.ID, r.Isolated)
 	}
 	tp, err := ParseTopologyPolicy(string(r.TopologyPolicy))
 	if err != nil {

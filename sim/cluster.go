@@ -36,6 +36,10 @@ func newShape(t *topology.Topology, reserved cpuset.CPUSet) *shape {
 		sh.core[i], sh.unit[i], sh.numa[i] = -1, -1, -1
 	}
 	nodes := t.NodesWithCPUs()
+	if !t.NoNodeCPUs().IsEmpty() {
+		// CPUs in no NUMA node count as one more node, as in alloc.
+		nodes = append([]topology.NodeID{topology.None}, nodes...)
+	}
 	sh.numNUMA = len(nodes)
 	sh.coreSize = make([]int, t.NumCores())
 	for _, c := range cpus {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"runtime"
 	"slices"
@@ -255,6 +256,11 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 		}
 	}
 
+	iso, err := d.isolation(present)
+	if err != nil {
+		return nil, err
+	}
+
 	cpus := d.index(present, online, infos, cpuNode)
 	for i := range cpus {
 		c := &cpus[i]
@@ -265,8 +271,48 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.isolation = iso
 	t.Warnings = d.finishWarnings()
 	return t, nil
+}
+
+// Files naming the CPUs the kernel keeps apart from general scheduling,
+// each optional (missing means none):
+//   - cpu/isolated: the isolcpus= boot parameter's CPUs
+//     (https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-devices-system-cpu);
+//   - cpu/nohz_full: the nohz_full= CPUs, "(null)" on kernels built with
+//     NO_HZ_FULL but booted without it
+//     (https://www.kernel.org/doc/html/latest/timers/no_hz.html);
+//   - cpuset.cpus.isolated of the cgroup v2 root: the CPUs of isolated
+//     cpuset partitions, Linux 6.7 and later
+//     (https://docs.kernel.org/admin-guide/cgroup-v2.html#cpuset-interface-files).
+const (
+	isolatedFile   = cpuDir + "/isolated"
+	nohzFullFile   = cpuDir + "/nohz_full"
+	partitionsFile = "sys/fs/cgroup/cpuset.cpus.isolated"
+)
+
+// isolation reads the isolated CPUs, keeping those that are present.
+func (d *discoverer) isolation(present cpuset.CPUSet) (Isolation, error) {
+	var iso Isolation
+	for _, f := range []struct {
+		name string
+		set  *cpuset.CPUSet
+	}{{isolatedFile, &iso.Isolcpus}, {nohzFullFile, &iso.NohzFull}, {partitionsFile, &iso.Partitions}} {
+		s, ok, err := d.readOptional(f.name)
+		if err != nil {
+			return iso, err
+		}
+		if !ok || s == "" || s == "(null)" {
+			continue
+		}
+		set, err := cpuset.Parse(s)
+		if err != nil {
+			return iso, fmt.Errorf("%w: parsing %s: %w", ErrBadSysfs, f.name, err)
+		}
+		*f.set = set.Intersection(present)
+	}
+	return iso, nil
 }
 
 // cpuSets returns the present CPUs (from "present", else the cpuN
@@ -455,7 +501,9 @@ func (d *discoverer) lastLevelCache(cpu int, threads cpuset.CPUSet) (cpuset.CPUS
 }
 
 // numa maps each present CPU to its NUMA node and reads the distance table.
-// A kernel without NUMA support (no node directory) puts every CPU in node 0.
+// A kernel without NUMA support (no node directory) puts every CPU in node 0;
+// with node directories, a CPU none of them holds is in node None (see the
+// comment on orphans below).
 func (d *discoverer) numa(present, online cpuset.CPUSet, infos map[int]*cpuInfo) (map[int]NodeID, map[NodeID][]int, error) {
 	cpuNode := map[int]NodeID{}
 	entries, err := fs.ReadDir(d.fsys, nodeDir)
@@ -529,33 +577,49 @@ func (d *discoverer) numa(present, online cpuset.CPUSet, infos map[int]*cpuInfo)
 		distances[n] = dist
 	}
 	distances = d.matchDistances(nodes, distances)
+	// Online CPUs no node directory lists: the nodeN link in the cpu
+	// directory names their node where that node has a directory. Where it
+	// names a node without one (a dual-socket Xeon whose node0 is possible
+	// but not online, issue 17), or there is no link, the CPU is in no NUMA
+	// node: hwloc takes NUMA nodes from the node directories' cpumaps only
+	// and leaves such CPUs outside every node. So does corepin (NUMA None),
+	// except that a CPU whose thread sibling is in a node joins it, so that
+	// an unknown never splits a core.
 	var orphans []int
+	absent := map[NodeID]bool{}
 	for cpu := range online.All() {
 		if _, ok := cpuNode[cpu]; ok {
 			continue
 		}
-		// Fall back to the nodeN link inside the cpu directory.
 		n, ok, err := d.cpuNodeLink(cpu)
 		if err != nil {
 			return nil, nil, err
 		}
-		if ok {
+		if ok && slices.Contains(nodes, n) {
 			cpuNode[cpu] = n
 			continue
 		}
+		if ok {
+			absent[n] = true
+		}
 		orphans = append(orphans, cpu)
 	}
-	// A CPU no node names joins the node of a thread sibling, so that the
-	// unknown does not split its core; else the lowest node.
 	for _, cpu := range orphans {
-		n := nodes[0]
+		n := NodeID(None)
 		for s := range infos[cpu].threads.All() {
-			if sn, ok := cpuNode[s]; ok && online.Contains(s) {
+			if sn, ok := cpuNode[s]; ok && sn != None && online.Contains(s) {
 				n = sn
 				break
 			}
 		}
-		d.guess(cpu, "belong to no numa node; placing each with its core's threads, else in the lowest node")
+		switch {
+		case n != None:
+			d.guess(cpu, "belong to no numa node; placing each with its core's threads")
+		case len(absent) > 0:
+			d.guess(cpu, "belong to no numa node with a directory (they link to node %s); leaving them outside any numa node, as hwloc does", nodeList(absent))
+		default:
+			d.guess(cpu, "belong to no numa node; leaving them outside any numa node, as hwloc does")
+		}
 		cpuNode[cpu] = n
 	}
 	return cpuNode, distances, nil
@@ -598,6 +662,16 @@ func (d *discoverer) matchDistances(nodes []NodeID, rows map[NodeID][]int) map[N
 		return nil
 	}
 	return out
+}
+
+// nodeList names a set of node ids in ascending order, e.g. "0,2".
+func nodeList(set map[NodeID]bool) string {
+	ids := slices.Sorted(maps.Keys(set))
+	parts := make([]string, len(ids))
+	for i, n := range ids {
+		parts[i] = strconv.Itoa(int(n))
+	}
+	return strings.Join(parts, ",")
 }
 
 func (d *discoverer) linkedCPUs(dir string) (cpuset.CPUSet, error) {

@@ -19,5 +19,14 @@
 // Where the kernel leaves a level unknown, discovery guesses as hwloc does
 // and records one warning per guess (Topology.Warnings).
 //
+// NUMA nodes are the node directories and the CPUs they list, as hwloc
+// reads them (its Linux backend takes each node's cpumap and never follows
+// cpuN/nodeM links). An online CPU that no node directory holds, such as one
+// linking to a node that is possible but has no directory (issue 17), is in
+// no NUMA node: its NUMA is None and Topology.NoNodeCPUs lists it, unless a
+// thread sibling is in a node, which it then joins so that no core is
+// split. Without any node directory (a kernel without NUMA) every CPU is in
+// node 0. Real machines are never refused for their NUMA description.
+//
 // The package decides nothing: placement lives in package alloc.
 package topology

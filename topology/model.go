@@ -92,6 +92,9 @@ type Topology struct {
 	coreCPUs    []cpuset.CPUSet
 	l3CPUs      []cpuset.CPUSet
 	nodeCPUs    map[NodeID]cpuset.CPUSet
+	noNode      cpuset.CPUSet // online CPUs in no NUMA node
+
+	isolation Isolation
 
 	// Warnings holds what discovery noticed and worked around (a stale
 	// *_list file, a missing sibling file); the model is still usable.
@@ -100,8 +103,9 @@ type Topology struct {
 
 // New builds a Topology from CPUs in the JSON contract form and the NUMA
 // distance table (may be nil). Indexes of online CPUs must be dense
-// machine-wide indexes (0..n-1); offline CPUs may carry None. Online CPUs of
-// one core must share socket, die, cluster, node and L3.
+// machine-wide indexes (0..n-1); offline CPUs may carry None, and so may an
+// online CPU's NUMA node (a CPU in no node, see NoNodeCPUs) and L3. Online
+// CPUs of one core must share socket, die, cluster, node and L3.
 func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 	if len(cpus) == 0 {
 		return nil, fmt.Errorf("%w: no cpus", ErrInvalid)
@@ -113,7 +117,7 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		nodeCPUs:  map[NodeID]cpuset.CPUSet{},
 	}
 	slices.SortFunc(t.cpus, func(a, b CPU) int { return cmp.Compare(a.ID, b.ID) })
-	var present, online, allowed cpuset.Builder
+	var present, online, allowed, noNode cpuset.Builder
 	nodes := map[NodeID]*cpuset.Builder{}
 	var sockets, dies, clusters, cores, l3s []*cpuset.Builder
 	grow := func(bs *[]*cpuset.Builder, i int, what string, cpu int) (*cpuset.Builder, error) {
@@ -147,13 +151,15 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 		if c.Allowed {
 			allowed.Add(c.ID)
 		}
-		if c.NUMA < 0 {
-			return nil, fmt.Errorf("%w: online cpu %d has numa node %d", ErrInvalid, c.ID, c.NUMA)
-		}
-		if nodes[c.NUMA] == nil {
+		if c.NUMA == None {
+			// In no NUMA node: its node has no directory (issue 17).
+			noNode.Add(c.ID)
+		} else if nodes[c.NUMA] == nil {
 			nodes[c.NUMA] = &cpuset.Builder{}
 		}
-		nodes[c.NUMA].Add(c.ID)
+		if c.NUMA != None {
+			nodes[c.NUMA].Add(c.ID)
+		}
 		for _, u := range []struct {
 			bs   *[]*cpuset.Builder
 			idx  int
@@ -178,7 +184,7 @@ func New(cpus []CPU, distances map[NodeID][]int) (*Topology, error) {
 			b.Add(c.ID)
 		}
 	}
-	t.present, t.online, t.allowed = present.Result(), online.Result(), allowed.Result()
+	t.present, t.online, t.allowed, t.noNode = present.Result(), online.Result(), allowed.Result(), noNode.Result()
 	if t.online.IsEmpty() {
 		return nil, fmt.Errorf("%w: no online cpu", ErrInvalid)
 	}
@@ -325,6 +331,13 @@ func (t *Topology) L3CPUs(c CacheID) cpuset.CPUSet { return at(t.l3CPUs, int(c))
 // NodeCPUs returns the online CPUs of a NUMA node.
 func (t *Topology) NodeCPUs(n NodeID) cpuset.CPUSet { return t.nodeCPUs[n] }
 
+// NoNodeCPUs returns the online CPUs that are in no NUMA node (NUMA None):
+// on machines whose CPUs link to a node that has no directory, as hwloc
+// reads them. They are in none of NodesWithCPUs; callers that group CPUs by
+// node treat them as one more group (alloc does) or leave them out of
+// per-node views (NodeResourceTopology zones).
+func (t *Topology) NoNodeCPUs() cpuset.CPUSet { return t.noNode }
+
 func at(sets []cpuset.CPUSet, i int) cpuset.CPUSet {
 	if i < 0 || i >= len(sets) {
 		return cpuset.CPUSet{}
@@ -355,6 +368,42 @@ func (t *Topology) Distances() map[NodeID][]int {
 		out[n] = slices.Clone(d)
 	}
 	return out
+}
+
+// Isolation is what the kernel keeps apart from general scheduling: CPUs
+// isolated at boot (isolcpus=), in isolated cgroup v2 cpuset partitions,
+// and CPUs without the periodic tick (nohz_full=). The sets are CPU ids of
+// the machine; each may be empty.
+type Isolation struct {
+	Isolcpus   cpuset.CPUSet // cpu/isolated
+	Partitions cpuset.CPUSet // cpuset.cpus.isolated of the cgroup v2 root
+	NohzFull   cpuset.CPUSet // cpu/nohz_full
+}
+
+// Isolation returns the machine's isolated CPUs by source.
+func (t *Topology) Isolation() Isolation { return t.isolation }
+
+// Isolated returns the CPUs isolated from general scheduling: isolcpus and
+// isolated cpuset partitions (not nohz_full alone; see NohzFull).
+func (t *Topology) Isolated() cpuset.CPUSet {
+	return t.isolation.Isolcpus.Union(t.isolation.Partitions)
+}
+
+// NohzFull returns the CPUs the kernel runs without a periodic tick while
+// they run one task (nohz_full=).
+func (t *Topology) NohzFull() cpuset.CPUSet { return t.isolation.NohzFull }
+
+// WithIsolation returns a copy of t whose isolated CPUs are iso, checked
+// to be present CPUs (a saved document, a test).
+func (t *Topology) WithIsolation(iso Isolation) (*Topology, error) {
+	for what, set := range map[string]cpuset.CPUSet{"isolated": iso.Isolcpus.Union(iso.Partitions), "nohz_full": iso.NohzFull} {
+		if !set.IsSubsetOf(t.present) {
+			return nil, fmt.Errorf("%w: %s cpus %s are not all present cpus (%s)", ErrInvalid, what, set, t.present)
+		}
+	}
+	c := *t
+	c.isolation = iso
+	return &c, nil
 }
 
 // ThreadsPerCore returns the largest number of online CPUs in one core.

@@ -33,6 +33,8 @@ func ReadDoc(r io.Reader) (*Topology, error) {
 	var d struct {
 		CPUs          []CPU            `json:"cpus"`
 		NUMADistances map[string][]int `json:"numa_distances"`
+		Isolated      string           `json:"isolated"`
+		NohzFull      string           `json:"nohz_full"`
 		Warnings      []string         `json:"warnings"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -45,6 +47,9 @@ func ReadDoc(r io.Reader) (*Topology, error) {
 	}
 	t, err := FromCPUs(d.CPUs, d.NUMADistances)
 	if err != nil {
+		return nil, err
+	}
+	if t, err = withDocIsolation(t, d.Isolated, d.NohzFull); err != nil {
 		return nil, err
 	}
 	if len(d.Warnings) > 0 { // "warnings": [] reads as none, as Doc writes it

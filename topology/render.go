@@ -14,13 +14,19 @@ import (
 type Doc struct {
 	CPUs          []CPU            `json:"cpus"`
 	NUMADistances map[NodeID][]int `json:"numa_distances"`
-	Warnings      []string         `json:"warnings,omitempty"`
+	// Isolated are the CPUs isolated from general scheduling (isolcpus,
+	// isolated cgroup partitions) and NohzFull those without the periodic
+	// tick, in list format; both are left out where there are none.
+	Isolated string   `json:"isolated,omitempty"`
+	NohzFull string   `json:"nohz_full,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Doc returns the JSON document of t. Every NUMA node gets a distance row,
 // in the order of Nodes; a machine without a table gets the default one.
 func (t *Topology) Doc() Doc {
-	d := Doc{CPUs: t.CPUs(), NUMADistances: map[NodeID][]int{}, Warnings: t.Warnings}
+	d := Doc{CPUs: t.CPUs(), NUMADistances: map[NodeID][]int{}, Warnings: t.Warnings,
+		Isolated: t.Isolated().String(), NohzFull: t.NohzFull().String()}
 	for _, a := range t.nodes {
 		row := make([]int, len(t.nodes))
 		for j, b := range t.nodes {
@@ -37,8 +43,31 @@ func FromDoc(d Doc) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t, err = withDocIsolation(t, d.Isolated, d.NohzFull); err != nil {
+		return nil, err
+	}
 	t.Warnings = d.Warnings
 	return t, nil
+}
+
+// withDocIsolation sets the "isolated" and "nohz_full" of a document on t
+// (isolated taken as isolcpus: a document does not say which source).
+func withDocIsolation(t *Topology, isolated, nohzFull string) (*Topology, error) {
+	if isolated == "" && nohzFull == "" {
+		return t, nil
+	}
+	var iso Isolation
+	for _, f := range []struct {
+		key, s string
+		set    *cpuset.CPUSet
+	}{{"isolated", isolated, &iso.Isolcpus}, {"nohz_full", nohzFull, &iso.NohzFull}} {
+		set, err := cpuset.Parse(f.s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, f.key, err)
+		}
+		*f.set = set
+	}
+	return t.WithIsolation(iso)
 }
 
 // Summary is the one-line description of the machine, e.g.
@@ -52,6 +81,9 @@ func (t *Topology) Summary() string {
 	parts = append(parts, plural(len(t.nodeCPUs), "NUMA node", "NUMA nodes"))
 	if memOnly := len(t.nodes) - len(t.nodeCPUs); memOnly > 0 {
 		parts[len(parts)-1] += fmt.Sprintf(" (+%d without CPUs)", memOnly)
+	}
+	if n := t.noNode.Size(); n > 0 {
+		parts[len(parts)-1] += fmt.Sprintf(" (%s in none)", plural(n, "CPU", "CPUs"))
 	}
 	if t.NumL3() == 0 {
 		parts = append(parts, "no L3")
@@ -111,7 +143,8 @@ type RenderOptions struct {
 }
 
 // Render writes an lstopo-like view: package -> NUMA node -> L3 -> physical
-// cores, each shown as its SMT sibling CPUs joined by "+". CPUs outside corepin's cpuset cgroup carry a "!" and
+// cores, each shown as its SMT sibling CPUs joined by "+"; CPUs in no NUMA
+// node are under "(no NUMA node)" in their package. CPUs outside corepin's cpuset cgroup carry a "!" and
 // offline CPUs are listed at the end.
 func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	if o.Width == 0 {
@@ -122,12 +155,17 @@ func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	for s := range t.socketCPUs {
 		sock := t.socketCPUs[s]
 		fmt.Fprintf(&b, "Package %d  cpus %s\n", s, sock)
-		for _, n := range t.NodesWithCPUs() {
-			nodeSet := t.nodeCPUs[n].Intersection(sock)
+		for _, n := range append(t.NodesWithCPUs(), None) {
+			nodeSet := t.nodeCPUs[n]
+			label := fmt.Sprintf("NUMA node %d", n)
+			if n == None {
+				nodeSet, label = t.noNode, "(no NUMA node)"
+			}
+			nodeSet = nodeSet.Intersection(sock)
 			if nodeSet.IsEmpty() {
 				continue
 			}
-			fmt.Fprintf(&b, "  NUMA node %d  cpus %s\n", n, nodeSet)
+			fmt.Fprintf(&b, "  %s  cpus %s\n", label, nodeSet)
 			var l3s []int
 			for i, l := range t.l3CPUs {
 				if l.Intersects(nodeSet) {
@@ -158,6 +196,9 @@ func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	if off := t.present.Difference(t.online); !off.IsEmpty() {
 		fmt.Fprintf(&b, "Offline: %s\n", off)
 	}
+	if line := t.isolationLine(); line != "" {
+		b.WriteString(line + "\n")
+	}
 	if dis := t.online.Difference(t.allowed); !dis.IsEmpty() {
 		fmt.Fprintf(&b, "Not allowed (outside corepin's cpuset cgroup, marked !): %s\n", dis)
 	}
@@ -182,6 +223,33 @@ func (t *Topology) Render(w io.Writer, o RenderOptions) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// isolationLine is the text view's line of isolated CPUs, e.g.
+// "Isolated: 6-7 (isolcpus), nohz_full: 6-7", or "" on a machine without.
+func (t *Topology) isolationLine() string {
+	iso := t.isolation
+	var parts []string
+	if all := t.Isolated(); !all.IsEmpty() {
+		var src []string
+		switch {
+		case iso.Partitions.IsEmpty():
+			src = append(src, "isolcpus")
+		case iso.Isolcpus.IsEmpty():
+			src = append(src, "cgroup isolated partition")
+		default:
+			src = append(src, "isolcpus "+iso.Isolcpus.String(), "cgroup isolated partition "+iso.Partitions.String())
+		}
+		parts = append(parts, fmt.Sprintf("isolated: %s (%s)", all, strings.Join(src, "; ")))
+	}
+	if !iso.NohzFull.IsEmpty() {
+		parts = append(parts, "nohz_full: "+iso.NohzFull.String())
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	line := strings.Join(parts, ", ")
+	return strings.ToUpper(line[:1]) + line[1:]
 }
 
 // kindLabel is the text name of a hybrid kind.

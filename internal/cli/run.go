@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/runner"
 )
@@ -43,6 +44,10 @@ Examples:
   corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2`
 
 func init() { register(newRunCmd) }
+
+// runSysfsRoot is the machine run reads its topology from: this one. Tests
+// point it at a dump (replaceRunRoot) to give this machine isolated CPUs.
+var runSysfsRoot = "/"
 
 // beRoot is the root group of best-effort batches, beside "corepin".
 const beRoot = "corepin-be"
@@ -216,11 +221,15 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	default:
 		return Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", f.driver)
 	}
-	topo, err := openTopology("", "/")
+	topo, err := openTopology("", runSysfsRoot)
 	if err != nil {
 		return err
 	}
-	pool := topo.Allowed()
+	// Unpinned jobs (quota, burst, unbounded, and so every BE batch) share
+	// the CPUs the kernel does not keep apart: never an isolated or
+	// nohz_full CPU (issue 18: isolcpus=6,7 nohz_full=6,7 saw a BE batch
+	// on 6 and 7). Pinned jobs avoid those CPUs too (alloc.IsolatedCPUs).
+	pool := alloc.SharedCPUs(topo)
 	conc := f.concurrency
 	if conc == 0 {
 		conc = max(1, int(math.Floor(float64(pool.Size())/f.cpus)))

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -159,6 +161,16 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 			cores: []string{"0-1"}, sockets: 1, numa: map[int]string{1: "0-1"}, distances: `{"1":[10]}`,
 		},
 		{
+			// Issue 17 §1: package 0's CPUs link to node0, which has no
+			// directory; node1 writes its row by possible id; CPU 0 is
+			// offline. hwloc: two packages, one NUMA node (1), package 0
+			// in none.
+			name:  "package 0 links to node0, which has no directory",
+			files: issue17Files(),
+			cores: []string{"1,3", "2", "4,6", "5,7"}, sockets: 2, numa: map[int]string{-1: "1-3", 1: "4-7"}, distances: `{"1":[10]}`,
+			warning: "link to node 0",
+		},
+		{
 			name: "ia64 all-zero shared_cpu_map",
 			files: map[string]string{
 				"sys/devices/system/cpu/cpu0/topology/thread_siblings":    "00000003\n",
@@ -185,21 +197,18 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := fstest.MapFS{}
-			for p, c := range tc.files {
-				m[p] = &fstest.MapFile{Data: []byte(c)}
-			}
-			root := testutil.WriteDir(t, m)
+			root := testutil.WriteDir(t, mapFS(tc.files))
 			code, out, errs := runMain(t, "", "topo", "--sysfs-root", root, "-o", "json")
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, errs)
 			}
 			var doc struct {
 				CPUs []struct {
-					CPU    int `json:"cpu"`
-					Socket int `json:"socket"`
-					Core   int `json:"core"`
-					NUMA   int `json:"numa"`
+					CPU    int  `json:"cpu"`
+					Online bool `json:"online"`
+					Socket int  `json:"socket"`
+					Core   int  `json:"core"`
+					NUMA   int  `json:"numa"`
 				} `json:"cpus"`
 				Distances json.RawMessage `json:"numa_distances"`
 			}
@@ -210,6 +219,9 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 			nodes := map[int]*cpuset.Builder{}
 			sockets := map[int]bool{}
 			for _, c := range doc.CPUs {
+				if !c.Online {
+					continue
+				}
 				for _, g := range []struct {
 					m map[int]*cpuset.Builder
 					k int
@@ -241,6 +253,104 @@ func TestTopoMachineKindsHwlocReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// issue17Files is the machine of issue 17 §1 in small: two packages of two
+// dual-threaded cores (siblings 0,2 1,3 4,6 5,7); package 0's CPUs link to
+// node0, which has no directory (node/online is 1, node/possible 0-1);
+// node1 holds package 1 and writes its distance row by possible id
+// ("21 10"); CPU 0 is offline. Entries whose content starts with "->" are
+// symlinks.
+func issue17Files() map[string]string {
+	files := map[string]string{
+		"sys/devices/system/cpu/online":          "1-7\n",
+		"sys/devices/system/cpu/present":         "0-7\n",
+		"sys/devices/system/cpu/cpu0/online":     "0\n",
+		"sys/devices/system/node/online":         "1\n",
+		"sys/devices/system/node/possible":       "0-1\n",
+		"sys/devices/system/node/node1/cpulist":  "4-7\n",
+		"sys/devices/system/node/node1/distance": "21 10\n",
+	}
+	for cpu := range 8 {
+		dir := fmt.Sprintf("sys/devices/system/cpu/cpu%d", cpu)
+		node := cpu / 4
+		files[fmt.Sprintf("%s/node%d", dir, node)] = fmt.Sprintf("->../../node/node%d", node)
+		if cpu == 0 {
+			continue // offline: no topology directory
+		}
+		files[dir+"/topology/thread_siblings_list"] = []string{"0,2", "1,3", "0,2", "1,3", "4,6", "5,7", "4,6", "5,7"}[cpu] + "\n"
+		files[dir+"/topology/core_siblings_list"] = []string{"0-3", "4-7"}[node] + "\n"
+	}
+	return files
+}
+
+// mapFS turns files into a MapFS; content "->target" makes a symlink.
+func mapFS(files map[string]string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for p, c := range files {
+		if target, ok := strings.CutPrefix(c, "->"); ok {
+			m[p] = &fstest.MapFile{Mode: fs.ModeSymlink | 0o777, Data: []byte(target)}
+			continue
+		}
+		m[p] = &fstest.MapFile{Data: []byte(c)}
+	}
+	return m
+}
+
+// TestTopoIssue17TextAndPlan reads the issue 17 machine through the
+// command line: the text view shows package 0's CPUs under "(no NUMA
+// node)", and plan places requests there and on node 1.
+func TestTopoIssue17TextAndPlan(t *testing.T) {
+	root := testutil.WriteDir(t, mapFS(issue17Files()))
+	code, out, errs := runMain(t, "", "topo", "--sysfs-root", root)
+	if code != 0 {
+		t.Fatalf("topo: exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"Machine: 2 packages, 1 NUMA node (3 CPUs in none)", "  (no NUMA node)  cpus 1-3\n", "  NUMA node 1  cpus 4-7\n", "Offline: 0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("topo text lacks %q:\n%s", want, out)
+		}
+	}
+	in := fmt.Sprintf(`{"topology": {"sysfs_root": %q}, "requests": [
+		{"id": "a", "cpus": 4, "qos": "LSE", "topology_policy": "single-numa-node"},
+		{"id": "b", "cpus": 2, "qos": "LSE", "topology_policy": "single-numa-node"},
+		{"id": "c", "cpus": 1, "qos": "LSE"}]}`, root)
+	got := map[string]string{}
+	for id, r := range planResults(t, in) {
+		got[id] = r.Cpuset + " numa=" + r.NUMANodes + " " + r.Error
+	}
+	want := map[string]string{"a": "4-7 numa=1 ", "b": "1,3 numa= ", "c": "2 numa= "}
+	if !maps.Equal(got, want) {
+		t.Errorf("plan = %v, want %v", got, want)
+	}
+}
+
+// planResult is one result of `corepin plan -o json`.
+type planResult struct {
+	ID        string `json:"id"`
+	Cpuset    string `json:"cpuset"`
+	NUMANodes string `json:"numa_nodes"`
+	Error     string `json:"error"`
+}
+
+// planResults runs plan on in and returns its results by request id.
+func planResults(t *testing.T, in string) map[string]planResult {
+	t.Helper()
+	code, out, errs := runMain(t, in, "plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d, stderr %q", code, errs)
+	}
+	var res struct {
+		Results []planResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("plan output %q: %v", out, err)
+	}
+	byID := map[string]planResult{}
+	for _, r := range res.Results {
+		byID[r.ID] = r
+	}
+	return byID
 }
 
 // A hand-written topology is bad input for plan and simulate (exit 2),
