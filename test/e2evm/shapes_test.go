@@ -25,7 +25,11 @@ var v2Runs = runScript("pinned", "--cpus 2") +
 	runScript("unbounded", "--qos LS --mode unbounded --cpus 3") +
 	runScript("be", "--qos BE")
 
+// shapes are the machines, the longest first: two run at a time.
 var shapes = []shape{
+	{
+		name: "agent-v2", kernel: kernel612, mem: 768, cg: "v2", qemu: numa2SMT, script: agentScript,
+	},
 	{
 		name: "numa2-smt-v2", kernel: kernel612, mem: 768, cg: "v2", qemu: numa2SMT,
 		script: topoScript + "block controllers cat /sys/fs/cgroup/cgroup.controllers\n" + v2Runs + leftScript,
@@ -65,9 +69,6 @@ var shapes = []shape{
 			"block isolated.be corepin run --no-db --qos BE -- sh -c 'grep Cpus_allowed_list /proc/self/status'\n" +
 			runScript("be", "--qos BE") + runScript("quota", "--qos LS --mode quota --cpus 1") +
 			runScript("unbounded", "--qos LS --mode unbounded --cpus 1") + leftScript,
-	},
-	{
-		name: "agent-v2", kernel: kernel612, mem: 768, cg: "v2", qemu: numa2SMT, script: agentScript,
 	},
 }
 
