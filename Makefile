@@ -124,3 +124,16 @@ e2e-kubelet:
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v ./e2ekubelet
+
+# Real kernels under qemu's software emulation (no root, no KVM): Debian's
+# 6.1 and 6.12 cloud kernels (apt-get download, cached by version in
+# $(COREPIN_CACHE)/vm) boot machines of several shapes (2 sockets with SMT
+# and 2 NUMA nodes, 4 NUMA nodes at uneven distances, a memory-only node,
+# offline CPUs, isolcpus and nohz_full, cgroup v1 beside v2) with the static
+# binary and a busybox init; the Go test reads the results from a serial
+# port. A missing prerequisite (qemu-system-x86, busybox-static) fails
+# here and skips outside make. See test/e2evm.
+.PHONY: e2e-vm
+e2e-vm: build
+	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -timeout 30m -v .

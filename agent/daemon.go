@@ -71,7 +71,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	}
 	m := NewMetrics()
 	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
-		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot})
+		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot,
+		Online: OnlineFrom(os.DirFS("/"))})
 	if err != nil {
 		return err
 	}
@@ -132,14 +133,18 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 }
 
 // sweep is one periodic tick of a running agent: it releases what is
-// gone (Sweep: its own workloads' and dead runs' reservations), then
-// brings in what other processes committed (Refresh).
+// gone (Sweep: its own workloads' and dead runs' reservations), brings in
+// what other processes committed (Refresh), then reports workloads whose
+// CPUs went offline or came back (CheckOnline).
 func sweep(n *Node, log *slog.Logger) {
 	if _, err := n.Sweep(); err != nil {
 		log.Warn("sweep", "err", err)
 	}
 	if err := n.Refresh(); err != nil {
 		log.Warn("refresh", "err", err)
+	}
+	if _, err := n.CheckOnline(); err != nil {
+		log.Warn("checking online cpus", "err", err)
 	}
 }
 

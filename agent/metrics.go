@@ -20,6 +20,7 @@ type Metrics struct {
 	pools      *prometheus.GaugeVec
 	qos        *prometheus.GaugeVec
 	qosActions *prometheus.CounterVec
+	offline    *prometheus.GaugeVec
 }
 
 // NewMetrics returns the agent's metrics in a registry of their own, with
@@ -53,8 +54,12 @@ func NewMetrics() *Metrics {
 			Name: "corepin_qos_actions_total",
 			Help: "The QoS controller's actions, by kind: shrink, grow, hold, backoff, fallback, burst.",
 		}, []string{"kind"}),
+		offline: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "corepin_workload_offline_cpus",
+			Help: "The workload's exclusive CPUs that are offline now (they stay its own until they are back).",
+		}, []string{"workload", "qos"}),
 	}
-	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools, m.qos, m.qosActions,
+	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools, m.qos, m.qosActions, m.offline,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -99,6 +104,24 @@ func (m *Metrics) setPools(p alloc.Pools) {
 	for name, s := range map[string]int{"reserved": p.Reserved.Size(), "lse": p.LSE.Size(), "lsr": p.LSR.Size(), "ls": p.LS.Size(), "be": p.BE.Size()} {
 		m.pools.WithLabelValues(name).Set(float64(s))
 	}
+}
+
+// setOffline sets every workload's count of offline CPUs (CheckOnline),
+// dropping the series of workloads no longer admitted.
+func (m *Metrics) setOffline(off map[string]offlineCount) {
+	if m == nil {
+		return
+	}
+	m.offline.Reset()
+	for name, c := range off {
+		m.offline.WithLabelValues(name, c.qos).Set(float64(c.n))
+	}
+}
+
+// offlineCount is one workload's number of offline CPUs and its QoS.
+type offlineCount struct {
+	qos string
+	n   int
 }
 
 // workloadCollector reads each workload's group accounting at scrape

@@ -57,6 +57,10 @@ type Options struct {
 	// makes its groups in (default DefaultCgroupRoot). No workload may
 	// adopt a cgroup in it (nor in a run's root).
 	CgroupRoot string
+	// Online, when not nil, returns the CPUs online now; CheckOnline
+	// (each sweep of a running agent) compares the workloads' CPUs with
+	// it. OnlineFrom(os.DirFS("/")) reads the live machine's.
+	Online func() (cpuset.CPUSet, error)
 }
 
 // Node is the one owner of a node's CPUs: the state file, the allocator
@@ -105,6 +109,8 @@ type entry struct {
 	rec   record
 	group enforce.Group
 	cmd   *exec.Cmd // the process the agent started, while it is the parent
+	// offline are the workload's CPUs that CheckOnline last found offline.
+	offline cpuset.CPUSet
 }
 
 // ErrLocked means another process holds the state file's lock.
@@ -237,10 +243,19 @@ func stateAndRecords(t *topology.Topology, cfg alloc.Config, as []store.Assignme
 		if err != nil {
 			return nil, nil, err
 		}
+		recs[a.Name] = rec
+		if (aa.QoS == alloc.LSE || aa.QoS == alloc.LSR) && !aa.CPUs.IsSubsetOf(t.Online()) {
+			// CPUs the kernel took offline after they were placed (an
+			// agent restarted meanwhile discovered t without them): the
+			// allocator holds the online part, never places CPUs t does
+			// not have online, and CheckOnline reports the rest.
+			if aa.CPUs = aa.CPUs.Intersection(t.Online()); aa.CPUs.IsEmpty() {
+				continue
+			}
+		}
 		if err := st.Assign(aa); err != nil {
 			return nil, nil, fmt.Errorf("loading assignment %q: %w", a.Name, err)
 		}
-		recs[a.Name] = rec
 	}
 	return st, recs, nil
 }

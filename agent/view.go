@@ -38,6 +38,10 @@ type Workload struct {
 	// Deleting is true once a delete is committed and until it finishes
 	// (a full disk can hold the last step back; the agent retries).
 	Deleting bool `json:"deleting,omitempty"`
+	// OfflineCPUs are the workload's CPUs the kernel has taken offline
+	// (CheckOnline): they stay the workload's, but it does not run on
+	// them until they are back.
+	OfflineCPUs string `json:"offline_cpus,omitempty"`
 }
 
 // view returns e as the API shows it. Callers hold n.mu.
@@ -45,6 +49,9 @@ func (n *Node) view(e *entry) Workload {
 	w := Workload{Name: e.a.Name, QoS: e.a.QoS, Cpuset: e.a.Cpuset, Exclusive: e.rec.Excl, NUMANodes: e.rec.NUMANodes,
 		Threads: e.rec.Threads, PID: e.rec.PID, Cgroup: e.rec.Cgroup, CreatedAt: e.a.CreatedAt, Generation: e.a.Generation,
 		Deleting: e.rec.Deleting}
+	if !e.offline.IsEmpty() {
+		w.OfflineCPUs = e.offline.String()
+	}
 	if e.rec.CPUs != nil {
 		w.CPUs = *e.rec.CPUs
 	}

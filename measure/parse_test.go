@@ -54,6 +54,11 @@ func TestParseTaskStat(t *testing.T) {
 			data: []byte(fakeStat(TaskStat{PID: 42, Comm: "x) 1 2\n3", State: 'R', PPID: 1, UTime: 7, STime: 8, NumThreads: 1, StartTime: 99, Processor: 3})),
 			want: TaskStat{PID: 42, Comm: "x) 1 2\n3", State: 'R', PPID: 1, UTime: 7, STime: 8, NumThreads: 1, StartTime: 99, Processor: 3},
 		},
+		{
+			name: "pgrp-minus-one",
+			data: []byte(fakeStat(TaskStat{PID: 287, Comm: "cginfo", State: 'S', PPID: 1, PGRP: -1, NumThreads: 1, Processor: 2})),
+			want: TaskStat{PID: 287, Comm: "cginfo", State: 'S', PPID: 1, PGRP: -1, NumThreads: 1, Processor: 2},
+		},
 		{name: "empty", data: nil, wantErr: true},
 		{name: "no-comm", data: []byte("1 R 0 0"), wantErr: true},
 		{name: "short", data: []byte("1 (init) S 0 0 0 0 -1 4194560 33889"), wantErr: true},

@@ -16,7 +16,7 @@ type TaskStat struct {
 	Comm       string // (2) command name, without the parentheses
 	State      byte   // (3) R, S, D, Z, ...
 	PPID       int    // (4) parent process id
-	PGRP       int    // (5) process group id
+	PGRP       int    // (5) process group id; -1 for none
 	UTime      uint64 // (14) user time, in clock ticks
 	STime      uint64 // (15) system time, in clock ticks
 	NumThreads int    // (20) threads in the thread group
@@ -87,8 +87,15 @@ func ParseTaskStat(data []byte) (TaskStat, error) {
 				return st, err
 			}
 		case 5:
-			if st.PGRP, err = integer(n, f); err != nil {
+			// -1 where the task has no process group any more: the
+			// kernel wrote it for an exiting job thread under Linux 6.12
+			// (make e2e-vm).
+			neg := len(f) > 1 && f[0] == '-'
+			if st.PGRP, err = integer(n, bytes.TrimPrefix(f, []byte("-"))); err != nil {
 				return st, err
+			}
+			if neg {
+				st.PGRP = -st.PGRP
 			}
 		case 14:
 			if st.UTime, err = unsigned(n, f); err != nil {

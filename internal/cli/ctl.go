@@ -297,7 +297,11 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 		if numa == "" {
 			numa = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", shown(w.Name), shown(w.QoS), w.CPUs, shown(w.Cpuset), shown(numa),
+		set := w.Cpuset
+		if w.OfflineCPUs != "" {
+			set += " (offline: " + w.OfflineCPUs + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", shown(w.Name), shown(w.QoS), w.CPUs, shown(set), shown(numa),
 			shown(w.Source), time.Since(w.CreatedAt).Round(time.Second))
 	}
 	return tw.Flush()

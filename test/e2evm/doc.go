@@ -1,0 +1,16 @@
+// Package e2evm boots Debian's cloud kernels under qemu (software
+// emulation, no root needed) in machines of several shapes: two sockets
+// with SMT and two NUMA nodes, one socket with four NUMA nodes at uneven
+// distances, a memory-only node, CPUs offline before start, isolcpus and
+// nohz_full, and the same machine under cgroup v1. The initramfs holds
+// busybox, corepin's static binary and an init script that runs corepin
+// commands and prints their output between markers on a second serial
+// port; the tests parse that and assert on what the kernel itself reports
+// (sysfs, cgroup files, /proc/PID/status).
+//
+// It is its own module so that `go test ./...` in the repository root
+// does not boot machines. `make e2e-vm` runs it with
+// COREPIN_E2E_REQUIRED=1, which turns a missing prerequisite (qemu,
+// busybox, apt-get, the corepin binary) into a failure; run directly, the
+// tests skip then.
+package e2evm
