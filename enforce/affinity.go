@@ -19,7 +19,6 @@ import (
 var affinityLimits = []string{
 	"quota, period and burst cannot be enforced: CFS bandwidth control needs a cpu cgroup",
 	"memory nodes (Mems) are not enforced: they need a cpuset cgroup; groups run with any Mems given, on the CPUs given",
-	"raising a priority (a Weight above 100, a nice below 0) needs CAP_SYS_NICE; without it those threads keep nice 0",
 	"Weight becomes a nice value on each thread, which ranks threads against every other thread, not groups against groups: a group with more threads gets more CPU",
 	"Idle becomes SCHED_IDLE on each thread",
 	"settings reach the processes given to AddProc, and their threads, when added and on Update; children they fork inherit the settings of the moment",
@@ -30,18 +29,29 @@ var affinityLimits = []string{
 // sched_setaffinity(2) and ranks them with sched_setattr(2) (nice for
 // Weight, SCHED_IDLE for Idle), on every thread. It needs no cgroup and
 // enforces much less; see Limitations. Its CPUs are those this process may
-// run on.
+// run on. Where this process may not give a thread the nice a Weight
+// asks for (ProbeNice: no CAP_SYS_NICE, as for a user at nice 5), the
+// thread keeps the lowest nice it may have, its starter's at most, and
+// Limitations says so once; it is never an error.
 func NewAffinity(opts ...Option) (Driver, error) {
 	allowed, err := ownAffinity()
 	if err != nil {
 		return nil, err
 	}
-	return &affinityDriver{allowed: allowed, limits: slices.Clone(affinityLimits)}, nil
+	d := &affinityDriver{allowed: allowed, limits: slices.Clone(affinityLimits), nice: NiceLimit{Lowest: -20}}
+	if l, err := ProbeNice(); err == nil {
+		d.nice = l
+	}
+	if n := d.nice.Note(); n != "" {
+		d.limits = append(d.limits, n)
+	}
+	return d, nil
 }
 
 type affinityDriver struct {
 	allowed cpuset.CPUSet
 	limits  []string
+	nice    NiceLimit
 }
 
 func (d *affinityDriver) Name() string          { return NameAffinity }
@@ -54,7 +64,7 @@ func (d *affinityDriver) Create(name string, r Resources) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	p, err := affinityPlanFor(r, d.allowed)
+	p, err := affinityPlanFor(r, d.allowed, d.nice)
 	if err != nil {
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
@@ -69,8 +79,9 @@ type affinityPlan struct {
 }
 
 // affinityPlanFor turns r into an affinityPlan, refusing what the driver
-// cannot enforce.
-func affinityPlanFor(r Resources, allowed cpuset.CPUSet) (affinityPlan, error) {
+// cannot enforce; a nice below what nice allows becomes the lowest it
+// allows.
+func affinityPlanFor(r Resources, allowed cpuset.CPUSet, nice NiceLimit) (affinityPlan, error) {
 	if err := r.Validate(); err != nil {
 		return affinityPlan{}, err
 	}
@@ -86,7 +97,7 @@ func affinityPlanFor(r Resources, allowed cpuset.CPUSet) (affinityPlan, error) {
 		p.CPUs = allowed
 	}
 	if !r.Idle {
-		p.Nice = NiceFromWeight(r.weight())
+		p.Nice = nice.Clamp(NiceFromWeight(r.weight()))
 	}
 	return p, nil
 }
@@ -131,7 +142,7 @@ func (g *affinityGroup) Name() string { return g.name }
 
 // Update applies r to the processes added so far, on all their threads.
 func (g *affinityGroup) Update(r Resources) error {
-	p, err := affinityPlanFor(r, g.d.allowed)
+	p, err := affinityPlanFor(r, g.d.allowed, g.d.nice)
 	if err != nil {
 		return fmt.Errorf("updating group %s: %w", g.name, err)
 	}
@@ -192,11 +203,12 @@ func applyPlan(pid int, p affinityPlan) error {
 			return fmt.Errorf("setting affinity of thread %d to %s: %w", tid, p.CPUs, err)
 		}
 		err := unix.SchedSetAttr(tid, &attr, 0)
-		if errors.Is(err, unix.EPERM) && !p.Idle && p.Nice < 0 {
-			// Without CAP_SYS_NICE a thread may not be raised above
-			// nice 0 (sched(7)); it stays at nice 0 (see Limitations).
-			fallback := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
-			err = unix.SchedSetAttr(tid, &fallback, 0)
+		if denied(err) {
+			// The plan's nice is already one this process may give
+			// (ProbeNice); a thread refused all the same (a policy its
+			// starter may not leave, SCHED_RESET_ON_FORK) keeps the
+			// scheduling it inherited: a priority is never worth a job.
+			err = nil
 		}
 		if err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("setting scheduling policy of thread %d: %w", tid, err)

@@ -25,7 +25,11 @@
 //     sched_setaffinity(2) and sched_setattr(2) (nice, SCHED_IDLE) on every
 //     thread. It cannot enforce a quota, memory nodes or a group weight;
 //     Limitations says so, and Create refuses a Resources value it cannot
-//     honour with ErrNotSupported instead of ignoring part of it.
+//     honour with ErrNotSupported instead of ignoring part of it. A nice
+//     this process may not give (lowering one needs CAP_SYS_NICE or
+//     RLIMIT_NICE, sched(7); ProbeNice) is not such a value: threads keep
+//     the lowest nice allowed, the caller's at most, and Limitations says
+//     so once (issue 17 §2).
 //
 // # Settings as data
 //

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,11 +204,36 @@ func TestNiceFromWeight(t *testing.T) {
 	}
 }
 
+func TestNiceLimitNote(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    NiceLimit
+		want string // a part of the note; "" for none
+	}{
+		{name: "CAP_SYS_NICE", l: NiceLimit{Own: 5, Lowest: -20}},
+		{name: "nice 5, no right", l: NiceLimit{Own: 5, Lowest: 5}, want: "runs at nice 5 and may not lower it"},
+		{name: "nice 0, no right", l: NiceLimit{Own: 0, Lowest: 0}, want: "keep nice 0 where a Weight asks for less"},
+		{name: "RLIMIT_NICE", l: NiceLimit{Own: 5, Lowest: 2}, want: "run at nice 2"},
+		{name: "stuck in SCHED_IDLE", l: NiceLimit{Own: 0, Lowest: 20}, want: "may not set SCHED_OTHER"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.l.Note()
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("Note() = %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestAffinityPlan(t *testing.T) {
 	allowed := cpuset.Range(0, 3)
+	anyNice := NiceLimit{Lowest: -20}
+	// Issue 17 §2: a user at nice 5 without CAP_SYS_NICE.
+	atFive := NiceLimit{Own: 5, Lowest: 5}
 	for _, tc := range []struct {
 		name string
 		r    Resources
+		nice NiceLimit
 		want affinityPlan
 		err  error
 	}{
@@ -219,9 +245,18 @@ func TestAffinityPlan(t *testing.T) {
 		// limitation of this driver, not a reason to fail the job.
 		{name: "mems ignored", r: Resources{CPUs: cpuset.New(1), Mems: cpuset.New(0)}, want: affinityPlan{CPUs: cpuset.New(1)}},
 		{name: "outside affinity", r: Resources{CPUs: cpuset.New(4)}, err: ErrInvalidResources},
+		{name: "high weight, privileged", r: Resources{Weight: 10000}, nice: anyNice, want: affinityPlan{CPUs: allowed, Nice: -20}},
+		{name: "default weight at nice 5 keeps 5", r: Resources{CPUs: cpuset.New(1)}, nice: atFive, want: affinityPlan{CPUs: cpuset.New(1), Nice: 5}},
+		{name: "high weight at nice 5 keeps 5", r: Resources{Weight: 10000}, nice: atFive, want: affinityPlan{CPUs: allowed, Nice: 5}},
+		{name: "low weight at nice 5 is nicer", r: Resources{Weight: 10}, nice: atFive, want: affinityPlan{CPUs: allowed, Nice: 10}},
+		{name: "idle at nice 5", r: Resources{Idle: true}, nice: atFive, want: affinityPlan{CPUs: allowed, Idle: true}},
+		{name: "RLIMIT_NICE down to 2", r: Resources{Weight: 10000}, nice: NiceLimit{Own: 5, Lowest: 2}, want: affinityPlan{CPUs: allowed, Nice: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := affinityPlanFor(tc.r, allowed)
+			if tc.nice == (NiceLimit{}) {
+				tc.nice = anyNice
+			}
+			got, err := affinityPlanFor(tc.r, allowed, tc.nice)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("affinityPlanFor() error = %v, want %v", err, tc.err)
 			}

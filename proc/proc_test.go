@@ -280,7 +280,8 @@ func TestMeasureGroupFiles(t *testing.T) {
 
 // Issue 8 §3: with the affinity driver (the fallback without cgroups, and
 // the only one for a non-root user) a pinned job with memory nodes runs,
-// as root and as nobody.
+// as root and as nobody; issue 17 §2: also as nobody at a nice it may not
+// lower, where the Weight's nice (200: below 0) is out of reach.
 func TestAffinityPinned(t *testing.T) {
 	if os.Getenv("COREPIN_TEST_NOBODY_CHILD") == "1" {
 		runAffinityPinned(t)
@@ -289,6 +290,9 @@ func TestAffinityPinned(t *testing.T) {
 	t.Run("as this user", runAffinityPinned)
 	t.Run("as nobody", func(t *testing.T) {
 		testutil.RunAsNobody(t, "TestAffinityPinned", "COREPIN_TEST_NOBODY_CHILD=1")
+	})
+	t.Run("as nobody, nicer", func(t *testing.T) {
+		testutil.RunAsNobodyNicer(t, "TestAffinityPinned", "COREPIN_TEST_NOBODY_CHILD=1")
 	})
 }
 

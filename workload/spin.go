@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
@@ -36,6 +37,12 @@ type SpinResult struct {
 	Threads   int           // threads that ran
 	Wall      time.Duration // from starting the first thread to the last one stopping
 	PerThread []int64       // operations per thread, in thread order
+	// NiceKept is set when SpinOptions.Nice was below the nice the
+	// spinning threads started at and this process may not lower a nice
+	// (no CAP_SYS_NICE, as for a user at nice 5 asking for 2): the
+	// threads kept their nice, Nice, and spun all the same (issue 17 §2).
+	NiceKept bool
+	Nice     int // with NiceKept: the nice the threads kept
 }
 
 // spinRounds is the work of one op: this many dependent rounds of an
@@ -83,6 +90,7 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	per := make([]int64, opts.Threads)
 	var wg sync.WaitGroup
 	var niceErr atomic.Pointer[error]
+	var kept atomic.Pointer[int] // the nice a thread kept (SpinResult.NiceKept)
 	start := time.Now()
 	if opts.Duration > 0 {
 		timer := time.AfterFunc(opts.Duration, func() { stop.Store(true) })
@@ -106,7 +114,16 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 			if opts.Nice != 0 {
 				// who 0 is the calling thread; the thread is not unlocked,
 				// so it ends with this goroutine and its nice with it.
-				if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, opts.Nice); err != nil {
+				err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, opts.Nice)
+				if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+					// Lowering a nice needs the right; keep this one.
+					if n, gerr := syscall.Getpriority(syscall.PRIO_PROCESS, 0); gerr == nil {
+						nice := 20 - n // the raw syscall's value is 20 - nice
+						kept.CompareAndSwap(nil, &nice)
+						err = nil
+					}
+				}
+				if err != nil {
 					niceErr.CompareAndSwap(nil, &err)
 				}
 			} else {
@@ -130,6 +147,9 @@ func Spin(ctx context.Context, opts SpinOptions) (SpinResult, error) {
 	close(done)
 	<-watched
 	res := SpinResult{Threads: opts.Threads, Wall: wall, PerThread: per}
+	if k := kept.Load(); k != nil {
+		res.NiceKept, res.Nice = true, *k
+	}
 	if err := niceErr.Load(); err != nil {
 		return res, fmt.Errorf("setting nice %d: %w", opts.Nice, *err)
 	}

@@ -65,6 +65,7 @@ type runFlags struct {
 	driver      string
 	sample      time.Duration
 	suppress    bool
+	verbose     bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -93,6 +94,7 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.suppress, "suppress", false, "with --qos BE and no agent: also shrink the batch's CPUs as the rest of the machine's load grows (Koordinator's budget); off by default, since on a 2-CPU machine cpu.idle alone kept the service's p99 as low and the batch 96% of the idle CPU where suppression kept 55% (corepin bench colocation)")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say each note in full (what the driver cannot enforce here, where results and shared state go), not in one line")
 	return cmd
 }
 
@@ -245,7 +247,10 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if f.driver == enforce.NameAffinity && needsCgroup(spec.Mode) {
 		return Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
-	rec, err := openRecorder(f)
+	// What the run has to say before its jobs is said once, in one line
+	// (-v: in full).
+	var notes runNotes
+	rec, err := openRecorder(f, &notes)
 	if err != nil {
 		return err
 	}
@@ -276,14 +281,13 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	} else if len(removed) > 0 {
 		fmt.Fprintf(e.stderr, "corepin: removed %d group(s) left by a crashed run\n", len(removed))
 	}
-	for _, l := range driver.Limitations() {
-		fmt.Fprintf(e.stderr, "corepin: note: %s\n", l)
-	}
-	placer, closePlacer, err := runPlacer(topo, driver, e.stderr)
+	notes.addDriver(driver)
+	placer, closePlacer, err := runPlacer(topo, driver, &notes)
 	if err != nil {
 		return err
 	}
 	defer closePlacer()
+	notes.print(e.stderr, f.verbose)
 	if err := rec.begin(e.stderr, topo, spec, driver.Name()); err != nil {
 		return err
 	}

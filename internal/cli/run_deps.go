@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/corepin/corepin/runner"
@@ -20,16 +23,30 @@ type recorder struct {
 
 // openRecorder opens the results database (unless --no-db) before
 // anything else is created, so a database path that cannot be used is
-// refused up front (exit 2 for a path that is the user's mistake).
-func openRecorder(f runFlags) (*recorder, error) {
+// refused up front (exit 2 for a path that is the user's mistake). The
+// default database (no --db, no $COREPIN_DB) that this user may not
+// write, as for nobody or a user whose $HOME is another's, does not stop
+// the run: its results are not recorded, said in notes (issue 17 §2).
+func openRecorder(f runFlags, notes *runNotes) (*recorder, error) {
 	if f.noDB {
 		return &recorder{}, nil
 	}
 	path, err := resultsPath(f.db)
+	chosen := f.db != "" || os.Getenv(store.EnvDB) != ""
+	if err != nil && !chosen {
+		notes.add("results not recorded (give --db)",
+			fmt.Sprintf("results are not recorded: %v; give --db FILE or set %s (or --no-db)", err, store.EnvDB))
+		return &recorder{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	db, err := store.Open(path)
+	if err != nil && !chosen && unwritable(err) {
+		notes.add("results not recorded (give --db)",
+			fmt.Sprintf("results are not recorded: %v; give --db FILE or set %s (or --no-db)", err, store.EnvDB))
+		return &recorder{}, nil
+	}
 	if badStoreFile(err) {
 		return nil, &UsageError{Err: fmt.Errorf("--db: %w", err)}
 	}
@@ -37,6 +54,12 @@ func openRecorder(f runFlags) (*recorder, error) {
 		return nil, err
 	}
 	return &recorder{db: db}, nil
+}
+
+// unwritable reports whether err is this user being denied a database
+// file or its directory.
+func unwritable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, store.ErrReadOnly)
 }
 
 // badStoreFile reports whether err refuses a state or results file the

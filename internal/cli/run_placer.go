@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -65,11 +64,12 @@ func userState() string {
 // state file shared with other runs and the agent (sharedState), so that
 // no CPU is ever held by two of them even with no agent running (issue 10
 // §2), or, only where no state file can be written at all, this run's own
-// allocator, said on stderr. close releases the state file.
-func runPlacer(topo *topology.Topology, driver enforce.Driver, stderr io.Writer) (p runner.Placer, closeFn func() error, err error) {
+// allocator, said in notes. close releases the state file.
+func runPlacer(topo *topology.Topology, driver enforce.Driver, notes *runNotes) (p runner.Placer, closeFn func() error, err error) {
 	path := sharedState(os.Getenv(EnvState), agent.DefaultState, userState())
 	if path == "" || unix.Access(filepath.Dir(path), unix.W_OK) != nil {
-		fmt.Fprintf(stderr, "corepin: note: no writable state file (%q): pinned CPUs are not shared with other runs or the agent (set %s)\n", path, EnvState)
+		notes.add("CPUs not shared with other runs (set "+EnvState+")",
+			fmt.Sprintf("no writable state file (%q): pinned CPUs are not shared with other runs or the agent (set %s)", path, EnvState))
 		p, err := runner.NewAllocPlacer(topo)
 		return p, func() error { return nil }, err
 	}

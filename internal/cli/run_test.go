@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 )
@@ -194,5 +196,94 @@ while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done`
 	_, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "LS", "--", "sh", "-c", script)
 	if code != 0 || !strings.Contains(stderr, "left 1 process(es) running, killed them: ") || !strings.Contains(stderr, " (sleep)") {
 		t.Errorf("exit %d, stderr %q; want exit 0 and the leftover named", code, stderr)
+	}
+}
+
+// Issue 17 §2: as a user without root whose shell runs at nice 5, every
+// pinned job failed ("setting scheduling policy of thread N: operation not
+// permitted"), and nine note lines came before any job. As nobody at nice
+// +5, with the default results database in a home it may not write, the
+// run now exits 0 with each job on its one CPU at the caller's nice, and
+// says all it has to say in one note line (each note in full with -v).
+func TestRunAsNobodyAtNice(t *testing.T) {
+	if os.Getenv("COREPIN_TEST_RUN_NOBODY") == "1" {
+		runAsNobodyAtNice(t)
+		return
+	}
+	// nobody's home (passwd) does not exist; its state file is the test's.
+	testutil.RunAsNobodyNicer(t, "TestRunAsNobodyAtNice", "COREPIN_TEST_RUN_NOBODY=1",
+		"HOME=/nonexistent", store.EnvDB+"=", "XDG_DATA_HOME=", "XDG_STATE_HOME=", EnvState+"=")
+}
+
+func runAsNobodyAtNice(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[16]
+	job := `echo "job {job} want {cpuset} got $(grep Cpus_allowed_list /proc/self/status | cut -f2) nice $(cut -d' ' -f19 /proc/self/stat)"`
+	for _, verbose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verbose %v", verbose), func(t *testing.T) {
+			args := []string{"run", "-o", "json", "--mode", "pinned", "--cpus", "1", "--jobs", "2"}
+			if verbose {
+				args = append(args, "-v")
+			}
+			stdout, stderr, code := resultsCLI(t, append(args, "--", "sh", "-c", job)...)
+			if code != 0 {
+				t.Fatalf("as uid %d at nice %s: exit %d, stderr:\n%s", os.Geteuid(), own, code, stderr)
+			}
+			var jobs int
+			for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+				var r struct {
+					Job      int    `json:"job"`
+					Cpuset   string `json:"cpuset"`
+					ExitCode int    `json:"exit_code"`
+				}
+				if err := json.Unmarshal([]byte(line), &r); err != nil || r.ExitCode != 0 {
+					t.Errorf("job line %q: %v, want exit 0", line, err)
+				}
+				jobs++
+			}
+			if jobs != 2 {
+				t.Errorf("%d job objects, want 2: %q", jobs, stdout)
+			}
+			var notes []string
+			ran := 0
+			for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+				var n int
+				var want, got, nice string
+				switch {
+				case strings.HasPrefix(line, "corepin: note: "):
+					notes = append(notes, line)
+				case strings.HasPrefix(line, "job "):
+					if _, err := fmt.Sscanf(line, "job %d want %s got %s nice %s", &n, &want, &got, &nice); err != nil {
+						t.Fatalf("job output %q: %v", line, err)
+					}
+					// One CPU each, the one it was given, at the caller's nice.
+					if got != want || strings.ContainsAny(got, ",-") || nice != own {
+						t.Errorf("job %d ran on %s at nice %s; want its cpuset %s, one CPU, at nice %s", n, got, nice, want, own)
+					}
+					ran++
+				case strings.HasPrefix(line, "["): // progress
+				default:
+					t.Errorf("unexpected stderr line %q", line)
+				}
+			}
+			if ran != 2 {
+				t.Errorf("%d jobs printed, want 2; stderr:\n%s", ran, stderr)
+			}
+			if !verbose {
+				if len(notes) != 1 || !strings.Contains(notes[0], "results not recorded") || !strings.HasSuffix(notes[0], "-v for details") {
+					t.Fatalf("notes %q: want one line saying results are not recorded, ending in -v for details", notes)
+				}
+				if strings.Contains(notes[0], "affinity only") && !strings.Contains(notes[0], "jobs keep nice "+own) {
+					t.Errorf("note %q: the affinity driver without a note that jobs keep nice %s", notes[0], own)
+				}
+				return
+			}
+			if len(notes) < 2 || !strings.Contains(strings.Join(notes, "\n"), "permission denied") {
+				t.Errorf("-v notes %q: want each in full, the database's permission denied among them", notes)
+			}
+		})
 	}
 }

@@ -248,6 +248,9 @@ func newSpinCmd(e *env) *cobra.Command {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}
+			if res.NiceKept {
+				fmt.Fprintf(e.stderr, "corepin: note: --nice %d is below this process's nice %d, which it may not lower (no CAP_SYS_NICE): the threads spun at nice %d\n", nice, res.Nice, res.Nice)
+			}
 			rep := workload.NewSpinReport(res, opts)
 			if e.JSON() {
 				if perr := e.PrintJSON(rep); perr != nil {
