@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,6 +174,8 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		return nil, err
 	}
 	m := Metrics{}
+	work := pl.svcCPUs.Union(pl.batchCPUs)
+	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)
 	var svcBefore time.Duration
 	if svcProc != nil {
@@ -206,11 +207,12 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		m["target_rps"] = res.TargetRPS
 		m["errors"] = float64(res.Errors)
 		m["late_sends"] = float64(res.LateSends)
+		// Every step of the distribution is kept, not only the chart's
+		// (cdfKeep): the tests of the tails resample the requests from it.
 		for _, c := range res.CDF {
-			if slices.Contains(cdfKeep, c.Percentile) {
-				m[fmt.Sprintf("cdf_%g", c.Percentile)] = msOf(c.Latency)
-			}
+			m[fmt.Sprintf("cdf_%g", c.Percentile)] = msOf(c.Latency)
 		}
+		m["latencies"] = float64(res.Requests - res.Errors + res.BadStatus)
 	}
 	elapsed := time.Since(start).Seconds()
 	qstop()
@@ -223,7 +225,16 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 			m["service_cpus"] = (after - svcBefore).Seconds() / elapsed
 		}
 	}
-	m["machine_cpus"] = float64(pl.svcCPUs.Union(pl.batchCPUs).Size())
+	m["machine_cpus"] = float64(work.Size())
+	// The CPU nothing used (idle and iowait of the CPUs under test, over
+	// the same window): what the batch could still have had. On a shared
+	// machine other work (and a hypervisor's steal) takes some of what
+	// the service leaves, and a batch under cpu.idle yields to it too.
+	if busyAfter, err := measure.ReadCPUBusy(os.DirFS("/proc"), work); err == nil && busyErr == nil {
+		busy := (busyAfter - busyBefore).Seconds() / elapsed
+		m["idle_cpus"] = max(0, float64(work.Size())-busy)
+		m["other_cpus"] = max(0, busy-m["batch_cpus"]-m["service_cpus"]-m["generator_cpus"])
+	}
 	return m, nil
 }
 
