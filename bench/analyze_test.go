@@ -427,3 +427,92 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 		t.Errorf("noisy case recommends quota: %q", rec)
 	}
 }
+
+// Issue 17 §3: the quick colocation experiment's verdict flipped between
+// runs on a busy 2-CPU machine. Each case is one of the ways it flipped.
+func TestColocationVerdictOnABusyMachine(t *testing.T) {
+	// rep is a repeat with its requests' distribution (repeatWithTail),
+	// the batch at batch CPUs with idle CPUs left unused and other work
+	// on the machine.
+	rep := func(p99, batch, idle, other float64) Metrics {
+		m := repeatWithTail(p99, 300, batch)
+		m["idle_cpus"], m["other_cpus"] = idle, other
+		return m
+	}
+	pt := func(pol string, ms ...Metrics) PointResult {
+		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	}
+	reps := func(batch, idle, other float64, p99s ...float64) []Metrics {
+		var ms []Metrics
+		for _, v := range p99s {
+			ms = append(ms, rep(v, batch, idle, other))
+		}
+		return ms
+	}
+	alone := pt(polAlone, reps(0, 1.4, 0.1, 5, 5, 5, 5, 5)...)
+	tests := []struct {
+		name    string
+		pts     []PointResult
+		want    []string
+		notWant []string
+	}{
+		{
+			// Other builds took 1.2 of the 1.5 CPUs the service left;
+			// the batch under cpu.idle got the 0.29 nobody used, and
+			// 0.01 stayed idle: it wasted nothing, it is not starved.
+			name: "other work takes what the service leaves",
+			pts: []PointResult{alone,
+				pt(polNone, reps(0.9, 0.01, 0.6, 30, 31, 29, 32, 28)...),
+				pt(polCorepin, reps(0.29, 0.01, 1.2, 5.5, 5.4, 5.6, 5.3, 5.7)...)},
+			want:    []string{"cpu: use corepin (p99 1.10x alone, batch keeps 97% of the idle CPU), lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p=", "corepin's default meets the bar"},
+			notWant: []string{"under 90%", "keep the default"},
+		},
+		{
+			// One calm repeat of no policy overlaps corepin's five p99s
+			// (Mann-Whitney p=0.15): the requests still tell them apart.
+			name: "a several times better median, five p99s overlapping",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 5, 25, 30, 40, 50)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 5.5, 6, 5.8, 6.2, 6.5)...)},
+			want:    []string{"cpu: use corepin (p99 1.20x alone", "lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p="},
+			notWant: []string{"keep the default", "not significant"},
+		},
+		{
+			// idle's median is a little lower than corepin's, inside the
+			// noise: the headline stays corepin's instead of flipping.
+			name: "a lower median inside the noise does not displace corepin",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
+				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 6.1, 5.0, 5.9, 5.4)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 5.3, 6.0, 5.1, 6.2, 5.5)...)},
+			want:    []string{"cpu: use corepin (p99 1.10x alone", "idle measured 1.08x, not lower beyond the noise (bootstrap of pooled requests p=", "so the tie goes to corepin's default"},
+			notWant: []string{"use idle"},
+		},
+		{
+			name: "a lower tail beyond the noise does",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
+				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 5.1, 5.0, 5.3, 5.4)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 15, 16, 14, 17, 15.5)...)},
+			want:    []string{"cpu: use idle (p99 1.04x alone"},
+			notWant: []string{"tie goes to corepin"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &colocationExp{}
+			e.Spec(true)
+			rec := e.Analyze(&Env{}, tc.pts).Recommendation
+			for _, w := range tc.want {
+				if !strings.Contains(rec, w) {
+					t.Errorf("recommendation %q lacks %q", rec, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(rec, w) {
+					t.Errorf("recommendation %q contains %q", rec, w)
+				}
+			}
+		})
+	}
+}

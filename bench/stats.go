@@ -27,6 +27,11 @@ type Comparison struct {
 	// Exact says P is exact (the permutation distribution of the ranks,
 	// ties included) rather than the normal approximation.
 	Exact bool
+	// Method is "" for the Mann-Whitney test of the repeats' values, or
+	// MethodBootstrap for TailBootstrap over their requests, which sets
+	// RequestsX and RequestsY (U stays zero).
+	Method               string
+	RequestsX, RequestsY int
 }
 
 // Significant reports whether the samples differ at level Alpha.
@@ -34,6 +39,9 @@ func (c Comparison) Significant() bool { return c.P < Alpha }
 
 // String is "Mann-Whitney p=0.008, n=5 vs 5".
 func (c Comparison) String() string {
+	if c.Method == MethodBootstrap {
+		return c.bootstrapString()
+	}
 	if math.IsNaN(c.P) {
 		return fmt.Sprintf("no test: n=%d vs %d", c.NX, c.NY)
 	}
