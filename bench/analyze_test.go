@@ -240,6 +240,44 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			notWant: []string{"run 1 workers"},
 		},
 		{
+			// Issue 17 §6: every pinned configuration slower than the
+			// default beyond the noise, which a recommendation that only
+			// asked for significance would take.
+			name: "throughput: the best pinned configuration significantly slower",
+			exp:  "throughput",
+			pts: []PointResult{
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
+				pr(P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
+			},
+			want:    []string{"keep the default (unpinned, threads auto, all jobs at once): 100.0", "the best, 2x1, measured -20% (Mann-Whitney p=0.00794, n=5 vs 5, significantly slower)"},
+			notWant: []string{"run 2 workers", "run 1 workers"},
+		},
+		{
+			name: "threads: the best count significantly slower than auto",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+			},
+			want:    []string{"run auto threads"},
+			notWant: []string{"run 2 threads", "run 1 threads"},
+		},
+		{
+			// Issue 17 §3: "run 2 threads: -19% vs auto" with a spread of
+			// 106k-214k ops/s. A count whose median is below auto's is
+			// never the pick on a tie.
+			name: "threads: threads = CPUs below auto inside the noise",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
+			},
+			want:    []string{"run auto threads", "not significant", "the tie goes to the workload's auto"},
+			notWant: []string{"run 2 threads"},
+		},
+		{
 			name: "throughput: better median inside the noise",
 			exp:  "throughput",
 			pts: []PointResult{
