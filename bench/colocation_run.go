@@ -22,6 +22,10 @@ import (
 // SIGTERM and SIGKILL when the point ends.
 const stopGrace = time.Second
 
+// batchSlack is how long the batch may run past the load's warm-up and
+// duration; the point stops it when the load ends, well before.
+const batchSlack = 10 * time.Minute
+
 // loadTail bounds the load generator's JSON result (CDF included).
 const loadTail = 1 << 20
 
@@ -159,7 +163,12 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		if pl.nice {
 			nice = 19
 		}
-		b, bp, err := startBatch(ctx, env, bg, n, pl.batchCPUs.Size(), nice, e.spec.Warmup+e.spec.Duration+5*time.Second)
+		// The batch runs until the point stops it (stopAll), not for a
+		// fixed time: on a busy machine starting the load generator can
+		// take seconds, and a batch that ended inside the window left the
+		// service alone for its last part and lost its CPU time from the
+		// sum (negative batch CPUs were seen).
+		b, bp, err := startBatch(ctx, env, bg, n, pl.batchCPUs.Size(), nice, e.spec.Warmup+e.spec.Duration+batchSlack)
 		batch = b
 		parties = append(bp, parties...)
 		if err != nil {
