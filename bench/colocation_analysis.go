@@ -11,14 +11,8 @@ import (
 // batch's CPU with what the service leaves idle, per service.
 func (e *colocationExp) Analyze(env *Env, pts []PointResult) Analysis {
 	var a Analysis
-	var services []string
-	for _, p := range pts {
-		if s := p.Point.Get("service"); !slices.Contains(services, s) {
-			services = append(services, s)
-		}
-	}
 	var recs []string
-	for _, s := range services {
+	for _, s := range servicesOf(pts) {
 		var sp []PointResult
 		for _, p := range pts {
 			if p.Point.Get("service") == s {
@@ -62,7 +56,6 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 	barS := Series{Name: "p99 ratio"}
 	cpuS := Series{Name: "batch share of idle CPU"}
 	cdf := Chart{Kind: ChartCDF, Title: name + ": latency distribution per policy", XLabel: "latency (ms)", YLabel: "percentile", LogX: true}
-	var scores []scored
 	for _, p := range pts {
 		pol := p.Point.Get("policy")
 		share := batchShare(p)
@@ -74,7 +67,6 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		shareS := "-"
 		if pol != polAlone {
 			shareS = fmt.Sprintf("%.0f%%", 100*share)
-			scores = append(scores, scoredOf(pol, ratio, share, p))
 		}
 		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p90_ms")), fmtMs(p.Median("p99_ms")),
 			fmt.Sprintf("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
@@ -107,14 +99,9 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		a.Tables = append(a.Tables, qt)
 	}
 	a.Charts = append(a.Charts, bars, cdf)
+	scores, none := colocationScores(pts)
 	if math.IsNaN(aloneP99) || len(scores) == 0 {
 		return ""
-	}
-	var none *scored
-	for i := range scores {
-		if scores[i].pol == polNone {
-			none = &scores[i]
-		}
 	}
 	rec, tested := recommendColocation(svc, scores, none)
 	for _, s := range scores {
@@ -227,28 +214,13 @@ func tailTest(a, b scored) Comparison {
 // that kept it. tested says whether the text carries the test of
 // corepin's policy against none.
 func recommendColocation(svc string, scores []scored, none *scored) (rec string, tested bool) {
-	var best, def *scored
-	for i, s := range scores {
-		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
-			best = &scores[i]
-		}
-		if s.pol == polCorepin && s.share >= minBatchShare && !math.IsNaN(s.ratio) {
-			def = &scores[i]
-		}
-	}
 	const keep = "keep the default (none: no policy)"
+	best, tie := pickColocation(scores)
 	switch {
 	case best == nil && none == nil:
 		return fmt.Sprintf("%s: no policy kept the batch at 90%% of the idle CPU.", svc), false
 	case best == nil:
 		return fmt.Sprintf("%s: %s: every policy left the batch under 90%% of the idle CPU.", svc, keep), false
-	}
-	tie := ""
-	if def != nil && best != def {
-		if c := tailTest(*best, *def); !c.Significant() {
-			tie = fmt.Sprintf("; %s measured %.2fx, not lower beyond the noise (%s), so the tie goes to corepin's default", best.pol, best.ratio, c)
-			best = def
-		}
 	}
 	switch {
 	case none == nil:
@@ -270,6 +242,99 @@ func recommendColocation(svc string, scores []scored, none *scored) (rec string,
 	}
 	return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU), lower than no policy's %.2fx beyond the noise (%s)%s.",
 		svc, best.pol, best.ratio, 100*best.share, none.ratio, c, tie), tested
+}
+
+// pickColocation returns the policy to weigh against no policy: among
+// those leaving the batch minBatchShare of the idle CPU, the lowest median
+// p99, unless corepin's default is not beaten beyond the noise; tie says
+// why corepin's default took its place ("" when it did not).
+func pickColocation(scores []scored) (best *scored, tie string) {
+	var def *scored
+	for i, s := range scores {
+		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
+			best = &scores[i]
+		}
+		if s.pol == polCorepin && s.share >= minBatchShare && !math.IsNaN(s.ratio) {
+			def = &scores[i]
+		}
+	}
+	if def != nil && best != def {
+		if c := tailTest(*best, *def); !c.Significant() {
+			tie = fmt.Sprintf("; %s measured %.2fx, not lower beyond the noise (%s), so the tie goes to corepin's default", best.pol, best.ratio, c)
+			best = def
+		}
+	}
+	return best, tie
+}
+
+// openGap is how far apart (as a ratio of median p99s) the pick and no
+// policy must be for an undecided comparison to earn more repeats: a gap
+// that large left open is the five repeats' fault, not the policies'.
+const openGap = 1.5
+
+// Open names, per service, the pick and no policy while their comparison
+// is undecided and their medians are openGap apart, so RunExperiment
+// measures them again (Sequential): a quick run's five repeats must not
+// keep no policy against a policy several times better (issue 17 §3).
+func (e *colocationExp) Open(_ *Env, pts []PointResult) []int {
+	var open []int
+	for _, svc := range servicesOf(pts) {
+		var idx []int
+		var sp []PointResult
+		for i, p := range pts {
+			if p.Point.Get("service") == svc {
+				idx, sp = append(idx, i), append(sp, p)
+			}
+		}
+		scores, none := colocationScores(sp)
+		best, _ := pickColocation(scores)
+		if best == nil || none == nil || best.pol == polNone {
+			continue
+		}
+		lo, hi := min(best.ratio, none.ratio), max(best.ratio, none.ratio)
+		if c := tailTest(*best, *none); c.Significant() || !(hi >= openGap*lo) {
+			continue
+		}
+		for j, p := range sp {
+			if pol := p.Point.Get("policy"); pol == best.pol || pol == polNone {
+				open = append(open, idx[j])
+			}
+		}
+	}
+	return open
+}
+
+func servicesOf(pts []PointResult) []string {
+	var services []string
+	for _, p := range pts {
+		if s := p.Point.Get("service"); !slices.Contains(services, s) {
+			services = append(services, s)
+		}
+	}
+	return services
+}
+
+// colocationScores scores the policies of one service's points (every
+// one but the two baselines) against the service alone, and returns no
+// policy's score too (nil when it was not measured).
+func colocationScores(pts []PointResult) (scores []scored, none *scored) {
+	aloneP99 := math.NaN()
+	for _, p := range pts {
+		if p.Point.Get("policy") == polAlone {
+			aloneP99 = p.Median("p99_ms")
+		}
+	}
+	for _, p := range pts {
+		if pol := p.Point.Get("policy"); pol != polAlone && pol != polBatchAlone {
+			scores = append(scores, scoredOf(pol, p.Median("p99_ms")/aloneP99, batchShare(p), p))
+		}
+	}
+	for i := range scores {
+		if scores[i].pol == polNone {
+			none = &scores[i]
+		}
+	}
+	return scores, none
 }
 
 // againstNone says whether s's p99 differs from no policy's beyond the
