@@ -94,12 +94,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		return p
 	}
 	alone := pt(polAlone, 0, 10, 10, 10, 10, 10)
-	tests := []struct {
-		name    string
-		pts     []PointResult
-		want    []string
-		notWant []string
-	}{
+	tests := []colocationCase{
 		{
 			name: "clearly better, no overlap",
 			pts: []PointResult{alone,
@@ -173,23 +168,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 			notWant: []string{"Mann-Whitney"},
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := &colocationExp{}
-			e.Spec(true)
-			rec := e.Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
-		})
-	}
+	runColocationCases(t, tests)
 }
 
 func TestThreadsAndThroughputAnalyze(t *testing.T) {
@@ -340,16 +319,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			e := exps[0]
 			e.(Configurable).Spec(true)
 			rec := e.Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
+			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
 	}
 }
@@ -489,12 +459,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 		return ms
 	}
 	alone := pt(polAlone, reps(0, 1.4, 0.1, 5, 5, 5, 5, 5)...)
-	tests := []struct {
-		name    string
-		pts     []PointResult
-		want    []string
-		notWant []string
-	}{
+	tests := []colocationCase{
 		{
 			// Other builds took 1.2 of the 1.5 CPUs the service left;
 			// the batch under cpu.idle got the 0.29 nobody used, and
@@ -537,23 +502,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			notWant: []string{"tie goes to corepin"},
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := &colocationExp{}
-			e.Spec(true)
-			rec := e.Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
-		})
-	}
+	runColocationCases(t, tests)
 }
 
 // Colocation asks for a second stage of repeats of the pick and no policy
@@ -593,6 +542,42 @@ func TestColocationOpen(t *testing.T) {
 			if got := fmt.Sprint(e.Open(&Env{}, tc.pts)); got != tc.want {
 				t.Errorf("Open = %s, want %s", got, tc.want)
 			}
+		})
+	}
+}
+
+// checkRecommendation fails t unless rec holds every string of want and
+// none of notWant.
+func checkRecommendation(t *testing.T, rec string, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(rec, w) {
+			t.Errorf("recommendation %q lacks %q", rec, w)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(rec, w) {
+			t.Errorf("recommendation %q contains %q", rec, w)
+		}
+	}
+}
+
+// colocationCase is a quick colocation run's points and what its
+// recommendation must and must not say.
+type colocationCase struct {
+	name    string
+	pts     []PointResult
+	want    []string
+	notWant []string
+}
+
+func runColocationCases(t *testing.T, tests []colocationCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &colocationExp{}
+			e.Spec(true)
+			checkRecommendation(t, e.Analyze(&Env{}, tc.pts).Recommendation, tc.want, tc.notWant)
 		})
 	}
 }
