@@ -120,8 +120,16 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 			rec += fmt.Sprintf(" Without a policy p99 is %.2fx alone.", s.ratio)
 		}
 	}
+	if other, machine := medianOver(pts, "other_cpus"), medianOver(pts, "machine_cpus"); other >= busyShare*machine {
+		rec += fmt.Sprintf(" Other work used %.2f of the %.0f CPUs during the runs: the tails measure it as much as the policies.", other, machine)
+	}
 	return rec
 }
+
+// busyShare is the share of the CPUs under test that other work on the
+// machine must take for the recommendation to say its tails measure that
+// work too.
+const busyShare = 0.25
 
 // batchShare is the median over p's repeats of the batch's share of the
 // CPU it could have had: what it used over what it used plus what stayed
