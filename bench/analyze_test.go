@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,12 +94,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		return p
 	}
 	alone := pt(polAlone, 0, 10, 10, 10, 10, 10)
-	tests := []struct {
-		name    string
-		pts     []PointResult
-		want    []string
-		notWant []string
-	}{
+	tests := []colocationCase{
 		{
 			name: "clearly better, no overlap",
 			pts: []PointResult{alone,
@@ -172,23 +168,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 			notWant: []string{"Mann-Whitney"},
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := &colocationExp{}
-			e.Spec(true)
-			rec := e.Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
-		})
-	}
+	runColocationCases(t, tests)
 }
 
 func TestThreadsAndThroughputAnalyze(t *testing.T) {
@@ -238,6 +218,44 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			},
 			want:    []string{"keep the default", "the best, 1x2, measured -2%", "Mann-Whitney p=", "n=5 vs 5"},
 			notWant: []string{"run 1 workers"},
+		},
+		{
+			// Issue 17 §6: every pinned configuration slower than the
+			// default beyond the noise, which a recommendation that only
+			// asked for significance would take.
+			name: "throughput: the best pinned configuration significantly slower",
+			exp:  "throughput",
+			pts: []PointResult{
+				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
+				pr(P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
+			},
+			want:    []string{"keep the default (unpinned, threads auto, all jobs at once): 100.0", "the best, 2x1, measured -20% (Mann-Whitney p=0.00794, n=5 vs 5, significantly slower)"},
+			notWant: []string{"run 2 workers", "run 1 workers"},
+		},
+		{
+			name: "threads: the best count significantly slower than auto",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+			},
+			want:    []string{"run auto threads"},
+			notWant: []string{"run 2 threads", "run 1 threads"},
+		},
+		{
+			// Issue 17 §3: "run 2 threads: -19% vs auto" with a spread of
+			// 106k-214k ops/s. A count whose median is below auto's is
+			// never the pick on a tie.
+			name: "threads: threads = CPUs below auto inside the noise",
+			exp:  "threads",
+			pts: []PointResult{
+				pr(P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
+				pr(P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
+			},
+			want:    []string{"run auto threads", "not significant", "the tie goes to the workload's auto"},
+			notWant: []string{"run 2 threads"},
 		},
 		{
 			name: "throughput: better median inside the noise",
@@ -301,16 +319,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			e := exps[0]
 			e.(Configurable).Spec(true)
 			rec := e.Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
+			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
 	}
 }
@@ -425,5 +434,151 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 	}
 	if strings.Contains(rec, "Use quota") {
 		t.Errorf("noisy case recommends quota: %q", rec)
+	}
+}
+
+// Issue 17 §3: the quick colocation experiment's verdict flipped between
+// runs on a busy 2-CPU machine. Each case is one of the ways it flipped.
+func TestColocationVerdictOnABusyMachine(t *testing.T) {
+	// rep is a repeat with its requests' distribution (repeatWithTail),
+	// the batch at batch CPUs with idle CPUs left unused and other work
+	// on the machine.
+	rep := func(p99, batch, idle, other float64) Metrics {
+		m := repeatWithTail(p99, 300, batch)
+		m["idle_cpus"], m["other_cpus"] = idle, other
+		return m
+	}
+	pt := func(pol string, ms ...Metrics) PointResult {
+		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	}
+	reps := func(batch, idle, other float64, p99s ...float64) []Metrics {
+		var ms []Metrics
+		for _, v := range p99s {
+			ms = append(ms, rep(v, batch, idle, other))
+		}
+		return ms
+	}
+	alone := pt(polAlone, reps(0, 1.4, 0.1, 5, 5, 5, 5, 5)...)
+	tests := []colocationCase{
+		{
+			// Other builds took 1.2 of the 1.5 CPUs the service left;
+			// the batch under cpu.idle got the 0.29 nobody used, and
+			// 0.01 stayed idle: it wasted nothing, it is not starved.
+			name: "other work takes what the service leaves",
+			pts: []PointResult{alone,
+				pt(polNone, reps(0.9, 0.01, 0.6, 30, 31, 29, 32, 28)...),
+				pt(polCorepin, reps(0.29, 0.01, 1.2, 5.5, 5.4, 5.6, 5.3, 5.7)...)},
+			want: []string{"cpu: use corepin (p99 1.10x alone, batch keeps 97% of the idle CPU), lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p=", "corepin's default meets the bar",
+				"Other work used 0.60 of the 2 CPUs during the runs: the tails measure it as much as the policies."},
+			notWant: []string{"under 90%", "keep the default"},
+		},
+		{
+			// One calm repeat of no policy overlaps corepin's five p99s
+			// (Mann-Whitney p=0.15): the requests still tell them apart.
+			name: "a several times better median, five p99s overlapping",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 5, 25, 30, 40, 50)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 5.5, 6, 5.8, 6.2, 6.5)...)},
+			want:    []string{"cpu: use corepin (p99 1.20x alone", "lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p="},
+			notWant: []string{"keep the default", "not significant", "Other work used"},
+		},
+		{
+			// idle's median is a little lower than corepin's, inside the
+			// noise: the headline stays corepin's instead of flipping.
+			name: "a lower median inside the noise does not displace corepin",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
+				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 6.1, 5.0, 5.9, 5.4)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 5.3, 6.0, 5.1, 6.2, 5.5)...)},
+			want:    []string{"cpu: use corepin (p99 1.10x alone", "idle measured 1.08x, not lower beyond the noise (bootstrap of pooled requests p=", "so the tie goes to corepin's default"},
+			notWant: []string{"use idle"},
+		},
+		{
+			name: "a lower tail beyond the noise does",
+			pts: []PointResult{alone,
+				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
+				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 5.1, 5.0, 5.3, 5.4)...),
+				pt(polCorepin, reps(1.4, 0.05, 0, 15, 16, 14, 17, 15.5)...)},
+			want:    []string{"cpu: use idle (p99 1.04x alone"},
+			notWant: []string{"tie goes to corepin"},
+		},
+	}
+	runColocationCases(t, tests)
+}
+
+// Colocation asks for a second stage of repeats of the pick and no policy
+// while their p99s differ by openGap or more and the test cannot tell
+// them apart, and only then.
+func TestColocationOpen(t *testing.T) {
+	m := func(p99, batch float64) Metrics {
+		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	}
+	pt := func(svc, pol string, p99s ...float64) PointResult {
+		p := PointResult{Point: P("service", svc, "policy", pol)}
+		for _, v := range p99s {
+			p.Repeats = append(p.Repeats, m(v, 1.45))
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pts  []PointResult
+		want string
+	}{
+		{name: "twice as good, five repeats overlapping", pts: []PointResult{
+			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 40, 30), pt("cpu", polIdle, 50, 50, 50, 50, 50),
+			pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[1 3]"},
+		{name: "decided", pts: []PointResult{
+			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11)}, want: "[]"},
+		{name: "close medians", pts: []PointResult{
+			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 14, 18), pt("cpu", polCorepin, 13, 19, 11, 24, 15)}, want: "[]"},
+		{name: "per service", pts: []PointResult{
+			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11),
+			pt("nginx", polAlone, 1, 1, 1, 1, 1), pt("nginx", polCorepin, 0.6, 2.1, 0.7, 2.4, 1.3), pt("nginx", polNone, 2, 1.2, 2.5, 4, 3)}, want: "[4 5]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &colocationExp{}
+			e.Spec(true)
+			if got := fmt.Sprint(e.Open(&Env{}, tc.pts)); got != tc.want {
+				t.Errorf("Open = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// checkRecommendation fails t unless rec holds every string of want and
+// none of notWant.
+func checkRecommendation(t *testing.T, rec string, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(rec, w) {
+			t.Errorf("recommendation %q lacks %q", rec, w)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(rec, w) {
+			t.Errorf("recommendation %q contains %q", rec, w)
+		}
+	}
+}
+
+// colocationCase is a quick colocation run's points and what its
+// recommendation must and must not say.
+type colocationCase struct {
+	name    string
+	pts     []PointResult
+	want    []string
+	notWant []string
+}
+
+func runColocationCases(t *testing.T, tests []colocationCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &colocationExp{}
+			e.Spec(true)
+			checkRecommendation(t, e.Analyze(&Env{}, tc.pts).Recommendation, tc.want, tc.notWant)
+		})
 	}
 }

@@ -254,6 +254,17 @@ type Options struct {
 	OnPlan func(exp string, runs int)
 }
 
+// Sequential is the optional ability of an experiment to ask for more
+// repeats while its answer is open: after the planned rounds RunExperiment
+// asks Open which points (indexes into pts) a comparison still waits on,
+// and measures those Options.Repeats more times each, in interleaved,
+// shuffled rounds, before it analyzes. There is one such second stage,
+// not a loop until significance: two looks at the data keep the chance
+// of a false difference near the level of one.
+type Sequential interface {
+	Open(env *Env, pts []PointResult) []int
+}
+
 type task struct {
 	point  int
 	repeat int
@@ -311,25 +322,54 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 	if o.OnPlan != nil {
 		o.OnPlan(e.Name(), len(tasks))
 	}
-	for _, t := range tasks {
-		if err := ctx.Err(); err != nil {
-			rep.Elapsed = time.Since(start).Seconds()
-			return rep, err
-		}
-		m, err := e.Run(ctx, env, points[t.point])
-		for k, v := range m {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				delete(m, k) // not measured; JSON and the database have no NaN
+	run := func(tasks []task) error {
+		for _, t := range tasks {
+			if err := ctx.Err(); err != nil {
+				rep.Elapsed = time.Since(start).Seconds()
+				return err
+			}
+			m, err := e.Run(ctx, env, points[t.point])
+			for k, v := range m {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					delete(m, k) // not measured; JSON and the database have no NaN
+				}
+			}
+			pr := &rep.Points[t.point]
+			if err != nil {
+				pr.Errors = append(pr.Errors, err.Error())
+			} else {
+				pr.Repeats = append(pr.Repeats, m)
+			}
+			if o.OnMeasure != nil {
+				o.OnMeasure(e.Name(), points[t.point], t.repeat, m, err)
 			}
 		}
-		pr := &rep.Points[t.point]
-		if err != nil {
-			pr.Errors = append(pr.Errors, err.Error())
-		} else {
-			pr.Repeats = append(pr.Repeats, m)
+		return nil
+	}
+	if err := run(tasks); err != nil {
+		return rep, err
+	}
+	if sq, ok := e.(Sequential); ok {
+		var open []int
+		for _, i := range sq.Open(env, rep.Points) {
+			if i >= 0 && i < len(points) && !slices.Contains(open, i) {
+				open = append(open, i)
+			}
 		}
-		if o.OnMeasure != nil {
-			o.OnMeasure(e.Name(), points[t.point], t.repeat, m, err)
+		if len(open) > 0 {
+			var more []task
+			for r := range o.Repeats {
+				round := make([]task, 0, len(open))
+				for _, i := range open {
+					round = append(round, task{i, o.Repeats + r})
+				}
+				rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+				more = append(more, round...)
+			}
+			env.Logf("%s: the answer is open after %d repeats: %d more runs of %d points", e.Name(), o.Repeats, len(more), len(open))
+			if err := run(more); err != nil {
+				return rep, err
+			}
 		}
 	}
 	rep.Analysis = e.Analyze(env, rep.Points)

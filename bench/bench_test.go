@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,6 +95,57 @@ func TestRunExperimentInterleavesRepeats(t *testing.T) {
 	}
 	if rep.Analysis.Recommendation != "3 points" {
 		t.Errorf("Analyze not applied: %+v", rep.Analysis)
+	}
+}
+
+// openExp is countExp with a second stage: after the planned rounds it
+// calls the points named in open undecided.
+type openExp struct {
+	countExp
+	open  []int
+	calls int
+	seen  []int // repeats per point at the call
+}
+
+func (o *openExp) Open(_ *Env, pts []PointResult) []int {
+	o.calls++
+	for _, p := range pts {
+		o.seen = append(o.seen, len(p.Repeats))
+	}
+	return o.open
+}
+
+// A Sequential experiment's open points get Repeats more runs each, in
+// rounds of their own after the planned ones, and Open is asked once.
+func TestRunExperimentSecondStage(t *testing.T) {
+	e := &openExp{open: []int{2, 0, 2, 7}}
+	e.Spec(false)
+	rep, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: 5, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.calls != 1 || fmt.Sprint(e.seen) != "[5 5 5]" {
+		t.Errorf("Open called %d times, seeing %v repeats; want once, after 5 of each", e.calls, e.seen)
+	}
+	var got []int
+	for _, p := range rep.Points {
+		got = append(got, len(p.Repeats))
+	}
+	if fmt.Sprint(got) != "[10 5 10]" {
+		t.Errorf("repeats per point = %v, want [10 5 10] (points 0 and 2 open; 7 is no point)", got)
+	}
+	// The second stage comes after the first, each of its rounds holding
+	// both open points once.
+	for r := range 5 {
+		round := slices.Sorted(slices.Values(e.order[15+2*r : 15+2*(r+1)]))
+		if fmt.Sprint(round) != "[1 3]" {
+			t.Errorf("second-stage round %d = %v, want sizes 1 and 3 once each", r, round)
+		}
+	}
+	e = &openExp{}
+	e.Spec(false)
+	if _, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: 5, Seed: 3}); err != nil || len(e.order) != 15 {
+		t.Errorf("with nothing open: %d runs (%v), want 15", len(e.order), err)
 	}
 }
 

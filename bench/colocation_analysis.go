@@ -11,14 +11,8 @@ import (
 // batch's CPU with what the service leaves idle, per service.
 func (e *colocationExp) Analyze(env *Env, pts []PointResult) Analysis {
 	var a Analysis
-	var services []string
-	for _, p := range pts {
-		if s := p.Point.Get("service"); !slices.Contains(services, s) {
-			services = append(services, s)
-		}
-	}
 	var recs []string
-	for _, s := range services {
+	for _, s := range servicesOf(pts) {
 		var sp []PointResult
 		for _, p := range pts {
 			if p.Point.Get("service") == s {
@@ -62,11 +56,9 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 	barS := Series{Name: "p99 ratio"}
 	cpuS := Series{Name: "batch share of idle CPU"}
 	cdf := Chart{Kind: ChartCDF, Title: name + ": latency distribution per policy", XLabel: "latency (ms)", YLabel: "percentile", LogX: true}
-	var scores []scored
 	for _, p := range pts {
 		pol := p.Point.Get("policy")
-		idle := p.Median("machine_cpus") - p.Median("service_cpus") - nanTo(p.Median("generator_cpus"), 0)
-		share := p.Median("batch_cpus") / idle
+		share := batchShare(p)
 		if pol == polBatchAlone {
 			t.Rows = append(t.Rows, []string{pol, "-", "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%.2f", p.Median("batch_cpus")), "-"})
 			continue
@@ -75,7 +67,6 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		shareS := "-"
 		if pol != polAlone {
 			shareS = fmt.Sprintf("%.0f%%", 100*share)
-			scores = append(scores, scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms")})
 		}
 		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p90_ms")), fmtMs(p.Median("p99_ms")),
 			fmt.Sprintf("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
@@ -92,7 +83,10 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		}
 		cdf.Series = append(cdf.Series, Series{Name: pol, X: xs, Y: ys})
 	}
-	t.Note = fmt.Sprintf("batch / idle CPU: the batch's CPU over the CPU the service left idle (machine minus service, minus the load generator where it shares the CPUs); batch alone used %.2f CPUs", batchAlone)
+	t.Note = fmt.Sprintf("batch / idle CPU: the batch's CPU over what it used plus what stayed idle on the CPUs under test (so the service, the load generator where it shares the CPUs, and any other work on the machine are left out); batch alone used %.2f CPUs", batchAlone)
+	if other := medianOver(pts, "other_cpus"); other >= 0.1 {
+		t.Note += fmt.Sprintf("; other work on the machine used %.2f CPUs (median of the points): a batch under cpu.idle yields to it as to the service", other)
+	}
 	if e.spec.Tool == toolWrk {
 		t.Note += "; wrk is closed-loop, so its tail understates what users at a fixed rate see"
 	}
@@ -105,14 +99,9 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 		a.Tables = append(a.Tables, qt)
 	}
 	a.Charts = append(a.Charts, bars, cdf)
+	scores, none := colocationScores(pts)
 	if math.IsNaN(aloneP99) || len(scores) == 0 {
 		return ""
-	}
-	var none *scored
-	for i := range scores {
-		if scores[i].pol == polNone {
-			none = &scores[i]
-		}
 	}
 	rec, tested := recommendColocation(svc, scores, none)
 	for _, s := range scores {
@@ -131,7 +120,54 @@ func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysi
 			rec += fmt.Sprintf(" Without a policy p99 is %.2fx alone.", s.ratio)
 		}
 	}
+	if other, machine := medianOver(pts, "other_cpus"), medianOver(pts, "machine_cpus"); other >= busyShare*machine {
+		rec += fmt.Sprintf(" Other work used %.2f of the %.0f CPUs during the runs: the tails measure it as much as the policies.", other, machine)
+	}
 	return rec
+}
+
+// busyShare is the share of the CPUs under test that other work on the
+// machine must take for the recommendation to say its tails measure that
+// work too.
+const busyShare = 0.25
+
+// batchShare is the median over p's repeats of the batch's share of the
+// CPU it could have had: what it used over what it used plus what stayed
+// idle on the CPUs under test. Where nothing was left (the batch got no
+// CPU and none stayed idle: other work took it all) the policy wasted
+// nothing, and the share is 1. Repeats measured before idle_cpus was
+// recorded use the older estimate: the batch's CPU over the machine minus
+// the service and the generator, which counts other work on the machine
+// as idle and so reads a batch under cpu.idle as starved on a busy
+// machine (issue 17 §3).
+func batchShare(p PointResult) float64 {
+	var shares []float64
+	for _, m := range p.Repeats {
+		batch, ok := m["batch_cpus"]
+		if !ok || math.IsNaN(batch) {
+			continue
+		}
+		if idle, ok := m["idle_cpus"]; ok && !math.IsNaN(idle) {
+			if batch+idle < 0.01 {
+				shares = append(shares, 1)
+			} else {
+				shares = append(shares, batch/(batch+idle))
+			}
+			continue
+		}
+		left := m["machine_cpus"] - m["service_cpus"] - nanTo(m["generator_cpus"], 0)
+		shares = append(shares, batch/left)
+	}
+	return Median(shares)
+}
+
+// medianOver is the median of metric over every repeat of pts.
+func medianOver(pts []PointResult, metric string) float64 {
+	var all []float64
+	for _, p := range pts {
+		all = append(all, p.Values(metric)...)
+	}
+	return Median(all)
 }
 
 // minBatchShare is the share of the CPU the service leaves idle that a
@@ -140,43 +176,70 @@ const minBatchShare = 0.9
 
 // scored is one colocation policy's outcome for one service: medians of
 // its p99 over the service's p99 alone and of the batch's share of the
-// idle CPU, with the repeats they come from.
+// idle CPU, with the repeats they come from and, where the repeats carry
+// them, their latency distributions.
 type scored struct {
 	pol          string
 	ratio, share float64
 	p99          []float64 // per repeat, ms
+	tails        []Tail    // per repeat; nil unless every repeat has one
+}
+
+func scoredOf(pol string, ratio, share float64, p PointResult) scored {
+	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms")}
+	for _, m := range p.Repeats {
+		t, ok := tailOf(m)
+		if !ok {
+			return s
+		}
+		s.tails = append(s.tails, t)
+	}
+	if len(s.tails) != len(s.p99) {
+		s.tails = nil
+	}
+	return s
+}
+
+// tailTest compares the p99 of a with b's: over the requests themselves
+// (TailBootstrap) where both carry their latency distributions, else a
+// Mann-Whitney test of the repeats' p99s. Five p99s a side overlap on a
+// busy machine even when one policy's tail is several times the other's;
+// the requests, pooled and resampled within and across repeats, tell.
+func tailTest(a, b scored) Comparison {
+	if a.tails != nil && b.tails != nil {
+		return TailBootstrap(a.tails, b.tails, 99)
+	}
+	return MannWhitney(a.p99, b.p99)
 }
 
 // recommendColocation picks, among the policies that leave the batch at
-// least minBatchShare of the idle CPU, the one with the lowest median p99,
-// and recommends it only when its p99 is lower than the default's (none:
-// no policy) beyond the noise of the repeats. Otherwise the default stays,
-// with the test that kept it. tested says whether the text carries the
-// test of corepin's policy against none.
+// least minBatchShare of the idle CPU, the one with the lowest median p99;
+// it replaces corepin's own default (polCorepin) only when its p99 is
+// lower beyond the noise (a tie goes to corepin, so noise cannot flip the
+// headline between two policies that measured alike). The pick is
+// recommended only when its p99 is lower than the default's (none: no
+// policy) beyond the noise. Otherwise the default stays, with the test
+// that kept it. tested says whether the text carries the test of
+// corepin's policy against none.
 func recommendColocation(svc string, scores []scored, none *scored) (rec string, tested bool) {
-	var best *scored
-	for i, s := range scores {
-		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
-			best = &scores[i]
-		}
-	}
 	const keep = "keep the default (none: no policy)"
+	best, tie := pickColocation(scores)
 	switch {
 	case best == nil && none == nil:
 		return fmt.Sprintf("%s: no policy kept the batch at 90%% of the idle CPU.", svc), false
 	case best == nil:
 		return fmt.Sprintf("%s: %s: every policy left the batch under 90%% of the idle CPU.", svc, keep), false
+	}
+	switch {
 	case none == nil:
-		return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU); the default (none: no policy) was not measured to compare with.",
-			svc, best.pol, best.ratio, 100*best.share), false
+		return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU); the default (none: no policy) was not measured to compare with%s.",
+			svc, best.pol, best.ratio, 100*best.share, tie), false
 	case best.pol == polNone:
 		return fmt.Sprintf("%s: %s: none of the policies leaving the batch 90%% of the idle CPU had a lower p99 (none: %.2fx alone, batch keeps %.0f%%).",
 			svc, keep, best.ratio, 100*best.share), false
 	}
 	tested = best.pol == polCorepin
-	// The ranks of the p99s equal those of their ratios to the service
-	// alone: the test over either is the same.
-	c := MannWhitney(best.p99, none.p99)
+	c := tailTest(*best, *none)
 	switch {
 	case !c.Significant():
 		return fmt.Sprintf("%s: %s: %s measured p99 %.2fx alone against its %.2fx, a difference that is not significant (%s).",
@@ -185,14 +248,107 @@ func recommendColocation(svc string, scores []scored, none *scored) (rec string,
 		return fmt.Sprintf("%s: %s: none of the policies leaving the batch 90%% of the idle CPU had a lower p99; the best, %s, measured %.2fx alone against its %.2fx (%s).",
 			svc, keep, best.pol, best.ratio, none.ratio, c), tested
 	}
-	return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU), lower than no policy's %.2fx beyond the noise (%s).",
-		svc, best.pol, best.ratio, 100*best.share, none.ratio, c), tested
+	return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU), lower than no policy's %.2fx beyond the noise (%s)%s.",
+		svc, best.pol, best.ratio, 100*best.share, none.ratio, c, tie), tested
+}
+
+// pickColocation returns the policy to weigh against no policy: among
+// those leaving the batch minBatchShare of the idle CPU, the lowest median
+// p99, unless corepin's default is not beaten beyond the noise; tie says
+// why corepin's default took its place ("" when it did not).
+func pickColocation(scores []scored) (best *scored, tie string) {
+	var def *scored
+	for i, s := range scores {
+		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
+			best = &scores[i]
+		}
+		if s.pol == polCorepin && s.share >= minBatchShare && !math.IsNaN(s.ratio) {
+			def = &scores[i]
+		}
+	}
+	if def != nil && best != def {
+		if c := tailTest(*best, *def); !c.Significant() {
+			tie = fmt.Sprintf("; %s measured %.2fx, not lower beyond the noise (%s), so the tie goes to corepin's default", best.pol, best.ratio, c)
+			best = def
+		}
+	}
+	return best, tie
+}
+
+// openGap is how far apart (as a ratio of median p99s) the pick and no
+// policy must be for an undecided comparison to earn more repeats: a gap
+// that large left open is the five repeats' fault, not the policies'.
+const openGap = 1.5
+
+// Open names, per service, the pick and no policy while their comparison
+// is undecided and their medians are openGap apart, so RunExperiment
+// measures them again (Sequential): a quick run's five repeats must not
+// keep no policy against a policy several times better (issue 17 §3).
+func (e *colocationExp) Open(_ *Env, pts []PointResult) []int {
+	var open []int
+	for _, svc := range servicesOf(pts) {
+		var idx []int
+		var sp []PointResult
+		for i, p := range pts {
+			if p.Point.Get("service") == svc {
+				idx, sp = append(idx, i), append(sp, p)
+			}
+		}
+		scores, none := colocationScores(sp)
+		best, _ := pickColocation(scores)
+		if best == nil || none == nil || best.pol == polNone {
+			continue
+		}
+		lo, hi := min(best.ratio, none.ratio), max(best.ratio, none.ratio)
+		if c := tailTest(*best, *none); c.Significant() || !(hi >= openGap*lo) {
+			continue
+		}
+		for j, p := range sp {
+			if pol := p.Point.Get("policy"); pol == best.pol || pol == polNone {
+				open = append(open, idx[j])
+			}
+		}
+	}
+	return open
+}
+
+func servicesOf(pts []PointResult) []string {
+	var services []string
+	for _, p := range pts {
+		if s := p.Point.Get("service"); !slices.Contains(services, s) {
+			services = append(services, s)
+		}
+	}
+	return services
+}
+
+// colocationScores scores the policies of one service's points (every
+// one but the two baselines) against the service alone, and returns no
+// policy's score too (nil when it was not measured).
+func colocationScores(pts []PointResult) (scores []scored, none *scored) {
+	aloneP99 := math.NaN()
+	for _, p := range pts {
+		if p.Point.Get("policy") == polAlone {
+			aloneP99 = p.Median("p99_ms")
+		}
+	}
+	for _, p := range pts {
+		if pol := p.Point.Get("policy"); pol != polAlone && pol != polBatchAlone {
+			scores = append(scores, scoredOf(pol, p.Median("p99_ms")/aloneP99, batchShare(p), p))
+		}
+	}
+	for i := range scores {
+		if scores[i].pol == polNone {
+			none = &scores[i]
+		}
+	}
+	return scores, none
 }
 
 // againstNone says whether s's p99 differs from no policy's beyond the
-// noise of the repeats.
+// noise.
 func againstNone(s, none scored) string {
-	c := MannWhitney(s.p99, none.p99)
+	c := tailTest(s, none)
 	switch {
 	case !c.Significant():
 		return fmt.Sprintf("its p99 and no policy's %.2fx differ by an amount that is not significant (%s)", none.ratio, c)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +21,10 @@ import (
 // stopGrace is how long a party of a colocation point gets between
 // SIGTERM and SIGKILL when the point ends.
 const stopGrace = time.Second
+
+// batchSlack is how long the batch may run past the load's warm-up and
+// duration; the point stops it when the load ends, well before.
+const batchSlack = 10 * time.Minute
 
 // loadTail bounds the load generator's JSON result (CDF included).
 const loadTail = 1 << 20
@@ -160,7 +163,12 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		if pl.nice {
 			nice = 19
 		}
-		b, bp, err := startBatch(ctx, env, bg, n, pl.batchCPUs.Size(), nice, e.spec.Warmup+e.spec.Duration+5*time.Second)
+		// The batch runs until the point stops it (stopAll), not for a
+		// fixed time: on a busy machine starting the load generator can
+		// take seconds, and a batch that ended inside the window left the
+		// service alone for its last part and lost its CPU time from the
+		// sum (negative batch CPUs were seen).
+		b, bp, err := startBatch(ctx, env, bg, n, pl.batchCPUs.Size(), nice, e.spec.Warmup+e.spec.Duration+batchSlack)
 		batch = b
 		parties = append(bp, parties...)
 		if err != nil {
@@ -175,6 +183,8 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		return nil, err
 	}
 	m := Metrics{}
+	work := pl.svcCPUs.Union(pl.batchCPUs)
+	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)
 	var svcBefore time.Duration
 	if svcProc != nil {
@@ -206,11 +216,12 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 		m["target_rps"] = res.TargetRPS
 		m["errors"] = float64(res.Errors)
 		m["late_sends"] = float64(res.LateSends)
+		// Every step of the distribution is kept, not only the chart's
+		// (cdfKeep): the tests of the tails resample the requests from it.
 		for _, c := range res.CDF {
-			if slices.Contains(cdfKeep, c.Percentile) {
-				m[fmt.Sprintf("cdf_%g", c.Percentile)] = msOf(c.Latency)
-			}
+			m[fmt.Sprintf("cdf_%g", c.Percentile)] = msOf(c.Latency)
 		}
+		m["latencies"] = float64(res.Requests - res.Errors + res.BadStatus)
 	}
 	elapsed := time.Since(start).Seconds()
 	qstop()
@@ -223,7 +234,16 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 			m["service_cpus"] = (after - svcBefore).Seconds() / elapsed
 		}
 	}
-	m["machine_cpus"] = float64(pl.svcCPUs.Union(pl.batchCPUs).Size())
+	m["machine_cpus"] = float64(work.Size())
+	// The CPU nothing used (idle and iowait of the CPUs under test, over
+	// the same window): what the batch could still have had. On a shared
+	// machine other work (and a hypervisor's steal) takes some of what
+	// the service leaves, and a batch under cpu.idle yields to it too.
+	if busyAfter, err := measure.ReadCPUBusy(os.DirFS("/proc"), work); err == nil && busyErr == nil {
+		busy := (busyAfter - busyBefore).Seconds() / elapsed
+		m["idle_cpus"] = max(0, float64(work.Size())-busy)
+		m["other_cpus"] = max(0, busy-m["batch_cpus"]-m["service_cpus"]-m["generator_cpus"])
+	}
 	return m, nil
 }
 

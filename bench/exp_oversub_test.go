@@ -242,16 +242,7 @@ func TestOversubAdviceNeedsSignificance(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newOversubExp().Analyze(&Env{}, tc.pts).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
+			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
 	}
 }
@@ -288,16 +279,7 @@ func TestOversubPlacementNeedsSignificance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newOversubExp().Analyze(&Env{}, []PointResult{os, tc.together, tc.apart}).Recommendation
-			for _, w := range tc.want {
-				if !strings.Contains(rec, w) {
-					t.Errorf("recommendation %q lacks %q", rec, w)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(rec, w) {
-					t.Errorf("recommendation %q contains %q", rec, w)
-				}
-			}
+			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
 	}
 }

@@ -141,8 +141,9 @@ func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
 // recommendThreads names the thread count to run with k pinned CPUs. The
 // candidate is the count with the best median rate; it must beat the
 // reference (threads = CPUs, the field's finding, or auto where threads =
-// CPUs was not measured) in a Mann-Whitney test over the repeats, else the
-// difference is a tie and the reference is recommended. Every figure
+// CPUs was not measured or measured a lower median) in a Mann-Whitney
+// test over the repeats, else the difference is a tie and the reference is
+// recommended. Every figure
 // quoted is against auto, the workload's default, and the recommendation
 // is never one that measured worse than it beyond the noise.
 func recommendThreads(pts []PointResult, k, unit string) string {
@@ -164,22 +165,38 @@ func recommendThreads(pts []PointResult, k, unit string) string {
 		return ""
 	}
 	auto := find("auto")
+	if auto != nil && math.IsNaN(auto.Median("rate")) {
+		auto = nil
+	}
 	ref := find(k)
 	if ref == nil || math.IsNaN(ref.Median("rate")) {
 		ref = auto
 	}
-	if ref == nil || math.IsNaN(ref.Median("rate")) {
+	if ref == nil {
 		return fmt.Sprintf("with %s pinned CPUs, run %s threads (%.1f %s/s); neither threads = CPUs nor auto was measured to compare with", k, best.Point.Get("threads"), best.Median("rate"), unit)
 	}
-	pick := ref
 	var why string
+	if auto != nil && ref != auto && ref.Median("rate") < auto.Median("rate") {
+		// threads = CPUs measured below the workload's own default: the
+		// tie goes to auto, so the pick is never below it (issue 17 §3:
+		// "run 2 threads: -19% vs auto").
+		c := MannWhitney(ref.Values("rate"), auto.Values("rate"))
+		verdict := "a difference that is not significant (%s), so the tie goes to the workload's auto"
+		if c.Significant() {
+			verdict = "lower beyond the noise (%s)"
+		}
+		why = fmt.Sprintf("; threads = CPUs (%s) measured %s vs it, "+verdict,
+			k, pct(ref.Median("rate")/auto.Median("rate")-1), c)
+		ref = auto
+	}
+	pick := ref
 	if best != ref {
 		c := MannWhitney(best.Values("rate"), ref.Values("rate"))
 		if c.Significant() {
 			pick = best
-			why = fmt.Sprintf("; it beats %s threads beyond the noise (%s)", ref.Point.Get("threads"), c)
+			why += fmt.Sprintf("; it beats %s threads beyond the noise (%s)", ref.Point.Get("threads"), c)
 		} else {
-			why = fmt.Sprintf("; %s threads measured %s vs it, a difference that is not significant (%s), so the tie goes to %s",
+			why += fmt.Sprintf("; %s threads measured %s vs it, a difference that is not significant (%s), so the tie goes to %s",
 				best.Point.Get("threads"), pct(best.Median("rate")/ref.Median("rate")-1), c, tieName(ref, k))
 		}
 	}
