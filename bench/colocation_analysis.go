@@ -278,7 +278,7 @@ func pickColocation(scores []scored) (best *scored, tie string) {
 // openGap is how far apart (as a ratio of median p99s) the pick and no
 // policy must be for an undecided comparison to earn more repeats: a gap
 // that large left open is the five repeats' fault, not the policies'.
-const openGap = 1.5
+const openGap = 1.25
 
 // Open names, per service, the pick and no policy while their comparison
 // is undecided and their medians are openGap apart, so RunExperiment
