@@ -250,7 +250,8 @@ type Options struct {
 	Seed uint64
 	// OnMeasure is called after every measured run (progress, storage).
 	OnMeasure func(exp string, p Point, repeat int, m Metrics, err error)
-	// OnPlan is called once per experiment with the number of runs.
+	// OnPlan is called once per experiment with the number of runs, and
+	// again with the added runs when a second stage starts (Sequential).
 	OnPlan func(exp string, runs int)
 }
 
@@ -367,6 +368,9 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 				more = append(more, round...)
 			}
 			env.Logf("%s: the answer is open after %d repeats: %d more runs of %d points", e.Name(), o.Repeats, len(more), len(open))
+			if o.OnPlan != nil {
+				o.OnPlan(e.Name()+" (second stage)", len(more))
+			}
 			if err := run(more); err != nil {
 				return rep, err
 			}
