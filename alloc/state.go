@@ -66,9 +66,10 @@ func NewState(t *topology.Topology, cfg Config) (*State, error) {
 	s.ix = indexOf(t)
 	ix := s.ix
 	// A Placement reports its NUMA nodes as a cpuset, which holds ids up
-	// to cpuset.MaxCPU; a hand-written topology can name more.
+	// to cpuset.MaxCPU; a hand-written topology can name more. None is
+	// the CPUs in no NUMA node, which a placement reports as no node.
 	for _, nd := range ix.nodes {
-		if nd < 0 || int(nd) > cpuset.MaxCPU {
+		if (nd < 0 && nd != topology.None) || int(nd) > cpuset.MaxCPU {
 			return nil, invalid("numa node id %d is outside [0, %d], the node ids a placement can report", nd, cpuset.MaxCPU)
 		}
 	}
