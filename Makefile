@@ -79,7 +79,7 @@ e2e-node: build
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
-	cd test/e2enode && COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	cd test/e2enode && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .
 
 # The scheduler extender against Kubernetes' own scheduler code, in the
@@ -135,5 +135,5 @@ e2e-kubelet:
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
-	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v ./e2ekubelet
