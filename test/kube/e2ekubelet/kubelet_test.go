@@ -737,6 +737,7 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	c.checkPlacement(parseResults(t, byPod), lives())
 	c.checkExtender(len(byPod))
 	c.collect(logs, len(byPod))
+	c.checkPinnedTogether(rt)
 }
 
 // checkExtender checks the loop the cluster side closes: the node
