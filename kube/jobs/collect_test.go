@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/store"
 )
 
@@ -82,18 +81,7 @@ func TestCollectRoundTrip(t *testing.T) {
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("Jobs() = %d jobs, %v; want 3", len(jobs), err)
 	}
-	runs, err := db.Runs(store.RunFilter{ID: runID, Command: "bench"})
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("Runs() = %v, %v", runs, err)
-	}
-	ms, err := db.Measurements(runID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := bench.Rebuild(runs[0], ms, &bench.Env{})
-	if err != nil {
-		t.Fatalf("Rebuild() error = %v", err)
-	}
+	rep := rebuilt(t, db, runID)
 	if len(rep.Experiments) != 1 || rep.Experiments[0].Name != "concurrency" {
 		t.Fatalf("rebuilt experiments %+v, want concurrency", rep.Experiments)
 	}

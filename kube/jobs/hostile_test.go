@@ -271,11 +271,11 @@ func TestCollectRefusesHostileDocuments(t *testing.T) {
 	}
 }
 
-// rebuiltText is the text report of run id, rebuilt from db as `corepin
-// report --run` does.
-func rebuiltText(t *testing.T, db *store.DB, id int64) string {
+// rebuilt is the bench report of run id (a bench run), rebuilt from db
+// as `corepin report --run` does.
+func rebuilt(t *testing.T, db *store.DB, id int64) bench.Report {
 	t.Helper()
-	runs, err := db.Runs(store.RunFilter{ID: id})
+	runs, err := db.Runs(store.RunFilter{ID: id, Command: "bench"})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("Runs() = %v, %v", runs, err)
 	}
@@ -287,8 +287,14 @@ func rebuiltText(t *testing.T, db *store.DB, id int64) string {
 	if err != nil {
 		t.Fatalf("Rebuild() error = %v", err)
 	}
+	return rep
+}
+
+// rebuiltText is the text report of run id.
+func rebuiltText(t *testing.T, db *store.DB, id int64) string {
+	t.Helper()
 	var b strings.Builder
-	if err := render.WriteText(&b, rep); err != nil {
+	if err := render.WriteText(&b, rebuilt(t, db, id)); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
