@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -192,4 +193,12 @@ func (b batchResult) walls() []float64 {
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
-func pct(f float64) string { return fmt.Sprintf("%+.0f%%", 100*f) }
+// pct renders a relative change as a signed percentage; a change that
+// could not be computed (NaN: no baseline; Inf: a zero one) is "n/a",
+// never "+NaN%".
+func pct(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.0f%%", 100*f)
+}

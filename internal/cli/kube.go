@@ -378,7 +378,7 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 				return err
 			}
 			if e.JSON() {
-				out := map[string]any{"run_ids": ids, "results": c.Results(), "db": path,
+				out := map[string]any{"run_ids": ids, "results": c.Results(), "db": path, "implausible": c.Implausible(),
 					"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)}
 				if sum != nil {
 					out["pods"], out["finished"], out["from_logs"], out["unfinished"] = sum.Pods, sum.Finished, sum.FromLogs, append([]string{}, sum.Unfinished...)
@@ -426,6 +426,9 @@ func printCollected(w io.Writer, c *jobs.Collection, ids []int64, path string) {
 	}
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if n := c.Implausible(); n > 0 {
+		fmt.Fprintf(w, "refused %d implausible results (values no corepin kube jobs pod writes; not recorded)\n", n)
 	}
 	for _, id := range ids {
 		fmt.Fprintf(w, "recorded run %d in %s (corepin report --run %d)\n", id, path, id)

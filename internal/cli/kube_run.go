@@ -196,7 +196,7 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 	}
 	if e.JSON() {
 		if err := show.final(map[string]any{"run_ids": ids, "db": k.db, "results": c.Results(), "pods": cs.Pods, "finished": cs.Finished,
-			"from_logs": cs.FromLogs, "skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...),
+			"from_logs": cs.FromLogs, "implausible": c.Implausible(), "skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...),
 			"jobs": len(sum.Outcomes), "failed": len(failed), "left_running": sum.Left, "deleted": deleted}); err != nil {
 			return err
 		}

@@ -148,6 +148,9 @@ func TestKubeCollectRecordsAndReports(t *testing.T) {
 		"corepin-threads-000-r0-a": "starting\n" + line("corepin-threads-000-r0-a", "2", "1000"),
 		"corepin-threads-001-r0-b": line("corepin-threads-001-r0-b", "4", "1800"),
 		"garbage":                  "no result here\n",
+		// Forged results (issue 17 §5): refused, counted, not recorded.
+		"evil-wall": strings.Replace(line("corepin-threads-001-r0-e", "4", "1800"), `"wall_s":2`, `"wall_s":1e308`, 1),
+		"evil-date": strings.Replace(line("corepin-threads-001-r0-f", "4", "1800"), `"exit_code":0`, `"exit_code":0,"started_at":"0001-01-01T00:00:01Z"`, 1),
 	} {
 		if err := os.WriteFile(filepath.Join(logs, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -159,14 +162,15 @@ func TestKubeCollectRecordsAndReports(t *testing.T) {
 		t.Fatalf("kube collect: exit %d: %s", code, errs)
 	}
 	var got struct {
-		RunIDs  []int64 `json:"run_ids"`
-		Results int     `json:"results"`
-		Skipped []struct {
+		RunIDs      []int64 `json:"run_ids"`
+		Results     int     `json:"results"`
+		Implausible int     `json:"implausible"`
+		Skipped     []struct {
 			Log string `json:"log"`
 		} `json:"skipped"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.RunIDs) != 1 || got.Results != 2 || len(got.Skipped) != 1 || got.Skipped[0].Log != "garbage" {
-		t.Fatalf("collect output %s (%v): want one run, 2 results, garbage skipped", out, err)
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.RunIDs) != 1 || got.Results != 2 || len(got.Skipped) != 3 || got.Implausible != 2 {
+		t.Fatalf("collect output %s (%v): want one run, 2 results, garbage and the 2 implausible results skipped", out, err)
 	}
 	code, out, errs = corepin(t, "", "report", "--db", db, "--report-dir", filepath.Join(dir, "report"))
 	if code != 0 || !strings.Contains(out, "threads") {
@@ -175,6 +179,9 @@ func TestKubeCollectRecordsAndReports(t *testing.T) {
 	// rates 1000/2 and 1800/2 ops/s appear in the rebuilt table.
 	if !strings.Contains(out, "500.0") || !strings.Contains(out, "900.0") {
 		t.Errorf("report lacks the collected rates 500.0 and 900.0:\n%s", out)
+	}
+	if strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+		t.Errorf("report holds NaN or Inf:\n%s", out)
 	}
 	// Nothing usable: exit 2, nothing recorded.
 	code, _, _ = corepin(t, "no marker\n", "kube", "collect", "--from", "-", "--db", filepath.Join(dir, "other.db"))

@@ -185,7 +185,8 @@ func (c *Collection) addPod(ctx context.Context, k Cluster, pod *corev1.Pod, sum
 	if term != nil {
 		msg = term.Message
 	}
-	docErr := c.AddDocument(pod.Name, []byte(msg))
+	created := pod.CreationTimestamp.Time
+	docErr := c.addDocument(pod.Name, []byte(msg), created)
 	if docErr != nil {
 		if container == "" {
 			c.Skipped = append(c.Skipped, Skipped{Log: pod.Name, Reason: "pod has no container status"})
@@ -194,13 +195,14 @@ func (c *Collection) addPod(ctx context.Context, k Cluster, pod *corev1.Pod, sum
 		skipped := len(c.Skipped)
 		rc, err := k.Logs.PodLog(ctx, pod.Namespace, pod.Name, container)
 		if err != nil {
-			c.Skipped = append(c.Skipped, Skipped{Log: pod.Name, Reason: fmt.Sprintf("termination message: %v; reading the log: %v", docErr, err)})
+			c.skip(pod.Name, fmt.Errorf("termination message: %w; reading the log: %v", docErr, err))
 			return
 		}
-		c.Add(pod.Name, rc)
+		c.add(pod.Name, rc, created)
 		rc.Close()
 		for i := skipped; i < len(c.Skipped); i++ {
 			c.Skipped[i].Reason = fmt.Sprintf("termination message: %v; log: %s", docErr, c.Skipped[i].Reason)
+			c.Skipped[i].Implausible = c.Skipped[i].Implausible || errors.Is(docErr, ErrImplausible)
 		}
 		if len(c.results) > before {
 			sum.FromLogs += len(c.results) - before

@@ -31,6 +31,9 @@ const (
 type Skipped struct {
 	Log    string `json:"log"`
 	Reason string `json:"reason"`
+	// Implausible is set when the result was refused for holding what no
+	// corepin kube jobs pod can produce (ErrImplausible).
+	Implausible bool `json:"implausible,omitempty"`
 }
 
 // result is one pod's result.
@@ -47,16 +50,52 @@ type Collection struct {
 	// Warnings are facts about points, not about one log: a point with
 	// fewer results than pods, a failed job left out of the metrics.
 	Warnings []string `json:"warnings,omitempty"`
+	// Now is the collection's clock (time.Now when nil): no result may
+	// be dated after Now plus ClockSlack.
+	Now func() time.Time `json:"-"`
 }
 
 // Results is the number of results collected.
 func (c *Collection) Results() int { return len(c.results) }
+
+// Implausible is the number of skipped logs or results refused for
+// holding what no pod can produce (see ErrImplausible).
+func (c *Collection) Implausible() int {
+	n := 0
+	for _, s := range c.Skipped {
+		if s.Implausible {
+			n++
+		}
+	}
+	return n
+}
+
+// skip records a log or result that is not used.
+func (c *Collection) skip(log string, err error) {
+	c.Skipped = append(c.Skipped, Skipped{Log: log, Reason: err.Error(), Implausible: errors.Is(err, ErrImplausible)})
+}
+
+// window is when the results of a pod created at created (zero: unknown)
+// may be dated.
+func (c *Collection) window(created time.Time) window {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	return windowOf(created, now())
+}
 
 // Add reads one pod's log (or several pods' logs in one stream, as
 // `kubectl logs -l ... --prefix` gives them) and keeps every marked result
 // in it. Problems are recorded in c.Skipped, never returned: a bad log
 // must not stop a collection.
 func (c *Collection) Add(name string, r io.Reader) {
+	c.add(name, r, time.Time{})
+}
+
+// add is Add for the log of a pod created at created (zero: unknown).
+func (c *Collection) add(name string, r io.Reader, created time.Time) {
+	w := c.window(created)
 	sc := bufio.NewScanner(io.LimitReader(r, MaxLogBytes+1))
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
 	var read int64
@@ -69,9 +108,9 @@ func (c *Collection) Add(name string, r io.Reader) {
 			continue
 		}
 		found++
-		res, err := parseMarker(line[i+len(MarkerPrefix):])
+		res, err := parseMarker(line[i+len(MarkerPrefix):], w)
 		if err != nil {
-			c.Skipped = append(c.Skipped, Skipped{Log: name, Reason: err.Error()})
+			c.skip(name, err)
 			continue
 		}
 		if len(c.results) >= MaxResults {
@@ -96,16 +135,22 @@ func (c *Collection) Add(name string, r io.Reader) {
 // AddDocument keeps the result document doc of one pod (its termination
 // message, see Document) under name. A doc that is not a usable result
 // (empty, longer than MaxMessageBytes, not a result document, a result
-// of a failed run) is returned as an error and nothing is kept or
-// skipped, so the caller can read the pod's log instead.
+// of a failed run, an implausible one: ErrImplausible) is returned as an
+// error and nothing is kept or skipped, so the caller can read the pod's
+// log instead.
 func (c *Collection) AddDocument(name string, doc []byte) error {
+	return c.addDocument(name, doc, time.Time{})
+}
+
+// addDocument is AddDocument for a pod created at created (zero: unknown).
+func (c *Collection) addDocument(name string, doc []byte, created time.Time) error {
 	if len(doc) == 0 {
 		return errors.New("no result document")
 	}
 	if len(doc) > MaxMessageBytes {
 		return fmt.Errorf("result document of %d bytes, more than the %d Kubernetes keeps", len(doc), MaxMessageBytes)
 	}
-	res, err := parseMarker(bytes.TrimSpace(doc))
+	res, err := parseMarker(bytes.TrimSpace(doc), c.window(created))
 	if err != nil {
 		return err
 	}
@@ -120,7 +165,9 @@ func (c *Collection) AddDocument(name string, doc []byte) error {
 	return nil
 }
 
-func parseMarker(b []byte) (result, error) {
+// parseMarker reads a marker line or result document and checks it holds
+// what a pod can produce, dated within w.
+func parseMarker(b []byte, w window) (result, error) {
 	var r result
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -147,8 +194,11 @@ func parseMarker(b []byte) (result, error) {
 	if err := json.Unmarshal(m.Result, &r.job); err != nil {
 		return r, fmt.Errorf("parsing the corepin run result of pod %s: %w", m.Pod, err)
 	}
-	if r.job.WallS < 0 || r.job.WallS > 1e9 {
-		return r, fmt.Errorf("pod %s: wall_s %v out of range", m.Pod, r.job.WallS)
+	if err := checkMarker(m); err != nil {
+		return r, err
+	}
+	if err := checkJob(r.job, w); err != nil {
+		return r, fmt.Errorf("pod %.64s: %w", m.Pod, err)
 	}
 	return r, nil
 }

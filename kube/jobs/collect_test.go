@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/store"
 )
 
@@ -26,7 +25,7 @@ func TestCollectRoundTrip(t *testing.T) {
 	script := func(i int) string { return objs[i].Spec.Template.Spec.Containers[0].Command[2] }
 	run := func(wall string) string {
 		return `{"job":0,"cmd":"corepin workload spin","mode":"unbounded","cpus":2,"cpuset":"0-1","wall_s":` + wall +
-			`,"user_s":1,"sys_s":0,"cpus_used":"0-1","migrations":4,"throttled_s":0,"exit_code":0,"ops":1000,"ops_per_s":500,"started_at":"2026-11-23T01:00:00Z","finished_at":"2026-11-23T01:00:02Z"}`
+			`,"user_s":1,"sys_s":0,"cpus_used":"0-1","migrations":4,"throttled_s":0,"exit_code":0,"ops":1000,"ops_per_s":500,"started_at":"2026-11-23T01:00:00Z","finished_at":"2026-11-23T01:00:0` + wall + `Z"}`
 	}
 	type pod struct {
 		name, out    string
@@ -82,18 +81,7 @@ func TestCollectRoundTrip(t *testing.T) {
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("Jobs() = %d jobs, %v; want 3", len(jobs), err)
 	}
-	runs, err := db.Runs(store.RunFilter{ID: runID, Command: "bench"})
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("Runs() = %v, %v", runs, err)
-	}
-	ms, err := db.Measurements(runID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := bench.Rebuild(runs[0], ms, &bench.Env{})
-	if err != nil {
-		t.Fatalf("Rebuild() error = %v", err)
-	}
+	rep := rebuilt(t, db, runID)
 	if len(rep.Experiments) != 1 || rep.Experiments[0].Name != "concurrency" {
 		t.Fatalf("rebuilt experiments %+v, want concurrency", rep.Experiments)
 	}
@@ -119,7 +107,7 @@ func TestCollectRoundTrip(t *testing.T) {
 }
 
 func TestCollectSkipsBadLogs(t *testing.T) {
-	good := `corepin-result {"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"wall_s":1}}`
+	good := `corepin-result {"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"mode":"unbounded","wall_s":1}}`
 	tests := []struct {
 		name   string
 		log    string
@@ -129,8 +117,8 @@ func TestCollectSkipsBadLogs(t *testing.T) {
 		{name: "not JSON", log: "corepin-result {oops\n", reason: "parsing the result line"},
 		{name: "unknown key", log: strings.Replace(good, `"pod":"p"`, `"pod":"p","x":1`, 1), reason: "unknown field"},
 		{name: "unknown sweep", log: strings.Replace(good, `"threads","index"`, `"colocation","index"`, 1), reason: "unknown sweep"},
-		{name: "null result", log: strings.Replace(good, `{"job":0,"wall_s":1}`, `null`, 1), reason: "printed no corepin run result"},
-		{name: "negative wall", log: strings.Replace(good, `"wall_s":1`, `"wall_s":-1`, 1), reason: "out of range"},
+		{name: "null result", log: strings.Replace(good, `{"job":0,"mode":"unbounded","wall_s":1}`, `null`, 1), reason: "printed no corepin run result"},
+		{name: "negative wall", log: strings.Replace(good, `"wall_s":1`, `"wall_s":-1`, 1), reason: "wall_s -1 outside"},
 		{name: "huge index", log: strings.Replace(good, `"index":0`, `"index":99999999`, 1), reason: "outside the bounds"},
 		{name: "point not an object", log: strings.Replace(good, `{"cpus":"4","threads":"4"}`, `[1]`, 1), reason: "not an object"},
 		{name: "trailing data", log: good + "{}", reason: "trailing data"},
@@ -157,7 +145,7 @@ func TestCollectSkipsBadLogs(t *testing.T) {
 // FuzzCollectAdd feeds arbitrary logs to Add and records what it keeps:
 // nothing may panic, and every marked line is either a result or a reason.
 func FuzzCollectAdd(f *testing.F) {
-	f.Add([]byte(`corepin-result {"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"wall_s":1,"ops":5}}`))
+	f.Add([]byte(`corepin-result {"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"mode":"unbounded","wall_s":1,"ops":5}}`))
 	f.Add([]byte("noise\ncorepin-result {\"sweep\":\"throughput\"}\n"))
 	f.Fuzz(func(t *testing.T, log []byte) {
 		var c Collection

@@ -72,7 +72,7 @@ func TestDocumentFitsEverySweep(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := Marker{Sweep: s.Name, Index: MaxJobs, Repeat: MaxRepeats - 1, Point: pj, Pods: maxPods, Quick: false,
+				m := Marker{Sweep: s.Name, Index: MaxJobs, Repeat: MaxRepeats - 1, Point: pj, Pods: j.Pods, Quick: false,
 					Repeats: MaxRepeats, Topology: s.TopologySummary, Spec: s.Spec, Pod: pod, Result: run}
 				doc, err := Document(m)
 				if err != nil {
@@ -98,27 +98,32 @@ func TestDocumentFitsEverySweep(t *testing.T) {
 func TestWriteResultTooLarge(t *testing.T) {
 	dir := t.TempDir()
 	runFile := filepath.Join(dir, "run.json")
-	if err := os.WriteFile(runFile, []byte("noise\n"+`{"job":0,"wall_s":2,"ops":10,"exit_code":0}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	// The CPUs a job used on a node of 2048 CPUs and more, every other
+	// one: a list longer than a termination message.
+	var every cpuset.Builder
+	for c := 0; c < 2048; c += 2 {
+		every.Add(c)
 	}
 	term := filepath.Join(dir, "termination-log")
-	head := func(topo string) []byte {
-		return []byte(`{"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"1"},"pods":1,"quick":true,"repeats":1,"topology":"` + topo + `","spec":{}}`)
-	}
+	head := []byte(`{"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"1"},"pods":1,"quick":true,"repeats":1,"topology":"16 CPUs","spec":{}}`)
 	for _, tc := range []struct {
 		name    string
-		topo    string
+		used    string
 		written bool
 	}{
-		{name: "fits", topo: "16 CPUs", written: true},
-		{name: "too large", topo: strings.Repeat("t", MaxMessageBytes), written: false},
+		{name: "fits", used: "0-15", written: true},
+		{name: "too large", used: every.Result().String(), written: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			run := `{"job":0,"mode":"unbounded","wall_s":2,"ops":10,"exit_code":0,"cpus_used":"` + tc.used + `"}`
+			if err := os.WriteFile(runFile, []byte("noise\n"+run+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(term, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var log, warn bytes.Buffer
-			if err := WriteResult(PodResult{Head: head(tc.topo), Pod: "pod-a", Run: runFile, TerminationLog: term}, &log, &warn); err != nil {
+			if err := WriteResult(PodResult{Head: head, Pod: "pod-a", Run: runFile, TerminationLog: term}, &log, &warn); err != nil {
 				t.Fatalf("WriteResult() error = %v", err)
 			}
 			msg, err := os.ReadFile(term)
@@ -156,7 +161,7 @@ func TestWriteResultRefusesBadContext(t *testing.T) {
 }
 
 func TestAddDocumentRefuses(t *testing.T) {
-	good := `{"v":1,"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"wall_s":1}}`
+	good := `{"v":1,"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"mode":"unbounded","wall_s":1}}`
 	tests := []struct {
 		name, doc, reason string
 	}{
@@ -165,7 +170,7 @@ func TestAddDocumentRefuses(t *testing.T) {
 		{name: "log line without version", doc: strings.Replace(good, `"v":1,`, "", 1), reason: "not a result document"},
 		{name: "future version", doc: strings.Replace(good, `"v":1`, `"v":2`, 1), reason: "result version 2"},
 		{name: "too long", doc: good + strings.Repeat(" ", MaxMessageBytes), reason: "more than the 4096"},
-		{name: "failed run", doc: strings.Replace(good, `{"job":0,"wall_s":1}`, "null", 1), reason: "printed no corepin run result"},
+		{name: "failed run", doc: strings.Replace(good, `{"job":0,"mode":"unbounded","wall_s":1}`, "null", 1), reason: "printed no corepin run result"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,7 +190,7 @@ func TestAddDocumentRefuses(t *testing.T) {
 // FuzzAddDocument: any termination message is kept as one result or
 // refused with an error; nothing panics and a refusal keeps nothing.
 func FuzzAddDocument(f *testing.F) {
-	f.Add([]byte(`{"v":1,"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"wall_s":1,"ops":5}}`))
+	f.Add([]byte(`{"v":1,"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"mode":"unbounded","wall_s":1,"ops":5}}`))
 	f.Add([]byte(`{"v":1,"sweep":"concurrency","result":null}`))
 	f.Add([]byte("Error: OOMKilled"))
 	f.Fuzz(func(t *testing.T, doc []byte) {

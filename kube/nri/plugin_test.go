@@ -683,3 +683,83 @@ func runPlugin(t *testing.T, f *fakeRuntime, o Options) *Plugin {
 	f.r.BlockPluginSync().Unblock()
 	return p
 }
+
+// TestSharedPoolsRegrowAfterExclusiveContainerEnds shows that the shared
+// containers (LS and BE) get back the CPUs of an exclusive container when
+// it ends: on StopContainer in the answer to the runtime's request, on a
+// RemoveContainer without a stop before it (a container that never ran,
+// or a runtime that skips the stop event) in an unsolicited update. The
+// cpusets are the ones the fake runtime applied, compared as sets.
+func TestSharedPoolsRegrowAfterExclusiveContainerEnds(t *testing.T) {
+	for _, how := range []string{"stop", "remove"} {
+		t.Run(how, func(t *testing.T) {
+			f, p := connected(t, alloc.Config{Reserved: cpuset.New(0)})
+			ls := f.mustCreate(ls1500)
+			bec := f.mustCreate(be)
+			sharedOf := func() map[string]cpuset.CPUSet {
+				m := map[string]cpuset.CPUSet{}
+				for id, s := range f.cpusets() {
+					if id == ls.Id || id == bec.Id {
+						m[id] = cpuset.MustParse(s)
+					}
+				}
+				return m
+			}
+			before := sharedOf()
+			lse := f.mustCreate(lse4)
+			pinned := cpuset.MustParse(lse.Linux.Resources.Cpu.Cpus)
+			for id, s := range sharedOf() {
+				if s.Intersects(pinned) || !s.Union(pinned).Equals(before[id]) {
+					t.Fatalf("shared container %s has %s beside LSE %s, want %s less the LSE CPUs", id, s, pinned, before[id])
+				}
+			}
+			f.mu.Lock()
+			pod := f.pods[lse.PodSandboxId]
+			f.mu.Unlock()
+			ctx := context.Background()
+			switch how {
+			case "stop":
+				rsp, err := f.r.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: lse})
+				if err != nil {
+					t.Fatalf("StopContainer: %v", err)
+				}
+				f.mu.Lock()
+				f.apply(rsp.GetUpdate())
+				lse.State = api.ContainerState_CONTAINER_STOPPED
+				f.mu.Unlock()
+			case "remove":
+				if err := f.r.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: lse}); err != nil {
+					t.Fatalf("RemoveContainer: %v", err)
+				}
+				f.mu.Lock()
+				delete(f.ctrs, lse.Id)
+				f.mu.Unlock()
+				// The plugin sends the regrown pools by itself, after
+				// answering; wait for them.
+				deadline := time.After(30 * time.Second)
+			wait:
+				for {
+					for id, s := range sharedOf() {
+						if !s.Equals(before[id]) {
+							select {
+							case <-f.pushed:
+								continue wait
+							case <-deadline:
+								t.Fatalf("shared container %s still has %s 30s after the LSE container was removed, want %s back", id, s, before[id])
+							}
+						}
+					}
+					break
+				}
+			}
+			for id, s := range sharedOf() {
+				if !s.Equals(before[id]) || !pinned.IsSubsetOf(s) {
+					t.Errorf("after %s of the LSE container (%s) shared container %s has %s, want %s again", how, pinned, id, s, before[id])
+				}
+			}
+			if got, err := p.Containers().List(); err != nil || len(got) != 2 {
+				t.Errorf("assignments after %s = %v (%v), want the 2 shared containers", how, got, err)
+			}
+		})
+	}
+}

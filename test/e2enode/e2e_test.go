@@ -388,14 +388,25 @@ func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 	return s[len(s)*50/100], s[min(len(s)-1, len(s)*99/100)]
 }
 
+// missing skips the test for a prerequisite it lacks, or fails it where
+// the test must run: make e2e-node sets COREPIN_E2E_REQUIRED=1, so a
+// runner without root or a tool fails instead of passing empty.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("COREPIN_E2E_REQUIRED") == "1" {
+		t.Fatalf("COREPIN_E2E_REQUIRED=1 and a prerequisite is missing: "+format, args...)
+	}
+	t.Skipf("skipping: "+format, args...)
+}
+
 func TestNodeWithContainerd(t *testing.T) {
 	bin, corepin := os.Getenv("COREPIN_E2E_BIN"), os.Getenv("COREPIN_BIN")
 	if os.Geteuid() != 0 || bin == "" || corepin == "" {
-		t.Skip("skipping: needs root, COREPIN_E2E_BIN (containerd, ctr, shim) and COREPIN_BIN; run make e2e-node")
+		missing(t, "needs root, COREPIN_E2E_BIN (containerd, ctr, shim) and COREPIN_BIN; run make e2e-node")
 	}
 	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox"} {
 		if _, err := os.Stat(tool); err != nil {
-			t.Skipf("skipping: %s missing (apt-get install runc busybox-static umoci skopeo)", tool)
+			missing(t, "%s missing (apt-get install runc busybox-static umoci skopeo)", tool)
 		}
 	}
 	dir, err := os.MkdirTemp("", "cpe-")
@@ -432,6 +443,7 @@ func TestNodeWithContainerd(t *testing.T) {
 
 	ids := map[string]string{}
 	ids["lse"], _ = n.startPod(pod{name: "lse", labels: map[string]string{"koordinator.sh/qosClass": "LSE"}, shares: 1024, quota: 100000})
+	lsePod := n.pods[len(n.pods)-1]
 	ids["ls"], _ = n.startPod(pod{name: "ls", shares: 512, quota: 50000})
 	ids["be"], _ = n.startPod(pod{name: "be", shares: 2})
 	before := n.check(ids)
@@ -456,6 +468,44 @@ func TestNodeWithContainerd(t *testing.T) {
 		if after := n.check(ids); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("after a containerd restart: %+v, before %+v", after, before)
 		}
+	})
+	t.Run("pinned pod removed: shared pools regrow", func(t *testing.T) {
+		n.t = t
+		freed := cpuset.MustParse(before["lse"].CPUs)
+		for _, name := range []string{"ls", "be"} {
+			if s := cpuset.MustParse(before[name].CPUs); s.Intersects(freed) {
+				t.Fatalf("%s runs on %s beside the LSE pod's %s", name, s, freed)
+			}
+		}
+		lseID := ids["lse"]
+		n.removePod(lsePod)
+		delete(ids, "lse")
+		// The plugin answers the stop with the regrown pools, or sends
+		// them after a remove: poll until the kernel shows them.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			grown := true
+			for _, name := range []string{"ls", "be"} {
+				l := n.liveOf(ids[name])
+				s, err := cpuset.Parse(l.CPUs)
+				a, aerr := cpuset.Parse(l.Affinity)
+				if err != nil || aerr != nil || !freed.IsSubsetOf(s) || !freed.IsSubsetOf(a) {
+					grown = false
+					if time.Now().After(deadline) {
+						t.Fatalf("%s still runs on cpuset %q, affinity %q 60s after the LSE pod (CPUs %s) was removed; want them back", name, l.CPUs, l.Affinity, freed)
+					}
+				}
+			}
+			if grown {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, ok := n.assigned()[lseID]; ok {
+			t.Errorf("the removed LSE container still holds an assignment")
+		}
+		after := n.check(ids)
+		t.Logf("after the LSE pod was removed: %+v", after)
 	})
 	n.t = t
 

@@ -92,10 +92,10 @@ func (c *cluster) path(name string) string { return filepath.Join(c.dir, name) }
 func need(t *testing.T) *cluster {
 	kubeBin, ctdBin, corepin := os.Getenv(envKubeBin), os.Getenv(envContainerd), os.Getenv(envCorepin)
 	if kubeBin == "" || ctdBin == "" || corepin == "" {
-		t.Skipf("skipping: run through make e2e-kubelet (%s, %s and %s unset)", envKubeBin, envContainerd, envCorepin)
+		missing(t, "run through make e2e-kubelet (%s, %s and %s unset)", envKubeBin, envContainerd, envCorepin)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("skipping: the kubelet and containerd need root")
+		missing(t, "the kubelet and containerd need root")
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"} {
 		if _, err := os.Stat(filepath.Join(kubeBin, b)); err != nil {
@@ -109,7 +109,7 @@ func need(t *testing.T) *cluster {
 	}
 	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox", "umoci", "skopeo"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipping: %s missing (apt-get install runc busybox-static umoci skopeo)", tool)
+			missing(t, "%s missing (apt-get install runc busybox-static umoci skopeo)", tool)
 		}
 	}
 	return &cluster{t: t, kubeBin: kubeBin, ctdBin: ctdBin, corepin: corepin}
@@ -737,6 +737,7 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	c.checkPlacement(parseResults(t, byPod), lives())
 	c.checkExtender(len(byPod))
 	c.collect(logs, len(byPod))
+	c.checkPinnedTogether(rt)
 }
 
 // checkExtender checks the loop the cluster side closes: the node

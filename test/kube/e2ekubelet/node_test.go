@@ -1,11 +1,13 @@
 package e2ekubelet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,26 +162,96 @@ func (c *cri) removeAll(t *testing.T) int {
 
 // nodeIP is the first IPv4 address of an up, non-loopback interface: the
 // kubelet refuses a loopback --node-ip, and kube-apiserver reaches the
-// kubelet (pod logs) there.
+// kubelet (pod logs) there. A machine without one (a runner with IPv6
+// only, or none at all) gets one of the test's own (addNodeIP), as does
+// every run with COREPIN_E2E_OWN_NODE_IP=1, which tries that path here.
 func nodeIP(t *testing.T) string {
 	t.Helper()
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
-			continue
+	if os.Getenv("COREPIN_E2E_OWN_NODE_IP") != "1" {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			t.Fatal(err)
 		}
-		addrs, _ := i.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-				return n.IP.String()
+		for _, i := range ifs {
+			if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+				continue
+			}
+			addrs, _ := i.Addrs()
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+					return n.IP.String()
+				}
 			}
 		}
 	}
-	t.Skip("skipping: no up, non-loopback IPv4 interface for the kubelet's node IP (the kubelet refuses loopback)")
-	return ""
+	if os.Geteuid() != 0 {
+		missing(t, "no up, non-loopback IPv4 interface for the kubelet's node IP (the kubelet refuses loopback), and no root to add one")
+	}
+	return addNodeIP(t)
+}
+
+// The address addNodeIP adds: one of TEST-NET-1 (RFC 5737), routed
+// nowhere; not link-local or loopback, which the kubelet refuses.
+const (
+	ownLink = "corepin0"
+	ownIP   = "192.0.2.10"
+)
+
+// addNodeIP gives the machine ownIP until the test ends: on a dummy
+// interface of its own, else (a kernel without the dummy driver) on the
+// loopback interface, where it is still not a loopback address. Nothing
+// outside the machine reaches it; the apiserver reaches the kubelet there
+// as on any node IP.
+func addNodeIP(t *testing.T) string {
+	t.Helper()
+	ip := func(args ...string) error {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	if _, err := net.InterfaceByName(ownLink); err == nil {
+		ip("link", "del", ownLink) // left by a killed run
+	}
+	ip("addr", "del", ownIP+"/32", "dev", "lo")
+	err := ip("link", "add", ownLink, "type", "dummy")
+	if err == nil {
+		if err = ip("addr", "add", ownIP+"/32", "dev", ownLink); err == nil {
+			err = ip("link", "set", ownLink, "up")
+		}
+		if err != nil {
+			ip("link", "del", ownLink)
+			missing(t, "adding node IP %s on %s: %v", ownIP, ownLink, err)
+		}
+		t.Cleanup(func() {
+			if err := ip("link", "del", ownLink); err != nil {
+				t.Errorf("removing the node IP: %v", err)
+			}
+		})
+		t.Logf("node IP %s on dummy interface %s", ownIP, ownLink)
+		return ownIP
+	}
+	if err2 := ip("addr", "add", ownIP+"/32", "dev", "lo"); err2 != nil {
+		missing(t, "no interface for a node IP: %v; %v", err, err2)
+	}
+	t.Cleanup(func() {
+		if err := ip("addr", "del", ownIP+"/32", "dev", "lo"); err != nil {
+			t.Errorf("removing the node IP: %v", err)
+		}
+	})
+	t.Logf("node IP %s on the loopback interface (%v)", ownIP, err)
+	return ownIP
+}
+
+// missing skips the test for a prerequisite it lacks, or fails it where
+// the test must run: make e2e-kubelet sets COREPIN_E2E_REQUIRED=1, so a
+// runner without root, a tool or a node IP fails instead of passing empty.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("COREPIN_E2E_REQUIRED") == "1" {
+		t.Fatalf("COREPIN_E2E_REQUIRED=1 and a prerequisite is missing: "+format, args...)
+	}
+	t.Skipf("skipping: "+format, args...)
 }
 
 // live is what the kernel said about a running container of a sweep pod:
