@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -310,6 +311,10 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 			if e.JSON() {
 				w = e.stderr // keep stdout a clean JSON stream
 			}
+			// Jobs' output and the progress lines come from different
+			// goroutines, to stderr alike with -o json: one at a time.
+			progress.mu.Lock()
+			defer progress.mu.Unlock()
 			progress.clear()
 			w.Write(stdout)
 			if stdout[len(stdout)-1] != '\n' {
@@ -387,6 +392,7 @@ func printRunTable(w io.Writer, spec runner.Spec, driver string, results []runne
 
 // progress shows a bar on a terminal and a line per finished job elsewhere.
 type progress struct {
+	mu  sync.Mutex // held while writing, by event and by the run's Output
 	bar *progressbar.ProgressBar
 	w   io.Writer
 	tty bool
@@ -412,6 +418,8 @@ func (p *progress) event(ev runner.Event) {
 	if ev.Kind != runner.JobFinished {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if r := ev.Result; len(r.Leftovers) > 0 {
 		p.clear()
 		names := make([]string, len(r.Leftovers))
