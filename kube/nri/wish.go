@@ -1,11 +1,14 @@
 package nri
 
 import (
+	"math"
+
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/podmeta"
+	"github.com/corepin/corepin/runner"
 )
 
 // Pod metadata corepin honours: podmeta's names (the scheduler extender
@@ -109,7 +112,13 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error)
 	if err != nil {
 		return agent.Spec{}, "", err
 	}
-	if w.QoS == alloc.LS || w.QoS == alloc.BE {
+	switch w.QoS {
+	case alloc.LS:
+		// The kernel's shortest quota, which the kubelet also raises a
+		// smaller limit to (a 5m sidecar is an everyday pod; the agent's
+		// API refuses such a size instead, as its caller can change it).
+		w.MilliCPUs = max(w.MilliCPUs, int64(math.Round(1000*runner.MinQuotaCPUs)))
+	case alloc.BE:
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
 	rs := w.RequestSpec()

@@ -34,6 +34,10 @@ func TestSpecOf(t *testing.T) {
 		{name: "guaranteed fraction is LS", ctr: container(1536, 150000), want: agent.Spec{QoS: "LS", CPUs: f(1.5)}},
 		{name: "burstable with limit is LS at the limit", ctr: container(512, 200000), want: agent.Spec{QoS: "LS", CPUs: f(2)}},
 		{name: "burstable without limit is LS at the request", ctr: container(256, 0), want: agent.Spec{QoS: "LS", CPUs: f(0.25)}},
+		// Found by FuzzSpecOf once the agent refused LS quotas under 0.01
+		// CPU: a 5m sidecar's container must still be admitted.
+		{name: "burstable under the shortest quota is LS at the minimum", ctr: container(5, 0), want: agent.Spec{QoS: "LS", CPUs: f(0.01)}},
+		{name: "limit under the shortest quota is LS at the minimum", ctr: container(5, 500), want: agent.Spec{QoS: "LS", CPUs: f(0.01)}},
 		{name: "best effort is BE", ctr: container(2, 0), want: agent.Spec{QoS: "BE", CPUs: f(0.001)}},
 		{name: "no cpu resources is BE", ctr: &api.Container{Id: "c"}, want: agent.Spec{QoS: "BE", CPUs: f(0.001)}},
 		{name: "label LSR with resource spec", labels: map[string]string{LabelQoSClass: "LSR"},
