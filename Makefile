@@ -45,16 +45,7 @@ fuzz:
 # build cache. Prints each fuzzer as it starts and the count at the end.
 FUZZCI_TIME ?= 3s
 fuzz-ci:
-	@set -e; n=0; start=$$(date +%s); \
-	for pd in $$($(GO) list -f '{{.ImportPath}}={{.Dir}}' ./...); do \
-	  pkg=$${pd%%=*}; dir=$${pd#*=}; \
-	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go 2>/dev/null); do \
-	    echo "== $$pkg $$f ($(FUZZCI_TIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZCI_TIME) $$pkg; \
-	    n=$$((n+1)); \
-	  done; \
-	done; \
-	echo "fuzz-ci: $$n fuzzers ran for $(FUZZCI_TIME) each in $$(($$(date +%s)-start)) s"
+	GO=$(GO) FUZZCI_TIME=$(FUZZCI_TIME) scripts/fuzz-ci.sh
 
 clean:
 	rm -rf bin
