@@ -21,8 +21,9 @@ import (
 // adopted (HTTP 409). It may succeed once that workload is deleted.
 var ErrTaken = errors.New("already run by corepin")
 
-// BERunRoot is the root group of `corepin run --qos BE` batches (the CLI's
-// beRoot), beside enforce.DefaultRoot, the root of the other runs.
+// BERunRoot is the root group of `corepin run --qos BE` batches (the CLI
+// takes its name from here), beside enforce.DefaultRoot, the root of the
+// other runs.
 const BERunRoot = "corepin-be"
 
 // maxProcFile bounds what the agent reads of one /proc file.

@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/corepin/corepin/agent"
 )
 
 // TestCtlPrintsNoAgentEscapes (issue 17 §5): ctl printed whatever the
@@ -61,13 +59,4 @@ func TestCtlPrintsNoAgentEscapes(t *testing.T) {
 func js(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// TestAgentGuardsTheBERoot: the agent refuses to adopt a cgroup in the
-// best-effort runs' root by its own copy of the name (package agent can
-// not import the CLI); the two must not drift apart.
-func TestAgentGuardsTheBERoot(t *testing.T) {
-	if beRoot != agent.BERunRoot {
-		t.Errorf("run's beRoot = %q, agent.BERunRoot = %q: the agent would let workloads adopt BE runs' groups", beRoot, agent.BERunRoot)
-	}
 }

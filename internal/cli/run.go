@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/runner"
@@ -50,8 +51,9 @@ func init() { register(newRunCmd) }
 // point it at a dump (replaceRunRoot) to give this machine isolated CPUs.
 var runSysfsRoot = "/"
 
-// beRoot is the root group of best-effort batches, beside "corepin".
-const beRoot = "corepin-be"
+// beRoot is the root group of best-effort batches, beside "corepin": the
+// name the agent refuses to let a workload adopt a group in.
+const beRoot = agent.BERunRoot
 
 type runFlags struct {
 	jobs        int
