@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"path"
 	"strings"
@@ -162,7 +161,7 @@ func (s Spec) Validate() error {
 	if err != nil {
 		return err
 	}
-	if min := int(math.Round(1000 * runner.MinQuotaCPUs)); r.QoS == alloc.LS && r.MilliCPUs < min {
+	if r.QoS == alloc.LS && int64(r.MilliCPUs) < runner.MinQuotaMilliCPUs {
 		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
 			ErrInvalid, s.Name, *s.CPUs, runner.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, runner.MinQuotaCPUs)
 	}

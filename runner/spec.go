@@ -67,6 +67,9 @@ const (
 	// MinQuotaCPUs is the smallest K of quota and burst modes: a quota of
 	// K x the default period must reach enforce.MinQuota (1 ms of 100 ms).
 	MinQuotaCPUs = float64(enforce.MinQuota) / float64(enforce.DefaultPeriod)
+	// MinQuotaMilliCPUs is MinQuotaCPUs in milli-CPUs (10), the unit of
+	// alloc's requests.
+	MinQuotaMilliCPUs = int64(1000 * enforce.MinQuota / enforce.DefaultPeriod)
 )
 
 // ParseQoS reads a QoS class name runnable as a batch; "" means the

@@ -1,8 +1,6 @@
 package nri
 
 import (
-	"math"
-
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/corepin/corepin/agent"
@@ -117,7 +115,7 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error)
 		// The kernel's shortest quota, which the kubelet also raises a
 		// smaller limit to (a 5m sidecar is an everyday pod; the agent's
 		// API refuses such a size instead, as its caller can change it).
-		w.MilliCPUs = max(w.MilliCPUs, int64(math.Round(1000*runner.MinQuotaCPUs)))
+		w.MilliCPUs = max(w.MilliCPUs, runner.MinQuotaMilliCPUs)
 	case alloc.BE:
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
