@@ -2,7 +2,7 @@
 GO       ?= go
 BIN      := bin/corepin
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X github.com/corepin/corepin/internal/cli.Version=$(VERSION)
+LDFLAGS  := -s -w -X github.com/corepin/corepin/cmd/corepin/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
 .PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet

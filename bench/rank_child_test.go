@@ -3,7 +3,7 @@ package bench_test
 import (
 	"os"
 
-	"github.com/corepin/corepin/internal/cli"
+	"github.com/corepin/corepin/cmd/corepin/cli"
 )
 
 // The test binary doubles as corepin when COREPIN_BENCH_TEST_PINGPONG is 1

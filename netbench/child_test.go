@@ -3,7 +3,7 @@ package netbench_test
 import (
 	"os"
 
-	"github.com/corepin/corepin/internal/cli"
+	"github.com/corepin/corepin/cmd/corepin/cli"
 )
 
 // The test binary doubles as corepin (`corepin pingpong ...`, parsed by

@@ -8,7 +8,7 @@
 // Every kernel does fixed work (N round trips, N ops) and reports how long
 // it took, so the same work can be compared at 1 to 4 processes per CPU.
 // RunRank runs one rank process (`corepin pingpong ...`, whose command
-// line internal/cli parses with cobra); the experiment launches one per
+// line cmd/corepin/cli parses with cobra); the experiment launches one per
 // rank, started together by a Barrier, and reads their lines (Listening,
 // Ready, RankResult).
 //

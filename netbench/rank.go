@@ -22,7 +22,7 @@ const (
 
 // RankOptions is one rank process of the oversubscription experiment
 // (`corepin pingpong ROLE`); the command line that fills it lives in
-// internal/cli, with cobra.
+// cmd/corepin/cli, with cobra.
 type RankOptions struct {
 	// Role is RoleServer, RoleClient or RoleCompute.
 	Role string

@@ -5,8 +5,8 @@ package main
 import (
 	"os"
 
+	"github.com/corepin/corepin/cmd/corepin/cli"
 	"github.com/corepin/corepin/enforce"
-	"github.com/corepin/corepin/internal/cli"
 )
 
 func main() {

@@ -21,7 +21,35 @@ type rule struct {
 }
 
 // frontDoors are the thin entry points; nothing in the core may reach them.
-var frontDoors = []string{"internal/cli", "cmd/...", "agent/...", "kube/...", "bench/..."}
+var frontDoors = []string{"cmd/...", "agent/...", "kube/...", "bench/..."}
+
+// doors are the front doors that stand side by side on the core: none of
+// them imports another (the CLI in cmd/ sits above them all and assembles
+// them). kube/ packages not named here are libraries the doors share.
+var doors = []string{"agent/...", "bench/...", "kube/nri/...", "kube/extender/...", "kube/jobs/...", "cmd/..."}
+
+// leaves are the small helpers under internal/: they import nothing of
+// corepin, so no arrow runs from them back up into the house.
+var leaves = []string{"internal/quote", "internal/mountinfo", "internal/testutil"}
+
+// tiers rank every package from the bottom of the house up: a package may
+// import its own tier or a lower one, never a higher one (an arrow running
+// back up). Within the core, the rules below order the packages further.
+var tiers = [][]string{
+	leaves,
+	slices.Concat(core, []string{"enforce/enforcetest"}),
+	{"kube/podmeta", "kube/kubeclient/...", "kube/nrt/...", "kube/nodestate/...", "kube/manifests/..."},
+	{"agent/...", "bench/...", "kube/nri/...", "kube/extender/...", "kube/jobs/..."},
+	{"cmd/..."},
+}
+
+// doorExceptions are door-to-door imports being taken apart (issue 19);
+// each entry is removed with the import it names, and an entry that no
+// longer names a live import fails the test.
+var doorExceptions = map[[2]string]bool{
+	{"kube/nri", "agent"}:  true,
+	{"kube/jobs", "bench"}: true,
+}
 
 // core are the packages below the front doors, in the order data flows.
 var core = []string{"cpuset", "topology", "alloc", "plan", "enforce", "measure", "qos", "store", "proc", "runner", "sim", "workload", "loadgen", "netbench"}
@@ -42,15 +70,17 @@ var rules = []rule{
 		why: "qos decides and applies BE's allowance through measure and enforce; runner and the agent host it"},
 	{from: []string{"store"}, to: []string{"std:net/http", "enforce", "runner", "proc", "alloc", "plan"},
 		why: "store persists values; it knows neither HTTP nor groups nor placement"},
-	{from: []string{"agent/..."}, to: []string{"bench/...", "internal/cli", "cmd/..."},
+	{from: []string{"agent/..."}, to: []string{"bench/...", "cmd/..."},
 		why: "the agent is a front door on the core; the CLI and bench sit beside it, not under it"},
 	{from: []string{"bench/..."}, to: []string{"std:os/exec"},
 		why: "experiments start every process through proc/runner, never os/exec"},
 	{from: []string{"kube/podmeta"}, to: append([]string{"std:os", "std:os/exec", "std:io/fs", "std:net", "std:net/http", "std:syscall",
-		"k8s.io/api/...", "k8s.io/apimachinery/...", "github.com/containerd/nri/...", "agent/...", "internal/cli", "cmd/...", "bench/..."}, core[3:]...),
+		"k8s.io/api/...", "k8s.io/apimachinery/...", "github.com/containerd/nri/...", "agent/...", "cmd/...", "bench/..."}, core[3:]...),
 		why: "podmeta reads pod metadata from plain values: no I/O, no Kubernetes or NRI types, nothing beyond alloc, so the extender and the NRI plugin share it"},
 	{from: core, to: []string{"std:flag", "github.com/spf13/cobra"},
-		why: "command lines are parsed in internal/cli only"},
+		why: "command lines are parsed in cmd/corepin/cli only"},
+	{from: leaves, to: []string{"..."},
+		why: "the leaves under internal/ import nothing of corepin"},
 }
 
 func matches(pattern, pkg string) bool {
@@ -112,6 +142,61 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: %s", strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(d, module+"/"), r.why)
 				}
 			}
+		}
+	}
+}
+
+// doorOf is the door pkg belongs to ("" when it is none).
+func doorOf(pkg string) string {
+	for _, d := range doors {
+		if matches(d, pkg) {
+			return strings.TrimSuffix(d, "/...")
+		}
+	}
+	return ""
+}
+
+// tierOf is pkg's rank in tiers, -1 when no tier names it.
+func tierOf(pkg string) int {
+	for i, tier := range tiers {
+		if anyMatch(tier, pkg) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestDoorsStandSideBySide: no front door imports another, and no package
+// imports one of a higher tier.
+func TestDoorsStandSideBySide(t *testing.T) {
+	graph := imports(t)
+	used := map[[2]string]bool{}
+	for pkg, deps := range graph {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		tp := tierOf(pkg)
+		if tp < 0 && !matches("internal/archtest", pkg) {
+			t.Errorf("%s is in no tier of the house: add it to tiers", rel)
+		}
+		for _, d := range deps {
+			if !matches("...", d) {
+				continue
+			}
+			drel := strings.TrimPrefix(d, module+"/")
+			if from, to := doorOf(pkg), doorOf(d); from != "" && to != "" && from != to && from != "cmd" {
+				if doorExceptions[[2]string{rel, drel}] {
+					used[[2]string{rel, drel}] = true
+				} else {
+					t.Errorf("%s imports %s: a front door never imports another; move what they share below both", rel, drel)
+				}
+			}
+			if td := tierOf(d); tp >= 0 && td > tp {
+				t.Errorf("%s (tier %d) imports %s (tier %d): an arrow running back up the house", rel, tp, drel, td)
+			}
+		}
+	}
+	for e := range doorExceptions {
+		if !used[e] {
+			t.Errorf("doorExceptions names %s -> %s, which no longer exists: remove the entry", e[0], e[1])
 		}
 	}
 }

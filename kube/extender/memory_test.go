@@ -175,7 +175,7 @@ func memoryChild(limit string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	// What the command does (internal/cli/extender.go).
+	// What the command does (cmd/corepin/cli/extender.go).
 	debug.SetMemoryLimit(SoftMemoryLimit(n))
 	e := New(WithMemoryLimit(n))
 	mux := http.NewServeMux()

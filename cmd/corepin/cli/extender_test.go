@@ -27,7 +27,7 @@ func TestExtenderServesFilter(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &addr); err != nil {
 		t.Fatalf("first line %q: %v", line, err)
 	}
-	body, err := os.ReadFile("../../kube/extender/testdata/filter-single-numa.json")
+	body, err := os.ReadFile("../../../kube/extender/testdata/filter-single-numa.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestExtenderMetricsListen(t *testing.T) {
 		t.Errorf("ops /healthz = %d %q", code, body)
 	}
 	// One call through the scheduler's address shows on the ops one.
-	body, err := os.ReadFile("../../kube/extender/testdata/filter-single-numa.json")
+	body, err := os.ReadFile("../../../kube/extender/testdata/filter-single-numa.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/corepin/corepin/store"
 )
 
-// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+// Version is set at build time with -ldflags "-X .../cmd/corepin/cli.Version=...".
 var Version = "dev"
 
 // UsageError marks bad input from the user: exit code 2.
