@@ -106,8 +106,8 @@ func (c Config) Validate() error {
 }
 
 // AllocConfig is the allocator configuration c describes.
-func (c Config) AllocConfig() (alloc.Config, error) {
-	ac := alloc.Config{Policy: alloc.Policy(c.Policy), Options: c.PolicyOptions}
+func (c Config) AllocConfig() (alloc.NodeSettings, error) {
+	ac := alloc.NodeSettings{Policy: alloc.Policy(c.Policy), Options: c.PolicyOptions}
 	if c.ReservedCPUs != "" {
 		set, err := cpuset.Parse(c.ReservedCPUs)
 		if err != nil {

@@ -58,7 +58,7 @@ type Containers struct {
 	mu      sync.Mutex
 	db      *store.DB
 	topo    *topology.Topology
-	cfg     alloc.Config
+	cfg     alloc.NodeSettings
 	topoPol string
 }
 
@@ -66,7 +66,7 @@ type Containers struct {
 // and allocator configuration cfg; topologyPolicy is given to requests
 // that name none. It records cfg in the file (SharedConfig), so local
 // runs place with it.
-func OpenContainers(path string, t *topology.Topology, cfg alloc.Config, topologyPolicy string) (*Containers, error) {
+func OpenContainers(path string, t *topology.Topology, cfg alloc.NodeSettings, topologyPolicy string) (*Containers, error) {
 	if t == nil || path == "" {
 		return nil, fmt.Errorf("opening the container state: state path and topology are required")
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestContainersAdmitIsIdempotentAndReleases(t *testing.T) {
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
-	c, err := OpenContainers(filepath.Join(t.TempDir(), "state.db"), topo, alloc.Config{}, "")
+	c, err := OpenContainers(filepath.Join(t.TempDir(), "state.db"), topo, alloc.NodeSettings{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 	requireCgroups(t)
 	topo := liveTopology(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	c, err := OpenContainers(state, topo, alloc.Config{}, "")
+	c, err := OpenContainers(state, topo, alloc.NodeSettings{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
 	n, _ := newNode(t)
 	topo := n.Topology()
-	c, err := OpenContainers(n.db.Path(), topo, alloc.Config{}, "")
+	c, err := OpenContainers(n.db.Path(), topo, alloc.NodeSettings{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

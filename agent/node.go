@@ -29,7 +29,7 @@ type Options struct {
 	StatePath string
 	// Topology is the machine; Alloc the allocator's configuration.
 	Topology *topology.Topology
-	Alloc    alloc.Config
+	Alloc    alloc.NodeSettings
 	// Driver enforces the assignments. It must be a cgroup driver (one
 	// implementing enforce.Lister), since workloads outlive the agent and
 	// are found again by their groups.
@@ -81,7 +81,7 @@ type Node struct {
 	db      *store.DB
 	lock    *os.File
 	topo    *topology.Topology
-	cfg     alloc.Config
+	cfg     alloc.NodeSettings
 	drv     enforce.Driver
 	lister  enforce.Lister
 	runs    GroupLister
@@ -227,12 +227,12 @@ func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]record, 
 }
 
 // stateFrom is the allocator state holding as.
-func stateFrom(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, error) {
+func stateFrom(t *topology.Topology, cfg alloc.NodeSettings, as []store.Assignment) (*alloc.State, error) {
 	st, _, err := stateAndRecords(t, cfg, as)
 	return st, err
 }
 
-func stateAndRecords(t *topology.Topology, cfg alloc.Config, as []store.Assignment) (*alloc.State, map[string]record, error) {
+func stateAndRecords(t *topology.Topology, cfg alloc.NodeSettings, as []store.Assignment) (*alloc.State, map[string]record, error) {
 	st, err := alloc.NewState(t, cfg)
 	if err != nil {
 		return nil, nil, err

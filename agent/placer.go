@@ -64,7 +64,7 @@ func (o Owner) alive() bool {
 type StatePlacer struct {
 	db    *store.DB
 	topo  *topology.Topology
-	cfg   alloc.Config
+	cfg   alloc.NodeSettings
 	self  Owner
 	tpc   int
 	wait  time.Duration
@@ -83,7 +83,7 @@ var _ runner.Placer = (*StatePlacer)(nil)
 // (SharedConfig), each placement uses that one, with cfg's reserved CPUs
 // added. live, if not nil, lists the runner's groups (its driver), to keep
 // the reservations of a crashed run's jobs that still run.
-func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait time.Duration, live enforce.Lister) (*StatePlacer, error) {
+func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.NodeSettings, wait time.Duration, live enforce.Lister) (*StatePlacer, error) {
 	self, err := ownerOf(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("reading own start time: %w", err)
@@ -113,14 +113,14 @@ func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.Config, wait t
 // It is read before each admission's transaction, so a daemon recording
 // a new configuration in between takes effect at the next placement;
 // nothing already placed moves.
-func (p *StatePlacer) config() (alloc.Config, alloc.TopologyPolicy, error) {
+func (p *StatePlacer) config() (alloc.NodeSettings, alloc.TopologyPolicy, error) {
 	rc, ok, err := RecordedConfig(p.db)
 	if err != nil || !ok {
 		return p.cfg, alloc.TopologyBestEffort, err
 	}
 	cfg, err := rc.Config(p.topo, p.cfg)
 	if err != nil {
-		return alloc.Config{}, "", fmt.Errorf("placing on %s: %w", p.db.Path(), err)
+		return alloc.NodeSettings{}, "", fmt.Errorf("placing on %s: %w", p.db.Path(), err)
 	}
 	tp := alloc.TopologyPolicy(rc.TopologyPolicy)
 	if tp == "" {
@@ -224,7 +224,7 @@ func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 // neverFits reports whether cfg refuses req even on an empty machine (it
 // asks for more CPUs than the reserved ones leave): waiting for other
 // holders to let go cannot help then.
-func neverFits(t *topology.Topology, cfg alloc.Config, req alloc.Request) bool {
+func neverFits(t *topology.Topology, cfg alloc.NodeSettings, req alloc.Request) bool {
 	st, err := alloc.NewState(t, cfg)
 	if err != nil {
 		return true

@@ -33,12 +33,12 @@ func TestStatePlacerTwoRunsNeverShareACPU(t *testing.T) {
 	topo := liveTopology(t)
 	n := topo.Allowed().Size()
 	state := filepath.Join(t.TempDir(), "state.db")
-	a, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+	a, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := OpenStatePlacer(state, topo, alloc.Config{}, 5*time.Second, nil)
+	b, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 	}
 	db.Close()
 	live := listerOf{{Name: "job-1", OwnerPID: o.PID, Pids: []int{os.Getpid()}}}
-	p, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, live)
+	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestAgentSeesRunReservations(t *testing.T) {
 	topo := liveTopology(t)
 	root := testRoot(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

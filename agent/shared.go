@@ -44,13 +44,13 @@ type SharedConfig struct {
 // sharedConfigOf is what a writer records for cfg and topologyPolicy.
 // (cfg.ReservedCount is not recorded: no front door sets it, and the
 // CPUs it picks depend on each process's own view of the machine.)
-func sharedConfigOf(writer string, cfg alloc.Config, topologyPolicy string) SharedConfig {
+func sharedConfigOf(writer string, cfg alloc.NodeSettings, topologyPolicy string) SharedConfig {
 	return SharedConfig{ReservedCPUs: cfg.Reserved.String(), Policy: string(cfg.Policy),
 		PolicyOptions: cfg.Options, TopologyPolicy: topologyPolicy, Writer: writer, PID: os.Getpid()}
 }
 
 // recordConfig writes what writer places with into db.
-func recordConfig(db *store.DB, writer string, cfg alloc.Config, topologyPolicy string) error {
+func recordConfig(db *store.DB, writer string, cfg alloc.NodeSettings, topologyPolicy string) error {
 	doc, err := json.Marshal(sharedConfigOf(writer, cfg, topologyPolicy))
 	if err != nil {
 		return err
@@ -108,10 +108,10 @@ func ParseSharedConfig(b []byte) (SharedConfig, error) {
 }
 
 // config is c's allocator configuration, without a machine's view.
-func (c SharedConfig) config() (alloc.Config, error) {
+func (c SharedConfig) config() (alloc.NodeSettings, error) {
 	ac, err := Config{ReservedCPUs: c.ReservedCPUs, Policy: c.Policy, PolicyOptions: c.PolicyOptions}.AllocConfig()
 	if err != nil {
-		return alloc.Config{}, fmt.Errorf("recorded configuration: %w", err)
+		return alloc.NodeSettings{}, fmt.Errorf("recorded configuration: %w", err)
 	}
 	return ac, nil
 }
@@ -121,14 +121,14 @@ func (c SharedConfig) config() (alloc.Config, error) {
 // policy and options, and as reserved c's reserved CPUs (those online on
 // t) together with own.Reserved (for a run, the CPUs outside its cpuset
 // cgroup). Errors wrap ErrInvalid.
-func (c SharedConfig) Config(t *topology.Topology, own alloc.Config) (alloc.Config, error) {
+func (c SharedConfig) Config(t *topology.Topology, own alloc.NodeSettings) (alloc.NodeSettings, error) {
 	ac, err := c.config()
 	if err != nil {
-		return alloc.Config{}, err
+		return alloc.NodeSettings{}, err
 	}
 	ac.Reserved = ac.Reserved.Intersection(t.Online()).Union(own.Reserved)
 	if _, err := alloc.NewState(t, ac); err != nil {
-		return alloc.Config{}, fmt.Errorf("%w: the allocator configuration the %s (pid %d) recorded in the state file cannot be used here: %v",
+		return alloc.NodeSettings{}, fmt.Errorf("%w: the allocator configuration the %s (pid %d) recorded in the state file cannot be used here: %v",
 			ErrInvalid, c.Writer, c.PID, err)
 	}
 	return ac, nil

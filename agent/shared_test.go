@@ -44,11 +44,11 @@ func fakeNode(t *testing.T, state string, topo *topology.Topology, o Options) *N
 func TestRunsPlaceWithTheAgentsReservedCPUs(t *testing.T) {
 	topo := topology.MustSynthetic(fourCPUs)
 	state := filepath.Join(t.TempDir(), "state.db")
-	n := fakeNode(t, state, topo, Options{Alloc: alloc.Config{Reserved: cpuset.New(0)}})
+	n := fakeNode(t, state, topo, Options{Alloc: alloc.NodeSettings{Reserved: cpuset.New(0)}})
 
 	// A long wait: a request that can never fit must be refused at once,
 	// not after it.
-	p, err := OpenStatePlacer(state, topo, alloc.Config{}, time.Hour, nil)
+	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRunsPlaceWithTheAgentsReservedCPUs(t *testing.T) {
 	if want := cpuset.New(1, 2, 3); !got.CPUs.Equals(want) {
 		t.Errorf("Place(3) = %s, want %s (cpu 0 is the agent's)", got.CPUs, want)
 	}
-	q, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+	q, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestStatePlacerFollowsTheNewestRecord(t *testing.T) {
 	topo := topology.MustSynthetic(fourCPUs)
 	place := func(t *testing.T, state string, cpus int) cpuset.CPUSet {
 		t.Helper()
-		p, err := OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+		p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,9 +112,9 @@ func TestStatePlacerFollowsTheNewestRecord(t *testing.T) {
 	})
 	t.Run("nri after the agent", func(t *testing.T) {
 		state := filepath.Join(t.TempDir(), "state.db")
-		n := fakeNode(t, state, topo, Options{Alloc: alloc.Config{Reserved: cpuset.New(0)}})
+		n := fakeNode(t, state, topo, Options{Alloc: alloc.NodeSettings{Reserved: cpuset.New(0)}})
 		n.Close()
-		c, err := OpenContainers(state, topo, alloc.Config{Reserved: cpuset.New(3)}, "")
+		c, err := OpenContainers(state, topo, alloc.NodeSettings{Reserved: cpuset.New(3)}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestStatePlacerRefusesABadRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			_, err = OpenStatePlacer(state, topo, alloc.Config{}, 0, nil)
+			_, err = OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("OpenStatePlacer = %v, want ErrInvalid saying %q", err, tc.msg)
 			}

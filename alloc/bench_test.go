@@ -48,7 +48,7 @@ func benchSizes(n int) []int {
 
 func benchState(b *testing.B, topo *topology.Topology, policy Policy, extra int) *State {
 	b.Helper()
-	s, err := NewState(topo, Config{Policy: policy})
+	s, err := NewState(topo, NodeSettings{Policy: policy})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func BenchmarkDecisionSize(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/cpus=%d", policy, n), func(b *testing.B) {
 				states := make([]*State, 64)
 				for i := range states {
-					s, err := NewState(topo, Config{Policy: policy})
+					s, err := NewState(topo, NodeSettings{Policy: policy})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -216,7 +216,7 @@ func BenchmarkDecisionSizeFresh(b *testing.B) {
 						occ[i] = append(occ[i], Assignment{ID: fmt.Sprintf("busy-%d", j), CPUs: set})
 					}
 				}
-				cfg := Config{Policy: policy}
+				cfg := NodeSettings{Policy: policy}
 				timeDecisions(b, len(occ), func(i int) error {
 					s, err := NewState(topo, cfg)
 					if err != nil {

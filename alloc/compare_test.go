@@ -44,7 +44,7 @@ func TestCorepinAlignedAtLeastAsWellAsKubelet(t *testing.T) {
 		topo := topos[name]
 		rng := rand.New(rand.NewPCG(42, uint64(ti)))
 		for trial := range 60 {
-			cfg := Config{ReservedCount: rng.IntN(2)}
+			cfg := NodeSettings{ReservedCount: rng.IntN(2)}
 			kcfg := cfg
 			kcfg.Policy = PolicyKubelet
 			if trial%2 == 1 {

@@ -5,7 +5,7 @@
 //
 // # Using it
 //
-// NewState takes a topology.Topology and a Config (engine, kubelet option
+// NewState takes a topology.Topology and NodeSettings (engine, kubelet option
 // names, reserved CPUs). Assign records workloads already placed;
 // Allocate places a Request and records it; Release frees it. Quality and
 // Fragmentation measure a set of CPUs against the state; Pools returns the

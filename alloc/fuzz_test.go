@@ -48,7 +48,7 @@ func FuzzKubeletTerminates(f *testing.F) {
 		if rng.IntN(2) == 0 {
 			reserved = cpuset.New(0)
 		}
-		s, err := NewState(topo, Config{Policy: policy, Options: opts, Reserved: reserved})
+		s, err := NewState(topo, NodeSettings{Policy: policy, Options: opts, Reserved: reserved})
 		if errors.Is(err, ErrInvalid) {
 			return // an option pair kubelet refuses
 		}

@@ -17,11 +17,11 @@ import (
 // topology (the extender builds a topology per node change).
 func TestIndexSharedByTopology(t *testing.T) {
 	topo := topology.MustSynthetic(benchShape)
-	a, err := NewState(topo, Config{})
+	a, err := NewState(topo, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewState(topo, Config{Policy: PolicyKubelet})
+	b, err := NewState(topo, NodeSettings{Policy: PolicyKubelet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestIndexSharedByTopology(t *testing.T) {
 		t.Errorf("Topology() is not the topology the State was built on")
 	}
 	other := topology.MustSynthetic(benchShape)
-	c, err := NewState(other, Config{})
+	c, err := NewState(other, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestSharedPoolsLeaveIsolatedCPUs(t *testing.T) {
 			t.Fatalf("%s: IsolatedCPUs = %s, want %s", tc.name, got, apart)
 		}
 		for _, policy := range []Policy{PolicyCorepin, PolicyKubelet} {
-			s, err := NewState(topo, Config{Policy: policy})
+			s, err := NewState(topo, NodeSettings{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestIsolatedRequests(t *testing.T) {
 	iso := cpuset.New(6, 7)
 	for _, policy := range []Policy{PolicyCorepin, PolicyKubelet} {
 		t.Run(string(policy), func(t *testing.T) {
-			s, err := NewState(topo, Config{Policy: policy})
+			s, err := NewState(topo, NodeSettings{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestIsolatedRequests(t *testing.T) {
 // isolated CPUs are for).
 func TestIsolatedDefaultFallsBack(t *testing.T) {
 	topo := isolatedMachine(t, "6-7", "6-7")
-	s, err := NewState(topo, Config{})
+	s, err := NewState(topo, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestIsolatedDefaultFallsBack(t *testing.T) {
 // TestIsolatedBadRequests: isolated policies are checked where written.
 func TestIsolatedBadRequests(t *testing.T) {
 	plain := isolatedMachine(t, "", "(null)")
-	s, err := NewState(plain, Config{})
+	s, err := NewState(plain, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestSharedCPUsAllIsolated(t *testing.T) {
 	if got := SharedCPUs(topo); !got.Equals(topo.Allowed()) {
 		t.Errorf("SharedCPUs = %s, want every allowed cpu %s", got, topo.Allowed())
 	}
-	s, err := NewState(topo, Config{})
+	s, err := NewState(topo, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func koordMachine(t *testing.T, m [4]int) *topology.Topology {
 // again is left with its first holder.
 func koordState(t *testing.T, topo *topology.Topology, c koordCase) *State {
 	t.Helper()
-	s, err := NewState(topo, Config{Policy: PolicyCorepin})
+	s, err := NewState(topo, NodeSettings{Policy: PolicyCorepin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func loadKubeCases(t *testing.T) (kubeCaseFile, map[string]*topology.Topology) {
 // free set (and outside the reserved CPUs) held by a placeholder workload.
 func kubeState(t *testing.T, topo *topology.Topology, c kubeCase, policy Policy) *State {
 	t.Helper()
-	cfg := Config{Policy: policy, Options: c.Options, Reserved: cpuset.MustParse(c.Reserved), ReservedCount: c.ReservedCount}
+	cfg := NodeSettings{Policy: policy, Options: c.Options, Reserved: cpuset.MustParse(c.Reserved), ReservedCount: c.ReservedCount}
 	s, err := NewState(topo, cfg)
 	if err != nil {
 		t.Fatalf("NewState: %v", err)

@@ -78,7 +78,7 @@ func TestNoNodeCPUsAllocate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			none := topo.NoNodeCPUs()
 			for _, policy := range []Policy{PolicyCorepin, PolicyKubelet} {
-				s, err := NewState(topo, Config{Policy: policy})
+				s, err := NewState(topo, NodeSettings{Policy: policy})
 				if err != nil {
 					t.Fatalf("NewState(%s): %v", policy, err)
 				}

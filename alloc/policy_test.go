@@ -19,7 +19,7 @@ var small = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 2, CoresPer
 func TestPolicyOptions(t *testing.T) {
 	tests := []struct {
 		name       string
-		cfg        Config
+		cfg        NodeSettings
 		assigned   []Assignment
 		req        Request
 		want       string // cpuset, when placed
@@ -30,7 +30,7 @@ func TestPolicyOptions(t *testing.T) {
 		{name: "FullPCPUs skips a half-used core",
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.New(0)}}, req: Request{CPUs: 2, Bind: BindFullPCPUs}, want: "1,17"},
 		{name: "full-pcpus-only makes every request whole cores",
-			cfg: Config{Options: []string{OptFullPCPUsOnly}}, req: Request{CPUs: 3}, wantReject: OptFullPCPUsOnly},
+			cfg: NodeSettings{Options: []string{OptFullPCPUsOnly}}, req: Request{CPUs: 3}, wantReject: OptFullPCPUsOnly},
 		{name: "SpreadByPCPUs takes one thread per core", req: Request{CPUs: 3, Bind: BindSpreadByPCPUs}, want: "0-2"},
 		{name: "SpreadByPCPUs takes second threads only when out of cores",
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("4-15,20-31")}}, req: Request{CPUs: 6, Bind: BindSpreadByPCPUs}, want: "0-3,16-17"},
@@ -57,7 +57,7 @@ func TestPolicyOptions(t *testing.T) {
 		{name: "MostAllocated fills one node before the next",
 			req: Request{CPUs: 20, NUMA: MostAllocated}, want: "0-9,16-25"},
 		{name: "distribute-cpus-across-numa is DistributeEvenly",
-			cfg: Config{Options: []string{OptDistributeAcrossNUMA}}, req: Request{CPUs: 20}, want: "0-4,8-12,16-20,24-28"},
+			cfg: NodeSettings{Options: []string{OptDistributeAcrossNUMA}}, req: Request{CPUs: 20}, want: "0-4,8-12,16-20,24-28"},
 		{name: "L3-aware: a request that fits one L3 stays in it",
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-1,16-17")}}, req: Request{CPUs: 6}, want: "4-6,20-22"},
 		{name: "restricted refuses when more nodes than needed would be spanned",
@@ -67,23 +67,23 @@ func TestPolicyOptions(t *testing.T) {
 		{name: "single-numa-node refuses a split",
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-4,8-12,16-20,24-28")}}, req: Request{CPUs: 8, TopologyPolicy: TopologySingleNUMANode}, wantReject: "single-numa-node"},
 		{name: "kubelet restricted takes the hinted node",
-			cfg:      Config{Policy: PolicyKubelet},
+			cfg:      NodeSettings{Policy: PolicyKubelet},
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-5,16-21")}}, req: Request{CPUs: 6, TopologyPolicy: TopologyRestricted}, want: "8-10,24-26"},
 		{name: "kubelet without a topology policy packs into the fuller node first",
-			cfg:      Config{Policy: PolicyKubelet},
+			cfg:      NodeSettings{Policy: PolicyKubelet},
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-5,16-21")}}, req: Request{CPUs: 6}, want: "6-8,22-24"},
 		{name: "kubelet single-numa-node refuses a split",
-			cfg:      Config{Policy: PolicyKubelet},
+			cfg:      NodeSettings{Policy: PolicyKubelet},
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-4,8-12,16-20,24-28")}}, req: Request{CPUs: 8, TopologyPolicy: TopologySingleNUMANode}, wantReject: "single-numa-node"},
 		{name: "reserved cpus are never handed out",
-			cfg: Config{Reserved: cpuset.New(0, 16)}, req: Request{CPUs: 2}, want: "1,17"},
+			cfg: NodeSettings{Reserved: cpuset.New(0, 16)}, req: Request{CPUs: 2}, want: "1,17"},
 		{name: "SYSTEM gets the reserved cpus",
-			cfg: Config{Reserved: cpuset.New(0, 16)}, req: Request{CPUs: 2, QoS: SYSTEM}, want: "0,16"},
+			cfg: NodeSettings{Reserved: cpuset.New(0, 16)}, req: Request{CPUs: 2, QoS: SYSTEM}, want: "0,16"},
 		{name: "SYSTEM without reserved cpus is refused", req: Request{CPUs: 1, QoS: SYSTEM}, wantReject: "SYSTEM"},
 		{name: "LS shares the pool left by exclusive sets",
-			cfg: Config{Reserved: cpuset.New(0, 16)}, assigned: []Assignment{{ID: "x", CPUs: cpuset.New(1, 17)}}, req: Request{MilliCPUs: 1500, QoS: LS}, want: "0,2-16,18-31"},
+			cfg: NodeSettings{Reserved: cpuset.New(0, 16)}, assigned: []Assignment{{ID: "x", CPUs: cpuset.New(1, 17)}}, req: Request{MilliCPUs: 1500, QoS: LS}, want: "0,2-16,18-31"},
 		{name: "strict-cpu-reservation keeps LS off the reserved cpus",
-			cfg: Config{Reserved: cpuset.New(0, 16), Options: []string{OptStrictCPUReservation}}, req: Request{MilliCPUs: 500, QoS: LS}, want: "1-15,17-31"},
+			cfg: NodeSettings{Reserved: cpuset.New(0, 16), Options: []string{OptStrictCPUReservation}}, req: Request{MilliCPUs: 500, QoS: LS}, want: "1-15,17-31"},
 		{name: "LS quota beyond the pool is refused",
 			assigned: []Assignment{{ID: "x", CPUs: cpuset.MustParse("0-23")}}, req: Request{MilliCPUs: 8500, QoS: LS}, wantReject: "LS pool"},
 		{name: "BE may borrow LSR cpus",
@@ -125,7 +125,7 @@ func TestPolicyOptions(t *testing.T) {
 
 func TestRejectionNamesWhatWouldFit(t *testing.T) {
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 2})
-	s, err := NewState(topo, Config{})
+	s, err := NewState(topo, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,12 +157,12 @@ func TestConfigRejectsKubeletConflicts(t *testing.T) {
 		{OptPreferAlignByUncoreCache, OptDistributeAcrossNUMA},
 		{"no-such-option"},
 	} {
-		if _, err := NewState(topo, Config{Policy: PolicyKubelet, Options: opts}); !errors.Is(err, ErrInvalid) {
+		if _, err := NewState(topo, NodeSettings{Policy: PolicyKubelet, Options: opts}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewState(%v) error = %v, want ErrInvalid", opts, err)
 		}
 	}
 	multi := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
-	s, err := NewState(multi, Config{Policy: PolicyKubelet, Options: []string{OptAlignBySocket}})
+	s, err := NewState(multi, NodeSettings{Policy: PolicyKubelet, Options: []string{OptAlignBySocket}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestManyNUMANodesStayFast(t *testing.T) {
 	} {
 		topo := topology.MustSynthetic(shape)
 		for _, policy := range []Policy{PolicyCorepin, PolicyKubelet} {
-			s, err := NewState(topo, Config{Policy: policy})
+			s, err := NewState(topo, NodeSettings{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestManyNUMANodesStayFast(t *testing.T) {
 // admitted.
 func TestAdmitReleasesWhatStarvesThePools(t *testing.T) {
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 1})
-	st, err := NewState(topo, Config{})
+	st, err := NewState(topo, NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

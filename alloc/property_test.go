@@ -38,8 +38,8 @@ func propertyTopologies(t *testing.T) map[string]*topology.Topology {
 }
 
 // randomConfig picks a policy and a set of options kubelet accepts together.
-func randomConfig(rng *rand.Rand, topo *topology.Topology) Config {
-	cfg := Config{Policy: PolicyCorepin}
+func randomConfig(rng *rand.Rand, topo *topology.Topology) NodeSettings {
+	cfg := NodeSettings{Policy: PolicyCorepin}
 	if rng.IntN(2) == 0 {
 		cfg.Policy = PolicyKubelet
 	}
@@ -55,7 +55,7 @@ func randomConfig(rng *rand.Rand, topo *topology.Topology) Config {
 	return cfg
 }
 
-func randomRequest(rng *rand.Rand, cfg Config, i, ncpu int) Request {
+func randomRequest(rng *rand.Rand, cfg NodeSettings, i, ncpu int) Request {
 	r := Request{ID: fmt.Sprintf("w%d", i), CPUs: 1 + rng.IntN(max(1, ncpu/4))}
 	switch rng.IntN(10) {
 	case 0:

@@ -86,7 +86,7 @@ func TestKubeletRegressions(t *testing.T) {
 						continue
 					}
 				}
-				s, err := NewState(topo, Config{Policy: policy, Options: tc.options, Reserved: cpuset.MustParse(tc.reserved)})
+				s, err := NewState(topo, NodeSettings{Policy: policy, Options: tc.options, Reserved: cpuset.MustParse(tc.reserved)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +130,7 @@ func TestKubeletRegressions(t *testing.T) {
 // nodes that hold 1. corepin must return, with whole cores.
 func TestDistributeAcrossNUMAFullPCPUsHang(t *testing.T) {
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 4, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
-	s, err := NewState(topo, Config{Policy: PolicyKubelet, Options: []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA}})
+	s, err := NewState(topo, NodeSettings{Policy: PolicyKubelet, Options: []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestKoordinatorRegressions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := topology.MustSynthetic(tc.shape)
-			s, err := NewState(topo, Config{})
+			s, err := NewState(topo, NodeSettings{})
 			if err != nil {
 				t.Fatal(err)
 			}

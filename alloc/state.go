@@ -19,7 +19,7 @@ type State struct {
 	ix       *index
 	policy   Policy
 	opts     options
-	optNames []string // Config.Options as given
+	optNames []string // NodeSettings.Options as given
 
 	reserved, reservedPhys bitset
 	used                   bitset // CPUs held by LSE and LSR assignments
@@ -51,7 +51,7 @@ type State struct {
 // NewState returns an empty State for t. It fails with ErrInvalid on an
 // unknown policy or option, a pair of options kubelet refuses together,
 // reserved CPUs that are not online, or a NUMA node id above cpuset.MaxCPU.
-func NewState(t *topology.Topology, cfg Config) (*State, error) {
+func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 	if t == nil {
 		return nil, invalid("no topology")
 	}

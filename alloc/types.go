@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,8 +119,13 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Config is what stays fixed for the life of a State.
-type Config struct {
+// NodeSettings are a node's allocator settings: the one type every front
+// door converts its own form to (the agent's YAML, the shared state, the
+// node annotations and NRT attributes). Policy, Options, Reserved and
+// ReservedCount stay fixed for the life of a State; TopologyPolicy, Bind
+// and NUMA are the node's defaults for the requests placed on it, applied
+// by Apply.
+type NodeSettings struct {
 	// Policy selects the engine; empty means PolicyCorepin.
 	Policy Policy
 	// Options are kubelet static-policy option names. The kubelet engine
@@ -133,6 +139,41 @@ type Config struct {
 	// the way the engine places an exclusive request (kubelet's
 	// --kube-reserved cpu without --reserved-cpus).
 	ReservedCount int
+	// TopologyPolicy is given to requests that name none (kubelet's
+	// topologyManagerPolicy); empty is none.
+	TopologyPolicy TopologyPolicy
+	// Bind, when set, is the bind policy of every exclusive (LSE, LSR)
+	// request placed on the node, whatever the request asks (Koordinator's
+	// node label node.koordinator.sh/cpu-bind-policy).
+	Bind Bind
+	// NUMA, when set, is the NUMA strategy of every exclusive request
+	// placed on the node (node.koordinator.sh/numa-allocate-strategy).
+	NUMA NUMAStrategy
+}
+
+// Apply is the one rule that puts a node's settings on a request: r gets
+// the node's topology policy when it names none; on the kubelet engine,
+// which knows neither bind, exclusivity nor NUMA strategy (its options say
+// how it places), r loses all three; otherwise an exclusive r (LSE, LSR or
+// no class, which means LSE) takes the node's bind and NUMA strategy when
+// the node sets them.
+func (s NodeSettings) Apply(r Request) Request {
+	if r.TopologyPolicy == "" {
+		r.TopologyPolicy = cmp.Or(s.TopologyPolicy, TopologyNone)
+	}
+	if s.Policy == PolicyKubelet {
+		r.Bind, r.Exclusive, r.NUMA = "", "", ""
+		return r
+	}
+	if r.QoS == LSE || r.QoS == LSR || r.QoS == "" {
+		if s.Bind != "" {
+			r.Bind = s.Bind
+		}
+		if s.NUMA != "" {
+			r.NUMA = s.NUMA
+		}
+	}
+	return r
 }
 
 // Request asks for CPUs for one workload.
@@ -211,14 +252,14 @@ type Assignment struct {
 	Exclusive Exclusive
 }
 
-// options is the parsed form of Config.Options.
+// options is the parsed form of NodeSettings.Options.
 type options struct {
 	fullPCPUs, distributeNUMA, alignBySocket, distributeCores, strict, uncore bool
 }
 
 var knownOptions = []string{OptFullPCPUsOnly, OptDistributeAcrossNUMA, OptAlignBySocket, OptDistributeAcrossCores, OptStrictCPUReservation, OptPreferAlignByUncoreCache}
 
-// CheckOptions reports whether NewState accepts names as Config.Options:
+// CheckOptions reports whether NewState accepts names as NodeSettings.Options:
 // every name one of the kubelet option names, and no pair kubelet refuses
 // together. It does not check what depends on a machine (align-by-socket
 // on fewer NUMA nodes than sockets). Errors wrap ErrInvalid and list the

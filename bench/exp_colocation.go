@@ -199,7 +199,7 @@ func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 		if policy == polLSR {
 			bind = alloc.BindSpreadByPCPUs
 		}
-		st, err := alloc.NewState(env.Topo, alloc.Config{Reserved: env.Topo.Online().Difference(work)})
+		st, err := alloc.NewState(env.Topo, alloc.NodeSettings{Reserved: env.Topo.Online().Difference(work)})
 		if err != nil {
 			return pl, err
 		}

@@ -171,7 +171,7 @@ func (d Document) Place(load Loader) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := alloc.NewState(topo, alloc.Config{Policy: alloc.Policy(d.Policy), Options: d.Options, Reserved: reserved})
+	st, err := alloc.NewState(topo, alloc.NodeSettings{Policy: alloc.Policy(d.Policy), Options: d.Options, Reserved: reserved})
 	if err != nil {
 		return nil, invalid(err)
 	}

@@ -23,7 +23,7 @@ var _ Placer = (*AllocPlacer)(nil)
 // NewAllocPlacer returns a placer over t's CPUs that corepin's own cpuset
 // cgroup allows; the others are not ours to hand out.
 func NewAllocPlacer(t *topology.Topology) (*AllocPlacer, error) {
-	st, err := alloc.NewState(t, alloc.Config{Reserved: t.Online().Difference(t.Allowed())})
+	st, err := alloc.NewState(t, alloc.NodeSettings{Reserved: t.Online().Difference(t.Allowed())})
 	if err != nil {
 		return nil, fmt.Errorf("starting the allocator: %w", err)
 	}

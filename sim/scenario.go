@@ -62,8 +62,8 @@ type NodeSettings struct {
 }
 
 // config is the allocator configuration of s with reserved CPUs.
-func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.Config {
-	return alloc.Config{Policy: s.Policy, Options: s.Options, Reserved: reserved}
+func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.NodeSettings {
+	return alloc.NodeSettings{Policy: s.Policy, Options: s.Options, Reserved: reserved}
 }
 
 // configKey names what of s makes the allocator State (config): its

@@ -87,7 +87,7 @@ func TestDepartRestoresNodes(t *testing.T) {
 	}
 	for _, run := range Runs(Scenarios(), []NodeChoice{FirstFit, BestFit}) {
 		t.Run(run.Scenario.Name+"/"+string(run.NodeChoice), func(t *testing.T) {
-			fresh, err := alloc.NewState(topo, alloc.Config{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
+			fresh, err := alloc.NewState(topo, alloc.NodeSettings{Policy: run.Scenario.Policy, Options: run.Scenario.Options, Reserved: cfg.Reserved})
 			if err != nil {
 				t.Fatal(err)
 			}

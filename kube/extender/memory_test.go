@@ -48,7 +48,7 @@ func TestStateBytesEstimate(t *testing.T) {
 			const n = 16
 			var nodes []*rawNode
 			for i := range n {
-				st, err := alloc.NewState(topo, alloc.Config{Reserved: cpuset.New(0)})
+				st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -133,7 +133,7 @@ func bigBody(t *testing.T, size, distinct int) ([]byte, int) {
 	n := 0
 	for ; ; n++ {
 		if n < distinct {
-			st, err := alloc.NewState(big, alloc.Config{Reserved: cpuset.New(0)})
+			st, err := alloc.NewState(big, alloc.NodeSettings{Reserved: cpuset.New(0)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,7 +36,7 @@ var twoByEight = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, Cor
 // plugin that names no pods).
 func burstNode(t *testing.T, name string, held []alloc.Assignment, pods map[string]string) corev1.Node {
 	t.Helper()
-	st, err := alloc.NewState(topology.MustSynthetic(twoByEight), alloc.Config{})
+	st, err := alloc.NewState(topology.MustSynthetic(twoByEight), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,19 +97,19 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 	states := []struct {
 		name  string
 		shape topology.Shape
-		cfg   alloc.Config
+		cfg   alloc.NodeSettings
 		// topologyPolicy is the node's default (the NRI plugin's).
 		topologyPolicy string
 		held           []alloc.Request
 	}{
 		{name: "empty, nothing reserved", shape: twoNodes},
-		{name: "reserved core and mixed workloads", shape: twoNodes, cfg: alloc.Config{Reserved: cpuset.New(0, 8)}, held: []alloc.Request{
+		{name: "reserved core and mixed workloads", shape: twoNodes, cfg: alloc.NodeSettings{Reserved: cpuset.New(0, 8)}, held: []alloc.Request{
 			{ID: "ns/a", CPUs: 4, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
 			{ID: "ns/b", CPUs: 1, QoS: alloc.LSR, Exclusive: alloc.ExclusivePCPULevel},
 			{ID: "ns/c", MilliCPUs: 2500, QoS: alloc.LS},
 			{ID: "ns/d", MilliCPUs: 100, QoS: alloc.BE},
 		}},
-		{name: "four nodes, NUMA-level exclusive", shape: fourNodes, cfg: alloc.Config{Reserved: cpuset.New(0)}, held: []alloc.Request{
+		{name: "four nodes, NUMA-level exclusive", shape: fourNodes, cfg: alloc.NodeSettings{Reserved: cpuset.New(0)}, held: []alloc.Request{
 			{ID: "ns/a", CPUs: 3, QoS: alloc.LSE, Exclusive: alloc.ExclusiveNUMANodeLevel, TopologyPolicy: alloc.TopologySingleNUMANode},
 			{ID: "ns/b", CPUs: 6, QoS: alloc.LSE, TopologyPolicy: alloc.TopologyRestricted},
 		}},
@@ -117,19 +117,19 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		// sibling as taken, so the extender must know it is reserved, not
 		// held.
 		{name: "kubelet, full-pcpus-only, a reserved CPU", shape: twoNodes,
-			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: fullPCPUs, Reserved: cpuset.New(0)}, held: plain[:1]},
+			cfg: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: fullPCPUs, Reserved: cpuset.New(0)}, held: plain[:1]},
 		{name: "kubelet, full-pcpus-only, reserved by count", shape: fourNodes,
-			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: fullPCPUs, ReservedCount: 2}, held: plain},
+			cfg: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: fullPCPUs, ReservedCount: 2}, held: plain},
 		{name: "kubelet, strict-cpu-reservation and distribute-cpus-across-numa", shape: fourNodes,
-			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptStrictCPUReservation, alloc.OptDistributeAcrossNUMA}, Reserved: cpuset.New(0, 16)}, held: plain},
+			cfg: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptStrictCPUReservation, alloc.OptDistributeAcrossNUMA}, Reserved: cpuset.New(0, 16)}, held: plain},
 		{name: "corepin, full-pcpus-only", shape: twoNodes,
-			cfg: alloc.Config{Options: fullPCPUs, Reserved: cpuset.New(0, 8)}, held: mixed},
+			cfg: alloc.NodeSettings{Options: fullPCPUs, Reserved: cpuset.New(0, 8)}, held: mixed},
 		{name: "node default single-numa-node", shape: twoNodes, topologyPolicy: "single-numa-node",
-			cfg: alloc.Config{Reserved: cpuset.New(0)}, held: mixed[:2]},
+			cfg: alloc.NodeSettings{Reserved: cpuset.New(0)}, held: mixed[:2]},
 		{name: "kubelet, node default restricted", shape: fourNodes, topologyPolicy: "restricted",
 			// 3 CPUs free on each of nodes 1 to 3: 9 fit on three nodes,
 			// not on the two restricted asks for.
-			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0, 16)}, held: append(slices.Clone(plain[:2]),
+			cfg: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0, 16)}, held: append(slices.Clone(plain[:2]),
 				alloc.Request{ID: "ns/e", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode},
 				alloc.Request{ID: "ns/f", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode},
 				alloc.Request{ID: "ns/g", CPUs: 5, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode})},
@@ -202,7 +202,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 	}
 	t.Run("coarse fallback", func(t *testing.T) {
 		big := topology.MustSynthetic(topology.Shape{Sockets: 8, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 48, ThreadsPerCore: 2})
-		st, err := alloc.NewState(big, alloc.Config{Reserved: cpuset.New(0, 1)})
+		st, err := alloc.NewState(big, alloc.NodeSettings{Reserved: cpuset.New(0, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}

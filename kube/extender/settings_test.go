@@ -33,21 +33,21 @@ func TestNodeSettingsChangeTheVerdict(t *testing.T) {
 	smt := topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}
 	tests := []struct {
 		name           string
-		cfg            alloc.Config
+		cfg            alloc.NodeSettings
 		topologyPolicy string
 		held           []alloc.Request
 		pod            *corev1.Pod
 		reason         string
 	}{
 		{name: "kubelet full-pcpus-only refuses an odd count on SMT",
-			cfg: alloc.Config{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}},
+			cfg: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}},
 			pod: guaranteedPod("odd", "3", nil, nil), reason: "3 CPUs is not a whole number of 2-thread cores"},
 		{name: "corepin full-pcpus-only refuses an odd count on SMT",
-			cfg:  alloc.Config{Options: []string{alloc.OptFullPCPUsOnly}},
+			cfg:  alloc.NodeSettings{Options: []string{alloc.OptFullPCPUsOnly}},
 			held: []alloc.Request{{ID: "a", CPUs: 2}},
 			pod:  guaranteedPod("odd", "5", nil, nil), reason: "5 CPUs is not a whole number of 2-thread cores"},
 		{name: "node default single-numa-node, pod names none",
-			cfg: alloc.Config{}, topologyPolicy: "single-numa-node",
+			cfg: alloc.NodeSettings{}, topologyPolicy: "single-numa-node",
 			pod: guaranteedPod("nine", "9", nil, nil), reason: "no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)"},
 	}
 	for _, tc := range tests {
@@ -94,7 +94,7 @@ func failedAll(res extenderv1.ExtenderFilterResult) extenderv1.FailedNodesMap {
 // A pod's own corepin.io/numa-policy overrides the node's default, as on
 // the node; the verdict cache keeps the two apart.
 func TestPodTopologyPolicyOverridesTheNodeDefault(t *testing.T) {
-	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.Config{})
+	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestPodTopologyPolicyOverridesTheNodeDefault(t *testing.T) {
 // reason naming the annotation and what it allows, on the typed and the
 // fast path alike; it never panics and never judges the node without it.
 func TestBadAllocatorAnnotationFailsTheNode(t *testing.T) {
-	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.Config{})
+	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestBadAllocatorAnnotationFailsTheNode(t *testing.T) {
 // assignments under other settings are decoded anew, never served from the
 // cache of the first.
 func TestSettingsAreInTheStateKey(t *testing.T) {
-	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.Config{})
+	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

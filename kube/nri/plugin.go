@@ -38,7 +38,7 @@ type Options struct {
 	// Topology is the machine (topology.Open of a sysfs root).
 	Topology *topology.Topology
 	// Alloc is the allocator's configuration: policy, options, reserved CPUs.
-	Alloc alloc.Config
+	Alloc alloc.NodeSettings
 	// TopologyPolicy is given to requests that name none.
 	TopologyPolicy string
 	// Logger gets structured logs; nil discards them.

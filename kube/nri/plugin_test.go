@@ -224,7 +224,7 @@ func (f *fakeRuntime) cpusets() map[string]string {
 }
 
 // connected is a runtime with a plugin on a fresh state file, synchronised.
-func connected(t *testing.T, cfg alloc.Config) (*fakeRuntime, *Plugin) {
+func connected(t *testing.T, cfg alloc.NodeSettings) (*fakeRuntime, *Plugin) {
 	t.Helper()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
@@ -245,7 +245,7 @@ func socketDir(t *testing.T) string {
 	return dir
 }
 
-func newPlugin(t *testing.T, state string, cfg alloc.Config) *Plugin {
+func newPlugin(t *testing.T, state string, cfg alloc.NodeSettings) *Plugin {
 	t.Helper()
 	p, err := New(Options{State: state, Topology: topology.MustSynthetic(twoNodes), Alloc: cfg})
 	if err != nil {
@@ -263,7 +263,7 @@ var (
 )
 
 func TestCreateLSEFullPCPUsGetsWholeCoresOnOneNode(t *testing.T) {
-	f, _ := connected(t, alloc.Config{Reserved: cpuset.New(0)})
+	f, _ := connected(t, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	ctr := f.mustCreate(lse4)
 	cpu := ctr.Linux.Resources.Cpu
 	set, err := cpuset.Parse(cpu.Cpus)
@@ -300,7 +300,7 @@ func TestCreateBEGetsBEPoolWithIdleWeight(t *testing.T) {
 	t.Cleanup(f.r.Stop)
 	// strict-cpu-reservation keeps the reserved CPUs out of the shared
 	// pools (as kubelet's option does).
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{Reserved: cpuset.New(0, 8), Options: []string{"strict-cpu-reservation"}})
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.NodeSettings{Reserved: cpuset.New(0, 8), Options: []string{"strict-cpu-reservation"}})
 	f.connect(p)
 	bec := f.mustCreate(be)
 	if got, want := bec.Linux.Resources.Cpu.Cpus, "1-7,9-15"; got != want {
@@ -323,7 +323,7 @@ func TestCreateBEGetsBEPoolWithIdleWeight(t *testing.T) {
 }
 
 func TestCreateLSGetsSharesAndQuota(t *testing.T) {
-	f, _ := connected(t, alloc.Config{})
+	f, _ := connected(t, alloc.NodeSettings{})
 	c := f.mustCreate(ls1500)
 	cpu := c.Linux.Resources.Cpu
 	if cpu.Cpus != "0-15" || cpu.Shares.GetValue() != 1536 || cpu.Quota.GetValue() != 150000 || cpu.Period.GetValue() != 100000 {
@@ -337,7 +337,7 @@ func TestPluginRestartResynchronisesWithoutMoving(t *testing.T) {
 	f := newRuntime(t, dir)
 	t.Cleanup(f.r.Stop)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := newPlugin(t, state, alloc.Config{Reserved: cpuset.New(0)})
+	p := newPlugin(t, state, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	s := f.connect(p)
 	f.mustCreate(lse4)
 	f.mustCreate(ls1500)
@@ -361,7 +361,7 @@ func TestPluginRestartResynchronisesWithoutMoving(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p2 := newPlugin(t, tc.state, alloc.Config{Reserved: cpuset.New(0)})
+			p2 := newPlugin(t, tc.state, alloc.NodeSettings{Reserved: cpuset.New(0)})
 			s2 := f.connect(p2)
 			defer s2.Stop()
 			f.mu.Lock()
@@ -389,7 +389,7 @@ func TestSynchronizeRepairsAMovedContainer(t *testing.T) {
 	f := newRuntime(t, dir)
 	t.Cleanup(f.r.Stop)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := newPlugin(t, state, alloc.Config{})
+	p := newPlugin(t, state, alloc.NodeSettings{})
 	s := f.connect(p)
 	lse := f.mustCreate(lse4)
 	pinned := lse.Linux.Resources.Cpu.Cpus
@@ -404,7 +404,7 @@ func TestSynchronizeRepairsAMovedContainer(t *testing.T) {
 }
 
 func TestUpdateContainerAnsweredWithPin(t *testing.T) {
-	f, _ := connected(t, alloc.Config{})
+	f, _ := connected(t, alloc.NodeSettings{})
 	lse := f.mustCreate(lse4)
 	pinned := lse.Linux.Resources.Cpu.Cpus
 	f.mu.Lock()
@@ -427,7 +427,7 @@ func TestUpdateContainerAnsweredWithPin(t *testing.T) {
 }
 
 func TestRemoveContainerReleases(t *testing.T) {
-	f, p := connected(t, alloc.Config{})
+	f, p := connected(t, alloc.NodeSettings{})
 	full := podSpec{name: "all", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 16384, quota: 1600000}
 	c := f.mustCreate(full)
 	if _, _, err := f.create(podSpec{name: "second", labels: map[string]string{LabelQoSClass: "LSE"}, shares: 1024, quota: 100000}); err == nil {
@@ -448,7 +448,7 @@ func TestRemoveContainerReleases(t *testing.T) {
 func TestRunReconnectsAfterRuntimeRestart(t *testing.T) {
 	dir := socketDir(t)
 	f := newRuntime(t, dir)
-	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.Config{})
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.NodeSettings{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	// The in-process runtime's Stop leaves external plugins' connections
@@ -509,7 +509,7 @@ func TestRunReconnectsAfterRuntimeRestart(t *testing.T) {
 // PolicyKubelet, parity-tested in alloc) gives the same Guaranteed
 // containers, in order, with the same reserved CPUs.
 func TestPolicyKubeletGivesKubeletCpusets(t *testing.T) {
-	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	cfg := alloc.NodeSettings{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
 	f, _ := connected(t, cfg)
 	want, err := alloc.NewState(topology.MustSynthetic(twoNodes), cfg)
 	if err != nil {
@@ -558,7 +558,7 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 // spread over both nodes; annotated single-numa-node it gets node 1 only.
 // A bad value is refused with a message naming the annotation.
 func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
-	cfg := alloc.Config{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
+	cfg := alloc.NodeSettings{Policy: alloc.PolicyKubelet, Reserved: cpuset.New(0)}
 	topo := topology.MustSynthetic(twoNodes)
 	nodesOf := func(set string) map[topology.NodeID]bool {
 		s, err := cpuset.Parse(set)
@@ -693,7 +693,7 @@ func runPlugin(t *testing.T, f *fakeRuntime, o Options) *Plugin {
 func TestSharedPoolsRegrowAfterExclusiveContainerEnds(t *testing.T) {
 	for _, how := range []string{"stop", "remove"} {
 		t.Run(how, func(t *testing.T) {
-			f, p := connected(t, alloc.Config{Reserved: cpuset.New(0)})
+			f, p := connected(t, alloc.NodeSettings{Reserved: cpuset.New(0)})
 			ls := f.mustCreate(ls1500)
 			bec := f.mustCreate(be)
 			sharedOf := func() map[string]cpuset.CPUSet {

@@ -22,18 +22,18 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 	tests := []struct {
 		name           string
 		shape          topology.Shape
-		cfg            alloc.Config
+		cfg            alloc.NodeSettings
 		topologyPolicy string
 		coarse         bool
 		want           string
 	}{
 		{name: "defaults", shape: twoNodes, want: `{"policy":"corepin"}`},
 		{name: "kubelet with options and a default topology policy", shape: twoNodes,
-			cfg:            alloc.Config{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly, alloc.OptStrictCPUReservation}, Reserved: cpuset.New(0, 8)},
+			cfg:            alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly, alloc.OptStrictCPUReservation}, Reserved: cpuset.New(0, 8)},
 			topologyPolicy: "single-numa-node",
 			want:           `{"policy":"kubelet","options":["full-pcpus-only","strict-cpu-reservation"],"topology_policy":"single-numa-node"}`},
 		{name: "coarse form keeps the settings", shape: big, coarse: true,
-			cfg:            alloc.Config{Options: []string{alloc.OptFullPCPUsOnly}},
+			cfg:            alloc.NodeSettings{Options: []string{alloc.OptFullPCPUsOnly}},
 			topologyPolicy: "restricted",
 			want:           `{"policy":"corepin","options":["full-pcpus-only"],"topology_policy":"restricted"}`},
 	}
@@ -68,7 +68,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 // The NRT publisher, which holds no State, names the same settings as the
 // annotations of a State of that configuration.
 func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
-	for _, cfg := range []alloc.Config{
+	for _, cfg := range []alloc.NodeSettings{
 		{},
 		{Policy: alloc.PolicyCorepin, Options: []string{alloc.OptFullPCPUsOnly}},
 		{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptDistributeAcrossNUMA, alloc.OptStrictCPUReservation}, Reserved: cpuset.New(0)},
@@ -87,7 +87,7 @@ func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
 	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	st, err := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.Config{Policy: alloc.PolicyKubelet})
+	st, err := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.NodeSettings{Policy: alloc.PolicyKubelet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestNodeAnnotationsNameThePods(t *testing.T) {
 		shape  topology.Shape
 		coarse bool
 	}{{twoNodes, false}, {topology.Shape{Sockets: 8, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 48, ThreadsPerCore: 2}, true}} {
-		st, err := alloc.NewState(topology.MustSynthetic(tc.shape), alloc.Config{Reserved: cpuset.New(0)})
+		st, err := alloc.NewState(topology.MustSynthetic(tc.shape), alloc.NodeSettings{Reserved: cpuset.New(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestNodeAnnotationsNameThePods(t *testing.T) {
 		}
 	}
 	// Without pods, the settings do not claim to name them.
-	st, _ := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.Config{})
+	st, _ := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.NodeSettings{})
 	ann, _, err := NodeAnnotations(st, "", nil)
 	if err != nil || strings.Contains(*ann[AnnotationAllocator], "pod_uids") {
 		t.Errorf("without pods: %s = %s (%v), want no pod_uids", AnnotationAllocator, *ann[AnnotationAllocator], err)

@@ -84,7 +84,7 @@ const MaxPodUIDBytes = 128
 // AllocatorOfConfig is the settings of an allocator of configuration cfg
 // with topologyPolicy: AllocatorOf of a State made with cfg (an empty
 // policy is corepin), for publishers that hold no State (NRT objects).
-func AllocatorOfConfig(cfg alloc.Config, topologyPolicy string) Allocator {
+func AllocatorOfConfig(cfg alloc.NodeSettings, topologyPolicy string) Allocator {
 	return Allocator{Policy: string(cmp.Or(cfg.Policy, alloc.PolicyCorepin)), Options: slices.Clone(cfg.Options), TopologyPolicy: topologyPolicy}
 }
 

@@ -64,7 +64,7 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.Config{Reserved: cpuset.New(0)})
+	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 // the free CPUs per NUMA node only, and says so once.
 func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	big := topology.MustSynthetic(topology.Shape{Sockets: 8, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 48, ThreadsPerCore: 2})
-	st, err := alloc.NewState(big, alloc.Config{Reserved: cpuset.New(0)})
+	st, err := alloc.NewState(big, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

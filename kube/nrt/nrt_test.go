@@ -21,7 +21,7 @@ var twoNodes = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, Cores
 
 func TestBuildCountsFreeCPUsPerNUMANode(t *testing.T) {
 	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.Config{Reserved: cpuset.New(0, 8)})
+	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0, 8)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPublishCreatesThenPatches(t *testing.T) {
 	defer srv.Close()
 	p := &Publisher{Server: srv.URL, Token: "tok"}
 	topo := topology.MustSynthetic(twoNodes)
-	st, _ := alloc.NewState(topo, alloc.Config{})
+	st, _ := alloc.NewState(topo, alloc.NodeSettings{})
 	ctx := context.Background()
 	if err := p.Publish(ctx, Build("n1", topo, st.Pools(), "")); err != nil {
 		t.Fatalf("first Publish: %v", err)

@@ -180,8 +180,8 @@ func (a Allocator) Check() error {
 
 // Config is the allocator configuration of a (no reserved CPUs: a node
 // publishes those as held, ReservedID).
-func (a Allocator) Config() alloc.Config {
-	return alloc.Config{Policy: alloc.Policy(a.Policy), Options: a.Options}
+func (a Allocator) Config() alloc.NodeSettings {
+	return alloc.NodeSettings{Policy: alloc.Policy(a.Policy), Options: a.Options}
 }
 
 // AllocatorFromAttributes reads the settings an object's attributes carry:

@@ -15,7 +15,7 @@ import (
 
 func TestFreeCPUsReadsBuild(t *testing.T) {
 	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.Config{Reserved: cpuset.New(0, 8)})
+	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0, 8)})
 	if err != nil {
 		t.Fatal(err)
 	}

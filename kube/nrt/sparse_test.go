@@ -22,7 +22,7 @@ func TestBuildCostsOnSparseNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := alloc.NewState(topo, alloc.Config{})
+	st, err := alloc.NewState(topo, alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

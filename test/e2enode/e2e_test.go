@@ -326,7 +326,7 @@ func (n *node) assigned() map[string]agent.ContainerAssignment {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	c, err := agent.OpenContainers(filepath.Join(n.dir, "state.db"), topo, alloc.Config{Reserved: cpuset.New(0)}, "")
+	c, err := agent.OpenContainers(filepath.Join(n.dir, "state.db"), topo, alloc.NodeSettings{Reserved: cpuset.New(0)}, "")
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func runPlacer(topo *topology.Topology, driver enforce.Driver, notes *runNotes) 
 	// placer adds their reserved CPUs, policy and options (the
 	// configuration they recorded in it), so jobs never land on CPUs the
 	// agent keeps for the system.
-	cfg := alloc.Config{Reserved: topo.Online().Difference(topo.Allowed())}
+	cfg := alloc.NodeSettings{Reserved: topo.Online().Difference(topo.Allowed())}
 	sp, err := agent.OpenStatePlacer(path, topo, cfg, placeWait, lister)
 	if err != nil {
 		err = fmt.Errorf("opening the shared state %s: %w", path, err)

@@ -69,7 +69,7 @@ func TestPinnedRunAvoidsTheAgentsReservedCPUs(t *testing.T) {
 	reserved := cpuset.New(allowed.Min()) // CPU 0 on most machines
 	free := allowed.Difference(reserved)
 	state := filepath.Join(t.TempDir(), "state.db")
-	n, err := agent.Open(agent.Options{StatePath: state, Topology: topo, Driver: enforcetest.NoGroups{}, Alloc: alloc.Config{Reserved: reserved}})
+	n, err := agent.Open(agent.Options{StatePath: state, Topology: topo, Driver: enforcetest.NoGroups{}, Alloc: alloc.NodeSettings{Reserved: reserved}})
 	if err != nil {
 		t.Fatal(err)
 	}

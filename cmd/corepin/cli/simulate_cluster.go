@@ -189,7 +189,7 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 // canRun reports whether machine t runs the allocator configuration cfg
 // (alloc.NewState accepts it), asking once per machine, engine and options:
 // nodes of one machine share one topology (share).
-func (v *clusterView) canRun(t *topology.Topology, cfg alloc.Config) error {
+func (v *clusterView) canRun(t *topology.Topology, cfg alloc.NodeSettings) error {
 	k := machineConfig{t, string(cfg.Policy) + "\x00" + strings.Join(cfg.Options, ",")}
 	if err, ok := v.checked[k]; ok {
 		return err
@@ -232,7 +232,7 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 // annotation, or an empty one), checked against its machine t as the
 // extender checks them. A malformed annotation, or settings the machine
 // can not run, is an error naming the annotation.
-func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.Config) error) (*sim.NodeSettings, error) {
+func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*sim.NodeSettings, error) {
 	raw, ok := n.Annotations[extender.AnnotationAllocator]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
@@ -252,12 +252,12 @@ func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology
 // n runs under (set, as extender.NRTNode.JudgedSettings gives them for the
 // node's labels) on machine t, nil for an object that names none. Settings
 // the machine can not run are an error.
-func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.Config) error) (*sim.NodeSettings, error) {
+func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*sim.NodeSettings, error) {
 	if n.Koord == nil && set.Policy == "" && len(set.Options) == 0 && set.TopologyPolicy == "" {
 		return nil, nil
 	}
 	policy := cmp.Or(set.Policy, alloc.PolicyCorepin)
-	if err := canRun(t, alloc.Config{Policy: policy, Options: set.Options}); err != nil {
+	if err := canRun(t, alloc.NodeSettings{Policy: policy, Options: set.Options}); err != nil {
 		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
 	}
 	return &sim.NodeSettings{Policy: policy, Options: slices.Clone(set.Options), TopologyPolicy: set.TopologyPolicy, Bind: set.Bind, NUMA: set.NUMA}, nil

@@ -60,7 +60,7 @@ func TestRealSchedulerCountsBoundPods(t *testing.T) {
 	if _, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	empty, err := alloc.NewState(topology.MustSynthetic(burstShape), alloc.Config{})
+	empty, err := alloc.NewState(topology.MustSynthetic(burstShape), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
