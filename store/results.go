@@ -524,3 +524,55 @@ func constraintErr(err error) error {
 	}
 	return err
 }
+
+// Results is what `corepin results` exports: runs, their jobs and, when
+// asked, bench measurements. Its slices are never nil, so the JSON names
+// an empty list rather than null.
+type Results struct {
+	Runs         []Run         `json:"runs"`
+	Jobs         []Job         `json:"jobs"`
+	Measurements []Measurement `json:"measurements,omitempty"`
+}
+
+// ResultsQuery says what Results reads: run Run (0: every run), and
+// whether with the runs' jobs and their measurements.
+type ResultsQuery struct {
+	Run          int64
+	Jobs         bool
+	Measurements bool
+}
+
+// Results reads what q asks for in one call. A run id that names no run
+// is ErrNotFound.
+func (db *DB) Results(q ResultsQuery) (Results, error) {
+	var r Results
+	var err error
+	if r.Runs, err = db.Runs(RunFilter{ID: q.Run}); err != nil {
+		return Results{}, err
+	}
+	if q.Run != 0 && len(r.Runs) == 0 {
+		return Results{}, fmt.Errorf("run %d: %w", q.Run, ErrNotFound)
+	}
+	if q.Jobs {
+		if r.Jobs, err = db.Jobs(q.Run); err != nil {
+			return Results{}, err
+		}
+	}
+	if q.Measurements {
+		if r.Measurements, err = db.Measurements(q.Run, ""); err != nil {
+			return Results{}, err
+		}
+	}
+	r.Runs, r.Jobs = nonNil(r.Runs), nonNil(r.Jobs)
+	if q.Measurements {
+		r.Measurements = nonNil(r.Measurements)
+	}
+	return r, nil
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}

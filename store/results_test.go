@@ -204,3 +204,31 @@ func TestNewRun(t *testing.T) {
 		t.Error("NewRun with unencodable params = nil error")
 	}
 }
+
+func TestResults(t *testing.T) {
+	db := newDB(t)
+	if r, err := db.Results(ResultsQuery{Jobs: true, Measurements: true}); err != nil || r.Runs == nil || r.Jobs == nil || r.Measurements == nil {
+		t.Fatalf("empty database: Results = %+v, %v; want empty, non-nil lists", r, err)
+	}
+	a, _ := db.BeginRun(Run{Command: "run"})
+	b, _ := db.BeginRun(Run{Command: "bench"})
+	for i, id := range []int64{a, b, b} {
+		if err := db.AddJob(id, sampleJob(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.AddMeasurement(b, Measurement{Experiment: "threads", Point: raw(`{"threads":2}`), Metric: "ops_per_s", Value: 5, Repeat: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Results(ResultsQuery{Run: b, Jobs: true})
+	if err != nil || len(r.Runs) != 1 || r.Runs[0].ID != b || len(r.Jobs) != 2 || r.Measurements != nil {
+		t.Errorf("run %d with jobs: %d runs, %d jobs, measurements %v, err %v; want 1 run, 2 jobs, none", b, len(r.Runs), len(r.Jobs), r.Measurements, err)
+	}
+	r, err = db.Results(ResultsQuery{Measurements: true})
+	if err != nil || len(r.Runs) != 2 || len(r.Jobs) != 0 || len(r.Measurements) != 1 || r.Measurements[0].RunID != b {
+		t.Errorf("every run with measurements: %d runs, %d jobs, %+v, err %v", len(r.Runs), len(r.Jobs), r.Measurements, err)
+	}
+	if _, err := db.Results(ResultsQuery{Run: 99}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown run: err %v, want ErrNotFound", err)
+	}
+}

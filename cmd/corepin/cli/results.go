@@ -36,13 +36,6 @@ Examples:
 
 func init() { register(newResultsCmd) }
 
-// resultsDoc is the JSON export.
-type resultsDoc struct {
-	Runs         []store.Run         `json:"runs"`
-	Jobs         []store.Job         `json:"jobs"`
-	Measurements []store.Measurement `json:"measurements,omitempty"`
-}
-
 func newResultsCmd(e *env) *cobra.Command {
 	var (
 		db           string
@@ -72,63 +65,27 @@ func newResultsCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			runs, err := d.Runs(store.RunFilter{ID: runID})
-			if err != nil {
+			q := store.ResultsQuery{Run: runID, Measurements: measurements,
+				Jobs: format == "json" || !measurements && (format == "csv" || runID != 0)}
+			res, err := d.Results(q)
+			if errors.Is(err, store.ErrNotFound) {
+				return Usagef("no run %d in %s: corepin results lists the runs", runID, d.Path())
+			} else if err != nil {
 				return err
 			}
-			if runID != 0 && len(runs) == 0 {
-				return Usagef("no run %d in %s: corepin results lists the runs", runID, d.Path())
-			}
-			switch format {
-			case "csv":
-				if measurements {
-					ms, err := d.Measurements(runID, "")
-					if err != nil {
-						return err
-					}
-					return store.WriteMeasurementsCSV(e.stdout, ms)
-				}
-				jobs, err := d.Jobs(runID)
-				if err != nil {
-					return err
-				}
-				return store.WriteJobsCSV(e.stdout, jobs)
-			case "json":
-				doc := resultsDoc{Runs: runs, Jobs: []store.Job{}}
-				if doc.Runs == nil {
-					doc.Runs = []store.Run{}
-				}
-				if doc.Jobs, err = d.Jobs(runID); err != nil {
-					return err
-				}
-				if doc.Jobs == nil {
-					doc.Jobs = []store.Job{}
-				}
-				if measurements {
-					if doc.Measurements, err = d.Measurements(runID, ""); err != nil {
-						return err
-					}
-					if doc.Measurements == nil {
-						doc.Measurements = []store.Measurement{}
-					}
-				}
-				return e.PrintJSON(doc)
-			}
 			switch {
+			case format == "json":
+				return e.PrintJSON(res)
+			case format == "csv" && measurements:
+				return store.WriteMeasurementsCSV(e.stdout, res.Measurements)
+			case format == "csv":
+				return store.WriteJobsCSV(e.stdout, res.Jobs)
 			case measurements:
-				ms, err := d.Measurements(runID, "")
-				if err != nil {
-					return err
-				}
-				return printMeasurements(e.stdout, ms)
+				return printMeasurements(e.stdout, res.Measurements)
 			case runID != 0:
-				jobs, err := d.Jobs(runID)
-				if err != nil {
-					return err
-				}
-				return printJobs(e.stdout, jobs)
+				return printJobs(e.stdout, res.Jobs)
 			default:
-				return printRuns(e.stdout, runs)
+				return printRuns(e.stdout, res.Runs)
 			}
 		},
 	}
