@@ -33,6 +33,10 @@ type ClipOptions struct {
 	Height  int
 	FPS     int
 	FFmpeg  string // binary, default [DefaultFFmpeg]
+	// Generating, when set, is called with the clip's path when Clip is
+	// about to generate it (it is not cached yet, and nobody else is
+	// making it): minutes at 1080p, worth telling a person.
+	Generating func(path string)
 }
 
 // defaults fills the zero fields, all but Dir, which needs a lookup.
@@ -119,9 +123,6 @@ func ClipCommand(opts ClipOptions, out string) ([]string, error) {
 	}, nil
 }
 
-// onGenerate, when set (by tests), is called each time Clip generates a clip.
-var onGenerate func(path string)
-
 // Clip returns the path of the cached clip for opts, generating it first if
 // it is not there yet. Concurrent callers, in this process or others, are
 // serialised by an flock(2) on a lock file beside the clip, so the clip is
@@ -164,6 +165,9 @@ func Clip(ctx context.Context, opts ClipOptions) (string, error) {
 	for _, s := range stale {
 		os.Remove(s) // a dead generator's; if it stays, it only wastes space
 	}
+	if o.Generating != nil {
+		o.Generating(path)
+	}
 	tmp, err := os.CreateTemp(o.Dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("creating the clip: %w", err)
@@ -185,9 +189,6 @@ func Clip(ctx context.Context, opts ClipOptions) (string, error) {
 	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return "", fmt.Errorf("caching the clip: %w", err)
-	}
-	if onGenerate != nil {
-		onGenerate(path)
 	}
 	return path, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -26,7 +27,10 @@ type TranscodeOptions struct {
 	CRF     int    // x264 constant rate factor, default [DefaultCRF]; 0 is not lossless here, use a negative value for crf 0
 	Preset  string // x264 preset, default [DefaultPreset]
 	Output  string // file to write; "" discards the output (-f null -)
-	FFmpeg  string // binary, default [DefaultFFmpeg]
+	// WriteTemp, when Output is "", writes the encode to a temporary file
+	// removed after, so the measure includes writing it.
+	WriteTemp bool
+	FFmpeg    string // binary, default [DefaultFFmpeg]
 }
 
 // defaults fills the zero fields.
@@ -111,6 +115,15 @@ func Transcode(ctx context.Context, opts TranscodeOptions) (TranscodeResult, err
 	o, err := opts.resolve()
 	if err != nil {
 		return TranscodeResult{}, err
+	}
+	if o.WriteTemp && o.Output == "" {
+		f, err := os.CreateTemp("", "corepin-transcode-*.mkv")
+		if err != nil {
+			return TranscodeResult{}, fmt.Errorf("creating the output file: %w", err)
+		}
+		f.Close()
+		defer os.Remove(f.Name())
+		o.Output = f.Name()
 	}
 	argv := transcodeArgv(o)
 	if _, err := exec.LookPath(argv[0]); err != nil {

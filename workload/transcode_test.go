@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,6 +153,18 @@ func TestTranscode(t *testing.T) {
 			t.Errorf("Transcode FPS = %v, Wall = %v: want FPS = Frames/Wall", res.FPS, res.Wall)
 		}
 	})
+	t.Run("write to a temporary file", func(t *testing.T) {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		spy, written := writeSpy(t, tmp)
+		res, err := Transcode(ctx, TranscodeOptions{Clip: clip, Threads: 1, Preset: "ultrafast", WriteTemp: true, FFmpeg: spy})
+		if err != nil || res.Frames != want {
+			t.Fatalf("Transcode = %+v, %v; want %d frames", res, err, want)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 || written() == 0 {
+			t.Errorf("the temporary output: %d bytes written, %d files left in TMPDIR; want some bytes and none left", written(), len(left))
+		}
+	})
 	t.Run("write", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out.mkv")
 		res, err := Transcode(ctx, TranscodeOptions{Clip: clip, Threads: 2, Preset: "ultrafast", Output: out})
@@ -182,8 +196,8 @@ func TestTranscode(t *testing.T) {
 func TestClipConcurrent(t *testing.T) {
 	requireFFmpeg(t)
 	var generated atomic.Int32
-	replace(t, &onGenerate, func(string) { generated.Add(1) })
 	copts := tinyClip(t.TempDir())
+	copts.Generating = func(string) { generated.Add(1) }
 	const callers = 3
 	paths := make([]string, callers)
 	errs := make([]error, callers)
@@ -197,8 +211,11 @@ func TestClipConcurrent(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	if _, err := Clip(context.Background(), copts); err != nil {
+		t.Fatal(err)
+	}
 	if n := generated.Load(); n != 1 {
-		t.Errorf("%d callers generated the clip %d times, want once", callers, n)
+		t.Errorf("%d callers and one after them generated the clip %d times, want once", callers, n)
 	}
 	want, err := ClipPath(copts)
 	if err != nil {
@@ -282,8 +299,9 @@ func TestHelperClip(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestClipConcurrentProcesses")
 	}
-	replace(t, &onGenerate, func(string) { os.Stdout.WriteString("generated\n") })
-	if _, err := Clip(context.Background(), tinyClip(dir)); err != nil {
+	copts := tinyClip(dir)
+	copts.Generating = func(string) { os.Stdout.WriteString("generated\n") }
+	if _, err := Clip(context.Background(), copts); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -311,5 +329,28 @@ func TestClipConcurrentProcesses(t *testing.T) {
 	}
 	if generated != 1 {
 		t.Errorf("%d job processes generated the clip %d times, want once", jobs, generated)
+	}
+}
+
+// writeSpy is an ffmpeg that runs the real one, then notes the size of the
+// encode it wrote into tmp (corepin-transcode-*), for written to report
+// after the caller has removed it.
+func writeSpy(t *testing.T, tmp string) (bin string, written func() int64) {
+	t.Helper()
+	real, err := exec.LookPath(DefaultFFmpeg)
+	if err != nil {
+		t.Skip("ffmpeg not installed")
+	}
+	dir := t.TempDir()
+	note := filepath.Join(dir, "size")
+	bin = filepath.Join(dir, "ffmpeg")
+	script := fmt.Sprintf("#!/bin/sh\n%q \"$@\"\nrc=$?\ncat %q/corepin-transcode-* | wc -c > %q\nexit $rc\n", real, tmp, note)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, func() int64 {
+		b, _ := os.ReadFile(note)
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n
 	}
 }

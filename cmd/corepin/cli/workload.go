@@ -130,14 +130,10 @@ func newTranscodeCmd(e *env) *cobra.Command {
 			if err := workload.CheckFFmpeg(ctx, ffmpeg); err != nil {
 				return err
 			}
-			copts := workload.ClipOptions{Dir: cacheDir, Seconds: seconds, Width: w, Height: h, FPS: fps, FFmpeg: ffmpeg}
-			path, err := workload.ClipPath(copts)
-			if err != nil {
-				return err
-			}
-			if _, err := os.Stat(path); err != nil {
-				fmt.Fprintf(e.stderr, "corepin: generating the test clip once (%dx%d, %d s at %d fps): %s\n", w, h, seconds, fps, path)
-			}
+			copts := workload.ClipOptions{Dir: cacheDir, Seconds: seconds, Width: w, Height: h, FPS: fps, FFmpeg: ffmpeg,
+				Generating: func(path string) {
+					fmt.Fprintf(e.stderr, "corepin: generating the test clip once (%dx%d, %d s at %d fps): %s\n", w, h, seconds, fps, path)
+				}}
 			clip, err := workload.Clip(ctx, copts)
 			if err != nil {
 				return err
@@ -149,18 +145,9 @@ func newTranscodeCmd(e *env) *cobra.Command {
 				_, err := fmt.Fprintln(e.stdout, clip)
 				return err
 			}
-			topts := workload.TranscodeOptions{Clip: clip, Threads: n, CRF: crf, Preset: preset, FFmpeg: ffmpeg}
+			topts := workload.TranscodeOptions{Clip: clip, Threads: n, CRF: crf, Preset: preset, FFmpeg: ffmpeg, WriteTemp: write}
 			if crf == 0 {
 				topts.CRF = -1 // the library's spelling of crf 0
-			}
-			if write {
-				f, err := os.CreateTemp("", "corepin-transcode-*.mkv")
-				if err != nil {
-					return fmt.Errorf("creating the output file: %w", err)
-				}
-				f.Close()
-				defer os.Remove(f.Name())
-				topts.Output = f.Name()
 			}
 			res, err := workload.Transcode(ctx, topts)
 			if err != nil {
