@@ -154,8 +154,8 @@ func TestRestartFinishesACommittedDelete(t *testing.T) {
 	checkConsistent(t, root, ws)
 	for _, p := range pids {
 		// Killed, it stays a zombie: this test process was its parent.
-		if st, err := readProcStatus(p); err == nil && st.state != 'Z' {
-			t.Errorf("process %d of the deleted workload still runs (state %c)", p, st.state)
+		if st, err := procState(p); err == nil && st != 'Z' {
+			t.Errorf("process %d of the deleted workload still runs (state %c)", p, st)
 		}
 	}
 }

@@ -1,13 +1,16 @@
-// Package agent is corepin's node agent: the one owner of a machine's
-// CPUs. It is a library first. Node owns the state file (store, SQLite in
-// WAL mode), the allocator over it (alloc) and the enforcement groups
-// (enforce); Server is a thin HTTP/JSON front door over a Node; Client is
-// what `corepin ctl` and `corepin topo` use; Run is the daemon.
+// Package agent is corepin's node agent, a front door on the node core
+// (package nodecore: the state file, the allocator over it, the one
+// admission and the adoption guard, which the NRI plugin and local runs
+// share). It is a library first. Node holds the state file and makes,
+// adopts and reconciles the agent's own enforcement groups (enforce);
+// Server is a thin HTTP/JSON front door over a Node; Client is what
+// `corepin ctl` and `corepin topo` use; Run is the daemon.
 //
 // # Admission, release, reconcile
 //
-// Node.Create validates a Spec, lets alloc place it on the assignments
-// read inside the store's write transaction, commits it (Admit), shrinks
+// Node.Create validates a Spec, admits it (nodecore.Admit: alloc places
+// it on the assignments read inside the store's write transaction, the
+// pool guard checks it, the store commits it), shrinks
 // the LS and BE groups if it took CPUs from their pool, makes its group
 // and starts its command there (enforce.StartThread: the child is born in
 // the group) or moves an existing process or cgroup into it. The API
@@ -25,13 +28,13 @@
 // the running agent calls Sweep, which reads only the groups of adopted
 // processes (its own children are reaped on SIGCHLD).
 //
-// What corepin already runs is never adopted (guard.go): a cgroup in or
-// above a corepin root (the agent's, enforce.DefaultRoot of runs,
-// BERunRoot of best-effort runs) or holding the agent is ErrInvalid; a
-// cgroup another workload adopted, in it or above it, or a process in any
-// of those, is ErrTaken; a pid of one of the agent's threads, a zombie, a
-// kernel thread or a thread other than its process's leader is
-// ErrInvalid. /proc/PID/status, stat and cgroup are read, each bounded.
+// What corepin already runs is never adopted (nodecore.Guard): a cgroup
+// in or above a corepin root (the agent's, enforce.DefaultRoot of runs,
+// nodecore.BERunRoot of best-effort runs) or holding the agent is
+// ErrInvalid; a cgroup another workload adopted, in it or above it, or a
+// process in any of those, is ErrTaken; a pid of one of the agent's
+// threads, a zombie, a kernel thread or a thread other than its process's
+// leader is ErrInvalid.
 //
 // An exclusive admission that would leave the LS pool smaller than the LS
 // quotas committed, or an empty pool under live LS or BE work, is
@@ -44,16 +47,15 @@
 //
 // # Without a daemon
 //
-// A local `corepin run` places its pinned jobs with StatePlacer on the
-// same state file, in the same write transaction as the agent's
-// admissions, so neither hands out a CPU the other holds. The agent and
-// the NRI plugin record their allocator configuration in the file when
-// they open it (SharedConfig: reserved CPUs, policy, options, topology
-// policy; the newest writer's wins, nothing assigned moves), and a run
-// places with it, so it never takes a CPU the agent reserves. A run's
-// reservations name their owner process: when it dies, they are
-// released, by the next run that opens the file or by the agent's next
-// sweep, once the job's group has no process left.
+// A local `corepin run` places its pinned jobs with nodecore.StatePlacer
+// on the same state file, in the same write transaction as the agent's
+// admissions, so neither hands out a CPU the other holds. The agent
+// records its node settings in the file when it opens it
+// (nodecore.SharedConfig), and a run places with them, so it never takes
+// a CPU the agent reserves. A run's reservations name their owner
+// process: when it dies, they are released, by the next run that opens
+// the file or by the agent's next sweep, once the job's group has no
+// process left.
 //
 // # QoS controller
 //

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,4 +237,23 @@ func serve(t testing.TB, s *Server) string {
 		}
 	})
 	return socket
+}
+
+// selfCgroups is this process's /proc/self/cgroup, to see it unchanged.
+func selfCgroups() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	return string(b), err
+}
+
+// procState is the state letter of process pid (/proc/PID/stat field 3).
+func procState(pid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("/proc/%d/stat: no state after the name", pid)
+	}
+	return b[i+2], nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/qos"
-	"github.com/corepin/corepin/runner"
 )
 
 // QoSConfig is the `qos:` section of the agent's config: the controller
@@ -189,7 +188,7 @@ func (n *Node) qosBELocked() ([]enforce.Group, enforce.Resources) {
 			gs = append(gs, e.group)
 		}
 	}
-	return gs, runner.ClassResources(alloc.BE, 0, cpuset.CPUSet{}, cpuset.CPUSet{})
+	return gs, qos.ClassResources(alloc.BE, 0, cpuset.CPUSet{}, cpuset.CPUSet{})
 }
 
 func (n *Node) qosLS() []qos.Member {

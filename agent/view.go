@@ -10,6 +10,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -84,7 +85,7 @@ func (n *Node) view(e *entry) Workload {
 
 // Get returns workload name.
 func (n *Node) Get(name string) (Workload, error) {
-	if err := ValidateName(name); err != nil {
+	if err := nodecore.ValidateName(name); err != nil {
 		return Workload{}, err
 	}
 	n.mu.Lock()

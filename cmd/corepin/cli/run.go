@@ -20,9 +20,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 )
 
@@ -53,7 +53,7 @@ var runSysfsRoot = "/"
 
 // beRoot is the root group of best-effort batches, beside "corepin": the
 // name the agent refuses to let a workload adopt a group in.
-const beRoot = agent.BERunRoot
+const beRoot = nodecore.BERunRoot
 
 type runFlags struct {
 	jobs        int

@@ -9,15 +9,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/topology"
 )
 
 // EnvState names the state file pinned runs share with each other and
-// with the agent (default agent.DefaultState).
+// with the agent (default nodecore.DefaultState).
 const EnvState = "COREPIN_STATE"
 
 // placeWait bounds how long a pinned job waits for CPUs that other runs
@@ -66,7 +66,7 @@ func userState() string {
 // §2), or, only where no state file can be written at all, this run's own
 // allocator, said in notes. close releases the state file.
 func runPlacer(topo *topology.Topology, driver enforce.Driver, notes *runNotes) (p runner.Placer, closeFn func() error, err error) {
-	path := sharedState(os.Getenv(EnvState), agent.DefaultState, userState())
+	path := sharedState(os.Getenv(EnvState), nodecore.DefaultState, userState())
 	if path == "" || unix.Access(filepath.Dir(path), unix.W_OK) != nil {
 		notes.add("CPUs not shared with other runs (set "+EnvState+")",
 			fmt.Sprintf("no writable state file (%q): pinned CPUs are not shared with other runs or the agent (set %s)", path, EnvState))
@@ -80,10 +80,10 @@ func runPlacer(topo *topology.Topology, driver enforce.Driver, notes *runNotes) 
 	// configuration they recorded in it), so jobs never land on CPUs the
 	// agent keeps for the system.
 	cfg := alloc.NodeSettings{Reserved: topo.Online().Difference(topo.Allowed())}
-	sp, err := agent.OpenStatePlacer(path, topo, cfg, placeWait, lister)
+	sp, err := nodecore.OpenStatePlacer(path, topo, cfg, placeWait, lister)
 	if err != nil {
 		err = fmt.Errorf("opening the shared state %s: %w", path, err)
-		if badStoreFile(err) || errors.Is(err, agent.ErrInvalid) {
+		if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) {
 			return nil, nil, &UsageError{Err: err}
 		}
 		return nil, nil, err

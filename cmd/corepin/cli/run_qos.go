@@ -47,7 +47,7 @@ func startRunQoS(ctx context.Context, r *runner.Runner, pool cpuset.CPUSet, stde
 		return nil
 	}
 	q := &runQoS{live: map[int]enforce.Group{}, acts: map[string]int{}}
-	base := runner.ClassResources(alloc.BE, 0, cpuset.CPUSet{}, cpuset.CPUSet{})
+	base := qos.ClassResources(alloc.BE, 0, cpuset.CPUSet{}, cpuset.CPUSet{})
 	q.loop = &qos.Loop{Config: qos.Config{UsageOnly: true},
 		Pools: func() alloc.Pools { return alloc.Pools{LS: pool} },
 		BE: func() ([]enforce.Group, enforce.Resources) {
