@@ -32,6 +32,14 @@
 // are released (ReleaseDeadRuns), by the next run that opens the file or
 // by the agent's next sweep, once the job's group has no process left.
 //
+// # Host set-up of a batch
+//
+// SetUpHost is what `corepin run` and `corepin bench` do to this machine
+// before their jobs: detect the driver (a BE batch's under BERunRoot,
+// that root made idle), remove the groups of crashed runs, open the
+// shared placer on the state file, and, for a BE batch that asks and
+// with no agent running, start the QoS loop over its jobs.
+//
 // # Adoption guard
 //
 // Guard refuses to adopt a cgroup in or above a corepin root (the
