@@ -48,7 +48,7 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
 	n, _ := newNode(t)
 	topo := n.Topology()
-	c, err := nodecore.OpenContainers(n.db.Path(), topo, alloc.NodeSettings{})
+	c, err := nodecore.OpenContainers(n.StatePath(), topo, alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

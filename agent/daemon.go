@@ -71,9 +71,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return fmt.Errorf("detecting cgroups: %w", err)
 	}
 	m := NewMetrics()
-	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
+	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Observer: m,
 		RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot,
-		Online: OnlineFrom(os.DirFS("/"))})
+		Online: nodecore.OnlineFrom(os.DirFS("/"))})
 	if err != nil {
 		return err
 	}

@@ -116,16 +116,7 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	db, err = store.Open(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	as, err := db.Assignments()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(as) != 1 || as[0].Name != "dead-job-1" {
+	if as, _ := assignmentsIn(t, state); len(as) != 1 || as[0].Name != "dead-job-1" {
 		t.Errorf("after open: %+v, want only dead-job-1 (its job still runs)", as)
 	}
 }

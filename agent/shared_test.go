@@ -249,7 +249,7 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m := NewMetrics()
-	n := fakeNode(t, state, topo, Options{RunGroups: runs, Logger: log, Metrics: m})
+	n := fakeNode(t, state, topo, Options{RunGroups: runs, Logger: log, Observer: m})
 
 	sweep(n, log)
 
@@ -277,11 +277,11 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 			t.Errorf("no log line for releasing %s; log:\n%s", name, logs.String())
 		}
 	}
-	if got := counter(t, m, "corepin_agent_reconcile_actions_total", "action", ActDeadRun); got != 2 {
-		t.Errorf("corepin_agent_reconcile_actions_total{action=%q} = %v, want 2", ActDeadRun, got)
+	if got := counter(t, m, "corepin_agent_reconcile_actions_total", "action", nodecore.ActDeadRun); got != 2 {
+		t.Errorf("corepin_agent_reconcile_actions_total{action=%q} = %v, want 2", nodecore.ActDeadRun, got)
 	}
 	// The freed CPUs are the agent's to give again.
-	if st := n.st.Pools(); !st.LSE.Equals(cpuset.New(1, 3)) {
+	if st := n.Node.Pools(); !st.LSE.Equals(cpuset.New(1, 3)) {
 		t.Errorf("agent's LSE pool after the tick = %s, want 1,3", st.LSE)
 	}
 }

@@ -1,13 +1,14 @@
 // Package nodecore is the core every door on a node shares: the state
 // file (store, SQLite in WAL mode), the allocator over it (alloc.State
-// with its pool guard), the one admission (Admit) and the guard against
-// adopting what corepin already runs. The agent (its HTTP API and its own
-// groups), the NRI plugin (Containers) and a local `corepin run`
-// (StatePlacer) each admit through it, in the same write transaction
-// (BEGIN IMMEDIATE, a host-wide lock), so none hands out a CPU another
-// holds. It writes no cgroup and serves nothing: the agent makes its
-// groups, the runtime applies the NRI plugin's answers, a run's driver
-// makes its jobs' groups.
+// with its pool guard), the one admission (Admit), the guard against
+// adopting what corepin already runs, and Node, the owner of the agent's
+// enforcement groups with their release and reconcile. The agent (Node,
+// behind its HTTP API), the NRI plugin (Containers) and a local `corepin
+// run` (StatePlacer, SetUpHost) each admit through it, in the same write
+// transaction (BEGIN IMMEDIATE, a host-wide lock), so none hands out a CPU
+// another holds. It serves nothing and knows no Kubernetes or NRI type:
+// the runtime applies the NRI plugin's answers, a run's driver makes its
+// jobs' groups, Node makes the agent's.
 //
 // # Admission
 //
@@ -21,6 +22,28 @@
 // with its cpuset. Admission returns the placement and the state as
 // decided; nothing is read back from the file. The state file's request
 // documents and cpuset strings are read in one place (DecodeAssignment).
+//
+// # Node: groups, release, reconcile
+//
+// Node.Create validates a Spec, admits it (Admit), shrinks the LS and BE
+// groups if it took CPUs from their pool, makes its group and starts its
+// command there (enforce.StartThread: the child is born in the group) or
+// moves an existing process or cgroup into it, after the Guard's checks.
+// Node.Delete commits the delete (the record's deleting mark), kills the
+// group's processes, removes the group, then deletes the assignment: on a
+// full disk nothing changes (ErrDiskFull), and a delete committed before
+// a crash is finished at the next start. Because every assignment is
+// committed before its group exists and outlives it, a crash at any
+// instant leaves only states Reconcile repairs: an assignment with no
+// group or an empty one (released), a live group with its assignment
+// (adopted). A live group without an assignment (the state file was
+// replaced) is admitted for the CPUs it holds, so no CPU a live exclusive
+// group holds is ever handed out again. Open reconciles once; a running
+// agent calls Sweep, which reads only the groups of adopted processes
+// (its own children are reaped on SIGCHLD), Refresh, which brings in what
+// other processes committed, and CheckOnline. An Observer (the agent's
+// metrics) is told of each admission, release and pool change; StartQoS
+// hosts package qos's controller over the node's workloads.
 //
 // # Sharing a state file
 //

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"cmp"
@@ -19,7 +19,6 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
-	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
@@ -40,9 +39,9 @@ type Options struct {
 	Driver enforce.Driver
 	// Logger gets structured logs; nil discards them.
 	Logger *slog.Logger
-	// Metrics, when not nil, records admissions, rejections and
-	// reconcile actions.
-	Metrics *Metrics
+	// Observer, when not nil, is told of admissions, rejections,
+	// reconcile actions, pools and offline CPUs (the agent's metrics).
+	Observer Observer
 	// LockWait is how long Open waits for another holder of the state
 	// file (an agent, a local run) to let go; 0 fails at once with
 	// ErrLocked.
@@ -54,7 +53,7 @@ type Options struct {
 	// run`'s driver makes). With it, Sweep releases the reservations of
 	// runs that died whose jobs have no process left; nil leaves them
 	// to the next run that opens the state file.
-	RunGroups nodecore.GroupLister
+	RunGroups GroupLister
 	// CgroupRoot is the name of the agent's root group, the one Driver
 	// makes its groups in (default DefaultCgroupRoot). No workload may
 	// adopt a cgroup in it (nor in a run's root).
@@ -65,10 +64,12 @@ type Options struct {
 	Online func() (cpuset.CPUSet, error)
 }
 
-// Node is the one owner of a node's CPUs: the state file, the allocator
-// over it and the enforcement groups. Every front door (the HTTP API, a
-// local `corepin run`, the QoS controller, the NRI plugin) calls the same
-// Node methods. It is safe for concurrent use; admissions and releases run
+// Node is the owner of the workloads the agent runs: it holds the state
+// file (and its lock), admits through Admit like every other door, and
+// makes, adopts, releases and reconciles their enforcement groups. It
+// also lists what the NRI plugin's containers and local runs' jobs hold
+// in the same file (Refresh), so the shared pools it writes leave their
+// CPUs out. It is safe for concurrent use; admissions and releases run
 // one at a time.
 //
 // Each admission is decided by alloc on the assignments read inside the
@@ -79,20 +80,20 @@ type Options struct {
 // live group with its assignment (adopted): never a live group whose CPUs
 // are free in the state.
 type Node struct {
-	mu      sync.Mutex
-	db      *store.DB
-	lock    *os.File
-	topo    *topology.Topology
-	cfg     alloc.NodeSettings
-	drv     enforce.Driver
-	lister  enforce.Lister
-	runs    nodecore.GroupLister
-	log     *slog.Logger
-	metrics *Metrics
-	stop    time.Duration
-	closed  bool
-	opts    Options
-	done    chan struct{}
+	mu     sync.Mutex
+	db     *store.DB
+	lock   *os.File
+	topo   *topology.Topology
+	cfg    alloc.NodeSettings
+	drv    enforce.Driver
+	lister enforce.Lister
+	runs   GroupLister
+	log    *slog.Logger
+	obs    Observer
+	stop   time.Duration
+	closed bool
+	opts   Options
+	done   chan struct{}
 
 	// wl mirrors the store's assignments with their live parts.
 	wl map[string]*entry
@@ -107,7 +108,7 @@ type Node struct {
 // entry is one admitted workload.
 type entry struct {
 	a   store.Assignment
-	rec nodecore.Record
+	rec Record
 	// cpus and mems are the exclusive CPUs of an LSE or LSR workload and
 	// their NUMA nodes, typed: from the admission, or read once from the
 	// state file (entryOf).
@@ -138,7 +139,7 @@ func Open(o Options) (*Node, error) {
 	if _, err := alloc.NewState(o.Topology, o.Alloc); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
-	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, runs: o.RunGroups, log: o.Logger, metrics: o.Metrics,
+	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, runs: o.RunGroups, log: o.Logger, obs: o.Observer,
 		stop: o.StopTimeout, wl: map[string]*entry{}, opts: o}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -146,7 +147,10 @@ func Open(o Options) (*Node, error) {
 	if n.stop == 0 {
 		n.stop = 5 * time.Second
 	}
-	if err := checkPlace("--state", o.StatePath); err != nil {
+	if n.obs == nil {
+		n.obs = noObserver{}
+	}
+	if err := CheckPlace("--state", o.StatePath, DefaultState); err != nil {
 		return nil, err
 	}
 	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
@@ -154,7 +158,7 @@ func Open(o Options) (*Node, error) {
 		return nil, err
 	}
 	n.lock = lock
-	if n.db, err = nodecore.OpenState(o.StatePath); err != nil {
+	if n.db, err = OpenState(o.StatePath); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -169,7 +173,7 @@ func Open(o Options) (*Node, error) {
 	// On a full disk the agent still starts (it adopts, lists and
 	// refuses admissions with ErrDiskFull); runs, which can not reserve
 	// on that disk either, keep the configuration recorded before.
-	if err := nodecore.RecordConfig(n.db, "agent", n.cfg); store.IsFull(err) {
+	if err := RecordConfig(n.db, "agent", n.cfg); store.IsFull(err) {
 		n.log.Warn("the state file's disk is full: the allocator configuration is not recorded for local runs", "err", err)
 	} else if err != nil {
 		n.db.Close()
@@ -227,12 +231,12 @@ func (n *Node) Close() error {
 func (n *Node) Topology() *topology.Topology { return n.topo }
 
 // stateOf builds the allocator state holding as, and the records of each.
-func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]nodecore.Record, error) {
-	return nodecore.LoadState(n.topo, n.cfg, as)
+func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]Record, error) {
+	return LoadState(n.topo, n.cfg, as)
 }
 
 // entryOf is the entry of a stored assignment a with its record rec.
-func entryOf(a store.Assignment, rec nodecore.Record) *entry {
+func entryOf(a store.Assignment, rec Record) *entry {
 	e := &entry{a: a, rec: rec}
 	e.cpus, _ = cpuset.Parse(a.Cpuset)      // LoadState parsed it
 	e.mems, _ = cpuset.Parse(rec.NUMANodes) // written by Admit
@@ -245,32 +249,32 @@ func entryOf(a store.Assignment, rec nodecore.Record) *entry {
 // admission is rolled back. Errors wrap ErrInvalid, ErrExists,
 // ErrRejected (with the allocator's Rejection), or are failures of the
 // system.
-func (n *Node) Create(s Spec) (Workload, error) {
+func (n *Node) Create(s Spec) (Held, error) {
 	t0 := time.Now()
 	w, err := n.create(s)
-	n.metrics.admitted(time.Since(t0), err)
+	n.obs.Admitted(time.Since(t0), err)
 	if err != nil {
 		n.log.Info("admission refused", "name", s.Name, "err", err)
 	} else {
-		n.log.Info("admitted", "name", w.Name, "qos", w.QoS, "cpuset", w.Cpuset, "cpus", w.CPUs)
+		n.log.Info("admitted", "name", s.Name, "qos", w.Assignment.QoS, "cpuset", w.CPUs.String(), "cpus", *s.CPUs)
 	}
 	return w, err
 }
 
-func (n *Node) create(s Spec) (Workload, error) {
+func (n *Node) create(s Spec) (Held, error) {
 	if err := s.Validate(); err != nil {
-		return Workload{}, err
+		return Held{}, err
 	}
-	req, err := nodecore.Request(n.cfg, s)
+	req, err := Request(n.cfg, s)
 	if err != nil {
-		return Workload{}, err
+		return Held{}, err
 	}
 	var cmdPath string
 	switch {
 	case s.Command != "":
 		p, err := exec.LookPath(s.Command)
 		if err != nil {
-			return Workload{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
+			return Held{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
 		}
 		cmdPath = p
 	}
@@ -278,7 +282,7 @@ func (n *Node) create(s Spec) (Workload, error) {
 	// 409 of a node that is full now. A BE quota above them would be
 	// stored as asked and shown, though BE never gets more than its pool.
 	if usable := n.topo.Allowed(); req.CPUs > usable.Size() || req.MilliCPUs > 1000*usable.Size() {
-		return Workload{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
+		return Held{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
 			ErrInvalid, s.Name, *s.CPUs, usable.Size(), usable)
 	}
 
@@ -289,16 +293,16 @@ func (n *Node) create(s Spec) (Workload, error) {
 	switch {
 	case s.PID != 0:
 		if err := n.guard().CheckPID(s.Name, s.PID); err != nil {
-			return Workload{}, err
+			return Held{}, err
 		}
 	case s.Cgroup != "":
 		if err := n.guard().CheckCgroup(s.Name, s.Cgroup); err != nil {
-			return Workload{}, err
+			return Held{}, err
 		}
 	}
-	ad, err := nodecore.Admit(n.db, n.topo, n.cfg, nodecore.Record{Spec: s}, cpuset.CPUSet{})
+	ad, err := Admit(n.db, n.topo, n.cfg, Record{Spec: s}, cpuset.CPUSet{})
 	if err != nil {
-		return Workload{}, err
+		return Held{}, err
 	}
 	e := &entry{a: ad.Assignment, rec: ad.Record, mems: ad.Placement.NUMANodes}
 	if q := ad.Placement.QoS; q == alloc.LSE || q == alloc.LSR {
@@ -312,17 +316,17 @@ func (n *Node) create(s Spec) (Workload, error) {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, fs_ErrProcess) {
-			return Workload{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Held{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		return Workload{}, err
+		return Held{}, err
 	}
-	return n.view(e), nil
+	return n.held(e), nil
 }
 
 // guard is the adoption guard over n's roots and adopted cgroups.
 // Callers hold n.mu.
-func (n *Node) guard() nodecore.Guard {
-	g := nodecore.Guard{Root: cmp.Or(n.opts.CgroupRoot, DefaultCgroupRoot), Adopted: map[string]string{}}
+func (n *Node) guard() Guard {
+	g := Guard{Root: cmp.Or(n.opts.CgroupRoot, DefaultCgroupRoot), Adopted: map[string]string{}}
 	for name, e := range n.wl {
 		if e.rec.Cgroup != "" {
 			g.Adopted[name] = e.rec.Cgroup
@@ -464,7 +468,7 @@ func (n *Node) syncPools() error {
 		return fmt.Errorf("resizing the shared pools: %w", err)
 	}
 	n.pools = p
-	n.metrics.setPools(p)
+	n.obs.Pools(p)
 	return nil
 }
 
@@ -473,7 +477,7 @@ func (n *Node) syncPools() error {
 // corepin's root back and is left in place), then the assignment is
 // deleted.
 func (n *Node) Delete(name string) error {
-	if err := nodecore.ValidateName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -550,7 +554,7 @@ func (n *Node) release(e *entry, why string) error {
 	if err := n.st.Release(e.a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
 		return err
 	}
-	n.metrics.reconcile(why)
+	n.obs.Reconciled(why)
 	return n.syncPools()
 }
 

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import "maps"
 

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"encoding/json"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
-	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/store"
 )
 
@@ -46,7 +45,7 @@ func (n *Node) Reconcile() (ReconcileReport, error) {
 	err := n.reconcile(rep)
 	for act, c := range rep {
 		for range c {
-			n.metrics.reconcile(act)
+			n.obs.Reconciled(act)
 		}
 	}
 	if len(rep) > 0 {
@@ -262,13 +261,13 @@ func (n *Node) Sweep() (released []string, err error) {
 }
 
 // releaseDeadRuns releases the reservations of dead runs whose jobs have
-// no process left (see nodecore.ReleaseDeadRuns), logging and counting each.
+// no process left (see ReleaseDeadRuns), logging and counting each.
 // Callers hold n.mu.
 func (n *Node) releaseDeadRuns() ([]string, error) {
 	if n.runs == nil {
 		return nil, nil
 	}
-	gone, err := nodecore.ReleaseDeadRuns(n.db, n.runs)
+	gone, err := ReleaseDeadRuns(n.db, n.runs)
 	if err != nil {
 		return nil, fmt.Errorf("releasing dead runs' CPUs: %w", err)
 	}
@@ -277,14 +276,14 @@ func (n *Node) releaseDeadRuns() ([]string, error) {
 	}
 	var names []string
 	for _, a := range gone {
-		rec, _, _ := nodecore.DecodeAssignment(a) // ReleaseDeadRuns decoded it
+		rec, _, _ := DecodeAssignment(a) // ReleaseDeadRuns decoded it
 		n.log.Info("released a dead run's reservation", "name", a.Name, "job", rec.Job, "owner_pid", rec.Owner.PID,
 			"cpuset", a.Cpuset)
 		delete(n.wl, a.Name)
 		if err := n.st.Release(a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
 			return names, err
 		}
-		n.metrics.reconcile(ActDeadRun)
+		n.obs.Reconciled(ActDeadRun)
 		names = append(names, a.Name)
 	}
 	return names, n.syncPools()
@@ -341,10 +340,10 @@ func (n *Node) forget(e *entry, rep ReconcileReport) error {
 // adoptOrphan admits a live group that has no assignment, for the CPUs it
 // holds: LSE when they are all free for an exclusive set, BE otherwise.
 func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
-	rec := nodecore.Record{Spec: Spec{Name: l.Name}, Excl: string(alloc.ExclusiveNone), Adopted: true, Threads: max(1, l.CPUs.Size())}
+	rec := Record{Spec: Spec{Name: l.Name}, Excl: string(alloc.ExclusiveNone), Adopted: true, Threads: max(1, l.CPUs.Size())}
 	a := store.Assignment{Name: l.Name, QoS: string(alloc.LSE), Cpuset: l.CPUs.String()}
 	probe := n.st.Clone()
-	_, aa, _ := nodecore.DecodeAssignment(a)
+	_, aa, _ := DecodeAssignment(a)
 	if l.CPUs.IsEmpty() || probe.Assign(aa) != nil || probe.GuardPools(alloc.LSE) != nil {
 		a.QoS, a.Cpuset = string(alloc.BE), ""
 	}
@@ -365,7 +364,7 @@ func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
 			a = s
 		}
 	}
-	_, aa, _ = nodecore.DecodeAssignment(a)
+	_, aa, _ = DecodeAssignment(a)
 	if err := n.st.Assign(aa); err != nil {
 		return err
 	}
