@@ -74,4 +74,3 @@ func TestClassResources(t *testing.T) {
 		})
 	}
 }
-
