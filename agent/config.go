@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/nodecore"
 )
 
 // MaxConfig bounds the size of a config file.
@@ -75,7 +75,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 // Validate checks the values of c. Errors wrap ErrInvalid.
 func (c Config) Validate() error {
-	if _, err := c.AllocConfig(); err != nil {
+	if _, err := c.Settings(); err != nil {
 		return err
 	}
 	if c.Listen != "" && c.TokenFile == "" {
@@ -90,35 +90,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: log_format %q: want text or json", ErrInvalid, c.LogFormat)
 	}
 	if c.CgroupRoot != "" {
-		if err := ValidateName(c.CgroupRoot); err != nil {
+		if err := nodecore.ValidateName(c.CgroupRoot); err != nil {
 			return fmt.Errorf("cgroup_root: %w", err)
 		}
 	}
 	if err := c.QoS.Validate(); err != nil {
 		return err
 	}
-	switch alloc.TopologyPolicy(c.TopologyPolicy) {
-	case "", alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:
-	default:
-		return fmt.Errorf("%w: topology_policy %q: want none, best-effort, restricted or single-numa-node", ErrInvalid, c.TopologyPolicy)
-	}
 	return nil
 }
 
-// AllocConfig is the allocator configuration c describes.
-func (c Config) AllocConfig() (alloc.NodeSettings, error) {
-	ac := alloc.NodeSettings{Policy: alloc.Policy(c.Policy), Options: c.PolicyOptions}
-	if c.ReservedCPUs != "" {
-		set, err := cpuset.Parse(c.ReservedCPUs)
-		if err != nil {
-			return ac, fmt.Errorf("%w: reserved_cpus: %v", ErrInvalid, err)
-		}
-		ac.Reserved = set
-	}
-	switch ac.Policy {
-	case "", alloc.PolicyCorepin, alloc.PolicyKubelet:
-	default:
-		return ac, fmt.Errorf("%w: policy %q: want corepin or kubelet", ErrInvalid, c.Policy)
-	}
-	return ac, nil
+// Settings are the node settings c describes (reserved_cpus, policy,
+// policy_options, topology_policy: the keys the shared state uses too,
+// read by nodecore.ParseSettings). Errors wrap ErrInvalid.
+func (c Config) Settings() (alloc.NodeSettings, error) {
+	return nodecore.ParseSettings(c.ReservedCPUs, c.Policy, c.PolicyOptions, c.TopologyPolicy)
 }

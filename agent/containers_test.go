@@ -3,65 +3,25 @@ package agent
 import (
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/nodecore"
 )
 
-func TestContainersAdmitIsIdempotentAndReleases(t *testing.T) {
-	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2})
-	c, err := OpenContainers(filepath.Join(t.TempDir(), "state.db"), topo, alloc.NodeSettings{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ref := ContainerRef{ID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Pod: "default/x"}
-	first, err := c.Admit(ref, Spec{QoS: "LSE", CPUs: f64(4), Bind: "FullPCPUs"}, cpuset.CPUSet{})
-	if err != nil {
-		t.Fatalf("Admit: %v", err)
-	}
-	if first.CPUs.Size() != 4 || first.Mems.Size() != 1 || len(first.Name) > MaxNameLen {
-		t.Fatalf("Admit = %+v, want 4 CPUs on one node under a name of at most %d bytes", first, MaxNameLen)
-	}
-	again, err := c.Admit(ref, Spec{QoS: "LSE", CPUs: f64(4)}, cpuset.CPUSet{})
-	if err != nil || !again.CPUs.Equals(first.CPUs) {
-		t.Fatalf("second Admit = %v (%v), want the first answer %v", again.CPUs, err, first.CPUs)
-	}
-	if _, err := c.Admit(ContainerRef{ID: "big"}, Spec{QoS: "LSE", CPUs: f64(13)}, cpuset.CPUSet{}); !errors.Is(err, ErrRejected) {
-		t.Errorf("Admit of 13 CPUs beside 4 of 16 = %v, want ErrRejected", err)
-	}
-	if _, err := c.Admit(ContainerRef{ID: ""}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Admit without an id = %v, want ErrInvalid", err)
-	}
-	if _, err := c.Admit(ContainerRef{ID: "long", Pod: strings.Repeat("p", MaxContainerIDLen+1)}, Spec{QoS: "LS", CPUs: f64(1)}, cpuset.CPUSet{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Admit with a %d-byte pod name = %v, want ErrInvalid", MaxContainerIDLen+1, err)
-	}
-	if err := c.Release(ref.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Release(ref.ID); err != nil {
-		t.Errorf("second Release = %v, want nil", err)
-	}
-	if l, err := c.List(); err != nil || len(l) != 0 {
-		t.Errorf("List after Release = %v (%v), want none", l, err)
-	}
-}
-
 // The agent's reconcile keeps the NRI plugin's container assignments (it
-// has no group for them): before Containers, Open released them as gone.
+// has no group for them): before nodecore.Containers, Open released them as gone.
 func TestNodeKeepsContainerAssignments(t *testing.T) {
 	requireCgroups(t)
 	topo := liveTopology(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	c, err := OpenContainers(state, topo, alloc.NodeSettings{}, "")
+	c, err := nodecore.OpenContainers(state, topo, alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ca, err := c.Admit(ContainerRef{ID: "ctr1", Pod: "default/p"}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{})
+	ca, err := c.Admit(nodecore.ContainerRef{ID: "ctr1", Pod: "default/p"}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +30,11 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	w, err := n.Get(ContainerName("ctr1"))
+	w, err := n.Get(nodecore.ContainerName("ctr1"))
 	if err != nil || w.Source != "container" || w.Cpuset != ca.CPUs.String() {
 		t.Fatalf("agent Get = %+v (%v), want source container on %s", w, err, ca.CPUs)
 	}
-	if err := n.Delete(ContainerName("ctr1")); !errors.Is(err, ErrInvalid) {
+	if err := n.Delete(nodecore.ContainerName("ctr1")); !errors.Is(err, ErrInvalid) {
 		t.Errorf("agent Delete of a runtime's container = %v, want ErrInvalid (the runtime owns it)", err)
 	}
 	if _, err := n.Create(Spec{Name: "all", QoS: "LSE", CPUs: f64(float64(topo.Allowed().Size())), Command: "sleep", Args: []string{"60"}}); !errors.Is(err, ErrRejected) {
@@ -88,12 +48,12 @@ func TestNodeKeepsContainerAssignments(t *testing.T) {
 func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
 	n, _ := newNode(t)
 	topo := n.Topology()
-	c, err := OpenContainers(n.db.Path(), topo, alloc.NodeSettings{}, "")
+	c, err := nodecore.OpenContainers(n.StatePath(), topo, alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ca, err := c.Admit(ContainerRef{ID: "late", Pod: "default/p"}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{})
+	ca, err := c.Admit(nodecore.ContainerRef{ID: "late", Pod: "default/p"}, Spec{QoS: "LSE", CPUs: f64(1)}, cpuset.CPUSet{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +66,7 @@ func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
 			t.Errorf("/v1/topology shows CPUs %s of node %s free; the container holds %s", free, node, ca.CPUs)
 		}
 	}
-	if ws := n.List(); len(ws) != 1 || ws[0].Name != ContainerName("late") {
+	if ws := n.List(); len(ws) != 1 || ws[0].Name != nodecore.ContainerName("late") {
 		t.Errorf("/v1/workloads = %+v, want the container", ws)
 	}
 	if err := c.Release("late"); err != nil {

@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
 )
 
 // DefaultState is the agent's state file when neither flag nor config
-// names one.
-const DefaultState = "/var/lib/corepin/agent.db"
+// names one (nodecore.DefaultState, shared with the NRI plugin and runs).
+const DefaultState = nodecore.DefaultState
 
 // DefaultReconcileInterval is how often a running agent reconciles.
 const DefaultReconcileInterval = 10 * time.Second
@@ -60,7 +61,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 			return fmt.Errorf("%w: token_file %s holds a token shorter than 16 characters", ErrInvalid, c.TokenFile)
 		}
 	}
-	ac, _ := c.AllocConfig()
+	ac, _ := c.Settings()
 	topo, err := topology.Discover(os.DirFS("/"))
 	if err != nil {
 		return fmt.Errorf("discovering the topology: %w", err)
@@ -70,9 +71,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return fmt.Errorf("detecting cgroups: %w", err)
 	}
 	m := NewMetrics()
-	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Metrics: m,
-		TopologyPolicy: c.TopologyPolicy, RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot,
-		Online: OnlineFrom(os.DirFS("/"))})
+	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Observer: m,
+		RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot,
+		Online: nodecore.OnlineFrom(os.DirFS("/"))})
 	if err != nil {
 		return err
 	}
@@ -178,4 +179,14 @@ func (r *runGroups) List() ([]enforce.Listed, error) {
 		r.l = l
 	}
 	return r.l.List()
+}
+
+// checkPlace refuses a state file or socket path on a kernel file system
+// (nodecore.CheckPlace), suggesting the agent's default instead.
+func checkPlace(flag, path string) error {
+	example := DefaultState
+	if flag == "--socket" {
+		example = DefaultSocket
+	}
+	return nodecore.CheckPlace(flag, path, example)
 }

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
+	"github.com/corepin/corepin/nodecore"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -134,14 +136,11 @@ func TestRestartFinishesACommittedDelete(t *testing.T) {
 		}
 	}
 	pids := readPids(groupDir(t, root, "gone"))
-	n.mu.Lock()
-	err := n.markDeleting(n.wl["gone"])
-	n.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := n.db.Path()
+	// The delete committed (the record's deleting mark), then the agent
+	// stopped: nothing else of the delete happened.
+	state := n.StatePath()
 	n.Close()
+	markDeleting(t, state, "gone")
 	n2, err := openNode(t, root, state)
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +153,33 @@ func TestRestartFinishesACommittedDelete(t *testing.T) {
 	checkConsistent(t, root, ws)
 	for _, p := range pids {
 		// Killed, it stays a zombie: this test process was its parent.
-		if st, err := readProcStatus(p); err == nil && st.state != 'Z' {
-			t.Errorf("process %d of the deleted workload still runs (state %c)", p, st.state)
+		if st, err := procState(p); err == nil && st != 'Z' {
+			t.Errorf("process %d of the deleted workload still runs (state %c)", p, st)
 		}
 	}
+}
+
+// markDeleting commits workload name's delete in the state file, as
+// Node.Delete does before it stops anything.
+func markDeleting(t *testing.T, state, name string) {
+	t.Helper()
+	as, db := assignmentsIn(t, state)
+	for _, a := range as {
+		if a.Name != name {
+			continue
+		}
+		rec, _, err := nodecore.DecodeAssignment(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Deleting = true
+		if a.Request, err = json.Marshal(rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.SaveAssignment(a); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no workload %s in %s", name, state)
 }

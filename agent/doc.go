@@ -1,59 +1,38 @@
-// Package agent is corepin's node agent: the one owner of a machine's
-// CPUs. It is a library first. Node owns the state file (store, SQLite in
-// WAL mode), the allocator over it (alloc) and the enforcement groups
-// (enforce); Server is a thin HTTP/JSON front door over a Node; Client is
-// what `corepin ctl` and `corepin topo` use; Run is the daemon.
+// Package agent is corepin's node agent, a front door on the node core
+// (package nodecore: the state file, the allocator over it, the one
+// admission, the adoption guard, the agent's groups and their reconcile,
+// which the NRI plugin and local runs share in part). It is a library
+// first. Node is nodecore's Node with the API's views of what it holds
+// (Workload, Usage, TopologyView); Server is a thin HTTP/JSON front door
+// over a Node; Client is what `corepin ctl` and `corepin topo` use; Run is
+// the daemon: it reads the YAML configuration (Config, whose node
+// settings convert to alloc.NodeSettings with Config.Settings), opens the
+// Node, serves the API and /metrics (Metrics, the Node's observer) and
+// sweeps every reconcile_interval (Sweep, Refresh, CheckOnline).
 //
 // # Admission, release, reconcile
 //
-// Node.Create validates a Spec, lets alloc place it on the assignments
-// read inside the store's write transaction, commits it (Admit), shrinks
-// the LS and BE groups if it took CPUs from their pool, makes its group
-// and starts its command there (enforce.StartThread: the child is born in
-// the group) or moves an existing process or cgroup into it. The API
-// answers after all of that. Node.Delete commits the delete (the record's
-// deleting mark), kills the group's processes, removes the group, then
-// deletes the assignment: on a full disk nothing changes (ErrDiskFull),
-// and a delete committed before a crash is finished at the next start.
-// Because every
-// assignment is committed before its group exists and outlives it, a
-// crash at any instant leaves only states Reconcile repairs: an
-// assignment with no group or an empty one (released), a live group with
-// its assignment (adopted). A live group without an assignment (the state
-// file was replaced) is admitted for the CPUs it holds, so no CPU a live
-// exclusive group holds is ever handed out again. Open reconciles once;
-// the running agent calls Sweep, which reads only the groups of adopted
-// processes (its own children are reaped on SIGCHLD).
-//
-// What corepin already runs is never adopted (guard.go): a cgroup in or
-// above a corepin root (the agent's, enforce.DefaultRoot of runs,
-// BERunRoot of best-effort runs) or holding the agent is ErrInvalid; a
-// cgroup another workload adopted, in it or above it, or a process in any
-// of those, is ErrTaken; a pid of one of the agent's threads, a zombie, a
-// kernel thread or a thread other than its process's leader is
-// ErrInvalid. /proc/PID/status, stat and cgroup are read, each bounded.
-//
-// An exclusive admission that would leave the LS pool smaller than the LS
-// quotas committed, or an empty pool under live LS or BE work, is
-// rejected (alloc.State.GuardPools): a cpuset can not be emptied under running tasks.
-//
-// A state file that is not a SQLite database, is corrupt, belongs to
-// another program or has a newer schema stops Open with the store's
-// sentinel and is left byte-identical. One agent holds a state file at a
-// time (a flock on FILE.lock; ErrLocked).
+// Node.Create admits a Spec through nodecore (the allocator, the pool
+// guard and the store's write transaction, then its group, started or
+// adopted) and answers after all of that; Node.Delete stops it and
+// releases its CPUs; a crash at any instant leaves only states the next
+// Open reconciles. See package nodecore for each step and its guarantees.
+// One agent holds a state file at a time (a flock on FILE.lock;
+// ErrLocked). A state file that is not a SQLite database, is corrupt,
+// belongs to another program or has a newer schema stops Open with the
+// store's sentinel and is left byte-identical.
 //
 // # Without a daemon
 //
-// A local `corepin run` places its pinned jobs with StatePlacer on the
-// same state file, in the same write transaction as the agent's
-// admissions, so neither hands out a CPU the other holds. The agent and
-// the NRI plugin record their allocator configuration in the file when
-// they open it (SharedConfig: reserved CPUs, policy, options, topology
-// policy; the newest writer's wins, nothing assigned moves), and a run
-// places with it, so it never takes a CPU the agent reserves. A run's
-// reservations name their owner process: when it dies, they are
-// released, by the next run that opens the file or by the agent's next
-// sweep, once the job's group has no process left.
+// A local `corepin run` places its pinned jobs with nodecore.StatePlacer
+// on the same state file, in the same write transaction as the agent's
+// admissions, so neither hands out a CPU the other holds. The agent
+// records its node settings in the file when it opens it
+// (nodecore.SharedConfig), and a run places with them, so it never takes
+// a CPU the agent reserves. A run's reservations name their owner
+// process: when it dies, they are released, by the next run that opens
+// the file or by the agent's next sweep, once the job's group has no
+// process left.
 //
 // # QoS controller
 //

@@ -53,8 +53,8 @@ func zombie(t testing.TB) int {
 	t.Cleanup(func() { cmd.Wait() })
 	pid := cmd.Process.Pid
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		st, err := readProcStatus(pid)
-		if err == nil && st.state == 'Z' {
+		st, err := procState(pid)
+		if err == nil && st == 'Z' {
 			return pid
 		}
 		if time.Now().After(deadline) {
@@ -126,7 +126,7 @@ func TestAdoptionRefusals(t *testing.T) {
 		t.Fatalf("keep-lse's group holds %v", lsePids)
 	}
 	before, liveBefore := n.List(), liveGroups(t, root)
-	selfBefore, err := procCgroups(os.Getpid())
+	selfBefore, err := selfCgroups()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestAdoptionRefusals(t *testing.T) {
 			if got := readPids(lseDir); !cmp.Equal(got, lsePids) {
 				t.Errorf("keep-lse's group holds %v, want %v", got, lsePids)
 			}
-			if self, _ := procCgroups(os.Getpid()); !cmp.Equal(self, selfBefore) {
+			if self, _ := selfCgroups(); !cmp.Equal(self, selfBefore) {
 				t.Errorf("the agent moved: cgroups %v, were %v", self, selfBefore)
 			}
 		})

@@ -166,7 +166,7 @@ func TestHostileRequests(t *testing.T) {
 			adoptions = append(adoptions, fmt.Sprintf(`{"name":"evil",%s,"pid":%d}`, q, p))
 		}
 	}
-	selfBefore, err := procCgroups(os.Getpid())
+	selfBefore, err := selfCgroups()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestHostileRequests(t *testing.T) {
 			t.Errorf("%s's group holds %v, want %v", name, got, want)
 		}
 	}
-	if self, _ := procCgroups(os.Getpid()); !cmp.Equal(self, selfBefore) {
+	if self, _ := selfCgroups(); !cmp.Equal(self, selfBefore) {
 		t.Errorf("the agent moved: its cgroups are %v, were %v", self, selfBefore)
 	}
 	if d := cmp.Diff(before, n.List()); d != "" {

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/store"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -157,8 +159,8 @@ func liveGroups(t testing.TB, root string) map[string][]liveGroup {
 }
 
 // openNode opens a Node on state with the live topology and a v1/v2 driver
-// under root.
-func openNode(t testing.TB, root, state string) (*Node, error) {
+// under root; with changes made to its options.
+func openNode(t testing.TB, root, state string, with ...func(*Options)) (*Node, error) {
 	t.Helper()
 	topo, err := topology.Discover(os.DirFS("/"))
 	if err != nil {
@@ -168,7 +170,11 @@ func openNode(t testing.TB, root, state string) (*Node, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Open(Options{StatePath: state, Topology: topo, Driver: drv, StopTimeout: 2 * time.Second, CgroupRoot: root})
+	o := Options{StatePath: state, Topology: topo, Driver: drv, StopTimeout: 2 * time.Second, CgroupRoot: root}
+	for _, f := range with {
+		f(&o)
+	}
+	return Open(o)
 }
 
 // checkConsistent asserts that ws (the agent's view) equals the live
@@ -205,11 +211,11 @@ func checkConsistent(t testing.TB, root string, ws []Workload) {
 
 // newNode opens a Node on a fresh state file under a fresh cgroup root
 // (skipping without cgroups) and closes it when t ends.
-func newNode(t testing.TB) (*Node, string) {
+func newNode(t testing.TB, with ...func(*Options)) (*Node, string) {
 	t.Helper()
 	requireCgroups(t)
 	root := testRoot(t)
-	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"))
+	n, err := openNode(t, root, filepath.Join(t.TempDir(), "state.db"), with...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +242,49 @@ func serve(t testing.TB, s *Server) string {
 		}
 	})
 	return socket
+}
+
+// selfCgroups is this process's /proc/self/cgroup, to see it unchanged.
+func selfCgroups() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	return string(b), err
+}
+
+// procState is the state letter of process pid (/proc/PID/stat field 3).
+func procState(pid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("/proc/%d/stat: no state after the name", pid)
+	}
+	return b[i+2], nil
+}
+
+// groupOf is workload name's enforcement group.
+func groupOf(t testing.TB, n *Node, name string) enforce.Group {
+	t.Helper()
+	h, err := n.Node.Get(name)
+	if err != nil || h.Group == nil {
+		t.Fatalf("workload %s: %v, group %v", name, err, h.Group)
+	}
+	return h.Group
+}
+
+// assignmentsIn opens the state file at state beside its holders and
+// returns its assignments and the store, closed when t ends.
+func assignmentsIn(t testing.TB, state string) ([]store.Assignment, *store.DB) {
+	t.Helper()
+	db, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	as, err := db.Assignments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as, db
 }

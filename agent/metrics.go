@@ -7,11 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/qos"
 )
 
-// Metrics are the agent's Prometheus metrics. A nil *Metrics records
-// nothing, so the Node works without one.
+// Metrics are the agent's Prometheus metrics, the Node's observer
+// (nodecore.Observer). A nil *Metrics records nothing.
 type Metrics struct {
 	reg        *prometheus.Registry
 	admission  prometheus.Histogram
@@ -67,7 +68,8 @@ func NewMetrics() *Metrics {
 // Registry returns the registry to serve (and to register more on).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-func (m *Metrics) admitted(d time.Duration, err error) {
+// Admitted counts an admission that took d and ended with err.
+func (m *Metrics) Admitted(d time.Duration, err error) {
 	if m == nil {
 		return
 	}
@@ -90,14 +92,16 @@ func reasonOf(err error) string {
 	return "error"
 }
 
-func (m *Metrics) reconcile(action string) {
+// Reconciled counts a release or reconcile action.
+func (m *Metrics) Reconciled(action string) {
 	if m == nil {
 		return
 	}
 	m.reconciles.WithLabelValues(action).Inc()
 }
 
-func (m *Metrics) setPools(p alloc.Pools) {
+// Pools sets the pool sizes.
+func (m *Metrics) Pools(p alloc.Pools) {
 	if m == nil {
 		return
 	}
@@ -106,22 +110,16 @@ func (m *Metrics) setPools(p alloc.Pools) {
 	}
 }
 
-// setOffline sets every workload's count of offline CPUs (CheckOnline),
+// Offline sets every workload's count of offline CPUs (CheckOnline),
 // dropping the series of workloads no longer admitted.
-func (m *Metrics) setOffline(off map[string]offlineCount) {
+func (m *Metrics) Offline(off map[string]nodecore.OfflineCount) {
 	if m == nil {
 		return
 	}
 	m.offline.Reset()
 	for name, c := range off {
-		m.offline.WithLabelValues(name, c.qos).Set(float64(c.n))
+		m.offline.WithLabelValues(name, c.QoS).Set(float64(c.CPUs))
 	}
-}
-
-// offlineCount is one workload's number of offline CPUs and its QoS.
-type offlineCount struct {
-	qos string
-	n   int
 }
 
 // workloadCollector reads each workload's group accounting at scrape
@@ -157,7 +155,8 @@ func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (m *Metrics) qosTick(r qos.Report) {
+// QoSTick records the QoS controller's tick.
+func (m *Metrics) QoSTick(r qos.Report) {
 	if m == nil {
 		return
 	}
@@ -174,3 +173,5 @@ func (m *Metrics) qosTick(r qos.Report) {
 		m.qosActions.WithLabelValues("burst").Add(float64(r.Bursts))
 	}
 }
+
+var _ nodecore.Observer = (*Metrics)(nil)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"errors"
+	"github.com/corepin/corepin/nodecore"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,7 +55,7 @@ func TestAdmitPinsAndReleaseFrees(t *testing.T) {
 		t.Errorf("lse cpuset %q, ls pool %q: want disjoint non-empty", lse.Cpuset, ls.Cpuset)
 	}
 	// The process the agent started runs on exactly its assignment.
-	g := n.wl["lse"].group
+	g := groupOf(t, n, "lse")
 	pids, err := enforce.Pids(g)
 	if err != nil || len(pids) != 1 {
 		t.Fatalf("Pids(lse) = %v, %v; want one process", pids, err)
@@ -83,7 +84,7 @@ func TestAdmitPinsAndReleaseFrees(t *testing.T) {
 	if len(ws) != 1 || ws[0].Name != "ls" {
 		t.Fatalf("List after delete = %+v, want only ls", ws)
 	}
-	if want := n.topo.Allowed().String(); ws[0].Cpuset != want {
+	if want := n.Topology().Allowed().String(); ws[0].Cpuset != want {
 		t.Errorf("LS pool after releasing lse = %s, want every CPU %s", ws[0].Cpuset, want)
 	}
 	checkConsistent(t, root, ws)
@@ -127,7 +128,7 @@ func TestReconcileAtStart(t *testing.T) {
 			t.Fatalf("Create(%s) = %v", s.Name, err)
 		}
 	}
-	diePids, _ := enforce.Pids(n.wl["dies"].group)
+	diePids, _ := enforce.Pids(groupOf(t, n, "dies"))
 	n.Close() // as if the agent were killed: workloads keep running
 	for _, p := range diePids {
 		syscall.Kill(p, syscall.SIGKILL)
@@ -175,7 +176,7 @@ func TestReconcileAtStart(t *testing.T) {
 	}
 	checkConsistent(t, root, n2.List())
 	rep, err := n2.Reconcile()
-	if err != nil || rep[ActGone]+rep[ActRemoved]+rep[ActOrphan] != 0 {
+	if err != nil || rep[nodecore.ActGone]+rep[nodecore.ActRemoved]+rep[nodecore.ActOrphan] != 0 {
 		t.Errorf("a second Reconcile = %v, %v; want only adoptions", rep, err)
 	}
 }
@@ -292,9 +293,7 @@ func TestOneHolderPerStateFile(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		n.Close()
 	}()
-	o := n.opts
-	o.LockWait = 10 * time.Second
-	n2, err := Open(o)
+	n2, err := openNode(t, root, state, func(o *Options) { o.LockWait = 10 * time.Second })
 	if err != nil {
 		t.Fatalf("Open with LockWait = %v", err)
 	}
@@ -359,7 +358,7 @@ func TestCommandGetsThreadEnvAndTopologyShowsIt(t *testing.T) {
 			t.Errorf("node %s lists cpu %s as free while env holds it (free %q)", node, w.Cpuset, free)
 		}
 	}
-	if len(v.Workloads) != 1 || len(v.Machine.CPUs) != n.topo.Online().Size() {
+	if len(v.Workloads) != 1 || len(v.Machine.CPUs) != n.Topology().Online().Size() {
 		t.Errorf("view has %d workloads and %d cpus", len(v.Workloads), len(v.Machine.CPUs))
 	}
 }
@@ -410,7 +409,7 @@ func TestAdoptExistingCgroupV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ = os.ReadFile(filepath.Join(dirs[0], "cpuset.cpus"))
-	if want := n.topo.Allowed().String(); strings.TrimSpace(string(got)) != want {
+	if want := n.Topology().Allowed().String(); strings.TrimSpace(string(got)) != want {
 		t.Errorf("after delete the container cgroup has cpus %q, want all of %s back", got, want)
 	}
 	if syscall.Kill(pid, 0) != nil {

@@ -3,7 +3,6 @@ package agent
 import (
 	"maps"
 	"testing"
-	"testing/fstest"
 
 	"github.com/corepin/corepin/cpuset"
 )
@@ -31,42 +30,20 @@ func offlineGauge(t *testing.T, m *Metrics) map[string]float64 {
 	return out
 }
 
-func TestOnlineFrom(t *testing.T) {
-	for _, tc := range []struct {
-		name, data, want string
-		err              bool
-	}{
-		{name: "list", data: "0-2,4-7\n", want: "0-2,4-7"},
-		{name: "trailing NUL", data: "0-3\x00\n", want: "0-3"},
-		{name: "garbage", data: "0-x\n", err: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := OnlineFrom(fstest.MapFS{onlinePath: {Data: []byte(tc.data)}})()
-			if (err != nil) != tc.err {
-				t.Fatalf("OnlineFrom() error = %v, want error %v", err, tc.err)
-			}
-			if err == nil && got.String() != tc.want {
-				t.Errorf("OnlineFrom() = %s, want %s", got, tc.want)
-			}
-		})
-	}
-	if _, err := OnlineFrom(fstest.MapFS{})(); err == nil {
-		t.Error("OnlineFrom() without the file: no error")
-	}
-}
-
 // TestCheckOnlineReportsAndKeepsOfflineCPU takes an LSE workload's CPU
 // offline (as the kernel reports it) and back: the workload is reported
 // (view, metric) and keeps the CPU, which no other admission gets.
 func TestCheckOnlineReportsAndKeepsOfflineCPU(t *testing.T) {
-	n, root := newNode(t)
-	if n.topo.Online().Size() < 2 {
+	m := NewMetrics()
+	var online cpuset.CPUSet
+	n, root := newNode(t, func(o *Options) {
+		o.Observer = m
+		o.Online = func() (cpuset.CPUSet, error) { return online, nil }
+	})
+	if n.Topology().Online().Size() < 2 {
 		t.Skip("skipping: needs 2 online CPUs (one LSE, the LS pool)")
 	}
-	m := NewMetrics()
-	n.metrics = m
-	online := n.topo.Online()
-	n.opts.Online = func() (cpuset.CPUSet, error) { return online, nil }
+	online = n.Topology().Online()
 	w, err := n.Create(Spec{Name: "lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}})
 	if err != nil {
 		t.Fatalf("Create(lse) = %v", err)
@@ -84,7 +61,7 @@ func TestCheckOnlineReportsAndKeepsOfflineCPU(t *testing.T) {
 		t.Errorf("corepin_workload_offline_cpus = %v, want lse at 1", got)
 	}
 	want := map[string]float64{"lse": 0}
-	if n.topo.Online().Size() >= 3 { // one more exclusive CPU leaves the LS pool one
+	if n.Topology().Online().Size() >= 3 { // one more exclusive CPU leaves the LS pool one
 		other, err := n.Create(Spec{Name: "other", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}})
 		if err != nil {
 			t.Fatalf("Create(other) = %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -33,12 +34,12 @@ func TestStatePlacerTwoRunsNeverShareACPU(t *testing.T) {
 	topo := liveTopology(t)
 	n := topo.Allowed().Size()
 	state := filepath.Join(t.TempDir(), "state.db")
-	a, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+	a, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 5*time.Second, nil)
+	b, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 	if err := dead.Start(); err != nil {
 		t.Fatal(err)
 	}
-	o, err := ownerOf(dead.Process.Pid)
+	o, err := nodecore.OwnerOf(dead.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, job := range []string{"job-0", "job-1"} {
-		rec := record{Spec: Spec{Name: job}, Owner: &o, Job: job}
+		rec := nodecore.Record{Spec: Spec{Name: job}, Owner: &o, Job: job}
 		doc, _ := jsonOf(rec)
 		if _, err := db.SaveAssignment(store.Assignment{Name: "dead-" + job, QoS: "LSE", Cpuset: []string{"0", "1"}[i], Request: doc}); err != nil {
 			t.Fatal(err)
@@ -110,16 +111,12 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 	}
 	db.Close()
 	live := listerOf{{Name: "job-1", OwnerPID: o.PID, Pids: []int{os.Getpid()}}}
-	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, live)
+	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	as, err := p.db.Assignments()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(as) != 1 || as[0].Name != "dead-job-1" {
+	if as, _ := assignmentsIn(t, state); len(as) != 1 || as[0].Name != "dead-job-1" {
 		t.Errorf("after open: %+v, want only dead-job-1 (its job still runs)", as)
 	}
 }
@@ -131,7 +128,7 @@ func TestAgentSeesRunReservations(t *testing.T) {
 	topo := liveTopology(t)
 	root := testRoot(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

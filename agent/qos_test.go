@@ -74,7 +74,7 @@ func TestStartQoSReal(t *testing.T) {
 		t.Errorf("QoSStatus().Error = %q", st.Error)
 	}
 	pool, _ := cpuset.Parse(st.BEPool)
-	pids, err := enforce.Pids(n.wl["batch"].group)
+	pids, err := enforce.Pids(groupOf(t, n, "batch"))
 	if err != nil || len(pids) != 1 {
 		t.Fatalf("Pids(batch) = %v, %v", pids, err)
 	}

@@ -136,7 +136,7 @@ func statusOf(err error) int {
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	spec, err := DecodeSpec(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		s.Node.metrics.admitted(0, err)
+		s.Metrics.Admitted(0, err)
 		writeError(w, statusOf(err), err)
 		return
 	}

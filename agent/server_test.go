@@ -14,9 +14,8 @@ import (
 // throttling, pool sizes, the admission latency histogram, rejections by
 // reason and reconcile actions.
 func TestMetrics(t *testing.T) {
-	n, _ := newNode(t)
 	m := NewMetrics()
-	n.metrics = m
+	n, _ := newNode(t, func(o *Options) { o.Observer = m })
 	cl := NewClient(serve(t, &Server{Node: n, Metrics: m}), "")
 	if _, err := cl.Create(Spec{Name: "m-lse", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}}); err != nil {
 		t.Fatal(err)

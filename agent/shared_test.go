@@ -18,6 +18,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/enforce/enforcetest"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -48,7 +49,7 @@ func TestRunsPlaceWithTheAgentsReservedCPUs(t *testing.T) {
 
 	// A long wait: a request that can never fit must be refused at once,
 	// not after it.
-	p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, time.Hour, nil)
+	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestRunsPlaceWithTheAgentsReservedCPUs(t *testing.T) {
 	if want := cpuset.New(1, 2, 3); !got.CPUs.Equals(want) {
 		t.Errorf("Place(3) = %s, want %s (cpu 0 is the agent's)", got.CPUs, want)
 	}
-	q, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+	q, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestStatePlacerFollowsTheNewestRecord(t *testing.T) {
 	topo := topology.MustSynthetic(fourCPUs)
 	place := func(t *testing.T, state string, cpus int) cpuset.CPUSet {
 		t.Helper()
-		p, err := OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+		p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func TestStatePlacerFollowsTheNewestRecord(t *testing.T) {
 		state := filepath.Join(t.TempDir(), "state.db")
 		n := fakeNode(t, state, topo, Options{Alloc: alloc.NodeSettings{Reserved: cpuset.New(0)}})
 		n.Close()
-		c, err := OpenContainers(state, topo, alloc.NodeSettings{Reserved: cpuset.New(3)}, "")
+		c, err := nodecore.OpenContainers(state, topo, alloc.NodeSettings{Reserved: cpuset.New(3)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,13 +141,13 @@ func TestStatePlacerRefusesABadRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := db.SaveSetting(settingAlloc, json.RawMessage(tc.doc)); err != nil {
+			if err := db.SaveSetting(nodecore.SettingAlloc, json.RawMessage(tc.doc)); err != nil {
 				t.Fatal(err)
 			}
 			db.Close()
-			_, err = OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+			_, err = nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
-				t.Errorf("OpenStatePlacer = %v, want ErrInvalid saying %q", err, tc.msg)
+				t.Errorf("nodecore.OpenStatePlacer = %v, want ErrInvalid saying %q", err, tc.msg)
 			}
 		})
 	}
@@ -161,7 +162,7 @@ func FuzzParseSharedConfig(f *testing.F) {
 	f.Add([]byte(`{"reserved_cpus":"0"} {}`))
 	f.Add([]byte(`{"topology_policy":"numa"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := ParseSharedConfig(b)
+		c, err := nodecore.ParseSharedConfig(b)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
@@ -175,7 +176,7 @@ func FuzzParseSharedConfig(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c2, err := ParseSharedConfig(again)
+		c2, err := nodecore.ParseSharedConfig(again)
 		if err != nil || !reflect.DeepEqual(c, c2) {
 			t.Fatalf("%s read back as %+v (%v), want %+v", again, c2, err, c)
 		}
@@ -192,13 +193,13 @@ func (l *countingLister) List() ([]enforce.Listed, error) { l.calls.Add(1); retu
 
 // deadOwner is the owner of a process that has exited: a pid and start
 // time that no running process has.
-func deadOwner(t *testing.T) Owner {
+func deadOwner(t *testing.T) nodecore.Owner {
 	t.Helper()
 	dead := exec.Command("true")
 	if err := dead.Start(); err != nil {
 		t.Fatal(err)
 	}
-	o, err := ownerOf(dead.Process.Pid)
+	o, err := nodecore.OwnerOf(dead.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +208,10 @@ func deadOwner(t *testing.T) Owner {
 }
 
 // saveRunJob stores a reservation of run owner's job on cpus, as a
-// StatePlacer does.
-func saveRunJob(t *testing.T, db *store.DB, name, job, cpus string, owner Owner) {
+// nodecore.StatePlacer does.
+func saveRunJob(t *testing.T, db *store.DB, name, job, cpus string, owner nodecore.Owner) {
 	t.Helper()
-	doc, err := json.Marshal(record{Spec: Spec{Name: name, QoS: "LSE"}, Excl: string(alloc.ExclusiveNone), Owner: &owner, Job: job})
+	doc, err := json.Marshal(nodecore.Record{Spec: Spec{Name: name, QoS: "LSE"}, Excl: string(alloc.ExclusiveNone), Owner: &owner, Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 	topo := topology.MustSynthetic(fourCPUs)
 	state := filepath.Join(t.TempDir(), "state.db")
 	dead := deadOwner(t)
-	self, err := ownerOf(os.Getpid())
+	self, err := nodecore.OwnerOf(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m := NewMetrics()
-	n := fakeNode(t, state, topo, Options{RunGroups: runs, Logger: log, Metrics: m})
+	n := fakeNode(t, state, topo, Options{RunGroups: runs, Logger: log, Observer: m})
 
 	sweep(n, log)
 
@@ -276,11 +277,11 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 			t.Errorf("no log line for releasing %s; log:\n%s", name, logs.String())
 		}
 	}
-	if got := counter(t, m, "corepin_agent_reconcile_actions_total", "action", ActDeadRun); got != 2 {
-		t.Errorf("corepin_agent_reconcile_actions_total{action=%q} = %v, want 2", ActDeadRun, got)
+	if got := counter(t, m, "corepin_agent_reconcile_actions_total", "action", nodecore.ActDeadRun); got != 2 {
+		t.Errorf("corepin_agent_reconcile_actions_total{action=%q} = %v, want 2", nodecore.ActDeadRun, got)
 	}
 	// The freed CPUs are the agent's to give again.
-	if st := n.st.Pools(); !st.LSE.Equals(cpuset.New(1, 3)) {
+	if st := n.Node.Pools(); !st.LSE.Equals(cpuset.New(1, 3)) {
 		t.Errorf("agent's LSE pool after the tick = %s, want 1,3", st.LSE)
 	}
 }
@@ -289,7 +290,7 @@ func TestAgentTickReleasesDeadRuns(t *testing.T) {
 func TestAgentTickReadsNoRunGroupsWhileOwnersLive(t *testing.T) {
 	topo := topology.MustSynthetic(fourCPUs)
 	state := filepath.Join(t.TempDir(), "state.db")
-	self, err := ownerOf(os.Getpid())
+	self, err := nodecore.OwnerOf(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"github.com/corepin/corepin/nodecore"
 	"strings"
 	"testing"
 
@@ -65,7 +66,7 @@ func TestSpecIsolatedReachesRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.request()
+	r, err := nodecore.Request(alloc.NodeSettings{}, s)
 	if err != nil || r.Isolated != alloc.IsolatedRequire {
 		t.Errorf("request() = %+v, %v; want Isolated require", r, err)
 	}

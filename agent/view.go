@@ -1,15 +1,13 @@
 package agent
 
 import (
-	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -44,68 +42,87 @@ type Workload struct {
 	OfflineCPUs string `json:"offline_cpus,omitempty"`
 }
 
-// view returns e as the API shows it. Callers hold n.mu.
-func (n *Node) view(e *entry) Workload {
-	w := Workload{Name: e.a.Name, QoS: e.a.QoS, Cpuset: e.a.Cpuset, Exclusive: e.rec.Excl, NUMANodes: e.rec.NUMANodes,
-		Threads: e.rec.Threads, PID: e.rec.PID, Cgroup: e.rec.Cgroup, CreatedAt: e.a.CreatedAt, Generation: e.a.Generation,
-		Deleting: e.rec.Deleting}
-	if !e.offline.IsEmpty() {
-		w.OfflineCPUs = e.offline.String()
+// Node is the agent's node: nodecore's Node (the state file, the
+// allocator, the agent's groups and their reconcile) with the API's views
+// of what it holds. Every front door of the agent (the HTTP API, the QoS
+// controller) calls it.
+type Node struct {
+	*nodecore.Node
+}
+
+// Options configure Open (nodecore.Options; Observer takes the agent's
+// Metrics).
+type Options = nodecore.Options
+
+// ErrLocked means another process holds the state file's lock.
+var ErrLocked = nodecore.ErrLocked
+
+// Open opens (or creates) the state file, takes its lock, reconciles the
+// state with the live groups and records the node's settings in the file
+// for local runs (nodecore.Open).
+func Open(o Options) (*Node, error) {
+	n, err := nodecore.Open(o)
+	if err != nil {
+		return nil, err
 	}
-	if e.rec.CPUs != nil {
-		w.CPUs = *e.rec.CPUs
+	return &Node{Node: n}, nil
+}
+
+// view returns h as the API shows it.
+func view(h nodecore.Held) Workload {
+	a, rec := h.Assignment, h.Record
+	w := Workload{Name: a.Name, QoS: a.QoS, Cpuset: h.CPUs.String(), Exclusive: rec.Excl, NUMANodes: rec.NUMANodes,
+		Threads: rec.Threads, PID: rec.PID, Cgroup: rec.Cgroup, CreatedAt: a.CreatedAt, Generation: a.Generation,
+		Deleting: rec.Deleting}
+	if !h.Offline.IsEmpty() {
+		w.OfflineCPUs = h.Offline.String()
+	}
+	if rec.CPUs != nil {
+		w.CPUs = *rec.CPUs
 	}
 	switch {
-	case e.rec.Container != nil:
+	case rec.Container != nil:
 		w.Source = "container"
-	case e.rec.Owner != nil:
+	case rec.Owner != nil:
 		w.Source = "run"
-		w.PID = e.rec.Owner.PID
-	case e.rec.Adopted:
+		w.PID = rec.Owner.PID
+	case rec.Adopted:
 		w.Source = "adopted"
-	case e.rec.Command != "":
+	case rec.Command != "":
 		w.Source = "command"
-		w.Command = append([]string{e.rec.Command}, e.rec.Args...)
-	case e.rec.PID != 0:
+		w.Command = append([]string{rec.Command}, rec.Args...)
+	case rec.PID != 0:
 		w.Source = "pid"
 	default:
 		w.Source = "cgroup"
 	}
-	if w.Cpuset == "" && n.st != nil {
-		p := n.st.Pools()
-		if e.a.QoS == string(alloc.BE) {
-			w.Cpuset = p.BE.String()
-		} else {
-			w.Cpuset = p.LS.String()
-		}
-	}
 	return w
+}
+
+// Create admits s (nodecore.Node.Create) and returns it as the API shows it.
+func (n *Node) Create(s Spec) (Workload, error) {
+	h, err := n.Node.Create(s)
+	if err != nil {
+		return Workload{}, err
+	}
+	return view(h), nil
 }
 
 // Get returns workload name.
 func (n *Node) Get(name string) (Workload, error) {
-	if err := ValidateName(name); err != nil {
+	h, err := n.Node.Get(name)
+	if err != nil {
 		return Workload{}, err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	e, ok := n.wl[name]
-	if !ok {
-		return Workload{}, fmt.Errorf("%w: %q", ErrNotFound, name)
-	}
-	return n.view(e), nil
+	return view(h), nil
 }
 
 // List returns every workload, by name.
 func (n *Node) List() []Workload {
-	if err := n.Refresh(); err != nil {
-		n.log.Warn("reading what others committed to the state", "err", err)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]Workload, 0, len(n.wl))
-	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
-		out = append(out, n.view(n.wl[name]))
+	hs := n.Node.List()
+	out := make([]Workload, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, view(h))
 	}
 	return out
 }
@@ -126,20 +143,17 @@ type Usage struct {
 // Usages reads every workload's group accounting (what `corepin ctl top`
 // and /metrics show).
 func (n *Node) Usages() []Usage {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]Usage, 0, len(n.wl))
-	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
-		e := n.wl[name]
-		v := n.view(e)
-		u := Usage{Name: name, QoS: e.a.QoS, Cpuset: v.Cpuset}
-		if e.group != nil {
-			if st, err := e.group.Stats(); err == nil {
+	hs := n.Node.Snapshot()
+	out := make([]Usage, 0, len(hs))
+	for _, h := range hs {
+		u := Usage{Name: h.Assignment.Name, QoS: h.Assignment.QoS, Cpuset: h.CPUs.String()}
+		if h.Group != nil {
+			if st, err := h.Group.Stats(); err == nil {
 				u.StatsReadable = true
 				u.UsageS, u.ThrottledS = st.Usage.Seconds(), st.ThrottledTime.Seconds()
 				u.NrThrottled, u.NrPeriods = st.NrThrottled, st.NrPeriods
 			}
-			if pids, err := enforce.Pids(e.group); err == nil {
+			if pids, err := enforce.Pids(h.Group); err == nil {
 				u.Pids = len(pids)
 			}
 		}
@@ -170,18 +184,14 @@ type PoolsView struct {
 
 // View returns the topology with the current assignments.
 func (n *Node) View() TopologyView {
-	if err := n.Refresh(); err != nil {
-		n.log.Warn("reading what others committed to the state", "err", err)
-	}
-	n.mu.Lock()
-	p := n.st.Pools()
-	n.mu.Unlock()
-	v := TopologyView{Summary: n.topo.Summary(), Machine: n.topo.Doc(), FreeByNUMA: map[string]string{},
+	p := n.Pools()
+	t := n.Topology()
+	v := TopologyView{Summary: t.Summary(), Machine: t.Doc(), FreeByNUMA: map[string]string{},
 		Pools:     PoolsView{Reserved: p.Reserved.String(), LSE: p.LSE.String(), LSR: p.LSR.String(), LS: p.LS.String(), BE: p.BE.String()},
 		Workloads: n.List()}
-	free := n.topo.Allowed().Difference(p.Reserved).Difference(p.LSE).Difference(p.LSR)
-	for _, id := range n.topo.Nodes() {
-		v.FreeByNUMA[strconv.Itoa(int(id))] = free.Intersection(n.topo.NodeCPUs(id)).String()
+	free := t.Allowed().Difference(p.Reserved).Difference(p.LSE).Difference(p.LSR)
+	for _, id := range t.Nodes() {
+		v.FreeByNUMA[strconv.Itoa(int(id))] = free.Intersection(t.NodeCPUs(id)).String()
 	}
 	return v
 }

@@ -48,6 +48,14 @@
 // CFS burst (cpu.cfs_burst_us, cpu.max.burst) is granted to a bursty LS
 // group whose periods are throttled (LSBurst).
 //
+// # Class settings
+//
+// Resources is the one rule from an enforcement mode and a QoS class to
+// group settings (ClassResources: in the class's own mode): LSE and LSR
+// pinned to their CPUs and memory nodes, LS a CFS quota of its size, BE
+// idle. `corepin run`, the agent and the NRI plugin all map a class
+// through it; the plugin translates the result into the runtime's fields.
+//
 // # Kernel levers
 //
 // Probe reports, once per process and tri-state (cilium's FeatureTest), which

@@ -3,7 +3,8 @@
 // its thread count sized to K through placeholders and environment, and
 // each started, measured and stopped through package proc (what a job
 // leaves running is named in its result, killed, and its group removed).
-// Resources is the one mapping from mode and QoS class to group settings.
+// Each job's group settings come from qos.Resources, the one mapping from
+// mode and QoS class to group settings.
 //
 // The runner holds no global state: CPUs for pinned jobs come from a Placer
 // (the allocator), groups from an enforce.Driver, and results go to the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/proc"
+	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/store"
 )
 
@@ -230,67 +230,9 @@ type jobOutcome struct {
 // resources returns the enforcement settings of a job in spec's mode.
 func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 	if spec.Mode == Pinned {
-		return Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
+		return qos.Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
 	}
-	return Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
-}
-
-// Resources is the one mapping from an enforcement mode and a QoS class to
-// group settings, for a job given k CPUs on cpus (its exclusive set when
-// pinned, the shared pool otherwise) with memory nodes mems:
-//
-//   - pinned: cpuset = cpus, mems = mems, no quota, default weight;
-//   - quota: quota = k x period; burst: quota = 2k x period;
-//   - unbounded: no quota, weight = 100 x k (clamped to 1..10000);
-//   - BE, whatever the mode: idle (cpu.idle, SCHED_IDLE without cgroups)
-//     and no weight, since the kernel takes no weight on an idle group.
-//
-// A quota never falls below enforce.MinQuota. period 0 means
-// enforce.DefaultPeriod. The agent maps its workloads through
-// ClassResources, so a class gets the same settings from both front doors.
-func Resources(mode Mode, qos QoS, k float64, cpus, mems cpuset.CPUSet, period time.Duration) enforce.Resources {
-	if period == 0 {
-		period = enforce.DefaultPeriod
-	}
-	res := enforce.Resources{CPUs: cpus}
-	switch mode {
-	case Pinned:
-		res.Mems = mems
-	case Quota:
-		res.Period = period
-		res.Quota = max(time.Duration(k*float64(period)), enforce.MinQuota)
-	case Burst:
-		res.Period = period
-		res.Quota = max(time.Duration(2*k*float64(period)), enforce.MinQuota)
-	case Unbounded:
-		res.Weight = uint64(math.Min(enforce.MaxWeight, math.Max(1, math.Round(k*enforce.DefaultWeight))))
-	}
-	if qos == BE {
-		res.Weight = 0
-		res.Idle = true
-	}
-	return res
-}
-
-// ClassMode is the enforcement mode a QoS class gets when none is asked
-// for: BE unbounded (idle), LS quota, the bound classes (SYSTEM, LSE, LSR)
-// pinned.
-func ClassMode(q QoS) Mode {
-	switch q {
-	case BE:
-		return Unbounded
-	case LS:
-		return Quota
-	default:
-		return Pinned
-	}
-}
-
-// ClassResources is Resources in q's own mode (ClassMode) at the default
-// period: the settings of a workload of class q given k CPUs, on cpus (its
-// bound set, or the pool its class draws from) with memory nodes mems.
-func ClassResources(q QoS, k float64, cpus, mems cpuset.CPUSet) enforce.Resources {
-	return Resources(ClassMode(q), q, k, cpus, mems, 0)
+	return qos.Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {

@@ -9,26 +9,24 @@ import (
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/proc"
+	"github.com/corepin/corepin/qos"
 )
 
 // ErrSpec is wrapped by every error about an invalid batch description.
 var ErrSpec = errors.New("invalid batch")
 
-// Mode is how a job's CPU share is enforced (the concurrency studies' terms).
-type Mode string
+// Mode is how a job's CPU share is enforced: qos's modes, whose rule
+// (qos.Resources) maps a mode and a class to group settings; runner keeps
+// the names for its callers.
+type Mode = qos.Mode
 
-// Enforcement modes.
+// Enforcement modes (qos.ModePinned and the others).
 const (
-	// Pinned gives each job an exclusive cpuset of K CPUs from the allocator.
-	Pinned Mode = "pinned"
-	// Quota time-slices jobs over the shared pool with a CFS quota of K CPUs.
-	Quota Mode = "quota"
-	// Burst is Quota with twice the quota: short bursts above K are allowed.
-	Burst Mode = "burst"
-	// Unbounded shares the pool by weight only (proportional to K).
-	Unbounded Mode = "unbounded"
+	Pinned    = qos.ModePinned
+	Quota     = qos.ModeQuota
+	Burst     = qos.ModeBurst
+	Unbounded = qos.ModeUnbounded
 )
 
 // Modes lists the modes in the order the CLI documents them.
@@ -64,12 +62,6 @@ const (
 	MaxJobs = 100_000
 	// MaxThreadsPerCPU bounds Threads at this many per CPU of the machine.
 	MaxThreadsPerCPU = 16
-	// MinQuotaCPUs is the smallest K of quota and burst modes: a quota of
-	// K x the default period must reach enforce.MinQuota (1 ms of 100 ms).
-	MinQuotaCPUs = float64(enforce.MinQuota) / float64(enforce.DefaultPeriod)
-	// MinQuotaMilliCPUs is MinQuotaCPUs in milli-CPUs (10), the unit of
-	// alloc's requests.
-	MinQuotaMilliCPUs = int64(1000 * enforce.MinQuota / enforce.DefaultPeriod)
 )
 
 // ParseQoS reads a QoS class name runnable as a batch; "" means the
@@ -156,7 +148,7 @@ func (s Spec) Normalize() (Spec, error) {
 		}
 	}
 	if s.Mode == "" {
-		s.Mode = ClassMode(s.QoS)
+		s.Mode = qos.ClassMode(s.QoS)
 	}
 	if _, err := ParseMode(string(s.Mode)); err != nil {
 		return Spec{}, err
@@ -164,8 +156,8 @@ func (s Spec) Normalize() (Spec, error) {
 	if s.Mode == Pinned && s.CPUs != math.Trunc(s.CPUs) {
 		return bad("pinned jobs get whole CPUs, not %v: use --cpus %v, or --mode quota for a fractional share", s.CPUs, math.Ceil(s.CPUs))
 	}
-	if (s.Mode == Quota || s.Mode == Burst) && s.CPUs < MinQuotaCPUs {
-		return bad("a quota of %v CPUs is below the kernel's minimum of %v: use --cpus %v or more, or --mode unbounded", s.CPUs, MinQuotaCPUs, MinQuotaCPUs)
+	if (s.Mode == Quota || s.Mode == Burst) && s.CPUs < qos.MinQuotaCPUs {
+		return bad("a quota of %v CPUs is below the kernel's minimum of %v: use --cpus %v or more, or --mode unbounded", s.CPUs, qos.MinQuotaCPUs, qos.MinQuotaCPUs)
 	}
 	if s.Mode == Pinned && float64(s.Concurrency)*s.CPUs > float64(s.MachineCPUs) {
 		return bad("%d pinned jobs at once x %v CPUs need %v CPUs, this machine allows corepin %d: use --concurrency %d or fewer, or fewer --cpus",

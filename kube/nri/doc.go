@@ -1,10 +1,10 @@
 // Package nri is corepin's NRI plugin (https://github.com/containerd/nri):
 // containerd (>= 1.7, NRI on by default in 2.x) and CRI-O ask it about
 // every container of every pod and apply what it answers. It runs on the
-// agent's core: agent.Containers admits through the agent's state file
-// and allocator (one state, one alloc config: policy, options, reserved
-// CPUs), so `corepin agent`, local `corepin run`s and the plugin never
-// hand out one CPU twice. The plugin writes no cgroup and needs no root
+// node core: nodecore.Containers admits through the state file and
+// allocator the agent shares (one state, one set of node settings:
+// policy, options, reserved CPUs), so `corepin agent`, local `corepin
+// run`s and the plugin never hand out one CPU twice. The plugin writes no cgroup and needs no root
 // for its decisions: the runtime applies the adjustments.
 //
 // # Events

@@ -11,9 +11,10 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -37,10 +38,9 @@ type Options struct {
 	State string
 	// Topology is the machine (topology.Open of a sysfs root).
 	Topology *topology.Topology
-	// Alloc is the allocator's configuration: policy, options, reserved CPUs.
+	// Alloc is the node's settings: policy, options, reserved CPUs, and
+	// the topology policy given to requests that name none.
 	Alloc alloc.NodeSettings
-	// TopologyPolicy is given to requests that name none.
-	TopologyPolicy string
 	// Logger gets structured logs; nil discards them.
 	Logger *slog.Logger
 	// Publish, when not nil, is called by Run with the node's pools after
@@ -58,10 +58,10 @@ type Options struct {
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
 // and applies what it answers (cpuset cpus and mems, CPU shares and
-// quota). It admits through agent.Containers, the agent's state and
-// allocator, and writes no cgroup itself.
+// quota). It admits through nodecore.Containers, the node's state and
+// allocator it shares with the agent, and writes no cgroup itself.
 type Plugin struct {
-	c   *agent.Containers
+	c   *nodecore.Containers
 	log *slog.Logger
 
 	mu sync.Mutex
@@ -77,7 +77,7 @@ type Plugin struct {
 
 // New opens the state file and returns a plugin over it.
 func New(o Options) (*Plugin, error) {
-	c, err := agent.OpenContainers(o.State, o.Topology, o.Alloc, o.TopologyPolicy)
+	c, err := nodecore.OpenContainers(o.State, o.Topology, o.Alloc)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func New(o Options) (*Plugin, error) {
 func (p *Plugin) Close() error { return p.c.Close() }
 
 // Containers is the admission core the plugin runs on.
-func (p *Plugin) Containers() *agent.Containers { return p.c }
+func (p *Plugin) Containers() *nodecore.Containers { return p.c }
 
 // Backoff bounds between reconnect attempts.
 const (
@@ -205,8 +205,8 @@ var (
 )
 
 // refOf names ctr of pod for the state file.
-func refOf(pod *api.PodSandbox, ctr *api.Container) agent.ContainerRef {
-	return agent.ContainerRef{ID: ctr.GetId(), Pod: pod.GetNamespace() + "/" + pod.GetName(), PodUID: pod.GetUid(), Name: ctr.GetName()}
+func refOf(pod *api.PodSandbox, ctr *api.Container) nodecore.ContainerRef {
+	return nodecore.ContainerRef{ID: ctr.GetId(), Pod: pod.GetNamespace() + "/" + pod.GetName(), PodUID: pod.GetUid(), Name: ctr.GetName()}
 }
 
 // live reports whether the runtime still runs (or will run) ctr.
@@ -313,19 +313,23 @@ type Resources struct {
 	Period uint64
 }
 
-// ResourcesOf is what the runtime applies for ca: its CPUs and the NUMA
-// nodes they span; shares of its size (kubelet's mapping) for LSE, LSR and
-// LS, a quota of its size for LS, and BEShares for BE.
-func ResourcesOf(ca agent.ContainerAssignment) Resources {
-	r := Resources{Cpus: ca.CPUs.String(), Mems: ca.Mems.String()}
-	switch ca.QoS {
-	case alloc.BE:
+// ResourcesOf is what the runtime applies for ca: the settings of its
+// class (qos.ClassResources, the rule `corepin run` and the agent use) in
+// the runtime's fields. Its CPUs and the NUMA nodes they span; shares of
+// its size (kubelet's mapping) for LSE, LSR and LS, the class's quota for
+// LS, and BEShares for BE (an idle group: NRI has no cpu.idle field).
+func ResourcesOf(ca nodecore.ContainerAssignment) Resources {
+	milli := int64(ca.MilliCPUs)
+	if ca.QoS != alloc.LS && ca.QoS != alloc.BE {
+		milli = int64(ca.CPUs.Size()) * 1000
+	}
+	cr := qos.ClassResources(ca.QoS, float64(milli)/1000, ca.CPUs, ca.Mems)
+	r := Resources{Cpus: cr.CPUs.String(), Mems: ca.Mems.String(), Shares: sharesOf(milli)}
+	if cr.Idle {
 		r.Shares = BEShares
-	case alloc.LS:
-		r.Shares = sharesOf(int64(ca.MilliCPUs))
-		r.Quota, r.Period = int64(ca.MilliCPUs)*defaultPeriod/1000, defaultPeriod
-	default:
-		r.Shares = sharesOf(int64(ca.CPUs.Size()) * 1000)
+	}
+	if cr.Quota > 0 {
+		r.Quota, r.Period = cr.Quota.Microseconds(), uint64(cr.Period.Microseconds())
 	}
 	return r
 }
@@ -340,7 +344,7 @@ type cpuSetter interface {
 }
 
 // set writes ResourcesOf(ca) into s.
-func set(s cpuSetter, ca agent.ContainerAssignment) {
+func set(s cpuSetter, ca nodecore.ContainerAssignment) {
 	r := ResourcesOf(ca)
 	if r.Cpus != "" {
 		s.SetLinuxCPUSetCPUs(r.Cpus)
@@ -353,13 +357,13 @@ func set(s cpuSetter, ca agent.ContainerAssignment) {
 	}
 }
 
-func adjustmentOf(ca agent.ContainerAssignment) *api.ContainerAdjustment {
+func adjustmentOf(ca nodecore.ContainerAssignment) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	set(adj, ca)
 	return adj
 }
 
-func updateOf(ca agent.ContainerAssignment) *api.ContainerUpdate {
+func updateOf(ca nodecore.ContainerAssignment) *api.ContainerUpdate {
 	u := &api.ContainerUpdate{ContainerId: ca.Ref.ID}
 	set(u, ca)
 	return u
@@ -397,7 +401,7 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ca, err := p.c.Get(ctr.GetId())
-	if errors.Is(err, agent.ErrNotFound) {
+	if errors.Is(err, nodecore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {

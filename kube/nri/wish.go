@@ -3,10 +3,10 @@ package nri
 import (
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/podmeta"
-	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/qos"
 )
 
 // Pod metadata corepin honours: podmeta's names (the scheduler extender
@@ -93,7 +93,7 @@ func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
 // whole CPUs: LSE; Guaranteed with a fraction and Burstable: LS;
 // BestEffort: BE). The size is the CPU limit where there is one, else the
 // request. The string says why that class. Errors wrap ErrInvalid.
-func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error) {
+func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, error) {
 	req, limit, shares := cpuOf(ctr)
 	milli := limit
 	if milli == 0 {
@@ -108,17 +108,17 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (agent.Spec, string, error)
 	}
 	w, err := podmeta.Read(podmeta.Pod{Labels: pod.GetLabels(), Annotations: pod.GetAnnotations(), Kubelet: class, MilliCPUs: milli})
 	if err != nil {
-		return agent.Spec{}, "", err
+		return nodecore.Spec{}, "", err
 	}
 	switch w.QoS {
 	case alloc.LS:
 		// The kernel's shortest quota, which the kubelet also raises a
 		// smaller limit to (a 5m sidecar is an everyday pod; the agent's
 		// API refuses such a size instead, as its caller can change it).
-		w.MilliCPUs = max(w.MilliCPUs, runner.MinQuotaMilliCPUs)
+		w.MilliCPUs = max(w.MilliCPUs, qos.MinQuotaMilliCPUs)
 	case alloc.BE:
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
 	rs := w.RequestSpec()
-	return agent.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy}, w.Why, nil
+	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy}, w.Why, nil
 }

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nri"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -320,13 +320,13 @@ func (n *node) liveOf(ctrID string) live {
 }
 
 // assigned is what corepin's state says, per container id.
-func (n *node) assigned() map[string]agent.ContainerAssignment {
+func (n *node) assigned() map[string]nodecore.ContainerAssignment {
 	n.t.Helper()
 	topo, err := topology.Open("/")
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	c, err := agent.OpenContainers(filepath.Join(n.dir, "state.db"), topo, alloc.NodeSettings{Reserved: cpuset.New(0)}, "")
+	c, err := nodecore.OpenContainers(filepath.Join(n.dir, "state.db"), topo, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func (n *node) assigned() map[string]agent.ContainerAssignment {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	m := map[string]agent.ContainerAssignment{}
+	m := map[string]nodecore.ContainerAssignment{}
 	for _, a := range all {
 		m[a.Ref.ID] = a
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/bench/render"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
@@ -92,13 +93,15 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
-	driver, err := detectDriver(f.driver)
+	if err := checkDriverFlag(f.driver); err != nil {
+		return err
+	}
+	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, Log: e.stderr})
 	if err != nil {
 		return err
 	}
-	if _, err := driver.Cleanup(); err != nil {
-		fmt.Fprintf(e.stderr, "corepin: warning: cleaning up groups of earlier runs: %v\n", err)
-	}
+	defer host.Close()
+	driver := host.Driver
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding corepin's own binary: %w", err)

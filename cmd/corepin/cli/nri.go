@@ -72,7 +72,7 @@ func newNRICmd(e *env) *cobra.Command {
 			if cmd.Flags().Changed("state") || c.State == "" {
 				c.State = state
 			}
-			ac, err := c.AllocConfig()
+			ac, err := c.Settings()
 			if err != nil {
 				return Usagef("--config %s: %v", config, err)
 			}
@@ -84,7 +84,7 @@ func newNRICmd(e *env) *cobra.Command {
 			if c.LogFormat == "json" {
 				h = slog.NewJSONHandler(e.stderr, nil)
 			}
-			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, TopologyPolicy: c.TopologyPolicy, Logger: slog.New(h)}
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h)}
 			if publishNRT {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")

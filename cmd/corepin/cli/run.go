@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,9 +21,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 )
 
@@ -50,10 +52,6 @@ func init() { register(newRunCmd) }
 // runSysfsRoot is the machine run reads its topology from: this one. Tests
 // point it at a dump (replaceRunRoot) to give this machine isolated CPUs.
 var runSysfsRoot = "/"
-
-// beRoot is the root group of best-effort batches, beside "corepin": the
-// name the agent refuses to let a workload adopt a group in.
-const beRoot = agent.BERunRoot
 
 type runFlags struct {
 	jobs        int
@@ -180,61 +178,35 @@ func parseJobsFile(name string, data []byte) ([][]string, error) {
 	return cmds, nil
 }
 
-func detectDriver(name string, opts ...enforce.Option) (enforce.Driver, error) {
-	switch name {
-	case "auto":
-		return enforce.Detect(opts...)
-	case enforce.NameAffinity:
-		return enforce.NewAffinity(opts...)
-	case enforce.NameV1, enforce.NameV2:
-		d, err := enforce.Detect(opts...)
-		if err != nil {
-			return nil, err
-		}
-		if d.Name() != name {
-			return nil, fmt.Errorf("--driver %s is not usable here (detected %s: %s)", name, d.Name(), strings.Join(d.Limitations(), "; "))
-		}
-		return d, nil
+// checkDriverFlag refuses a --driver that names no driver.
+func checkDriverFlag(name string) error {
+	if !slices.Contains(nodecore.Drivers, name) {
+		return Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", name)
 	}
-	return nil, Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", name)
+	return nil
 }
 
-func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bool) error {
+// runSpec reads the batch the flags and the command line describe, on
+// the CPUs unpinned jobs may share (pool).
+func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runner.Spec, error) {
 	cmds, err := jobCommands(f, args, jobsSet)
 	if err != nil {
-		return err
+		return runner.Spec{}, err
 	}
 	var mode runner.Mode
 	if f.mode != "" {
 		if mode, err = runner.ParseMode(f.mode); err != nil {
-			return &UsageError{Err: err}
+			return runner.Spec{}, &UsageError{Err: err}
 		}
 	}
 	qos, err := runner.ParseQoS(f.qos)
 	if err != nil {
-		return &UsageError{Err: err}
+		return runner.Spec{}, &UsageError{Err: err}
 	}
 	threads, err := runner.ParseThreads(f.threads)
 	if err != nil {
-		return &UsageError{Err: err}
+		return runner.Spec{}, &UsageError{Err: err}
 	}
-	if f.sample < 0 {
-		return Usagef("--sample-interval %v: must be positive (or 0 for the default)", f.sample)
-	}
-	switch f.driver {
-	case "auto", enforce.NameAffinity, enforce.NameV1, enforce.NameV2:
-	default:
-		return Usagef("unknown --driver %q: use auto, cgroup-v1, cgroup-v2 or affinity", f.driver)
-	}
-	topo, err := openTopology("", runSysfsRoot)
-	if err != nil {
-		return err
-	}
-	// Unpinned jobs (quota, burst, unbounded, and so every BE batch) share
-	// the CPUs the kernel does not keep apart: never an isolated or
-	// nohz_full CPU (issue 18: isolcpus=6,7 nohz_full=6,7 saw a BE batch
-	// on 6 and 7). Pinned jobs avoid those CPUs too (alloc.IsolatedCPUs).
-	pool := alloc.SharedCPUs(topo)
 	conc := f.concurrency
 	if conc == 0 {
 		conc = max(1, int(math.Floor(float64(pool.Size())/f.cpus)))
@@ -242,13 +214,33 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	spec, err := runner.Spec{Commands: cmds, Concurrency: conc, CPUs: f.cpus, Mode: mode, QoS: qos, Threads: threads,
 		MachineCPUs: pool.Size()}.Normalize()
 	if err != nil {
-		return &UsageError{Err: err}
+		return runner.Spec{}, &UsageError{Err: err}
 	}
-	if f.suppress && spec.QoS != runner.BE {
-		return Usagef("--suppress applies to --qos BE only")
+	switch {
+	case f.suppress && spec.QoS != runner.BE:
+		return runner.Spec{}, Usagef("--suppress applies to --qos BE only")
+	case f.driver == enforce.NameAffinity && needsCgroup(spec.Mode):
+		return runner.Spec{}, Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
-	if f.driver == enforce.NameAffinity && needsCgroup(spec.Mode) {
-		return Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
+	return spec, nil
+}
+
+func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bool) error {
+	if f.sample < 0 {
+		return Usagef("--sample-interval %v: must be positive (or 0 for the default)", f.sample)
+	}
+	if err := checkDriverFlag(f.driver); err != nil {
+		return err
+	}
+	topo, err := openTopology("", runSysfsRoot)
+	if err != nil {
+		return err
+	}
+	// Unpinned jobs (quota, burst, unbounded, and so every BE batch) share
+	// the CPUs the kernel does not keep apart (nodecore.Host.Pool).
+	spec, err := runSpec(f, args, jobsSet, alloc.SharedCPUs(topo))
+	if err != nil {
+		return err
 	}
 	// What the run has to say before its jobs is said once, in one line
 	// (-v: in full).
@@ -258,87 +250,46 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 		return err
 	}
 	defer rec.Close()
-	// Best-effort batches live under their own root, idle against
-	// everything else on the machine (see enforce.RootPrioritizer).
-	var dopts []enforce.Option
-	if spec.QoS == runner.BE {
-		dopts = append(dopts, enforce.WithRoot(beRoot))
-	}
-	driver, err := detectDriver(f.driver, dopts...)
-	if err != nil {
-		return err
-	}
-	if driver.Name() == enforce.NameAffinity && needsCgroup(spec.Mode) {
-		return Usagef("--mode %s needs a cpu cgroup, and none is usable here (%s): use --mode pinned or unbounded",
-			spec.Mode, strings.Join(driver.Limitations()[:1], ""))
-	}
-	if spec.QoS == runner.BE {
-		if rp, ok := driver.(enforce.RootPrioritizer); ok {
-			if _, err := rp.SetRootIdle(); err != nil {
-				return fmt.Errorf("protecting latency-sensitive work from the BE batch: %w", err)
-			}
-		}
-	}
-	if removed, err := driver.Cleanup(); err != nil {
-		fmt.Fprintf(e.stderr, "corepin: warning: cleaning up groups of earlier runs: %v\n", err)
-	} else if len(removed) > 0 {
-		fmt.Fprintf(e.stderr, "corepin: removed %d group(s) left by a crashed run\n", len(removed))
-	}
-	notes.addDriver(driver)
-	placer, closePlacer, err := runPlacer(topo, driver, &notes)
-	if err != nil {
-		return err
-	}
-	defer closePlacer()
-	notes.print(e.stderr, f.verbose)
-	if err := rec.begin(e.stderr, topo, spec, driver.Name()); err != nil {
-		return err
-	}
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	progress := newProgress(e, len(cmds))
-	r := &runner.Runner{
-		Driver:         driver,
-		Placer:         placer,
-		Pool:           pool,
-		SampleInterval: f.sample,
-		OnEvent:        progress.event,
-		OnResult:       rec.add,
-		Output: func(job int, stdout []byte) {
-			if len(stdout) == 0 {
-				return
+	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, BE: spec.QoS == runner.BE, Placer: true,
+		State: os.Getenv(nodecore.EnvState), SuppressBE: f.suppress && spec.Mode != runner.Pinned, Agent: agentRunning, Log: e.stderr,
+		Check: func(d enforce.Driver) error {
+			if d.Name() == enforce.NameAffinity && needsCgroup(spec.Mode) {
+				return Usagef("--mode %s needs a cpu cgroup, and none is usable here (%s): use --mode pinned or unbounded",
+					spec.Mode, strings.Join(d.Limitations()[:1], ""))
 			}
-			w := e.stdout
-			if e.JSON() {
-				w = e.stderr // keep stdout a clean JSON stream
-			}
-			// Jobs' output and the progress lines come from different
-			// goroutines, to stderr alike with -o json: one at a time.
-			progress.mu.Lock()
-			defer progress.mu.Unlock()
-			progress.clear()
-			w.Write(stdout)
-			if stdout[len(stdout)-1] != '\n' {
-				io.WriteString(w, "\n")
-			}
-		},
+			return nil
+		}})
+	if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) {
+		return &UsageError{Err: err}
 	}
-	var q *runQoS
-	if f.suppress && spec.QoS == runner.BE && spec.Mode != runner.Pinned && driver.Name() != enforce.NameAffinity {
-		qctx, qstop := context.WithCancel(ctx)
-		defer qstop()
-		q = startRunQoS(qctx, r, pool, e.stderr)
+	if err != nil {
+		return err
 	}
+	defer host.Close()
+	for _, n := range host.Notes {
+		notes.add(n.Short, n.Detail...)
+	}
+	notes.print(e.stderr, f.verbose)
+	if err := rec.begin(e.stderr, topo, spec, host.Driver.Name()); err != nil {
+		return err
+	}
+	progress := newProgress(e, len(spec.Commands))
+	r := &runner.Runner{Driver: host.Driver, Placer: host.Placer, Pool: host.Pool, SampleInterval: f.sample,
+		OnEvent: progress.event, OnResult: rec.add, OnGroup: host.OnGroup, Output: progress.output(e)}
 	start := time.Now()
 	results, runErr := r.Run(ctx, spec)
 	elapsed := time.Since(start)
-	if q != nil {
-		fmt.Fprint(e.stderr, q.summary())
-	}
+	fmt.Fprint(e.stderr, host.QoSSummary())
 	progress.finish()
-	sum := runner.Summarize(results, elapsed)
 	rec.finish()
+	return reportRun(e, spec, host.Driver.Name(), results, runner.Summarize(results, elapsed), rec.where(), runErr)
+}
+
+// reportRun writes a batch's results (a table, or one JSON object per
+// job) and returns its outcome: runErr, or how many jobs failed.
+func reportRun(e *env, spec runner.Spec, driver string, results []runner.JobResult, sum runner.Summary, where string, runErr error) error {
 	if e.JSON() {
 		enc := json.NewEncoder(e.stdout)
 		for _, res := range results {
@@ -347,7 +298,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 			}
 		}
 	} else {
-		printRunTable(e.stdout, spec, driver.Name(), results, sum, rec.where())
+		printRunTable(e.stdout, spec, driver, results, sum, where)
 	}
 	if runErr != nil {
 		if errors.Is(runErr, runner.ErrSpec) {
@@ -441,6 +392,28 @@ func (p *progress) event(ev runner.Event) {
 		status = fmt.Sprintf("exit %d %s", r.ExitCode, r.Error)
 	}
 	fmt.Fprintf(p.w, "[%d/%d] job %d on %s: %.2fs %s\n", ev.Done, ev.Total, r.Job, r.Cpuset, r.WallS, status)
+}
+
+// output writes a job's output: to stdout, or with -o json to stderr
+// (keeping stdout a clean JSON stream), one job at a time and between
+// the progress lines, which come from other goroutines.
+func (p *progress) output(e *env) func(job int, stdout []byte) {
+	return func(job int, stdout []byte) {
+		if len(stdout) == 0 {
+			return
+		}
+		w := e.stdout
+		if e.JSON() {
+			w = e.stderr
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.clear()
+		w.Write(stdout)
+		if stdout[len(stdout)-1] != '\n' {
+			io.WriteString(w, "\n")
+		}
+	}
 }
 
 func (p *progress) clear() {

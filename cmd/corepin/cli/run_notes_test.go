@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 )
 
@@ -32,17 +31,5 @@ func TestRunNotesPrint(t *testing.T) {
 				t.Errorf("print() = %q, want %q", b.String(), tc.want)
 			}
 		})
-	}
-}
-
-func TestCutWords(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"no cpu.idle (Linux < 5.15): Idle is approximated by cpu.shares=2", "no cpu.idle"},
-		{"no cpuacct hierarchy: Stats reports no CPU usage", "no cpuacct hierarchy"},
-		{"plain", "plain"},
-	} {
-		if got := cutWords(tc.in); got != tc.want || strings.Contains(got, ":") {
-			t.Errorf("cutWords(%q) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }

@@ -15,7 +15,7 @@ func TestRunQoSBELoop(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: corepin's BE root needs a writable cgroup (root)")
 	}
-	if agentRunning() {
+	if _, ok := agentRunning(); ok {
 		t.Skip("skipping: an agent runs here and controls BE work")
 	}
 	out, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "BE", "--suppress", "--cpus", "1", "--",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/internal/testutil"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 )
@@ -28,8 +29,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	if os.Getenv(EnvState) == "" {
-		os.Setenv(EnvState, filepath.Join(dir, "state.db"))
+	if os.Getenv(nodecore.EnvState) == "" {
+		os.Setenv(nodecore.EnvState, filepath.Join(dir, "state.db"))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -212,7 +213,7 @@ func TestRunAsNobodyAtNice(t *testing.T) {
 	}
 	// nobody's home (passwd) does not exist; its state file is the test's.
 	testutil.RunAsNobodyNicer(t, "TestRunAsNobodyAtNice", "COREPIN_TEST_RUN_NOBODY=1",
-		"HOME=/nonexistent", store.EnvDB+"=", "XDG_DATA_HOME=", "XDG_STATE_HOME=", EnvState+"=")
+		"HOME=/nonexistent", store.EnvDB+"=", "XDG_DATA_HOME=", "XDG_STATE_HOME=", nodecore.EnvState+"=")
 }
 
 func runAsNobodyAtNice(t *testing.T) {

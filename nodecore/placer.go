@@ -1,6 +1,7 @@
-package agent
+package nodecore
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/runner"
@@ -27,8 +29,8 @@ type Owner struct {
 	Start uint64 `json:"start"`
 }
 
-// ownerOf reads pid's start time.
-func ownerOf(pid int) (Owner, error) {
+// OwnerOf reads pid's start time.
+func OwnerOf(pid int) (Owner, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return Owner{}, err
@@ -42,7 +44,7 @@ func ownerOf(pid int) (Owner, error) {
 
 // alive reports whether o still runs.
 func (o Owner) alive() bool {
-	cur, err := ownerOf(o.PID)
+	cur, err := OwnerOf(o.PID)
 	if errors.Is(err, os.ErrNotExist) {
 		return false
 	}
@@ -84,49 +86,48 @@ var _ runner.Placer = (*StatePlacer)(nil)
 // added. live, if not nil, lists the runner's groups (its driver), to keep
 // the reservations of a crashed run's jobs that still run.
 func OpenStatePlacer(path string, t *topology.Topology, cfg alloc.NodeSettings, wait time.Duration, live enforce.Lister) (*StatePlacer, error) {
-	self, err := ownerOf(os.Getpid())
+	self, err := OwnerOf(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("reading own start time: %w", err)
 	}
 	if _, err := alloc.NewState(t, cfg); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration: %v", ErrInvalid, err)
 	}
-	db, err := openState(path)
+	db, err := OpenState(path)
 	if err != nil {
 		return nil, err
 	}
 	p := &StatePlacer{db: db, topo: t, cfg: cfg, self: self, tpc: max(1, t.ThreadsPerCore()), wait: wait, names: map[string]string{}, seq: placerSeq.Add(1)}
-	if _, _, err := p.config(); err != nil {
+	if _, err := p.config(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if _, err := releaseDeadRuns(db, live); err != nil {
+	if _, err := ReleaseDeadRuns(db, live); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// config is the allocator configuration and the topology policy a
-// placement uses now: the one recorded in the state file by the newest
-// daemon that opened it, if any, else the run's own with best-effort.
-// It is read before each admission's transaction, so a daemon recording
-// a new configuration in between takes effect at the next placement;
-// nothing already placed moves.
-func (p *StatePlacer) config() (alloc.NodeSettings, alloc.TopologyPolicy, error) {
+// config is the node settings a placement uses now: the ones recorded in
+// the state file by the newest daemon that opened it, if any, else the
+// run's own; a run's default topology policy is best-effort where none is
+// recorded. They are read before each admission's transaction, so a
+// daemon recording new settings in between takes effect at the next
+// placement; nothing already placed moves.
+func (p *StatePlacer) config() (alloc.NodeSettings, error) {
 	rc, ok, err := RecordedConfig(p.db)
 	if err != nil || !ok {
-		return p.cfg, alloc.TopologyBestEffort, err
+		cfg := p.cfg
+		cfg.TopologyPolicy = cmp.Or(cfg.TopologyPolicy, alloc.TopologyBestEffort)
+		return cfg, err
 	}
-	cfg, err := rc.Config(p.topo, p.cfg)
+	cfg, err := rc.On(p.topo, p.cfg)
 	if err != nil {
-		return alloc.NodeSettings{}, "", fmt.Errorf("placing on %s: %w", p.db.Path(), err)
+		return alloc.NodeSettings{}, fmt.Errorf("placing on %s: %w", p.db.Path(), err)
 	}
-	tp := alloc.TopologyPolicy(rc.TopologyPolicy)
-	if tp == "" {
-		tp = alloc.TopologyBestEffort
-	}
-	return cfg, tp, nil
+	cfg.TopologyPolicy = cmp.Or(cfg.TopologyPolicy, alloc.TopologyBestEffort)
+	return cfg, nil
 }
 
 // GroupLister lists enforcement groups; every enforce.Lister is one.
@@ -134,7 +135,7 @@ type GroupLister interface {
 	List() ([]enforce.Listed, error)
 }
 
-// releaseDeadRuns deletes from db the reservations of `corepin run`s
+// ReleaseDeadRuns deletes from db the reservations of `corepin run`s
 // (StatePlacer) whose owner died and whose job group, listed by live, has
 // no process left, and returns them. The check and the deletion are one
 // write transaction, so no placement interleaves. live nil means the runs
@@ -142,12 +143,12 @@ type GroupLister interface {
 // dead owner is released. live is listed only when some owner is dead, so
 // a node without crashed runs reads no cgroup for it. A run that opens the
 // state file (OpenStatePlacer) and the agent's periodic sweep both call it.
-func releaseDeadRuns(db *store.DB, live GroupLister) ([]store.Assignment, error) {
+func ReleaseDeadRuns(db *store.DB, live GroupLister) ([]store.Assignment, error) {
 	return db.ReleaseAssignments(func(cur []store.Assignment) ([]string, error) {
 		var dead []string
 		jobs := map[string]string{} // name -> owner pid/job
 		for _, a := range cur {
-			var rec record
+			var rec Record
 			if json.Unmarshal(a.Request, &rec) != nil || rec.Owner == nil || rec.Owner.alive() {
 				continue
 			}
@@ -179,53 +180,41 @@ func (p *StatePlacer) Close() error { return p.db.Close() }
 // placer's Wait.
 func (p *StatePlacer) Place(id string, n int) (runner.Placement, error) {
 	name := fmt.Sprintf("run%d.%d-%s", p.self.PID, p.seq, id)
-	bind := alloc.BindDefault
+	cpus := float64(n)
+	spec := Spec{Name: name, QoS: string(alloc.LSE), CPUs: &cpus}
 	if n%p.tpc == 0 {
-		bind = alloc.BindFullPCPUs
+		spec.Bind = string(alloc.BindFullPCPUs)
 	}
-	req := alloc.Request{ID: name, CPUs: n, QoS: alloc.LSE, Bind: bind}
+	rec := Record{Spec: spec, Owner: &p.self, Job: id}
 	deadline := time.Now().Add(p.wait)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		var pl alloc.Placement
-		cfg, tp, err := p.config()
+		cfg, err := p.config()
 		if err != nil {
 			return runner.Placement{}, err
 		}
-		req.TopologyPolicy = tp
-		_, err = p.db.Admit(name, func(cur []store.Assignment) (store.Assignment, error) {
-			st, err := stateFrom(p.topo, cfg, cur)
-			if err != nil {
-				return store.Assignment{}, err
-			}
-			if pl, err = st.Admit(req); err != nil {
-				return store.Assignment{}, err
-			}
-			cpus := float64(n)
-			doc, err := json.Marshal(record{Spec: Spec{Name: name, QoS: string(alloc.LSE), CPUs: &cpus}, Excl: string(alloc.ExclusiveNone),
-				NUMANodes: pl.NUMANodes.String(), Threads: n, Owner: &p.self, Job: id})
-			if err != nil {
-				return store.Assignment{}, err
-			}
-			return store.Assignment{QoS: string(alloc.LSE), Cpuset: pl.CPUs.String(), Request: doc}, nil
-		})
+		ad, err := Admit(p.db, p.topo, cfg, rec, cpuset.CPUSet{})
 		if err == nil {
 			p.mu.Lock()
 			p.names[id] = name
 			p.mu.Unlock()
-			return runner.Placement{CPUs: pl.CPUs, Mems: pl.NUMANodes}, nil
+			return runner.Placement{CPUs: ad.Placement.CPUs, Mems: ad.Placement.NUMANodes}, nil
 		}
-		if !errors.Is(err, alloc.ErrRejected) || time.Now().After(deadline) || neverFits(p.topo, cfg, req) {
-			return runner.Placement{}, classify(name, err)
+		if !errors.Is(err, alloc.ErrRejected) || time.Now().After(deadline) || neverFits(p.topo, cfg, spec) {
+			return runner.Placement{}, err
 		}
 		time.Sleep(wait)
 	}
 }
 
-// neverFits reports whether cfg refuses req even on an empty machine (it
+// neverFits reports whether cfg refuses s even on an empty machine (it
 // asks for more CPUs than the reserved ones leave): waiting for other
 // holders to let go cannot help then.
-func neverFits(t *topology.Topology, cfg alloc.NodeSettings, req alloc.Request) bool {
+func neverFits(t *topology.Topology, cfg alloc.NodeSettings, s Spec) bool {
 	st, err := alloc.NewState(t, cfg)
+	if err != nil {
+		return true
+	}
+	req, err := Request(cfg, s)
 	if err != nil {
 		return true
 	}

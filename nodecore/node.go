@@ -1,6 +1,7 @@
-package agent
+package nodecore
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
@@ -27,7 +29,8 @@ import (
 type Options struct {
 	// StatePath is the SQLite state file (created if missing).
 	StatePath string
-	// Topology is the machine; Alloc the allocator's configuration.
+	// Topology is the machine; Alloc the node's settings (its
+	// TopologyPolicy is given to requests that name none).
 	Topology *topology.Topology
 	Alloc    alloc.NodeSettings
 	// Driver enforces the assignments. It must be a cgroup driver (one
@@ -36,15 +39,13 @@ type Options struct {
 	Driver enforce.Driver
 	// Logger gets structured logs; nil discards them.
 	Logger *slog.Logger
-	// Metrics, when not nil, records admissions, rejections and
-	// reconcile actions.
-	Metrics *Metrics
+	// Observer, when not nil, is told of admissions, rejections,
+	// reconcile actions, pools and offline CPUs (the agent's metrics).
+	Observer Observer
 	// LockWait is how long Open waits for another holder of the state
 	// file (an agent, a local run) to let go; 0 fails at once with
 	// ErrLocked.
 	LockWait time.Duration
-	// TopologyPolicy is given to requests that name none.
-	TopologyPolicy string
 	// StopTimeout bounds how long Delete waits for a workload's
 	// processes to leave its group after SIGKILL; 0 means 5s.
 	StopTimeout time.Duration
@@ -63,10 +64,12 @@ type Options struct {
 	Online func() (cpuset.CPUSet, error)
 }
 
-// Node is the one owner of a node's CPUs: the state file, the allocator
-// over it and the enforcement groups. Every front door (the HTTP API, a
-// local `corepin run`, the QoS controller, the NRI plugin) calls the same
-// Node methods. It is safe for concurrent use; admissions and releases run
+// Node is the owner of the workloads the agent runs: it holds the state
+// file (and its lock), admits through Admit like every other door, and
+// makes, adopts, releases and reconciles their enforcement groups. It
+// also lists what the NRI plugin's containers and local runs' jobs hold
+// in the same file (Refresh), so the shared pools it writes leave their
+// CPUs out. It is safe for concurrent use; admissions and releases run
 // one at a time.
 //
 // Each admission is decided by alloc on the assignments read inside the
@@ -77,21 +80,20 @@ type Options struct {
 // live group with its assignment (adopted): never a live group whose CPUs
 // are free in the state.
 type Node struct {
-	mu      sync.Mutex
-	db      *store.DB
-	lock    *os.File
-	topo    *topology.Topology
-	cfg     alloc.NodeSettings
-	drv     enforce.Driver
-	lister  enforce.Lister
-	runs    GroupLister
-	log     *slog.Logger
-	metrics *Metrics
-	stop    time.Duration
-	topoPol string
-	closed  bool
-	opts    Options
-	done    chan struct{}
+	mu     sync.Mutex
+	db     *store.DB
+	lock   *os.File
+	topo   *topology.Topology
+	cfg    alloc.NodeSettings
+	drv    enforce.Driver
+	lister enforce.Lister
+	runs   GroupLister
+	log    *slog.Logger
+	obs    Observer
+	stop   time.Duration
+	closed bool
+	opts   Options
+	done   chan struct{}
 
 	// wl mirrors the store's assignments with their live parts.
 	wl map[string]*entry
@@ -105,10 +107,14 @@ type Node struct {
 
 // entry is one admitted workload.
 type entry struct {
-	a     store.Assignment
-	rec   record
-	group enforce.Group
-	cmd   *exec.Cmd // the process the agent started, while it is the parent
+	a   store.Assignment
+	rec Record
+	// cpus and mems are the exclusive CPUs of an LSE or LSR workload and
+	// their NUMA nodes, typed: from the admission, or read once from the
+	// state file (entryOf).
+	cpus, mems cpuset.CPUSet
+	group      enforce.Group
+	cmd        *exec.Cmd // the process the agent started, while it is the parent
 	// offline are the workload's CPUs that CheckOnline last found offline.
 	offline cpuset.CPUSet
 }
@@ -133,15 +139,18 @@ func Open(o Options) (*Node, error) {
 	if _, err := alloc.NewState(o.Topology, o.Alloc); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
-	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, runs: o.RunGroups, log: o.Logger, metrics: o.Metrics,
-		stop: o.StopTimeout, topoPol: o.TopologyPolicy, wl: map[string]*entry{}, opts: o}
+	n := &Node{topo: o.Topology, cfg: o.Alloc, drv: o.Driver, lister: l, runs: o.RunGroups, log: o.Logger, obs: o.Observer,
+		stop: o.StopTimeout, wl: map[string]*entry{}, opts: o}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	if n.stop == 0 {
 		n.stop = 5 * time.Second
 	}
-	if err := checkPlace("--state", o.StatePath); err != nil {
+	if n.obs == nil {
+		n.obs = noObserver{}
+	}
+	if err := CheckPlace("--state", o.StatePath, DefaultState); err != nil {
 		return nil, err
 	}
 	lock, err := lockFile(o.StatePath+".lock", o.LockWait)
@@ -149,7 +158,7 @@ func Open(o Options) (*Node, error) {
 		return nil, err
 	}
 	n.lock = lock
-	if n.db, err = openState(o.StatePath); err != nil {
+	if n.db, err = OpenState(o.StatePath); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -164,7 +173,7 @@ func Open(o Options) (*Node, error) {
 	// On a full disk the agent still starts (it adopts, lists and
 	// refuses admissions with ErrDiskFull); runs, which can not reserve
 	// on that disk either, keep the configuration recorded before.
-	if err := recordConfig(n.db, "agent", n.cfg, n.topoPol); store.IsFull(err) {
+	if err := RecordConfig(n.db, "agent", n.cfg); store.IsFull(err) {
 		n.log.Warn("the state file's disk is full: the allocator configuration is not recorded for local runs", "err", err)
 	} else if err != nil {
 		n.db.Close()
@@ -222,58 +231,16 @@ func (n *Node) Close() error {
 func (n *Node) Topology() *topology.Topology { return n.topo }
 
 // stateOf builds the allocator state holding as, and the records of each.
-func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]record, error) {
-	return stateAndRecords(n.topo, n.cfg, as)
+func (n *Node) stateOf(as []store.Assignment) (*alloc.State, map[string]Record, error) {
+	return LoadState(n.topo, n.cfg, as)
 }
 
-// stateFrom is the allocator state holding as.
-func stateFrom(t *topology.Topology, cfg alloc.NodeSettings, as []store.Assignment) (*alloc.State, error) {
-	st, _, err := stateAndRecords(t, cfg, as)
-	return st, err
-}
-
-func stateAndRecords(t *topology.Topology, cfg alloc.NodeSettings, as []store.Assignment) (*alloc.State, map[string]record, error) {
-	st, err := alloc.NewState(t, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	recs := make(map[string]record, len(as))
-	for _, a := range as {
-		rec, aa, err := decodeAssignment(a)
-		if err != nil {
-			return nil, nil, err
-		}
-		recs[a.Name] = rec
-		if (aa.QoS == alloc.LSE || aa.QoS == alloc.LSR) && !aa.CPUs.IsSubsetOf(t.Online()) {
-			// CPUs the kernel took offline after they were placed (an
-			// agent restarted meanwhile discovered t without them): the
-			// allocator holds the online part, never places CPUs t does
-			// not have online, and CheckOnline reports the rest.
-			if aa.CPUs = aa.CPUs.Intersection(t.Online()); aa.CPUs.IsEmpty() {
-				continue
-			}
-		}
-		if err := st.Assign(aa); err != nil {
-			return nil, nil, fmt.Errorf("loading assignment %q: %w", a.Name, err)
-		}
-	}
-	return st, recs, nil
-}
-
-// decodeAssignment reads a stored assignment's record and its allocator form.
-func decodeAssignment(a store.Assignment) (record, alloc.Assignment, error) {
-	var rec record
-	if len(a.Request) > 0 {
-		if err := json.Unmarshal(a.Request, &rec); err != nil {
-			return rec, alloc.Assignment{}, fmt.Errorf("reading assignment %q: %w", a.Name, err)
-		}
-	}
-	set, err := cpuset.Parse(a.Cpuset)
-	if err != nil {
-		return rec, alloc.Assignment{}, fmt.Errorf("reading assignment %q: %w", a.Name, err)
-	}
-	return rec, alloc.Assignment{ID: a.Name, QoS: alloc.QoS(a.QoS), CPUs: set, MilliCPUs: rec.MilliCPUs,
-		Exclusive: alloc.Exclusive(rec.Excl)}, nil
+// entryOf is the entry of a stored assignment a with its record rec.
+func entryOf(a store.Assignment, rec Record) *entry {
+	e := &entry{a: a, rec: rec}
+	e.cpus, _ = cpuset.Parse(a.Cpuset)      // LoadState parsed it
+	e.mems, _ = cpuset.Parse(rec.NUMANodes) // written by Admit
+	return e
 }
 
 // Create admits s: the allocator places it on the assignments committed
@@ -282,32 +249,32 @@ func decodeAssignment(a store.Assignment) (record, alloc.Assignment, error) {
 // admission is rolled back. Errors wrap ErrInvalid, ErrExists,
 // ErrRejected (with the allocator's Rejection), or are failures of the
 // system.
-func (n *Node) Create(s Spec) (Workload, error) {
+func (n *Node) Create(s Spec) (Held, error) {
 	t0 := time.Now()
 	w, err := n.create(s)
-	n.metrics.admitted(time.Since(t0), err)
+	n.obs.Admitted(time.Since(t0), err)
 	if err != nil {
 		n.log.Info("admission refused", "name", s.Name, "err", err)
 	} else {
-		n.log.Info("admitted", "name", w.Name, "qos", w.QoS, "cpuset", w.Cpuset, "cpus", w.CPUs)
+		n.log.Info("admitted", "name", s.Name, "qos", w.Assignment.QoS, "cpuset", w.CPUs.String(), "cpus", *s.CPUs)
 	}
 	return w, err
 }
 
-func (n *Node) create(s Spec) (Workload, error) {
-	if s.TopologyPolicy == "" {
-		s.TopologyPolicy = n.topoPol
-	}
+func (n *Node) create(s Spec) (Held, error) {
 	if err := s.Validate(); err != nil {
-		return Workload{}, err
+		return Held{}, err
 	}
-	req, _ := s.request() // Validate checked it
+	req, err := Request(n.cfg, s)
+	if err != nil {
+		return Held{}, err
+	}
 	var cmdPath string
 	switch {
 	case s.Command != "":
 		p, err := exec.LookPath(s.Command)
 		if err != nil {
-			return Workload{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
+			return Held{}, fmt.Errorf("%w: workload %q: command %q: %v", ErrInvalid, s.Name, s.Command, err)
 		}
 		cmdPath = p
 	}
@@ -315,7 +282,7 @@ func (n *Node) create(s Spec) (Workload, error) {
 	// 409 of a node that is full now. A BE quota above them would be
 	// stored as asked and shown, though BE never gets more than its pool.
 	if usable := n.topo.Allowed(); req.CPUs > usable.Size() || req.MilliCPUs > 1000*usable.Size() {
-		return Workload{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
+		return Held{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",
 			ErrInvalid, s.Name, *s.CPUs, usable.Size(), usable)
 	}
 
@@ -325,94 +292,51 @@ func (n *Node) create(s Spec) (Workload, error) {
 	// or cgroup between this check and the move.
 	switch {
 	case s.PID != 0:
-		if err := n.checkPID(s.Name, s.PID); err != nil {
-			return Workload{}, err
+		if err := n.guard().CheckPID(s.Name, s.PID); err != nil {
+			return Held{}, err
 		}
 	case s.Cgroup != "":
-		if err := n.checkCgroup(s.Name, s.Cgroup); err != nil {
-			return Workload{}, err
+		if err := n.guard().CheckCgroup(s.Name, s.Cgroup); err != nil {
+			return Held{}, err
 		}
 	}
-	var st *alloc.State
-	a, err := n.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
-		var err error
-		st, _, err = n.stateOf(cur)
-		if err != nil {
-			return store.Assignment{}, err
-		}
-		p, err := st.Admit(req)
-		if err != nil {
-			return store.Assignment{}, err
-		}
-		return assignmentOf(s, req, p, nil)
-	})
+	ad, err := Admit(n.db, n.topo, n.cfg, Record{Spec: s}, cpuset.CPUSet{})
 	if err != nil {
-		return Workload{}, classify(s.Name, err)
+		return Held{}, err
 	}
-	rec, _, _ := decodeAssignment(a)
-	e := &entry{a: a, rec: rec}
+	e := &entry{a: ad.Assignment, rec: ad.Record, mems: ad.Placement.NUMANodes}
+	if q := ad.Placement.QoS; q == alloc.LSE || q == alloc.LSR {
+		e.cpus = ad.Placement.CPUs
+	}
 	n.wl[s.Name] = e
-	n.st = st
+	n.st = ad.State
 	if err := n.enforce(e, cmdPath); err != nil {
 		n.log.Warn("rolling back admission", "name", s.Name, "err", err)
 		if rerr := n.release(e, "rollback"); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, fs_ErrProcess) {
-			return Workload{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Held{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		return Workload{}, err
+		return Held{}, err
 	}
-	return n.view(e), nil
+	return n.held(e), nil
 }
 
-// assignmentOf is what the store keeps for s, admitted as p for req;
-// container, when not nil, marks a runtime's container (Containers).
-func assignmentOf(s Spec, req alloc.Request, p alloc.Placement, container *ContainerRef) (store.Assignment, error) {
-	rec := record{Spec: s, MilliCPUs: p.MilliCPUs, Excl: string(req.Exclusive), NUMANodes: p.NUMANodes.String(),
-		Threads: threadsFor(p), Container: container}
-	if rec.Excl == "" {
-		rec.Excl = string(alloc.ExclusiveNone)
+// guard is the adoption guard over n's roots and adopted cgroups.
+// Callers hold n.mu.
+func (n *Node) guard() Guard {
+	g := Guard{Root: cmp.Or(n.opts.CgroupRoot, DefaultCgroupRoot), Adopted: map[string]string{}}
+	for name, e := range n.wl {
+		if e.rec.Cgroup != "" {
+			g.Adopted[name] = e.rec.Cgroup
+		}
 	}
-	doc, err := json.Marshal(rec)
-	if err != nil {
-		return store.Assignment{}, err
-	}
-	out := store.Assignment{QoS: string(p.QoS), Request: doc}
-	if p.QoS == alloc.LSE || p.QoS == alloc.LSR {
-		out.Cpuset = p.CPUs.String()
-	}
-	return out, nil
+	return g
 }
 
 // fs_ErrProcess marks an adoption whose process or cgroup is not there.
 var fs_ErrProcess = errors.New("nothing to adopt")
-
-// classify maps store and allocator errors to the agent's sentinels.
-func classify(name string, err error) error {
-	var rej alloc.Rejection
-	switch {
-	case errors.Is(err, store.ErrExists):
-		return fmt.Errorf("%w: %q is admitted already; delete it first or pick another name", ErrExists, name)
-	case errors.As(err, &rej):
-		return fmt.Errorf("%w: %w", ErrRejected, rej)
-	case errors.Is(err, alloc.ErrInvalid):
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	case store.IsFull(err):
-		return fmt.Errorf("admitting %q: %w; nothing was admitted: free space there and retry (%v)", name, ErrDiskFull, err)
-	}
-	return fmt.Errorf("admitting %q: %w", name, err)
-}
-
-// threadsFor sizes a workload's thread pools to what it was given.
-func threadsFor(p alloc.Placement) int {
-	switch p.QoS {
-	case alloc.LS:
-		return max(1, (p.MilliCPUs+999)/1000)
-	default:
-		return max(1, p.CPUs.Size())
-	}
-}
 
 // resources are the group settings of e in the current state.
 func (n *Node) resources(e *entry) enforce.Resources {
@@ -421,13 +345,11 @@ func (n *Node) resources(e *entry) enforce.Resources {
 	k := float64(e.rec.MilliCPUs) / 1000
 	switch q {
 	case alloc.LS:
-		return runner.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
+		return qos.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
 	case alloc.BE:
-		return n.bePlanned(runner.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
+		return n.bePlanned(qos.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
-		set, _ := cpuset.Parse(e.a.Cpuset)
-		mems, _ := cpuset.Parse(e.rec.NUMANodes)
-		return runner.ClassResources(q, k, set, mems)
+		return qos.ClassResources(q, k, e.cpus, e.mems)
 	}
 }
 
@@ -546,7 +468,7 @@ func (n *Node) syncPools() error {
 		return fmt.Errorf("resizing the shared pools: %w", err)
 	}
 	n.pools = p
-	n.metrics.setPools(p)
+	n.obs.Pools(p)
 	return nil
 }
 
@@ -632,7 +554,7 @@ func (n *Node) release(e *entry, why string) error {
 	if err := n.st.Release(e.a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
 		return err
 	}
-	n.metrics.reconcile(why)
+	n.obs.Reconciled(why)
 	return n.syncPools()
 }
 

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import "maps"
 
@@ -32,7 +32,7 @@ func (n *Node) Refresh() error {
 		if e, ok := n.wl[a.Name]; ok && e.a.Generation == a.Generation && e.a.CreatedAt.Equal(a.CreatedAt) {
 			continue
 		}
-		n.wl[a.Name] = &entry{a: a, rec: rec}
+		n.wl[a.Name] = entryOf(a, rec)
 	}
 	maps.DeleteFunc(n.wl, func(name string, e *entry) bool {
 		return !seen[name] && (e.rec.Owner != nil || e.rec.Container != nil)

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ func (n *Node) CheckOnline() (cpuset.CPUSet, error) {
 	}
 	var held cpuset.CPUSet
 	var errs []error
-	counts := make(map[string]offlineCount, len(n.wl))
+	counts := make(map[string]OfflineCount, len(n.wl))
 	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
 		e := n.wl[name]
 		set, err := cpuset.Parse(e.a.Cpuset)
@@ -76,9 +76,9 @@ func (n *Node) CheckOnline() (cpuset.CPUSet, error) {
 			}
 			e.offline = off
 		}
-		counts[name] = offlineCount{e.a.QoS, off.Size()}
+		counts[name] = OfflineCount{QoS: e.a.QoS, CPUs: off.Size()}
 		held = held.Union(off)
 	}
-	n.metrics.setOffline(counts)
+	n.obs.Offline(counts)
 	return held, errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"crypto/sha256"
@@ -46,8 +46,9 @@ type ContainerAssignment struct {
 	MilliCPUs int
 }
 
-// Containers admits and releases runtime containers on the agent's state
-// file, with the agent's allocator and pool guard: the NRI plugin's core.
+// Containers admits and releases runtime containers on the node's state
+// file, with the node's allocator and pool guard (Admit): the NRI
+// plugin's core.
 // Like StatePlacer it needs no agent to run and no lock beyond the
 // store's write transaction (BEGIN IMMEDIATE), so the agent, local runs
 // and the plugin never hand out one CPU twice. It writes no cgroup: the
@@ -55,41 +56,36 @@ type ContainerAssignment struct {
 // assignments (it has no group for them); Containers.Sync releases those
 // the runtime no longer runs.
 type Containers struct {
-	mu      sync.Mutex
-	db      *store.DB
-	topo    *topology.Topology
-	cfg     alloc.NodeSettings
-	topoPol string
+	mu   sync.Mutex
+	db   *store.DB
+	topo *topology.Topology
+	cfg  alloc.NodeSettings
 }
 
 // OpenContainers opens (or creates) the state file at path for topology t
-// and allocator configuration cfg; topologyPolicy is given to requests
-// that name none. It records cfg in the file (SharedConfig), so local
-// runs place with it.
-func OpenContainers(path string, t *topology.Topology, cfg alloc.NodeSettings, topologyPolicy string) (*Containers, error) {
+// and node settings cfg (cfg.TopologyPolicy is given to requests that name
+// none). It records cfg in the file (SharedConfig), so local runs place
+// with it.
+func OpenContainers(path string, t *topology.Topology, cfg alloc.NodeSettings) (*Containers, error) {
 	if t == nil || path == "" {
 		return nil, fmt.Errorf("opening the container state: state path and topology are required")
 	}
 	if _, err := alloc.NewState(t, cfg); err != nil {
 		return nil, fmt.Errorf("%w: allocator configuration (reserved cpus, policy, options): %v", ErrInvalid, err)
 	}
-	if topologyPolicy != "" {
-		if _, err := (alloc.RequestSpec{TopologyPolicy: topologyPolicy, CPUs: ptr(1.0)}).Request("probe"); err != nil {
-			return nil, fmt.Errorf("%w: topology policy: %v", ErrInvalid, err)
-		}
+	if _, err := alloc.ParseTopologyPolicy(string(cfg.TopologyPolicy)); err != nil {
+		return nil, fmt.Errorf("%w: topology policy: %v", ErrInvalid, err)
 	}
-	db, err := openState(path)
+	db, err := OpenState(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := recordConfig(db, "nri", cfg, topologyPolicy); err != nil {
+	if err := RecordConfig(db, "nri", cfg); err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &Containers{db: db, topo: t, cfg: cfg, topoPol: topologyPolicy}, nil
+	return &Containers{db: db, topo: t, cfg: cfg}, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Close closes the state file; assignments stay held.
 func (c *Containers) Close() error { return c.db.Close() }
@@ -126,10 +122,7 @@ func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (Cont
 	}
 	s.Name = ContainerName(ref.ID)
 	s.Command, s.Args, s.PID, s.Cgroup = "", nil, 0, ""
-	if s.TopologyPolicy == "" {
-		s.TopologyPolicy = c.topoPol
-	}
-	req, err := s.request()
+	req, err := Request(c.cfg, s)
 	if err != nil {
 		return ContainerAssignment{}, err
 	}
@@ -139,38 +132,18 @@ func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (Cont
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var st *alloc.State
-	a, err := c.db.Admit(s.Name, func(cur []store.Assignment) (store.Assignment, error) {
-		var err error
-		if st, err = stateFrom(c.topo, c.cfg, cur); err != nil {
-			return store.Assignment{}, err
-		}
-		p, ok := keep(st, req, prefer)
-		if !ok {
-			if p, err = st.Allocate(req); err != nil {
-				return store.Assignment{}, err
-			}
-		}
-		if err := st.GuardPools(p.QoS); err != nil {
-			return store.Assignment{}, err
-		}
-		return assignmentOf(s, req, p, &ref)
-	})
-	if errors.Is(err, store.ErrExists) {
+	ad, err := Admit(c.db, c.topo, c.cfg, Record{Spec: s, Container: &ref}, prefer)
+	if errors.Is(err, ErrExists) {
 		got, gerr := c.lookup(ref.ID)
 		if gerr == nil {
 			return got, nil
 		}
-		return ContainerAssignment{}, classify(s.Name, errors.Join(err, gerr))
+		return ContainerAssignment{}, errors.Join(err, gerr)
 	}
-	if err != nil {
-		return ContainerAssignment{}, classify(s.Name, err)
-	}
-	rec, _, err := decodeAssignment(a)
 	if err != nil {
 		return ContainerAssignment{}, err
 	}
-	return c.resolve(a, rec, st.Pools()), nil
+	return c.resolve(ad.Assignment, ad.Record, ad.State.Pools()), nil
 }
 
 // keep places req on prefer when prefer is an exclusive request's size
@@ -245,7 +218,7 @@ func (c *Containers) StateAndPods() (*alloc.State, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, recs, err := stateAndRecords(c.topo, c.cfg, as)
+	st, recs, err := LoadState(c.topo, c.cfg, as)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
 	}
@@ -271,7 +244,7 @@ func (c *Containers) list() ([]ContainerAssignment, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, recs, err := stateAndRecords(c.topo, c.cfg, as)
+	st, recs, err := LoadState(c.topo, c.cfg, as)
 	if err != nil {
 		return nil, fmt.Errorf("loading the state (%s): %w", c.db.Path(), err)
 	}
@@ -287,7 +260,7 @@ func (c *Containers) list() ([]ContainerAssignment, error) {
 }
 
 // resolve is a's assignment as the runtime applies it under pools.
-func (c *Containers) resolve(a store.Assignment, rec record, pools alloc.Pools) ContainerAssignment {
+func (c *Containers) resolve(a store.Assignment, rec Record, pools alloc.Pools) ContainerAssignment {
 	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS)}
 	if rec.Container != nil {
 		ca.Ref = *rec.Container

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"bytes"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
 
-// settingAlloc is the state file's settings key of the recorded
+// SettingAlloc is the state file's settings key of the recorded
 // allocator configuration.
-const settingAlloc = "alloc_config"
+const SettingAlloc = "alloc_config"
 
 // maxRecordedOptions bounds the policy options of a recorded
 // configuration (the kubelet knows six).
@@ -41,21 +42,59 @@ type SharedConfig struct {
 	RecordedAt time.Time `json:"-"`
 }
 
-// sharedConfigOf is what a writer records for cfg and topologyPolicy.
-// (cfg.ReservedCount is not recorded: no front door sets it, and the
-// CPUs it picks depend on each process's own view of the machine.)
-func sharedConfigOf(writer string, cfg alloc.NodeSettings, topologyPolicy string) SharedConfig {
-	return SharedConfig{ReservedCPUs: cfg.Reserved.String(), Policy: string(cfg.Policy),
-		PolicyOptions: cfg.Options, TopologyPolicy: topologyPolicy, Writer: writer, PID: os.Getpid()}
+// SharedConfigOf is what writer records for settings s, its wire form in
+// the state file. (s.ReservedCount is not recorded: no front door sets it,
+// and the CPUs it picks depend on each process's own view of the machine;
+// nor are Bind and NUMA, which no daemon sharing a state file sets.)
+func SharedConfigOf(writer string, s alloc.NodeSettings) SharedConfig {
+	return SharedConfig{ReservedCPUs: s.Reserved.String(), Policy: string(s.Policy),
+		PolicyOptions: s.Options, TopologyPolicy: string(s.TopologyPolicy), Writer: writer, PID: os.Getpid()}
 }
 
-// recordConfig writes what writer places with into db.
-func recordConfig(db *store.DB, writer string, cfg alloc.NodeSettings, topologyPolicy string) error {
-	doc, err := json.Marshal(sharedConfigOf(writer, cfg, topologyPolicy))
+// Settings are the node settings c records, without a machine's view.
+// Errors wrap ErrInvalid.
+func (c SharedConfig) Settings() (alloc.NodeSettings, error) {
+	s, err := ParseSettings(c.ReservedCPUs, c.Policy, c.PolicyOptions, c.TopologyPolicy)
+	if err != nil {
+		return alloc.NodeSettings{}, fmt.Errorf("recorded configuration: %w", err)
+	}
+	return s, nil
+}
+
+// ParseSettings reads a node's settings as its wire forms spell them (the
+// agent's YAML and the shared state use the same keys: reserved_cpus,
+// policy, policy_options, topology_policy). Options are checked where a
+// machine is known (alloc.NewState). Errors wrap ErrInvalid and name the
+// key.
+func ParseSettings(reservedCPUs, policy string, options []string, topologyPolicy string) (alloc.NodeSettings, error) {
+	s := alloc.NodeSettings{Policy: alloc.Policy(policy), Options: options, TopologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
+	if reservedCPUs != "" {
+		set, err := cpuset.Parse(reservedCPUs)
+		if err != nil {
+			return s, fmt.Errorf("%w: reserved_cpus: %v", ErrInvalid, err)
+		}
+		s.Reserved = set
+	}
+	switch s.Policy {
+	case "", alloc.PolicyCorepin, alloc.PolicyKubelet:
+	default:
+		return s, fmt.Errorf("%w: policy %q: want corepin or kubelet", ErrInvalid, policy)
+	}
+	switch s.TopologyPolicy {
+	case "", alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:
+	default:
+		return s, fmt.Errorf("%w: topology_policy %q: want none, best-effort, restricted or single-numa-node", ErrInvalid, topologyPolicy)
+	}
+	return s, nil
+}
+
+// RecordConfig writes what writer places with into db.
+func RecordConfig(db *store.DB, writer string, s alloc.NodeSettings) error {
+	doc, err := json.Marshal(SharedConfigOf(writer, s))
 	if err != nil {
 		return err
 	}
-	if err := db.SaveSetting(settingAlloc, doc); err != nil {
+	if err := db.SaveSetting(SettingAlloc, doc); err != nil {
 		return fmt.Errorf("recording the allocator configuration: %w", err)
 	}
 	return nil
@@ -65,7 +104,7 @@ func recordConfig(db *store.DB, writer string, cfg alloc.NodeSettings, topologyP
 // false when no daemon recorded one (a file only runs have used, or one
 // written by a corepin before schema 3).
 func RecordedConfig(db *store.DB) (c SharedConfig, ok bool, err error) {
-	s, err := db.LoadSetting(settingAlloc)
+	s, err := db.LoadSetting(SettingAlloc)
 	if errors.Is(err, store.ErrNotFound) {
 		return SharedConfig{}, false, nil
 	}
@@ -96,33 +135,19 @@ func ParseSharedConfig(b []byte) (SharedConfig, error) {
 	if len(c.PolicyOptions) > maxRecordedOptions {
 		return SharedConfig{}, fmt.Errorf("%w: recorded configuration has %d policy options, at most %d", ErrInvalid, len(c.PolicyOptions), maxRecordedOptions)
 	}
-	if _, err := c.config(); err != nil {
+	if _, err := c.Settings(); err != nil {
 		return SharedConfig{}, err
-	}
-	switch alloc.TopologyPolicy(c.TopologyPolicy) {
-	case "", alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:
-	default:
-		return SharedConfig{}, fmt.Errorf("%w: recorded topology_policy %q: want none, best-effort, restricted or single-numa-node", ErrInvalid, c.TopologyPolicy)
 	}
 	return c, nil
 }
 
-// config is c's allocator configuration, without a machine's view.
-func (c SharedConfig) config() (alloc.NodeSettings, error) {
-	ac, err := Config{ReservedCPUs: c.ReservedCPUs, Policy: c.Policy, PolicyOptions: c.PolicyOptions}.AllocConfig()
-	if err != nil {
-		return alloc.NodeSettings{}, fmt.Errorf("recorded configuration: %w", err)
-	}
-	return ac, nil
-}
-
-// Config is the configuration a process with topology t and its own
-// configuration own places with on a file where c is recorded: c's
-// policy and options, and as reserved c's reserved CPUs (those online on
-// t) together with own.Reserved (for a run, the CPUs outside its cpuset
-// cgroup). Errors wrap ErrInvalid.
-func (c SharedConfig) Config(t *topology.Topology, own alloc.NodeSettings) (alloc.NodeSettings, error) {
-	ac, err := c.config()
+// On is the node settings a process with topology t and its own
+// settings own places with on a file where c is recorded: c's settings,
+// and as reserved c's reserved CPUs (those online on t) together with
+// own.Reserved (for a run, the CPUs outside its cpuset cgroup). Errors
+// wrap ErrInvalid.
+func (c SharedConfig) On(t *topology.Topology, own alloc.NodeSettings) (alloc.NodeSettings, error) {
+	ac, err := c.Settings()
 	if err != nil {
 		return alloc.NodeSettings{}, err
 	}

@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"bufio"
@@ -26,23 +26,29 @@ var ErrTaken = errors.New("already run by corepin")
 // other runs.
 const BERunRoot = "corepin-be"
 
-// maxProcFile bounds what the agent reads of one /proc file.
+// Guard refuses to adopt what corepin already runs: the agent's checks
+// of a Spec's PID or Cgroup before an admission adopts it.
+type Guard struct {
+	// Root is the agent's root group name (the one its driver makes its
+	// groups in).
+	Root string
+	// Adopted are the cgroups workloads adopted, by workload name.
+	Adopted map[string]string
+}
+
+// maxProcFile bounds what the guard reads of one /proc file.
 const maxProcFile = 64 << 10
 
 // PF_KTHREAD is the per-process flag of a kernel thread (include/linux/sched.h),
 // field 9 of /proc/PID/stat.
 const pfKthread = 0x00200000
 
-// roots are the cgroup paths (relative to each hierarchy's mount point,
+// Roots are the cgroup paths (relative to each hierarchy's mount point,
 // "/"-rooted) of every root group corepin makes: the agent's own, a
 // local run's and a best-effort batch's. Nothing below them, and none
 // of them, may be adopted: their groups are corepin's workloads.
-func (n *Node) roots() []string {
-	root := n.opts.CgroupRoot
-	if root == "" {
-		root = DefaultCgroupRoot
-	}
-	out := []string{"/" + root}
+func (g Guard) Roots() []string {
+	out := []string{"/" + g.Root}
 	for _, r := range []string{enforce.DefaultRoot, BERunRoot} {
 		if !slices.Contains(out, "/"+r) {
 			out = append(out, "/"+r)
@@ -51,7 +57,7 @@ func (n *Node) roots() []string {
 	return out
 }
 
-// within reports whether cgroup path p is dir or below it (both clean and
+// within reports whether path p is dir or below it (both clean and
 // "/"-rooted).
 func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
@@ -61,11 +67,11 @@ func within(p, dir string) bool {
 // the other.
 func related(a, b string) bool { return within(a, b) || within(b, a) }
 
-// inRoots reports whether cgroup p is one of corepin's roots, or below or
+// InRoots reports whether cgroup p is one of corepin's roots, or below or
 // above one, and which.
-func (n *Node) inRoots(p string) (string, bool) {
+func (g Guard) InRoots(p string) (string, bool) {
 	c := path.Clean("/" + p)
-	for _, r := range n.roots() {
+	for _, r := range g.Roots() {
 		if related(c, r) {
 			return r, true
 		}
@@ -73,15 +79,15 @@ func (n *Node) inRoots(p string) (string, bool) {
 	return "", false
 }
 
-// checkCgroup refuses to adopt cgroup p (a Spec.Cgroup, checked by
-// Validate) when it is one of corepin's roots, below or above one (422),
-// holds the agent itself (422), or is, holds or lies in a cgroup another
-// workload adopted (409). Callers hold n.mu.
-func (n *Node) checkCgroup(name, p string) error {
+// CheckCgroup refuses to adopt cgroup p (a Spec.Cgroup, checked by
+// Validate) for workload name when it is one of corepin's roots, below or
+// above one (ErrInvalid), holds this process itself (ErrInvalid), or is,
+// holds or lies in a cgroup another workload adopted (ErrTaken).
+func (g Guard) CheckCgroup(name, p string) error {
 	c := path.Clean("/" + p)
-	if r, ok := n.inRoots(c); ok {
+	if r, ok := g.InRoots(c); ok {
 		return fmt.Errorf("%w: workload %q: cgroup %s is corepin's own (root %s holds its workloads' groups); "+
-			"give a cgroup of your own, outside %s", ErrInvalid, name, c, r, strings.Join(n.roots(), ", "))
+			"give a cgroup of your own, outside %s", ErrInvalid, name, c, r, strings.Join(g.Roots(), ", "))
 	}
 	self, err := procCgroups(os.Getpid())
 	if err != nil {
@@ -92,12 +98,8 @@ func (n *Node) checkCgroup(name, p string) error {
 			return fmt.Errorf("%w: workload %q: cgroup %s holds the agent itself (%s)", ErrInvalid, name, c, s)
 		}
 	}
-	for _, other := range slices.Sorted(maps.Keys(n.wl)) {
-		e := n.wl[other]
-		if e.rec.Cgroup == "" {
-			continue
-		}
-		if oc := path.Clean("/" + e.rec.Cgroup); related(c, oc) {
+	for _, other := range slices.Sorted(maps.Keys(g.Adopted)) {
+		if oc := path.Clean("/" + g.Adopted[other]); related(c, oc) {
 			return fmt.Errorf("%w: workload %q: cgroup %s overlaps cgroup %s, adopted by workload %q; delete %q first",
 				ErrTaken, name, c, oc, other, other)
 		}
@@ -105,13 +107,13 @@ func (n *Node) checkCgroup(name, p string) error {
 	return nil
 }
 
-// checkPID refuses to adopt pid when it is a thread of the agent (422),
-// a zombie or a kernel thread (422), a thread other than its process's
-// leader (422: a cgroup holds whole processes; give the process), or a
-// process already in a corepin group: below one of corepin's roots, or in
-// a cgroup another workload adopted (409). It reads /proc/PID/status,
-// stat and cgroup, each bounded. Callers hold n.mu.
-func (n *Node) checkPID(name string, pid int) error {
+// CheckPID refuses to adopt pid for workload name when it is a thread of
+// this process, a zombie or a kernel thread, a thread other than its
+// process's leader (a cgroup holds whole processes; give the process)
+// (ErrInvalid), or a process already in a corepin group: below one of
+// corepin's roots, or in a cgroup another workload adopted (ErrTaken). It
+// reads /proc/PID/status, stat and cgroup, each bounded.
+func (g Guard) CheckPID(name string, pid int) error {
 	st, err := readProcStatus(pid)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -138,18 +140,14 @@ func (n *Node) checkPID(name string, pid int) error {
 		return fmt.Errorf("reading the cgroups of process %d: %w", pid, err)
 	}
 	for _, c := range cgs {
-		for _, r := range n.roots() {
+		for _, r := range g.Roots() {
 			if within(c, r) {
 				return fmt.Errorf("%w: workload %q: process %d runs in corepin's group %s; delete its workload or run first",
 					ErrTaken, name, pid, c)
 			}
 		}
-		for _, other := range slices.Sorted(maps.Keys(n.wl)) {
-			e := n.wl[other]
-			if e.rec.Cgroup == "" {
-				continue
-			}
-			if oc := path.Clean("/" + e.rec.Cgroup); within(c, oc) {
+		for _, other := range slices.Sorted(maps.Keys(g.Adopted)) {
+			if oc := path.Clean("/" + g.Adopted[other]); within(c, oc) {
 				return fmt.Errorf("%w: workload %q: process %d runs in cgroup %s, adopted by workload %q", ErrTaken, name, pid, c, other)
 			}
 		}

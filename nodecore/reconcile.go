@@ -1,4 +1,4 @@
-package agent
+package nodecore
 
 import (
 	"encoding/json"
@@ -45,7 +45,7 @@ func (n *Node) Reconcile() (ReconcileReport, error) {
 	err := n.reconcile(rep)
 	for act, c := range rep {
 		for range c {
-			n.metrics.reconcile(act)
+			n.obs.Reconciled(act)
 		}
 	}
 	if len(rep) > 0 {
@@ -79,7 +79,7 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 		byName[l.Name] = append(byName[l.Name], l)
 	}
 	for _, a := range as {
-		e := &entry{a: a, rec: recs[a.Name]}
+		e := entryOf(a, recs[a.Name])
 		if o, ok := old[a.Name]; ok && o.a.Generation == a.Generation && o.a.CreatedAt.Equal(a.CreatedAt) {
 			e.cmd = o.cmd
 		}
@@ -98,7 +98,7 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 			continue
 		}
 		if e.rec.Cgroup != "" {
-			if r, ok := n.inRoots(e.rec.Cgroup); ok {
+			if r, ok := n.guard().InRoots(e.rec.Cgroup); ok {
 				// Admitted by an agent before checkCgroup: it adopted
 				// one of corepin's own groups. Release the assignment
 				// and leave the group to its owner.
@@ -261,13 +261,13 @@ func (n *Node) Sweep() (released []string, err error) {
 }
 
 // releaseDeadRuns releases the reservations of dead runs whose jobs have
-// no process left (see releaseDeadRuns), logging and counting each.
+// no process left (see ReleaseDeadRuns), logging and counting each.
 // Callers hold n.mu.
 func (n *Node) releaseDeadRuns() ([]string, error) {
 	if n.runs == nil {
 		return nil, nil
 	}
-	gone, err := releaseDeadRuns(n.db, n.runs)
+	gone, err := ReleaseDeadRuns(n.db, n.runs)
 	if err != nil {
 		return nil, fmt.Errorf("releasing dead runs' CPUs: %w", err)
 	}
@@ -276,14 +276,14 @@ func (n *Node) releaseDeadRuns() ([]string, error) {
 	}
 	var names []string
 	for _, a := range gone {
-		rec, _, _ := decodeAssignment(a) // releaseDeadRuns decoded it
+		rec, _, _ := DecodeAssignment(a) // ReleaseDeadRuns decoded it
 		n.log.Info("released a dead run's reservation", "name", a.Name, "job", rec.Job, "owner_pid", rec.Owner.PID,
 			"cpuset", a.Cpuset)
 		delete(n.wl, a.Name)
 		if err := n.st.Release(a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
 			return names, err
 		}
-		n.metrics.reconcile(ActDeadRun)
+		n.obs.Reconciled(ActDeadRun)
 		names = append(names, a.Name)
 	}
 	return names, n.syncPools()
@@ -340,10 +340,10 @@ func (n *Node) forget(e *entry, rep ReconcileReport) error {
 // adoptOrphan admits a live group that has no assignment, for the CPUs it
 // holds: LSE when they are all free for an exclusive set, BE otherwise.
 func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
-	rec := record{Spec: Spec{Name: l.Name}, Excl: string(alloc.ExclusiveNone), Adopted: true, Threads: max(1, l.CPUs.Size())}
+	rec := Record{Spec: Spec{Name: l.Name}, Excl: string(alloc.ExclusiveNone), Adopted: true, Threads: max(1, l.CPUs.Size())}
 	a := store.Assignment{Name: l.Name, QoS: string(alloc.LSE), Cpuset: l.CPUs.String()}
 	probe := n.st.Clone()
-	_, aa, _ := decodeAssignment(a)
+	_, aa, _ := DecodeAssignment(a)
 	if l.CPUs.IsEmpty() || probe.Assign(aa) != nil || probe.GuardPools(alloc.LSE) != nil {
 		a.QoS, a.Cpuset = string(alloc.BE), ""
 	}
@@ -364,10 +364,12 @@ func (n *Node) adoptOrphan(l enforce.Listed, g enforce.Group) error {
 			a = s
 		}
 	}
-	_, aa, _ = decodeAssignment(a)
+	_, aa, _ = DecodeAssignment(a)
 	if err := n.st.Assign(aa); err != nil {
 		return err
 	}
-	n.wl[l.Name] = &entry{a: a, rec: rec, group: g}
+	e := entryOf(a, rec)
+	e.group = g
+	n.wl[l.Name] = e
 	return nil
 }

@@ -1,0 +1,180 @@
+package nodecore
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/qos"
+)
+
+// Sentinel errors of an admission, whichever door asked (the agent's API
+// maps ErrInvalid to 422, ErrExists and ErrRejected to 409, ErrNotFound to
+// 404, ErrDiskFull to 507).
+var (
+	// ErrInvalid means a request is wrong as written: no state of the
+	// node could admit it.
+	ErrInvalid = errors.New("invalid workload")
+	// ErrExists means a workload of that name is admitted already.
+	ErrExists = errors.New("workload exists")
+	// ErrNotFound means no workload has that name.
+	ErrNotFound = errors.New("no such workload")
+	// ErrRejected means the node cannot admit the request now (not enough
+	// free CPUs of the kind asked for); it may succeed after a delete.
+	ErrRejected = errors.New("rejected")
+	// ErrDiskFull means the state file could not be written because its
+	// disk is full (HTTP 507): nothing changed; retry once space is freed.
+	ErrDiskFull = errors.New("the state file's disk is full")
+)
+
+// Bounds of a request.
+const (
+	// MaxArgs bounds the command line of a workload the agent starts.
+	MaxArgs = 256
+	// MaxNameLen bounds a workload name (a cgroup directory name part).
+	MaxNameLen = 48
+)
+
+// Spec is a workload as a client asks for it: POST /v1/workloads. Exactly
+// one of Command, PID and Cgroup says what runs in it.
+type Spec struct {
+	Name           string   `json:"name"`
+	QoS            string   `json:"qos,omitempty"`
+	CPUs           *float64 `json:"cpus"`
+	Bind           string   `json:"bind,omitempty"`
+	Exclusive      string   `json:"exclusive,omitempty"`
+	NUMA           string   `json:"numa,omitempty"`
+	TopologyPolicy string   `json:"topology_policy,omitempty"`
+	// Isolated is "prefer" or "require": an LSE or LSR workload's use of
+	// the CPUs the kernel isolated (alloc.Request.Isolated).
+	Isolated string `json:"isolated,omitempty"`
+	// Command and Args: the agent starts this program inside the
+	// workload's group, with thread-pool variables (OMP_NUM_THREADS, ...)
+	// sized to its CPUs.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// PID adopts a running process (all of its threads): the pid of its
+	// leader, not the agent, a zombie, nor one corepin already runs.
+	PID int `json:"pid,omitempty"`
+	// Cgroup adopts an existing cgroup (a container's), given relative to
+	// the cgroup mount point: one of the user's, not in or above a
+	// corepin root nor another workload's.
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// ValidateName reports whether name may name a workload: what
+// enforce.ValidateName allows (letters, digits, '-', '_', '.'; no "..", no
+// leading '.' or '-'), at most MaxNameLen bytes.
+func ValidateName(name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name %.20q... is longer than %d bytes", ErrInvalid, name, MaxNameLen)
+	}
+	if err := enforce.ValidateName(name); err != nil {
+		return fmt.Errorf("%w: name: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Validate checks s on its own, without the node's state: its name, its
+// vocabulary and sizes (as alloc reads them) and what runs in it. Errors
+// wrap ErrInvalid.
+func (s Spec) Validate() error {
+	if err := ValidateName(s.Name); err != nil {
+		return err
+	}
+	r, err := s.request()
+	if err != nil {
+		return err
+	}
+	if r.QoS == alloc.LS && int64(r.MilliCPUs) < qos.MinQuotaMilliCPUs {
+		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
+			ErrInvalid, s.Name, *s.CPUs, qos.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, qos.MinQuotaCPUs)
+	}
+	n := 0
+	if s.Command != "" {
+		n++
+	}
+	if s.PID != 0 {
+		n++
+	}
+	if s.Cgroup != "" {
+		n++
+	}
+	switch {
+	case n != 1:
+		return fmt.Errorf("%w: workload %q needs exactly one of command, pid or cgroup (got %d)", ErrInvalid, s.Name, n)
+	case len(s.Args) > 0 && s.Command == "":
+		return fmt.Errorf("%w: workload %q has args but no command", ErrInvalid, s.Name)
+	case len(s.Args) > MaxArgs:
+		return fmt.Errorf("%w: workload %q has %d args; at most %d", ErrInvalid, s.Name, len(s.Args), MaxArgs)
+	case s.PID < 0 || s.PID > 1<<22:
+		return fmt.Errorf("%w: workload %q: pid %d is not a Linux pid", ErrInvalid, s.Name, s.PID)
+	case s.PID == 1:
+		return fmt.Errorf("%w: workload %q: pid 1 (init) cannot be adopted", ErrInvalid, s.Name)
+	}
+	for _, a := range append([]string{s.Command}, s.Args...) {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("%w: workload %q: command or argument contains a NUL byte", ErrInvalid, s.Name)
+		}
+	}
+	if s.Command != "" && !path.IsAbs(s.Command) && strings.Contains(s.Command, "/") {
+		return fmt.Errorf("%w: workload %q: command %q must be absolute or a bare name looked up in PATH", ErrInvalid, s.Name, s.Command)
+	}
+	if s.Cgroup != "" {
+		for _, el := range strings.Split(s.Cgroup, "/") {
+			if el == ".." {
+				return fmt.Errorf("%w: workload %q: cgroup %q climbs out of the mount with \"..\"", ErrInvalid, s.Name, s.Cgroup)
+			}
+		}
+		if strings.ContainsRune(s.Cgroup, 0) || path.Clean("/"+s.Cgroup) == "/" {
+			return fmt.Errorf("%w: workload %q: cgroup %q is not a cgroup below the root", ErrInvalid, s.Name, s.Cgroup)
+		}
+	}
+	return nil
+}
+
+// request converts s to the allocator's request, wrapping alloc's
+// vocabulary errors in ErrInvalid.
+func (s Spec) request() (alloc.Request, error) {
+	rs := alloc.RequestSpec{ID: s.Name, CPUs: s.CPUs, QoS: s.QoS, Bind: s.Bind, Exclusive: s.Exclusive,
+		NUMA: s.NUMA, TopologyPolicy: s.TopologyPolicy, Isolated: s.Isolated}
+	r, err := rs.Request(s.Name)
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("%w: %v", ErrInvalid, strings.TrimPrefix(err.Error(), alloc.ErrInvalid.Error()+": "))
+	}
+	if r.QoS == alloc.SYSTEM {
+		return alloc.Request{}, fmt.Errorf("%w: workload %q: qos SYSTEM is the reserved CPUs and not admitted through the agent", ErrInvalid, s.Name)
+	}
+	return r, nil
+}
+
+// Record is what the store keeps per workload as its request document
+// (the assignment's request column, JSON): the spec as admitted plus what
+// the allocator decided beyond the cpuset. Its keys are the state file's
+// format: add keys, never rename one.
+type Record struct {
+	Spec
+	MilliCPUs int    `json:"milli_cpus,omitempty"`
+	Excl      string `json:"exclusive_level,omitempty"`
+	NUMANodes string `json:"numa_nodes,omitempty"`
+	Threads   int    `json:"threads"`
+	// Adopted marks a workload the reconcile found running without an
+	// assignment (a live group after the state was lost).
+	Adopted bool `json:"adopted,omitempty"`
+	// Owner and Job mark a reservation of a local `corepin run` job
+	// (StatePlacer): no group of the agent's, held while the owner or the
+	// job's group lives.
+	Owner *Owner `json:"owner,omitempty"`
+	Job   string `json:"job,omitempty"`
+	// Container marks a container a runtime runs and enforces (the NRI
+	// plugin, Containers): no group of the agent's, held until the
+	// runtime reports the container removed or gone.
+	Container *ContainerRef `json:"container,omitempty"`
+	// Deleting marks a workload whose delete was committed: its
+	// processes are being (or were) stopped, and the assignment goes
+	// once they are. A restart or sweep finishes the delete.
+	Deleting bool `json:"deleting,omitempty"`
+}
