@@ -8,6 +8,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -24,10 +25,10 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota"}
 	pts := []PointResult{
-		pr(P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
-		pr(P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
-		pr(P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
-		pr(P("cpus", "1", "mode", "quota", "concurrency", 2), "job_wall_s", 3, 3, 3),
+		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
+		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
+		pr(experiment.P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
+		pr(experiment.P("cpus", "1", "mode", "quota", "concurrency", 2), "job_wall_s", 3, 3, 3),
 	}
 	a := e.Analyze(&Env{}, pts)
 	rows := a.Tables[0].Rows
@@ -49,7 +50,7 @@ func TestColocationAnalyzeBar(t *testing.T) {
 		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
 	}
 	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
 	pts := []PointResult{
 		pt(polAlone, m(10, 0, 0.5), m(10, 0, 0.5), m(12, 0, 0.5)),
@@ -87,7 +88,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 	// pt gives pol one repeat per p99, the batch at batch CPUs (of 1.5
 	// idle) in each.
 	pt := func(pol string, batch float64, p99s ...float64) PointResult {
-		p := PointResult{Point: P("service", "cpu", "policy", pol)}
+		p := PointResult{Point: experiment.P("service", "cpu", "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, batch))
 		}
@@ -175,9 +176,9 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	th := &threadsExp{}
 	th.Spec(true)
 	a := th.Analyze(&Env{}, []PointResult{
-		pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-		pr(P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
-		pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+		pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+		pr(experiment.P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
+		pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
@@ -186,9 +187,9 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	tp := &throughputExp{}
 	tp.Spec(true)
 	a = tp.Analyze(&Env{}, []PointResult{
-		pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-		pr(P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
-		pr(P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
+		pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+		pr(experiment.P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
+		pr(experiment.P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
@@ -212,9 +213,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: every pinned configuration slower",
 			exp:  "throughput",
 			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-				pr(P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
-				pr(P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
+				pr(experiment.P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
 			},
 			want:    []string{"keep the default", "the best, 1x2, measured -2%", "Mann-Whitney p=", "n=5 vs 5"},
 			notWant: []string{"run 1 workers"},
@@ -226,9 +227,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: the best pinned configuration significantly slower",
 			exp:  "throughput",
 			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-				pr(P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
-				pr(P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
+				pr(experiment.P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
 			},
 			want:    []string{"keep the default (unpinned, threads auto, all jobs at once): 100.0", "the best, 2x1, measured -20% (Mann-Whitney p=0.00794, n=5 vs 5, significantly slower)"},
 			notWant: []string{"run 2 workers", "run 1 workers"},
@@ -237,9 +238,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: the best count significantly slower than auto",
 			exp:  "threads",
 			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-				pr(P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 			},
 			want:    []string{"run auto threads"},
 			notWant: []string{"run 2 threads", "run 1 threads"},
@@ -251,8 +252,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: threads = CPUs below auto inside the noise",
 			exp:  "threads",
 			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
 			},
 			want:    []string{"run auto threads", "not significant", "the tie goes to the workload's auto"},
 			notWant: []string{"run 2 threads"},
@@ -261,8 +262,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: better median inside the noise",
 			exp:  "throughput",
 			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
-				pr(P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
 			},
 			want:    []string{"keep the default", "not significant", "n=5 vs 5"},
 			notWant: []string{"run 2 workers"},
@@ -271,8 +272,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "throughput: two repeats can never be significant",
 			exp:  "throughput",
 			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101),
-				pr(P("config", "2x1", "write", "no"), "rate", 150, 151),
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 150, 151),
 			},
 			want:    []string{"keep the default", "p=0.333, n=2 vs 2", "not significant"},
 			notWant: []string{"run 2 workers"},
@@ -281,10 +282,10 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: 4 threads on 2 CPUs ties with 2",
 			exp:  "threads",
 			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run 2 threads", "threads = CPUs", "not significant", "Mann-Whitney p=", "the tie goes to threads = CPUs"},
 			notWant: []string{"run 4 threads"},
@@ -293,9 +294,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: more threads than CPUs win beyond the noise",
 			exp:  "threads",
 			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				pr(P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want: []string{"run 4 threads", "beats 2 threads beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)"},
 		},
@@ -303,8 +304,8 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			name: "threads: without threads = CPUs, ties go to auto",
 			exp:  "threads",
 			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run auto threads", "the tie goes to the workload's auto"},
 			notWant: []string{"run 4 threads"},
@@ -406,13 +407,13 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota", "unbounded"}
 	alone := func(mode string) PointResult {
-		return pr(P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
+		return pr(experiment.P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
 	}
 	// quota clearly faster than pinned in every repeat.
 	clear := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
-		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
-		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
-		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
+		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
+		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
 	}
 	rec := e.Analyze(&Env{}, clear).Recommendation
 	for _, want := range []string{"quota mode slowed each job least (+20%", "beating pinned mode (corepin run's default) (+50%)", "Mann-Whitney p=0.00794, n=5 vs 5", "Use quota"} {
@@ -422,9 +423,9 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 	}
 	// quota's median is lower but the repeats overlap: a tie, pinned stays.
 	noisy := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
-		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
-		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
-		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
+		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
+		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
 	}
 	rec = e.Analyze(&Env{}, noisy).Recommendation
 	for _, want := range []string{"keep pinned mode (corepin run's default)", "quota measured +40%", "not significant", "unbounded slowed it most"} {
@@ -449,7 +450,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 		return m
 	}
 	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
 	reps := func(batch, idle, other float64, p99s ...float64) []Metrics {
 		var ms []Metrics
@@ -514,7 +515,7 @@ func TestColocationOpen(t *testing.T) {
 		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
 	pt := func(svc, pol string, p99s ...float64) PointResult {
-		p := PointResult{Point: P("service", svc, "policy", pol)}
+		p := PointResult{Point: experiment.P("service", svc, "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, 1.45))
 		}

@@ -3,8 +3,6 @@ package bench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,68 +13,9 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
-
-// KV is one coordinate of a point.
-type KV struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-// Point is one configuration of an experiment's parameter space, its
-// coordinates in display order.
-type Point []KV
-
-// P builds a point from alternating keys and values.
-func P(kv ...any) Point {
-	var p Point
-	for i := 0; i+1 < len(kv); i += 2 {
-		p = append(p, KV{Key: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
-	}
-	return p
-}
-
-// Get returns the value of key, or "".
-func (p Point) Get(key string) string {
-	for _, kv := range p {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return ""
-}
-
-// Label is "k=v k=v".
-func (p Point) Label() string {
-	parts := make([]string, len(p))
-	for i, kv := range p {
-		parts[i] = kv.Key + "=" + kv.Value
-	}
-	return strings.Join(parts, " ")
-}
-
-// MarshalJSON encodes a point as an object in coordinate order.
-func (p Point) MarshalJSON() ([]byte, error) {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, kv := range p {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(kv.Key)
-		v, _ := json.Marshal(kv.Value)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return []byte(b.String()), nil
-}
-
-// Metrics are the values one run of a point measured, by name
-// ("wall_s", "p99_ms", "fps").
-type Metrics map[string]float64
 
 // Env is what every experiment may use. It is built once per bench run.
 type Env struct {
@@ -118,51 +57,6 @@ type Experiment interface {
 type SetupTeardown interface {
 	Setup(ctx context.Context, env *Env) error
 	Teardown(env *Env) error
-}
-
-// PointResult holds every repeat of one point and their summary.
-type PointResult struct {
-	Point   Point     `json:"point"`
-	Repeats []Metrics `json:"repeats"`
-	// Errors are the repeats that failed, in order of occurrence.
-	Errors []string `json:"errors,omitempty"`
-}
-
-// Values returns metric's values over the repeats that measured it.
-func (r PointResult) Values(metric string) []float64 {
-	var out []float64
-	for _, m := range r.Repeats {
-		if v, ok := m[metric]; ok && !math.IsNaN(v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// Median returns the median of metric over the repeats (NaN if none).
-func (r PointResult) Median(metric string) float64 { return Median(r.Values(metric)) }
-
-// Spread returns the min and max of metric over the repeats.
-func (r PointResult) Spread(metric string) (lo, hi float64) {
-	v := r.Values(metric)
-	if len(v) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	return slices.Min(v), slices.Max(v)
-}
-
-// Median of xs (NaN when empty).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Quantile returns the q-quantile (0..1) of xs by linear interpolation.
@@ -436,12 +330,9 @@ func Select(names []string) ([]Experiment, error) {
 			for j, e := range all {
 				known[j] = e.Name()
 			}
-			return nil, fmt.Errorf("%w: unknown experiment %q: choose from %s", ErrUsage, n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%w: unknown experiment %q: choose from %s", experiment.ErrUsage, n, strings.Join(known, ", "))
 		}
 		out = append(out, all[i])
 	}
 	return out, nil
 }
-
-// ErrUsage is wrapped by errors about bad bench input.
-var ErrUsage = errors.New("invalid bench input")

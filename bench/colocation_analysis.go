@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // Analyze compares every policy's p99 with the service alone and the
@@ -158,7 +160,7 @@ func batchShare(p PointResult) float64 {
 		left := m["machine_cpus"] - m["service_cpus"] - nanTo(m["generator_cpus"], 0)
 		shares = append(shares, batch/left)
 	}
-	return Median(shares)
+	return experiment.Median(shares)
 }
 
 // medianOver is the median of metric over every repeat of pts.
@@ -167,7 +169,7 @@ func medianOver(pts []PointResult, metric string) float64 {
 	for _, p := range pts {
 		all = append(all, p.Values(metric)...)
 	}
-	return Median(all)
+	return experiment.Median(all)
 }
 
 // minBatchShare is the share of the CPU the service leaves idle that a

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/qos"
 )
 
@@ -35,7 +36,7 @@ func TestQoSSetupFor(t *testing.T) {
 
 func TestQoSTable(t *testing.T) {
 	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
 	pts := []PointResult{
 		pt(polAlone, Metrics{"p99_ms": 4}),

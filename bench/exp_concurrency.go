@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 )
 
@@ -52,7 +53,7 @@ func (e *concurrencyExp) Setup(ctx context.Context, env *Env) error {
 	}
 	for _, m := range e.spec.Modes {
 		if _, err := runner.ParseMode(m); err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
+			return fmt.Errorf("%w: %v", experiment.ErrUsage, err)
 		}
 	}
 	j, err := resolveJob(ctx, env, &e.spec.Job)
@@ -79,7 +80,7 @@ func (e *concurrencyExp) Points(env *Env) []Point {
 				if m == string(runner.Pinned) && (float64(c)*k > n || k != math.Trunc(k)) {
 					continue
 				}
-				ps = append(ps, P("cpus", ftoa(k), "mode", m, "concurrency", c))
+				ps = append(ps, experiment.P("cpus", ftoa(k), "mode", m, "concurrency", c))
 			}
 		}
 	}
@@ -93,17 +94,7 @@ func (e *concurrencyExp) Run(ctx context.Context, env *Env, p Point) (Metrics, e
 	if err != nil {
 		return nil, err
 	}
-	w := b.walls()
-	m := Metrics{"job_wall_s": Median(w), "job_wall_max_s": slices.Max(w)}
-	var mig float64
-	var thr float64
-	for _, j := range b.jobs {
-		mig += float64(j.Migrations)
-		thr += j.ThrottledS
-	}
-	m["migrations_per_job"] = mig / float64(len(b.jobs))
-	m["throttled_s_per_job"] = thr / float64(len(b.jobs))
-	return m, nil
+	return e.Metrics(p, b.jobs), nil
 }
 
 // Analyze computes the penalty of every point: its median per-job wall
@@ -242,7 +233,7 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 		if ref == "" || m == defaultMode {
 			ref = m
 		}
-		mv := Median(v)
+		mv := experiment.Median(v)
 		if mv < bestV {
 			bestMode, bestV = m, mv
 		}
@@ -253,7 +244,7 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 	if bestMode == "" {
 		return "no mode completed at a concurrency above 1"
 	}
-	refV := Median(medians[ref])
+	refV := experiment.Median(medians[ref])
 	refName := ref + " mode"
 	if ref == defaultMode {
 		refName += " (corepin run's default)"

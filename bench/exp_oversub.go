@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/netbench"
 )
 
@@ -115,7 +116,7 @@ func (e *oversubExp) Spec(quick bool) any {
 
 func (e *oversubExp) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: oversubscription: "+format, append([]any{ErrUsage}, args...)...)
+		return fmt.Errorf("%w: oversubscription: "+format, append([]any{experiment.ErrUsage}, args...)...)
 	}
 	if len(e.spec.ProcsPerCPU) == 0 || len(e.spec.Kinds) == 0 {
 		return bad("procs_per_cpu and kinds must not be empty")
@@ -241,7 +242,7 @@ func (e *oversubExp) Points(env *Env) []Point {
 	for _, kind := range e.kinds() {
 		for _, k := range e.spec.ProcsPerCPU {
 			for _, pl := range e.placements(env, kind, cpus) {
-				ps = append(ps, P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus), "placement", pl))
+				ps = append(ps, experiment.P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus), "placement", pl))
 			}
 		}
 	}

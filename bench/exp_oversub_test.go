@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/netbench"
 	"github.com/corepin/corepin/topology"
 )
@@ -48,7 +49,7 @@ func TestOversubProcs(t *testing.T) {
 
 func TestOversubSpec(t *testing.T) {
 	e := newOversubExp()
-	if err := Configure([]Experiment{e}, []byte("oversubscription:\n  procs_per_cpu: [1, 3]\n  kinds: [compute]\n"), true); err != nil {
+	if err := experiment.Configure([]Experiment{e}, []byte("oversubscription:\n  procs_per_cpu: [1, 3]\n  kinds: [compute]\n"), true); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(e.spec.ProcsPerCPU, []int{1, 3}) || !slices.Equal(e.spec.Kinds, []string{"compute"}) {
@@ -59,18 +60,18 @@ func TestOversubSpec(t *testing.T) {
 	}
 	for _, bad := range []string{"kinds: [gpu]", "procs_per_cpu: [0]", "procs_per_cpu: []", "size: 0"} {
 		e := newOversubExp()
-		if err := Configure([]Experiment{e}, []byte("oversubscription:\n  "+bad+"\n"), true); err != nil {
-			t.Fatalf("Configure(%s) = %v", bad, err)
+		if err := experiment.Configure([]Experiment{e}, []byte("oversubscription:\n  "+bad+"\n"), true); err != nil {
+			t.Fatalf("experiment.Configure(%s) = %v", bad, err)
 		}
-		if err := e.Setup(context.Background(), &Env{Exe: "/bin/true"}); !errors.Is(err, ErrUsage) {
-			t.Errorf("Setup with %s = %v, want ErrUsage", bad, err)
+		if err := e.Setup(context.Background(), &Env{Exe: "/bin/true"}); !errors.Is(err, experiment.ErrUsage) {
+			t.Errorf("Setup with %s = %v, want experiment.ErrUsage", bad, err)
 		}
 	}
 }
 
 // oversubPoint is a synthetic point with per-repeat metric values.
 func oversubPoint(kind string, k int, metrics map[string][]float64) PointResult {
-	pr := PointResult{Point: P("kind", kind, "procs_per_cpu", k, "procs", 2*k)}
+	pr := PointResult{Point: experiment.P("kind", kind, "procs_per_cpu", k, "procs", 2*k)}
 	n := 0
 	for _, v := range metrics {
 		n = max(n, len(v))
@@ -252,7 +253,7 @@ func TestOversubAdviceNeedsSignificance(t *testing.T) {
 func TestOversubPlacementNeedsSignificance(t *testing.T) {
 	place := func(pl string, ops ...float64) PointResult {
 		pr := oversubPoint(OversubLoopback, 1, map[string][]float64{"ops_per_s": ops})
-		pr.Point = P("kind", OversubLoopback, "procs_per_cpu", 1, "procs", 2, "placement", pl)
+		pr.Point = experiment.P("kind", OversubLoopback, "procs_per_cpu", 1, "procs", 2, "placement", pl)
 		return pr
 	}
 	os := place(PlaceOS, 1000, 1000, 1000, 1000, 1000)

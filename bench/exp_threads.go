@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -72,7 +73,7 @@ func threadCount(s string, k int) (string, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f <= 0 {
-		return "", fmt.Errorf("%w: threads %q: use 1t, a multiple of the allotment such as 0.5 or 2, or auto", ErrUsage, s)
+		return "", fmt.Errorf("%w: threads %q: use 1t, a multiple of the allotment such as 0.5 or 2, or auto", experiment.ErrUsage, s)
 	}
 	return strconv.Itoa(max(1, int(math.Round(f*float64(k))))), nil
 }
@@ -90,7 +91,7 @@ func (e *threadsExp) Points(env *Env) []Point {
 			continue
 		}
 		seen[n] = true
-		ps = append(ps, P("cpus", k, "threads", n))
+		ps = append(ps, experiment.P("cpus", k, "threads", n))
 	}
 	return ps
 }
@@ -104,8 +105,7 @@ func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error
 	if err != nil {
 		return nil, err
 	}
-	j := b.jobs[0]
-	return Metrics{"rate": e.job.work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}, nil
+	return e.Metrics(p, b.jobs), nil
 }
 
 func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {

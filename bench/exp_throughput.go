@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -75,10 +76,10 @@ func (e *throughputExp) Points(env *Env) []Point {
 	}
 	var ps []Point
 	for _, w := range writes {
-		ps = append(ps, P("config", defaultConfig, "write", w))
+		ps = append(ps, experiment.P("config", defaultConfig, "write", w))
 		for _, k := range e.spec.CPUsPerWorker {
 			if k <= n && n%k == 0 {
-				ps = append(ps, P("config", fmt.Sprintf("%dx%d", n/k, k), "write", w))
+				ps = append(ps, experiment.P("config", fmt.Sprintf("%dx%d", n/k, k), "write", w))
 			}
 		}
 	}
@@ -105,9 +106,9 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	}
 	var total float64
 	for _, j := range b.jobs {
-		total += e.job.work(j)
+		total += work(j)
 	}
-	return Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": Median(b.walls())}, nil
+	return Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": experiment.Median(b.walls())}, nil
 }
 
 func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {

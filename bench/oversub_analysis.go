@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // ratio is a within-run ratio of a point to its baseline: of the medians,
@@ -222,7 +224,7 @@ func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {
 	for _, pr := range pts {
 		other = append(other, pr.Values("other_cpu_frac")...)
 	}
-	if med := Median(other); med > 0.05 {
+	if med := experiment.Median(other); med > 0.05 {
 		warn := fmt.Sprintf("other work used %.0f%% of the CPUs during the points (median; max %.0f%%): more processes win a bigger share of a busy machine, so ratios here overstate what oversubscription gives; rerun on an idle machine",
 			100*med, 100*slices.Max(other))
 		per.Note = strings.TrimPrefix(per.Note+"; "+warn, "; ")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/netbench"
 	"github.com/corepin/corepin/proc"
@@ -194,7 +195,7 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement str
 		m["other_cpu_frac"] = max(0, busy1-busy0-ours) / (wall * float64(allowedCPUs(env)))
 	}
 	if kind != OversubCompute {
-		m["rtt_p50_us"] = Median(p50s)
+		m["rtt_p50_us"] = experiment.Median(p50s)
 		m["rtt_p99_us"] = slices.Max(p99s)
 	}
 	return m, nil

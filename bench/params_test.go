@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -44,7 +45,7 @@ func storeAndRebuild(t *testing.T, r Report) Report {
 		// Measured in a random order: store the last point first.
 		for _, p := range slices.Backward(e.Points) {
 			for i, m := range p.Repeats {
-				rows, err := Measurements(e.Name, p.Point, i, m)
+				rows, err := experiment.Measurements(e.Name, p.Point, i, m)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -53,7 +54,7 @@ func storeAndRebuild(t *testing.T, r Report) Report {
 				}
 			}
 		}
-		rows, err := ExperimentMeasurements(e)
+		rows, err := experiment.ExperimentMeasurements(e.Name, e.Elapsed, e.Points)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func runReport(t *testing.T, spec string, quick bool, points map[string][]PointR
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Configure(exps, []byte(spec), quick); err != nil {
+	if err := experiment.Configure(exps, []byte(spec), quick); err != nil {
 		t.Fatal(err)
 	}
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
@@ -114,7 +115,7 @@ func colocationPoints() []PointResult {
 		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
 	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
 	return []PointResult{
 		pt(polAlone, m(10, 0), m(11, 0), m(12, 0)),
@@ -126,7 +127,7 @@ func colocationPoints() []PointResult {
 
 func threadsPoints() []PointResult {
 	pt := func(threads string, rates ...float64) PointResult {
-		p := PointResult{Point: P("cpus", 2, "threads", threads)}
+		p := PointResult{Point: experiment.P("cpus", 2, "threads", threads)}
 		for _, r := range rates {
 			p.Repeats = append(p.Repeats, Metrics{"rate": r, "wall_s": 100 / r, "migrations": 3})
 		}
@@ -200,32 +201,6 @@ func TestRebuildOldParams(t *testing.T) {
 	}
 }
 
-func TestParseParams(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    Params
-		wantErr bool
-	}{
-		{name: "empty", in: "", want: Params{}},
-		{name: "old run", in: `{"quick":true,"repeats":5,"driver":"cgroup-v1","commands":["corepin bench --quick"],"spec":"x.yaml"}`,
-			want: Params{Quick: true, Repeats: 5, Driver: "cgroup-v1", Commands: []string{"corepin bench --quick"}, SpecFile: "x.yaml"}},
-		{name: "not an object", in: `[1]`, wantErr: true},
-		{name: "truncated", in: `{"quick":`, wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseParams([]byte(tc.in))
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("ParseParams(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); !tc.wantErr && diff != "" {
-				t.Errorf("ParseParams(%q) (-want +got):\n%s", tc.in, diff)
-			}
-		})
-	}
-}
-
 // A recorded spec that no longer fits the experiment is an error naming
 // it, not a silent default.
 func TestParamsApplyRejectsBadSpec(t *testing.T) {
@@ -241,7 +216,7 @@ func FuzzParseParams(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParseParams(b)
+		p, err := experiment.ParseParams(b)
 		if err != nil {
 			return
 		}

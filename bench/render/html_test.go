@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"image"
 	"image/png"
 	"math"
@@ -69,7 +70,7 @@ func loadSample(t *testing.T) bench.Report {
 	}
 	for i, e := range raw.Experiments {
 		for _, p := range e.Points {
-			pt, err := bench.ParsePoint(p.Point)
+			pt, err := experiment.ParsePoint(p.Point)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,9 +3,13 @@
 // pods print back into the results database, so `corepin report` works on
 // a cluster run as on one machine.
 //
-// The sweep's points are the bench experiment's own (bench.Select,
-// bench.Configure, Experiment.Points) for the node type given, so a spec
-// file means the same on a cluster as under `corepin bench`. Each point x
+// A sweep runs one experiment's cluster form (experiment.Cluster), found
+// by name in the catalog the caller gives (Options.Experiments,
+// Collection.Experiments; the CLI gives bench.Clusters): the experiment
+// configures itself from the spec file, gives its points for the node
+// type, maps each onto pods and turns the pods' results into its metrics,
+// so a spec file means the same on a cluster as under `corepin bench` and
+// kube/jobs restates none of them. Each point x
 // repeat is one Job: its pods are the point's concurrent jobs, each with
 // the point's CPUs as requests and limits per enforcement mode (pinned:
 // Guaranteed whole CPUs and QoS class LSE; quota: limit = request; burst:

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -16,9 +14,9 @@ import (
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/bench/render"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
-	"github.com/corepin/corepin/topology"
 )
 
 const benchUsage = `Reproduce the classic CPU-sharing experiments on this machine and say which
@@ -72,21 +70,9 @@ func newBenchCmd(e *env) *cobra.Command {
 }
 
 func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string) error {
-	if f.repeats < 1 {
-		return Usagef("--repeats %d: must be at least 1", f.repeats)
-	}
-	exps, err := bench.Select(names)
+	exps, err := benchExperiments(f, names)
 	if err != nil {
-		return &UsageError{Err: err}
-	}
-	var specData []byte
-	if f.spec != "" {
-		if specData, err = os.ReadFile(f.spec); err != nil {
-			return Usagef("reading --spec: %v", err)
-		}
-	}
-	if err := bench.Configure(exps, specData, f.quick); err != nil {
-		return &UsageError{Err: err}
+		return err
 	}
 	topo, err := openTopology("", "/")
 	if err != nil {
@@ -108,8 +94,6 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var topoText bytes.Buffer
-	_ = topo.Render(&topoText, topology.RenderOptions{})
 	env := &bench.Env{Topo: topo, Driver: driver, Exe: exe, Dir: dir, Quick: f.quick, Log: e.stderr}
 	if f.seed == 0 {
 		f.seed = uint64(time.Now().UnixNano())
@@ -124,84 +108,65 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
-	report := bench.Report{
-		GeneratedAt: run.StartedAt, CorepinVersion: Version, Kernel: run.Kernel, Hostname: run.Hostname,
-		Quick: f.quick, Driver: driver.Name(), Topology: topo.Doc(), TopologySummary: topo.Summary(),
-		TopologyText: topoText.String(), Commands: params.Commands, Params: params,
-	}
 	db, runID, err := openBenchDB(e, f, run)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	report := bench.NewReport(run, params, topo)
 	report.RunID = runID
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bar := newBenchProgress(e)
-	var storeErr error
-	opts := bench.Options{
-		Repeats: f.repeats, Warmup: true, Seed: f.seed,
-		OnPlan: bar.plan,
-		OnMeasure: func(exp string, p bench.Point, repeat int, m bench.Metrics, err error) {
-			bar.step(exp, p, err)
-			if err != nil || m == nil {
-				return
-			}
-			rows, merr := bench.Measurements(exp, p, repeat, m)
-			if merr == nil {
-				merr = db.AddMeasurement(runID, rows...)
-			}
-			if merr != nil && storeErr == nil {
-				storeErr = merr
-			}
-		},
-	}
-	var failed []string
-	for _, x := range exps {
-		rep, err := bench.RunExperiment(ctx, env, x, opts)
-		if err != nil {
-			rep.Error = err.Error()
-			failed = append(failed, x.Name())
-		}
-		rows, merr := bench.ExperimentMeasurements(rep)
-		if merr == nil {
-			merr = db.AddMeasurement(runID, rows...)
-		}
-		if merr != nil && storeErr == nil {
-			storeErr = merr
-		}
-		report.Experiments = append(report.Experiments, rep)
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	opts := bench.Options{Repeats: f.repeats, Warmup: true, Seed: f.seed, OnPlan: bar.plan, OnMeasure: bar.step}
+	report.Experiments, err = bench.RunAll(ctx, env, exps, opts, func(rows ...store.Measurement) error { return db.AddMeasurement(runID, rows...) })
 	bar.finish()
 	_ = db.FinishRun(runID, time.Now())
 	path, herr := render.WriteHTML(f.reportDir, report)
-	if e.JSON() {
-		if err := e.PrintJSON(report); err != nil {
-			return err
-		}
-	} else {
-		if err := render.WriteText(e.stdout, report); err != nil {
-			return err
-		}
-		if herr == nil {
-			fmt.Fprintf(e.stdout, "\nReport: %s   (regenerate: corepin report --run %d)\n", path, runID)
-		}
-		fmt.Fprintf(e.stdout, "Results: %s (run %d)\n", db.Path(), runID)
+	if err := printBenchReport(e, report, path, herr == nil, db.Path()); err != nil {
+		return err
 	}
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("bench stopped: %w", ctx.Err())
-	case herr != nil:
+	if herr != nil && ctx.Err() == nil {
 		return herr
-	case storeErr != nil:
-		return fmt.Errorf("recording measurements: %w", storeErr)
-	case len(failed) > 0:
-		return fmt.Errorf("experiments failed: %s", strings.Join(failed, ", "))
 	}
+	return err
+}
+
+// benchExperiments are the experiments named (all when none), configured
+// by --spec and --quick.
+func benchExperiments(f benchFlags, names []string) ([]bench.Experiment, error) {
+	if f.repeats < 1 {
+		return nil, Usagef("--repeats %d: must be at least 1", f.repeats)
+	}
+	exps, err := bench.Select(names)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	var specData []byte
+	if f.spec != "" {
+		if specData, err = os.ReadFile(f.spec); err != nil {
+			return nil, Usagef("reading --spec: %v", err)
+		}
+	}
+	if err := experiment.Configure(exps, specData, f.quick); err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return exps, nil
+}
+
+// printBenchReport prints the report: as text, with where its HTML
+// (when written) and its results are, or as JSON with -o json.
+func printBenchReport(e *env, report bench.Report, html string, written bool, dbPath string) error {
+	if e.JSON() {
+		return e.PrintJSON(report)
+	}
+	if err := render.WriteText(e.stdout, report); err != nil {
+		return err
+	}
+	if written {
+		fmt.Fprintf(e.stdout, "\nReport: %s   (regenerate: corepin report --run %d)\n", html, report.RunID)
+	}
+	fmt.Fprintf(e.stdout, "Results: %s (run %d)\n", dbPath, report.RunID)
 	return nil
 }
 
@@ -257,7 +222,7 @@ func (p *benchProgress) plan(exp string, runs int) {
 	fmt.Fprintf(p.e.stderr, "corepin bench: %s: %d runs\n", exp, runs)
 }
 
-func (p *benchProgress) step(exp string, pt bench.Point, err error) {
+func (p *benchProgress) step(exp string, pt bench.Point, _ int, _ bench.Metrics, err error) {
 	p.done++
 	if p.bar != nil {
 		_ = p.bar.Add(1)

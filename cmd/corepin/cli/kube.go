@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/kube/jobs"
 	"github.com/corepin/corepin/kube/kubeclient"
 	"github.com/corepin/corepin/sim"
@@ -98,6 +99,10 @@ Examples:
   corepin kube collect --context prod --kubeconfig ~/.kube/prod.yaml -o json
   kubectl logs -l corepin.io/sweep=threads --tail=-1 | corepin kube collect --from - -o json
   corepin report          # the collected run`
+
+// sweeps are the experiments a cluster sweep can run: bench's, handed to
+// kube/jobs here, at the top, so that neither door imports the other.
+var sweeps experiment.Catalog = bench.Clusters
 
 // Bounds of the kube commands' inputs.
 const (
@@ -205,7 +210,7 @@ type sweepFlags struct {
 }
 
 func (f *sweepFlags) add(fl *pflag.FlagSet) {
-	fl.StringVar(&f.o.Sweep, "sweep", "", "the sweep: "+strings.Join(jobs.Sweeps, ", "))
+	fl.StringVar(&f.o.Sweep, "sweep", "", "the sweep: "+strings.Join(sweeps.Names(), ", "))
 	fl.StringVar(&f.specPath, "spec", "", "bench spec file (YAML; the section named after the sweep counts)")
 	fl.BoolVar(&f.o.Quick, "quick", false, "the quick variant of the sweep, as corepin bench --quick")
 	fl.IntVar(&f.o.Repeats, "repeats", 3, fmt.Sprintf("runs of each point (1 to %d)", jobs.MaxRepeats))
@@ -223,8 +228,9 @@ func (f *sweepFlags) add(fl *pflag.FlagSet) {
 // except a failure to read this machine's topology.
 func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 	o := &f.o
+	o.Experiments = sweeps
 	if o.Sweep == "" {
-		return nil, Usagef("--sweep: give one of %s", strings.Join(jobs.Sweeps, ", "))
+		return nil, Usagef("--sweep: give one of %s", strings.Join(sweeps.Names(), ", "))
 	}
 	if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
 		return nil, Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
@@ -242,7 +248,7 @@ func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 	}
 	o.Node = t
 	s, err := jobs.Plan(*o)
-	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, bench.ErrUsage) {
+	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, experiment.ErrUsage) {
 		return nil, &UsageError{Err: err}
 	}
 	return s, err
@@ -307,7 +313,7 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 		Long:  kubeCollectUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c jobs.Collection
+			c := jobs.Collection{Experiments: sweeps}
 			var sum *jobs.ClusterSummary
 			source := from
 			switch from {

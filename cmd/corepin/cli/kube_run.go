@@ -213,7 +213,7 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 
 // kubeRunRecord collects the pods of the Jobs that ended and records them.
 func kubeRunRecord(ctx context.Context, k kubeRunSetup, ended []string) ([]int64, *jobs.Collection, jobs.ClusterSummary, error) {
-	var c jobs.Collection
+	c := jobs.Collection{Experiments: sweeps}
 	sel := jobs.LabelSweep + "=" + k.sweep.Name
 	cs, err := c.AddCluster(ctx, jobs.Cluster{Client: k.api, Namespace: k.ns, Selector: sel, Jobs: ended})
 	if err != nil {
