@@ -153,7 +153,7 @@ func TestWriteHTMLSample(t *testing.T) {
 	r.Hostname = evil
 	r.Experiments[2].Analysis.Charts[0].Title = evil
 
-	file, err := WriteHTML(t.TempDir(), r)
+	file, err := WriteHTML(t.TempDir(), r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestWriteHTMLSample(t *testing.T) {
 }
 
 func TestWriteHTMLEmpty(t *testing.T) {
-	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), bench.Report{})
+	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), bench.Report{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestExperimentCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := experimentCommand(tc.argv, "threads", names, tc.quick); got != tc.want {
+			if got := experimentCommand(tc.argv, []string{"--spec", "--repeats", "--db", "--seed"}, "threads", names, tc.quick); got != tc.want {
 				t.Errorf("experimentCommand(%q) = %q, want %q", tc.argv, got, tc.want)
 			}
 		})
@@ -321,7 +321,7 @@ func TestReportInChromium(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	file, err := WriteHTML(dir, r)
+	file, err := WriteHTML(dir, r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

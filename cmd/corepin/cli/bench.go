@@ -10,6 +10,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
@@ -55,7 +56,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		Short: "Run the CPU-sharing experiments and recommend a configuration",
 		Long:  benchUsage,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), e, f, args, os.Args)
+			return runBench(cmd.Context(), e, f, args, os.Args, reportOptions(cmd))
 		},
 	}
 	fl := cmd.Flags()
@@ -69,7 +70,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string) error {
+func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string, ro render.Options) error {
 	exps, err := benchExperiments(f, names)
 	if err != nil {
 		return err
@@ -122,7 +123,7 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	report.Experiments, err = bench.RunAll(ctx, env, exps, opts, func(rows ...store.Measurement) error { return db.AddMeasurement(runID, rows...) })
 	bar.finish()
 	_ = db.FinishRun(runID, time.Now())
-	path, herr := render.WriteHTML(f.reportDir, report)
+	path, herr := render.WriteHTML(f.reportDir, report, ro)
 	if err := printBenchReport(e, report, path, herr == nil, db.Path()); err != nil {
 		return err
 	}
@@ -168,6 +169,30 @@ func printBenchReport(e *env, report bench.Report, html string, written bool, db
 	}
 	fmt.Fprintf(e.stdout, "Results: %s (run %d)\n", dbPath, report.RunID)
 	return nil
+}
+
+// reportOptions are what the HTML report needs of the CLI: the flags of
+// `corepin bench` that take a value, read from the command's own
+// definitions (its flags and those it inherits, such as -o), so the
+// report keeps no copy of the flag table.
+func reportOptions(cmd *cobra.Command) render.Options {
+	var o render.Options
+	bench, _, err := cmd.Root().Find([]string{"bench"})
+	if err != nil {
+		return o
+	}
+	add := func(f *pflag.Flag) {
+		if f.NoOptDefVal != "" {
+			return // a flag such as --quick takes no value
+		}
+		o.ValueFlags = append(o.ValueFlags, "--"+f.Name)
+		if f.Shorthand != "" {
+			o.ValueFlags = append(o.ValueFlags, "-"+f.Shorthand)
+		}
+	}
+	bench.LocalFlags().VisitAll(add)
+	bench.InheritedFlags().VisitAll(add)
+	return o
 }
 
 // openBenchDB opens the results database and records run in it.
@@ -284,7 +309,7 @@ func newReportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			file, err := render.WriteHTML(dir, r)
+			file, err := render.WriteHTML(dir, r, reportOptions(cmd))
 			if err != nil {
 				return err
 			}
