@@ -34,6 +34,7 @@
 // time, in order, each created with strict field validation and read back
 // until it is complete or failed; a Job left by an earlier run is resumed,
 // not created again. A failed or hung Job is reported with what its pods
-// say (PodReason). Cluster.Jobs then keeps a collection to the pods of
-// the Jobs that ended.
+// say (PodReason). RecordEnded then collects the pods of the Jobs that
+// ended (Cluster.Jobs) into the results database, and RunSummary.Failure
+// says what went wrong with the others and what to do next.
 package jobs
