@@ -12,10 +12,10 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-func pr(p Point, metric string, values ...float64) PointResult {
-	r := PointResult{Point: p}
+func pr(p experiment.Point, metric string, values ...float64) experiment.PointResult {
+	r := experiment.PointResult{Point: p}
 	for _, v := range values {
-		r.Repeats = append(r.Repeats, Metrics{metric: v})
+		r.Repeats = append(r.Repeats, experiment.Metrics{metric: v})
 	}
 	return r
 }
@@ -24,7 +24,7 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 	e := &concurrencyExp{}
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota"}
-	pts := []PointResult{
+	pts := []experiment.PointResult{
 		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
 		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
 		pr(experiment.P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
@@ -46,15 +46,15 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 func TestColocationAnalyzeBar(t *testing.T) {
 	e := &colocationExp{}
 	e.Spec(true)
-	m := func(p99, batch, svc float64) Metrics {
-		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
+	m := func(p99, batch, svc float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
 	}
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	pts := []PointResult{
+	pts := []experiment.PointResult{
 		pt(polAlone, m(10, 0, 0.5), m(10, 0, 0.5), m(12, 0, 0.5)),
-		pt(polBatchAlone, Metrics{"batch_cpus": 2}),
+		pt(polBatchAlone, experiment.Metrics{"batch_cpus": 2}),
 		pt(polNone, m(30, 1.45, 0.5), m(31, 1.45, 0.5), m(29, 1.45, 0.5), m(30.5, 1.45, 0.5), m(29.5, 1.45, 0.5)),
 		pt(polCorepin, m(10.5, 1.4, 0.5), m(10.8, 1.4, 0.5), m(10.2, 1.4, 0.5), m(10.4, 1.4, 0.5), m(10.6, 1.4, 0.5)),
 		pt(polNice, m(20, 1.0, 0.5), m(20, 1.0, 0.5), m(20, 1.0, 0.5)),
@@ -82,13 +82,13 @@ func TestColocationAnalyzeBar(t *testing.T) {
 // the batch 90% of the idle CPU; otherwise none stays, and the text says
 // why with the test.
 func TestColocationRecommendationNeedsSignificance(t *testing.T) {
-	m := func(p99, batch float64) Metrics {
-		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	m := func(p99, batch float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
 	// pt gives pol one repeat per p99, the batch at batch CPUs (of 1.5
 	// idle) in each.
-	pt := func(pol string, batch float64, p99s ...float64) PointResult {
-		p := PointResult{Point: experiment.P("service", "cpu", "policy", pol)}
+	pt := func(pol string, batch float64, p99s ...float64) experiment.PointResult {
+		p := experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, batch))
 		}
@@ -98,7 +98,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 	tests := []colocationCase{
 		{
 			name: "clearly better, no overlap",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
 			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU), lower than no policy's 3.00x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)."},
@@ -106,7 +106,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "lower median, overlapping repeats",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
 			want:    []string{"cpu: keep the default (none: no policy): idle measured p99 1.50x alone against its 1.80x, a difference that is not significant (Mann-Whitney p=", "n=5 vs 5)."},
@@ -114,7 +114,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "better p99 but the batch starved",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
 			want:    []string{"cpu: keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99 (none: 3.00x alone, batch keeps 97%)."},
@@ -122,7 +122,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "the starved one loses to an eligible one that must pass its own test",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10),
 				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
@@ -131,7 +131,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "every policy starves the batch",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.2, 30, 31, 29, 32, 28),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
 			want:    []string{"cpu: keep the default (none: no policy): every policy left the batch under 90% of the idle CPU."},
@@ -139,7 +139,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "significantly worse than none",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.2, 11, 11.5, 10.5, 12, 10),
 				pt(polIdle, 1.4, 30, 31, 29, 32, 28)},
 			want:    []string{"keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99; the best, idle, measured 3.00x alone against its 1.10x (Mann-Whitney p=0.00794, n=5 vs 5)."},
@@ -147,7 +147,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "corepin not the pick: its comparison with none carries the test",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polCorepin, 1.4, 13, 19, 11, 24, 15)},
 			want: []string{"corepin measured p99 1.50x alone against its 1.80x, a difference that is not significant",
@@ -156,7 +156,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "corepin beside the pick: tested against none on its own",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polIdle, 1.4, 10.5, 10.6, 10.4, 10.7, 10.3),
 				pt(polCorepin, 1.4, 14, 20, 12, 25, 16)},
@@ -164,7 +164,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name:    "none not measured",
-			pts:     []PointResult{alone, pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
+			pts:     []experiment.PointResult{alone, pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
 			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU); the default (none: no policy) was not measured to compare with."},
 			notWant: []string{"Mann-Whitney"},
 		},
@@ -175,7 +175,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	th := &threadsExp{}
 	th.Spec(true)
-	a := th.Analyze(&Env{}, []PointResult{
+	a := th.Analyze(&Env{}, []experiment.PointResult{
 		pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
 		pr(experiment.P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
 		pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
@@ -186,7 +186,7 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	}
 	tp := &throughputExp{}
 	tp.Spec(true)
-	a = tp.Analyze(&Env{}, []PointResult{
+	a = tp.Analyze(&Env{}, []experiment.PointResult{
 		pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
 		pr(experiment.P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
 		pr(experiment.P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
@@ -205,14 +205,14 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 	tests := []struct {
 		name    string
 		exp     string
-		pts     []PointResult
+		pts     []experiment.PointResult
 		want    []string
 		notWant []string
 	}{
 		{
 			name: "throughput: every pinned configuration slower",
 			exp:  "throughput",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
 				pr(experiment.P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
 				pr(experiment.P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
@@ -226,7 +226,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			// asked for significance would take.
 			name: "throughput: the best pinned configuration significantly slower",
 			exp:  "throughput",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
 				pr(experiment.P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
 				pr(experiment.P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
@@ -237,7 +237,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: the best count significantly slower than auto",
 			exp:  "threads",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
 				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
 				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
@@ -251,7 +251,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			// never the pick on a tie.
 			name: "threads: threads = CPUs below auto inside the noise",
 			exp:  "threads",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
 				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
 			},
@@ -261,7 +261,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "throughput: better median inside the noise",
 			exp:  "throughput",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
 				pr(experiment.P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
 			},
@@ -271,7 +271,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "throughput: two repeats can never be significant",
 			exp:  "throughput",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101),
 				pr(experiment.P("config", "2x1", "write", "no"), "rate", 150, 151),
 			},
@@ -281,7 +281,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: 4 threads on 2 CPUs ties with 2",
 			exp:  "threads",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
 				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
 				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
@@ -293,7 +293,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: more threads than CPUs win beyond the noise",
 			exp:  "threads",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
 				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
 				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
@@ -303,7 +303,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: without threads = CPUs, ties go to auto",
 			exp:  "threads",
-			pts: []PointResult{
+			pts: []experiment.PointResult{
 				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
 				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
@@ -318,7 +318,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := exps[0]
-			e.(Configurable).Spec(true)
+			e.(experiment.Configurable).Spec(true)
 			rec := e.Analyze(&Env{}, tc.pts).Recommendation
 			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
@@ -406,11 +406,11 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 	e := &concurrencyExp{}
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota", "unbounded"}
-	alone := func(mode string) PointResult {
+	alone := func(mode string) experiment.PointResult {
 		return pr(experiment.P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
 	}
 	// quota clearly faster than pinned in every repeat.
-	clear := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+	clear := []experiment.PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
 		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
 		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
 		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
@@ -422,7 +422,7 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 		}
 	}
 	// quota's median is lower but the repeats overlap: a tie, pinned stays.
-	noisy := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+	noisy := []experiment.PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
 		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
 		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
 		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
@@ -444,16 +444,16 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 	// rep is a repeat with its requests' distribution (repeatWithTail),
 	// the batch at batch CPUs with idle CPUs left unused and other work
 	// on the machine.
-	rep := func(p99, batch, idle, other float64) Metrics {
+	rep := func(p99, batch, idle, other float64) experiment.Metrics {
 		m := repeatWithTail(p99, 300, batch)
 		m["idle_cpus"], m["other_cpus"] = idle, other
 		return m
 	}
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	reps := func(batch, idle, other float64, p99s ...float64) []Metrics {
-		var ms []Metrics
+	reps := func(batch, idle, other float64, p99s ...float64) []experiment.Metrics {
+		var ms []experiment.Metrics
 		for _, v := range p99s {
 			ms = append(ms, rep(v, batch, idle, other))
 		}
@@ -466,7 +466,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// the batch under cpu.idle got the 0.29 nobody used, and
 			// 0.01 stayed idle: it wasted nothing, it is not starved.
 			name: "other work takes what the service leaves",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(0.9, 0.01, 0.6, 30, 31, 29, 32, 28)...),
 				pt(polCorepin, reps(0.29, 0.01, 1.2, 5.5, 5.4, 5.6, 5.3, 5.7)...)},
 			want: []string{"cpu: use corepin (p99 1.10x alone, batch keeps 97% of the idle CPU), lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p=", "corepin's default meets the bar",
@@ -477,7 +477,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// One calm repeat of no policy overlaps corepin's five p99s
 			// (Mann-Whitney p=0.15): the requests still tell them apart.
 			name: "a several times better median, five p99s overlapping",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 5, 25, 30, 40, 50)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 5.5, 6, 5.8, 6.2, 6.5)...)},
 			want:    []string{"cpu: use corepin (p99 1.20x alone", "lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p="},
@@ -487,7 +487,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// idle's median is a little lower than corepin's, inside the
 			// noise: the headline stays corepin's instead of flipping.
 			name: "a lower median inside the noise does not displace corepin",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
 				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 6.1, 5.0, 5.9, 5.4)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 5.3, 6.0, 5.1, 6.2, 5.5)...)},
@@ -496,7 +496,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 		},
 		{
 			name: "a lower tail beyond the noise does",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
 				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 5.1, 5.0, 5.3, 5.4)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 15, 16, 14, 17, 15.5)...)},
@@ -511,11 +511,11 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 // while their p99s differ by openGap or more and the test cannot tell
 // them apart, and only then.
 func TestColocationOpen(t *testing.T) {
-	m := func(p99, batch float64) Metrics {
-		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	m := func(p99, batch float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
-	pt := func(svc, pol string, p99s ...float64) PointResult {
-		p := PointResult{Point: experiment.P("service", svc, "policy", pol)}
+	pt := func(svc, pol string, p99s ...float64) experiment.PointResult {
+		p := experiment.PointResult{Point: experiment.P("service", svc, "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, 1.45))
 		}
@@ -523,17 +523,17 @@ func TestColocationOpen(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		pts  []PointResult
+		pts  []experiment.PointResult
 		want string
 	}{
-		{name: "twice as good, five repeats overlapping", pts: []PointResult{
+		{name: "twice as good, five repeats overlapping", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 40, 30), pt("cpu", polIdle, 50, 50, 50, 50, 50),
 			pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[1 3]"},
-		{name: "decided", pts: []PointResult{
+		{name: "decided", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11)}, want: "[]"},
-		{name: "close medians", pts: []PointResult{
+		{name: "close medians", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 14, 18), pt("cpu", polCorepin, 13, 19, 11, 24, 15)}, want: "[]"},
-		{name: "per service", pts: []PointResult{
+		{name: "per service", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11),
 			pt("nginx", polAlone, 1, 1, 1, 1, 1), pt("nginx", polCorepin, 0.6, 2.1, 0.7, 2.4, 1.3), pt("nginx", polNone, 2, 1.2, 2.5, 4, 3)}, want: "[4 5]"},
 	}
@@ -568,7 +568,7 @@ func checkRecommendation(t *testing.T, rec string, want, notWant []string) {
 // recommendation must and must not say.
 type colocationCase struct {
 	name    string
-	pts     []PointResult
+	pts     []experiment.PointResult
 	want    []string
 	notWant []string
 }

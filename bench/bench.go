@@ -44,12 +44,12 @@ type Experiment interface {
 	// Title is a one-line description for the report.
 	Title() string
 	// Points returns the parameter space to measure.
-	Points(env *Env) []Point
+	Points(env *Env) []experiment.Point
 	// Run measures point p once.
-	Run(ctx context.Context, env *Env, p Point) (Metrics, error)
+	Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error)
 	// Analyze turns the measured points into tables, charts and a
 	// recommendation.
-	Analyze(env *Env, points []PointResult) Analysis
+	Analyze(env *Env, points []experiment.PointResult) Analysis
 }
 
 // SetupTeardown is the optional ability of an experiment to prepare once
@@ -126,12 +126,12 @@ type Analysis struct {
 
 // ExperimentReport is one experiment's results and analysis.
 type ExperimentReport struct {
-	Name     string        `json:"name"`
-	Title    string        `json:"title"`
-	Points   []PointResult `json:"points"`
-	Analysis Analysis      `json:"analysis"`
-	Elapsed  float64       `json:"elapsed_s"`
-	Error    string        `json:"error,omitempty"`
+	Name     string                   `json:"name"`
+	Title    string                   `json:"title"`
+	Points   []experiment.PointResult `json:"points"`
+	Analysis Analysis                 `json:"analysis"`
+	Elapsed  float64                  `json:"elapsed_s"`
+	Error    string                   `json:"error,omitempty"`
 }
 
 // Options tunes a bench run.
@@ -143,7 +143,7 @@ type Options struct {
 	// Seed fixes the randomised order (0: from the clock).
 	Seed uint64
 	// OnMeasure is called after every measured run (progress, storage).
-	OnMeasure func(exp string, p Point, repeat int, m Metrics, err error)
+	OnMeasure func(exp string, p experiment.Point, repeat int, m experiment.Metrics, err error)
 	// OnPlan is called once per experiment with the number of runs, and
 	// again with the added runs when a second stage starts (Sequential).
 	OnPlan func(exp string, runs int)
@@ -157,7 +157,7 @@ type Options struct {
 // not a loop until significance: two looks at the data keep the chance
 // of a false difference near the level of one.
 type Sequential interface {
-	Open(env *Env, pts []PointResult) []int
+	Open(env *Env, pts []experiment.PointResult) []int
 }
 
 type task struct {
@@ -188,7 +188,7 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 	if len(points) == 0 {
 		return rep, fmt.Errorf("%s: no points to measure", e.Name())
 	}
-	rep.Points = make([]PointResult, len(points))
+	rep.Points = make([]experiment.PointResult, len(points))
 	for i, p := range points {
 		rep.Points[i].Point = p
 	}

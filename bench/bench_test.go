@@ -38,23 +38,23 @@ func (c *countExp) Spec(quick bool) any {
 	return &c.spec
 }
 func (c *countExp) CurrentSpec() any { return &c.spec }
-func (c *countExp) Points(*Env) []Point {
-	var ps []Point
+func (c *countExp) Points(*Env) []experiment.Point {
+	var ps []experiment.Point
 	for _, s := range c.spec.Sizes {
 		ps = append(ps, experiment.P("size", s))
 	}
 	return ps
 }
-func (c *countExp) Run(_ context.Context, _ *Env, p Point) (Metrics, error) {
+func (c *countExp) Run(_ context.Context, _ *Env, p experiment.Point) (experiment.Metrics, error) {
 	c.order = append(c.order, p.Get("size"))
 	if p.Get("size") == c.failOn {
 		return nil, errors.New("boom")
 	}
 	var n float64
 	fmt.Sscan(p.Get("size"), &n)
-	return Metrics{"value": n * 10, "repeat_seen": float64(len(c.order))}, nil
+	return experiment.Metrics{"value": n * 10, "repeat_seen": float64(len(c.order))}, nil
 }
-func (c *countExp) Analyze(_ *Env, pts []PointResult) Analysis {
+func (c *countExp) Analyze(_ *Env, pts []experiment.PointResult) Analysis {
 	t := Table{Columns: []string{"size", "median"}}
 	for _, p := range pts {
 		t.Rows = append(t.Rows, []string{p.Point.Get("size"), fmt.Sprint(p.Median("value"))})
@@ -108,7 +108,7 @@ type openExp struct {
 	seen  []int // repeats per point at the call
 }
 
-func (o *openExp) Open(_ *Env, pts []PointResult) []int {
+func (o *openExp) Open(_ *Env, pts []experiment.PointResult) []int {
 	o.calls++
 	for _, p := range pts {
 		o.seen = append(o.seen, len(p.Repeats))
@@ -246,7 +246,7 @@ func TestRebuildFromStore(t *testing.T) {
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
-	r := Report{Experiments: []ExperimentReport{{Name: "x", Points: []PointResult{{Point: experiment.P("b", 1, "a", 2), Repeats: []Metrics{{"v": 1}}}},
+	r := Report{Experiments: []ExperimentReport{{Name: "x", Points: []experiment.PointResult{{Point: experiment.P("b", 1, "a", 2), Repeats: []experiment.Metrics{{"v": 1}}}},
 		Analysis: Analysis{Charts: []Chart{{Kind: ChartHeatmap, Grid: [][]float64{{1, math.NaN()}}, Series: []Series{{Name: "s", Y: []float64{math.Inf(1), 2}, Values: [][]float64{{math.NaN()}}}}}}}}}}
 	b, err := json.Marshal(r)
 	if err != nil {

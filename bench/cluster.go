@@ -36,7 +36,7 @@ func Clusters() []experiment.Cluster {
 }
 
 // pointError says p is not a point of experiment exp.
-func pointError(exp string, p Point) error {
+func pointError(exp string, p experiment.Point) error {
 	return fmt.Errorf("%w: %s point %s is not understood", experiment.ErrUsage, exp, p.Label())
 }
 
@@ -56,7 +56,7 @@ func (s jobSpec) clusterWorkload(bin, threads string, write bool) []string {
 	return append([]string{bin}, workload.SpinArgs(time.Duration(s.JobSeconds*float64(time.Second)), threads)...)
 }
 
-func (e *concurrencyExp) ClusterPoints(node *topology.Topology, quick bool) []Point {
+func (e *concurrencyExp) ClusterPoints(node *topology.Topology, quick bool) []experiment.Point {
 	return e.Points(&Env{Topo: node, Quick: quick})
 }
 
@@ -65,7 +65,7 @@ func (e *concurrencyExp) PointKeys() []string { return []string{"cpus", "mode", 
 // Pods are the point's concurrent jobs, each with its CPUs as requests
 // and limits per mode (pinned: Guaranteed whole CPUs, LSE; quota: limit =
 // request; burst: limit = 2 x request; unbounded: no limit).
-func (e *concurrencyExp) Pods(p Point, _ int) (experiment.PodSpec, error) {
+func (e *concurrencyExp) Pods(p experiment.Point, _ int) (experiment.PodSpec, error) {
 	k, err1 := strconv.ParseFloat(p.Get("cpus"), 64)
 	c, err2 := strconv.Atoi(p.Get("concurrency"))
 	if err1 != nil || err2 != nil || k <= 0 {
@@ -87,7 +87,7 @@ func (e *concurrencyExp) Pods(p Point, _ int) (experiment.PodSpec, error) {
 	return j, nil
 }
 
-func (e *concurrencyExp) Workload(bin string, _ Point, threads string) []string {
+func (e *concurrencyExp) Workload(bin string, _ experiment.Point, threads string) []string {
 	return e.spec.Job.clusterWorkload(bin, threads, false)
 }
 
@@ -95,7 +95,7 @@ func (e *concurrencyExp) JobSeconds() float64 { return e.spec.Job.JobSeconds }
 
 // Metrics are Run's: the pods' median and longest wall, and their
 // migrations and throttled time per job.
-func (e *concurrencyExp) Metrics(_ Point, jobs []runner.JobResult) Metrics {
+func (e *concurrencyExp) Metrics(_ experiment.Point, jobs []runner.JobResult) experiment.Metrics {
 	walls := make([]float64, len(jobs))
 	var mig, thr float64
 	for i, j := range jobs {
@@ -104,18 +104,18 @@ func (e *concurrencyExp) Metrics(_ Point, jobs []runner.JobResult) Metrics {
 		thr += j.ThrottledS
 	}
 	nj := float64(len(jobs))
-	return Metrics{"job_wall_s": experiment.Median(walls), "job_wall_max_s": slices.Max(walls),
+	return experiment.Metrics{"job_wall_s": experiment.Median(walls), "job_wall_max_s": slices.Max(walls),
 		"migrations_per_job": mig / nj, "throttled_s_per_job": thr / nj}
 }
 
-func (e *threadsExp) ClusterPoints(node *topology.Topology, quick bool) []Point {
+func (e *threadsExp) ClusterPoints(node *topology.Topology, quick bool) []experiment.Point {
 	return e.Points(&Env{Topo: node, Quick: quick})
 }
 
 func (e *threadsExp) PointKeys() []string { return []string{"cpus", "threads"} }
 
 // Pods are one pinned pod of the point's CPUs running the point's threads.
-func (e *threadsExp) Pods(p Point, _ int) (experiment.PodSpec, error) {
+func (e *threadsExp) Pods(p experiment.Point, _ int) (experiment.PodSpec, error) {
 	k, err := strconv.Atoi(p.Get("cpus"))
 	if err != nil || k < 1 {
 		return experiment.PodSpec{}, pointError(e.Name(), p)
@@ -127,19 +127,19 @@ func (e *threadsExp) Pods(p Point, _ int) (experiment.PodSpec, error) {
 	return experiment.PodSpec{Pods: 1, Parallel: 1, MilliCPU: int64(k) * 1000, LimitMilli: int64(k) * 1000, QoS: "LSE", Mode: string(runner.Pinned), Threads: t}, nil
 }
 
-func (e *threadsExp) Workload(bin string, _ Point, threads string) []string {
+func (e *threadsExp) Workload(bin string, _ experiment.Point, threads string) []string {
 	return e.spec.Job.clusterWorkload(bin, threads, false)
 }
 
 func (e *threadsExp) JobSeconds() float64 { return e.spec.Job.JobSeconds }
 
 // Metrics are Run's: the one pod's rate, wall and migrations.
-func (e *threadsExp) Metrics(_ Point, jobs []runner.JobResult) Metrics {
+func (e *threadsExp) Metrics(_ experiment.Point, jobs []runner.JobResult) experiment.Metrics {
 	j := jobs[0]
-	return Metrics{"rate": work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}
+	return experiment.Metrics{"rate": work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}
 }
 
-func (e *throughputExp) ClusterPoints(node *topology.Topology, quick bool) []Point {
+func (e *throughputExp) ClusterPoints(node *topology.Topology, quick bool) []experiment.Point {
 	return e.Points(&Env{Topo: node, Quick: quick})
 }
 
@@ -147,7 +147,7 @@ func (e *throughputExp) PointKeys() []string { return []string{"config", "write"
 
 // Pods are the batch of JobsPerCPU x n jobs: every one at once, unpinned,
 // for the default; else W workers at a time of K pinned CPUs each.
-func (e *throughputExp) Pods(p Point, n int) (experiment.PodSpec, error) {
+func (e *throughputExp) Pods(p experiment.Point, n int) (experiment.PodSpec, error) {
 	jobs := max(1, e.spec.JobsPerCPU*n)
 	cfg := p.Get("config")
 	if cfg == defaultConfig {
@@ -163,7 +163,7 @@ func (e *throughputExp) Pods(p Point, n int) (experiment.PodSpec, error) {
 	return experiment.PodSpec{Pods: jobs, Parallel: workers, MilliCPU: int64(kk) * 1000, LimitMilli: int64(kk) * 1000, QoS: "LSE", Mode: string(runner.Pinned)}, nil
 }
 
-func (e *throughputExp) Workload(bin string, p Point, threads string) []string {
+func (e *throughputExp) Workload(bin string, p experiment.Point, threads string) []string {
 	return e.spec.Job.clusterWorkload(bin, threads, p.Get("write") == "yes")
 }
 
@@ -171,7 +171,7 @@ func (e *throughputExp) JobSeconds() float64 { return e.spec.Job.JobSeconds }
 
 // Metrics are Run's: the batch's rate over its span, which on a cluster
 // runs over several nodes at once (without start times, the longest job).
-func (e *throughputExp) Metrics(_ Point, jobs []runner.JobResult) Metrics {
+func (e *throughputExp) Metrics(_ experiment.Point, jobs []runner.JobResult) experiment.Metrics {
 	walls := make([]float64, len(jobs))
 	var total float64
 	var first, last time.Time
@@ -189,5 +189,5 @@ func (e *throughputExp) Metrics(_ Point, jobs []runner.JobResult) Metrics {
 	if !first.IsZero() && last.Sub(first).Seconds() > elapsed {
 		elapsed = last.Sub(first).Seconds()
 	}
-	return Metrics{"rate": total / elapsed, "elapsed_s": elapsed, "job_wall_s": experiment.Median(walls)}
+	return experiment.Metrics{"rate": total / elapsed, "elapsed_s": elapsed, "job_wall_s": experiment.Median(walls)}
 }

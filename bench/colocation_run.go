@@ -119,7 +119,7 @@ func startBatch(ctx context.Context, env *Env, g enforce.Group, n, threads, nice
 	return batch, parties, nil
 }
 
-func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	svc, policy := p.Get("service"), p.Get("policy")
 	pl, err := e.place(env, policy)
 	if err != nil {
@@ -183,7 +183,7 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	if err != nil {
 		return nil, err
 	}
-	m := Metrics{}
+	m := experiment.Metrics{}
 	work := pl.svcCPUs.Union(pl.batchCPUs)
 	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)

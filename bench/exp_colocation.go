@@ -133,11 +133,11 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 
 func (e *colocationExp) Teardown(*Env) error { return nil }
 
-func (e *colocationExp) Points(env *Env) []Point {
+func (e *colocationExp) Points(env *Env) []experiment.Point {
 	if e.spec.Services == nil {
 		e.Spec(env.Quick)
 	}
-	var ps []Point
+	var ps []experiment.Point
 	for _, s := range e.spec.Services {
 		if s == svcNginx && !e.hasNgx && e.be != nil {
 			continue

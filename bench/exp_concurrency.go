@@ -65,12 +65,12 @@ func (e *concurrencyExp) Teardown(*Env) error { return nil }
 
 // Points skips what can't run: pinned batches whose jobs don't all fit on
 // their own CPUs, and jobs larger than the machine.
-func (e *concurrencyExp) Points(env *Env) []Point {
+func (e *concurrencyExp) Points(env *Env) []experiment.Point {
 	if e.spec.Modes == nil {
 		e.Spec(env.Quick)
 	}
 	n := float64(env.Topo.Allowed().Size())
-	var ps []Point
+	var ps []experiment.Point
 	for _, k := range e.spec.CPUs {
 		if k > n {
 			continue
@@ -87,7 +87,7 @@ func (e *concurrencyExp) Points(env *Env) []Point {
 	return ps
 }
 
-func (e *concurrencyExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *concurrencyExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	k, _ := strconv.ParseFloat(p.Get("cpus"), 64)
 	c, _ := strconv.Atoi(p.Get("concurrency"))
 	b, err := runBatch(ctx, env, e.job.argv("{threads}", false), c, c, k, runner.Mode(p.Get("mode")), 0)
@@ -99,7 +99,7 @@ func (e *concurrencyExp) Run(ctx context.Context, env *Env, p Point) (Metrics, e
 
 // Analyze computes the penalty of every point: its median per-job wall
 // over the same job alone (concurrency 1) in the same mode and CPUs.
-func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *concurrencyExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	type key struct{ cpus, mode string }
 	alone := map[key]float64{}
 	for _, p := range pts {
@@ -107,7 +107,7 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 			alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}] = p.Median("job_wall_s")
 		}
 	}
-	penalty := func(p PointResult) float64 {
+	penalty := func(p experiment.PointResult) float64 {
 		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
 		if a == 0 || math.IsNaN(a) {
 			return math.NaN()
@@ -161,7 +161,7 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 				XLabel: "concurrency", YLabel: "mode", XLabels: concs, YLabels: modes, Grid: grid},
 			box)
 	}
-	perRepeat := func(p PointResult) []float64 {
+	perRepeat := func(p experiment.PointResult) []float64 {
 		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
 		if a == 0 || math.IsNaN(a) {
 			return nil
@@ -187,7 +187,7 @@ const defaultMode = "pinned"
 // measured) in a Mann-Whitney test over the repeats. Otherwise the
 // difference is a tie and the reference stays: a recommendation never
 // measured worse than the default beyond the noise.
-func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) float64, perRepeat func(PointResult) []float64) string {
+func (e *concurrencyExp) recommend(pts []experiment.PointResult, penalty func(experiment.PointResult) float64, perRepeat func(experiment.PointResult) []float64) string {
 	maxC := 0
 	for _, p := range pts {
 		c, _ := strconv.Atoi(p.Point.Get("concurrency"))

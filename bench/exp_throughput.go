@@ -65,7 +65,7 @@ func (e *throughputExp) Teardown(*Env) error { return nil }
 
 const defaultConfig = "default"
 
-func (e *throughputExp) Points(env *Env) []Point {
+func (e *throughputExp) Points(env *Env) []experiment.Point {
 	if e.spec.CPUsPerWorker == nil {
 		e.Spec(env.Quick)
 	}
@@ -74,7 +74,7 @@ func (e *throughputExp) Points(env *Env) []Point {
 	if e.spec.Write && (e.job == nil || e.job.kind == WorkloadTranscode) && e.spec.Job.Workload != WorkloadSpin {
 		writes = append(writes, "yes")
 	}
-	var ps []Point
+	var ps []experiment.Point
 	for _, w := range writes {
 		ps = append(ps, experiment.P("config", defaultConfig, "write", w))
 		for _, k := range e.spec.CPUsPerWorker {
@@ -86,7 +86,7 @@ func (e *throughputExp) Points(env *Env) []Point {
 	return ps
 }
 
-func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *throughputExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	n := env.Topo.Allowed().Size()
 	jobs := max(1, e.spec.JobsPerCPU*n)
 	write := p.Get("write") == "yes"
@@ -108,10 +108,10 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	for _, j := range b.jobs {
 		total += work(j)
 	}
-	return Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": experiment.Median(b.walls())}, nil
+	return experiment.Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": experiment.Median(b.walls())}, nil
 }
 
-func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *throughputExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	unit := e.spec.Job.unit()
 	def := map[string]float64{}
 	for _, p := range pts {
@@ -164,8 +164,8 @@ func (e *throughputExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }
 // test over the repeats says it beats the default (unpinned, threads auto,
 // all jobs at once) beyond the noise. Otherwise the default is: a
 // recommendation is never worse than the default.
-func recommendThroughput(pts []PointResult, unit string) string {
-	var def, best *PointResult
+func recommendThroughput(pts []experiment.PointResult, unit string) string {
+	var def, best *experiment.PointResult
 	for i := range pts {
 		p := &pts[i]
 		if p.Point.Get("write") != "no" || math.IsNaN(p.Median("rate")) {

@@ -74,7 +74,7 @@ func (r *rank) stop() {
 
 // runGroup runs procs processes of kind, each unit doing work, and returns
 // the point's metrics.
-func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement string, procs int, work int64, timeout time.Duration) (m Metrics, err error) {
+func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement string, procs int, work int64, timeout time.Duration) (m experiment.Metrics, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	barrier, err := netbench.NewBarrier(env.Dir)
@@ -180,7 +180,7 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement str
 		ours += (x.Result.User + x.Result.Sys).Seconds()
 	}
 	busy1, busyErr1 := cpuBusy(env)
-	m = Metrics{
+	m = experiment.Metrics{
 		"wall_s":    wall,
 		"ops_per_s": total / wall,
 		// Per unit (compute process or ping-pong pair) over the whole

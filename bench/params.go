@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // Resolver is the optional ability of a Configurable experiment to settle
@@ -14,14 +16,14 @@ type Resolver interface {
 
 // ResolveParams resolves every experiment of exps (Resolver) and records
 // their specs into p.Experiments, in order. Call it after Configure.
-func ResolveParams(p Params, exps []Experiment, env *Env) (Params, error) {
+func ResolveParams(p experiment.Params, exps []Experiment, env *Env) (experiment.Params, error) {
 	p.Experiments = nil
 	for _, e := range exps {
-		ep := ExperimentParams{Name: e.Name()}
+		ep := experiment.ExperimentParams{Name: e.Name()}
 		if r, ok := e.(Resolver); ok {
 			r.Resolve(env)
 		}
-		if c, ok := e.(Configurable); ok {
+		if c, ok := e.(experiment.Configurable); ok {
 			b, err := json.Marshal(c.CurrentSpec())
 			if err != nil {
 				return p, fmt.Errorf("recording %s parameters: %w", e.Name(), err)

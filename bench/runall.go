@@ -37,7 +37,7 @@ func RunAll(ctx context.Context, env *Env, exps []Experiment, o Options, rec Rec
 		}
 	}
 	onMeasure := o.OnMeasure
-	o.OnMeasure = func(exp string, p Point, repeat int, m Metrics, err error) {
+	o.OnMeasure = func(exp string, p experiment.Point, repeat int, m experiment.Metrics, err error) {
 		if onMeasure != nil {
 			onMeasure(exp, p, repeat, m, err)
 		}
@@ -76,7 +76,7 @@ var ErrFailed = errors.New("experiments failed")
 // NewReport is the head of a run's report before any experiment is
 // measured: the run as recorded (store.NewRun), its parameters and the
 // machine's topology.
-func NewReport(run store.Run, params Params, topo *topology.Topology) Report {
+func NewReport(run store.Run, params experiment.Params, topo *topology.Topology) Report {
 	var text bytes.Buffer
 	_ = topo.Render(&text, topology.RenderOptions{})
 	return Report{

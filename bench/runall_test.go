@@ -31,7 +31,7 @@ func TestRunAll(t *testing.T) {
 	}
 	var rows []store.Measurement
 	measured := 0
-	o := Options{Repeats: 2, Seed: 5, OnMeasure: func(string, Point, int, Metrics, error) { measured++ }}
+	o := Options{Repeats: 2, Seed: 5, OnMeasure: func(string, experiment.Point, int, experiment.Metrics, error) { measured++ }}
 	reps, err := RunAll(context.Background(), &Env{}, newExps(), o, func(ms ...store.Measurement) error {
 		rows = append(rows, ms...)
 		return nil

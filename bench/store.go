@@ -46,10 +46,10 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 	env.Quick = params.Quick
 	type key struct{ exp, point string }
 	type acc struct {
-		point   Point
+		point   experiment.Point
 		index   int // experiment.PointIndexMetric, or the order first seen
 		failed  int
-		repeats map[int]Metrics
+		repeats map[int]experiment.Metrics
 	}
 	byPoint := map[key]*acc{}
 	elapsed := map[string]float64{}
@@ -66,7 +66,7 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 			if err != nil {
 				return r, err
 			}
-			a = &acc{point: p, index: math.MaxInt32 + len(order), repeats: map[int]Metrics{}}
+			a = &acc{point: p, index: math.MaxInt32 + len(order), repeats: map[int]experiment.Metrics{}}
 			byPoint[k] = a
 			order = append(order, k)
 		}
@@ -79,20 +79,20 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 			// An experiment-level fact of a later version: not a metric.
 		default:
 			if a.repeats[m.Repeat] == nil {
-				a.repeats[m.Repeat] = Metrics{}
+				a.repeats[m.Repeat] = experiment.Metrics{}
 			}
 			a.repeats[m.Repeat][m.Metric] = m.Value
 		}
 	}
 	slices.SortStableFunc(order, func(x, y key) int { return cmp.Compare(byPoint[x].index, byPoint[y].index) })
 	for _, e := range runOrder(params) {
-		var pts []PointResult
+		var pts []experiment.PointResult
 		for _, k := range order {
 			if k.exp != e.Name() {
 				continue
 			}
 			a := byPoint[k]
-			pr := PointResult{Point: a.point}
+			pr := experiment.PointResult{Point: a.point}
 			reps := make([]int, 0, len(a.repeats))
 			for i := range a.repeats {
 				reps = append(reps, i)
@@ -124,7 +124,7 @@ func Rebuild(run store.Run, ms []store.Measurement, env *Env) (Report, error) {
 
 // runOrder returns a fresh instance of every experiment: those p recorded
 // first, in the run's order, then the rest in the canonical order.
-func runOrder(p Params) []Experiment {
+func runOrder(p experiment.Params) []Experiment {
 	all := Experiments()
 	var out []Experiment
 	for _, ep := range p.Experiments {

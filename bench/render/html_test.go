@@ -43,9 +43,9 @@ func loadSample(t *testing.T) bench.Report {
 	var raw struct {
 		Experiments []struct {
 			Points []struct {
-				Point   json.RawMessage `json:"point"`
-				Repeats []bench.Metrics `json:"repeats"`
-				Errors  []string        `json:"errors"`
+				Point   json.RawMessage      `json:"point"`
+				Repeats []experiment.Metrics `json:"repeats"`
+				Errors  []string             `json:"errors"`
 			} `json:"points"`
 		} `json:"experiments"`
 	}
@@ -74,7 +74,7 @@ func loadSample(t *testing.T) bench.Report {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.Experiments[i].Points = append(r.Experiments[i].Points, bench.PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
+			r.Experiments[i].Points = append(r.Experiments[i].Points, experiment.PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
 		}
 	}
 	fix := func(xs []float64) {

@@ -100,7 +100,7 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 		f.seed = uint64(time.Now().UnixNano())
 	}
 	argv = append([]string{"corepin"}, argv[1:]...)
-	params, err := bench.ResolveParams(bench.Params{Quick: f.quick, Repeats: f.repeats, Seed: f.seed, Driver: driver.Name(),
+	params, err := bench.ResolveParams(experiment.Params{Quick: f.quick, Repeats: f.repeats, Seed: f.seed, Driver: driver.Name(),
 		Argv: argv, Commands: []string{runner.ShellJoin(argv)}, SpecFile: f.spec}, exps, env)
 	if err != nil {
 		return err
@@ -247,7 +247,7 @@ func (p *benchProgress) plan(exp string, runs int) {
 	fmt.Fprintf(p.e.stderr, "corepin bench: %s: %d runs\n", exp, runs)
 }
 
-func (p *benchProgress) step(exp string, pt bench.Point, _ int, _ bench.Metrics, err error) {
+func (p *benchProgress) step(exp string, pt experiment.Point, _ int, _ experiment.Metrics, err error) {
 	p.done++
 	if p.bar != nil {
 		_ = p.bar.Add(1)
