@@ -83,5 +83,9 @@ func (c Catalog) Lookup(name string) (Cluster, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: sweep %q: choose from %s", ErrUsage, name, strings.Join(c.Names(), ", "))
+	names := c.Names()
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: sweep %q: no experiments to choose from (give a catalog, such as bench.Clusters)", ErrUsage, name)
+	}
+	return nil, fmt.Errorf("%w: sweep %q: choose from %s", ErrUsage, name, strings.Join(names, ", "))
 }

@@ -127,7 +127,7 @@ func TestCatalog(t *testing.T) {
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "choose from x, y") {
 		t.Errorf("Lookup(z) error = %v, want ErrUsage listing x, y", err)
 	}
-	if _, err := Catalog(nil).Lookup("x"); !errors.Is(err, ErrUsage) {
-		t.Errorf("Lookup on no catalog: error = %v, want ErrUsage", err)
+	if _, err := Catalog(nil).Lookup("x"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "no experiments") {
+		t.Errorf("Lookup on no catalog: error = %v, want ErrUsage saying there are no experiments", err)
 	}
 }
