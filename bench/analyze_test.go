@@ -8,13 +8,14 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
 
-func pr(p Point, metric string, values ...float64) PointResult {
-	r := PointResult{Point: p}
+func pr(p experiment.Point, metric string, values ...float64) experiment.PointResult {
+	r := experiment.PointResult{Point: p}
 	for _, v := range values {
-		r.Repeats = append(r.Repeats, Metrics{metric: v})
+		r.Repeats = append(r.Repeats, experiment.Metrics{metric: v})
 	}
 	return r
 }
@@ -23,11 +24,11 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 	e := &concurrencyExp{}
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota"}
-	pts := []PointResult{
-		pr(P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
-		pr(P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
-		pr(P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
-		pr(P("cpus", "1", "mode", "quota", "concurrency", 2), "job_wall_s", 3, 3, 3),
+	pts := []experiment.PointResult{
+		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 1), "job_wall_s", 1, 1.1, 0.9),
+		pr(experiment.P("cpus", "1", "mode", "pinned", "concurrency", 2), "job_wall_s", 1.2, 1.2, 1.2),
+		pr(experiment.P("cpus", "1", "mode", "quota", "concurrency", 1), "job_wall_s", 2, 2, 2),
+		pr(experiment.P("cpus", "1", "mode", "quota", "concurrency", 2), "job_wall_s", 3, 3, 3),
 	}
 	a := e.Analyze(&Env{}, pts)
 	rows := a.Tables[0].Rows
@@ -45,15 +46,15 @@ func TestConcurrencyAnalyzePenalty(t *testing.T) {
 func TestColocationAnalyzeBar(t *testing.T) {
 	e := &colocationExp{}
 	e.Spec(true)
-	m := func(p99, batch, svc float64) Metrics {
-		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
+	m := func(p99, batch, svc float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": svc, "machine_cpus": 2}
 	}
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	pts := []PointResult{
+	pts := []experiment.PointResult{
 		pt(polAlone, m(10, 0, 0.5), m(10, 0, 0.5), m(12, 0, 0.5)),
-		pt(polBatchAlone, Metrics{"batch_cpus": 2}),
+		pt(polBatchAlone, experiment.Metrics{"batch_cpus": 2}),
 		pt(polNone, m(30, 1.45, 0.5), m(31, 1.45, 0.5), m(29, 1.45, 0.5), m(30.5, 1.45, 0.5), m(29.5, 1.45, 0.5)),
 		pt(polCorepin, m(10.5, 1.4, 0.5), m(10.8, 1.4, 0.5), m(10.2, 1.4, 0.5), m(10.4, 1.4, 0.5), m(10.6, 1.4, 0.5)),
 		pt(polNice, m(20, 1.0, 0.5), m(20, 1.0, 0.5), m(20, 1.0, 0.5)),
@@ -81,13 +82,13 @@ func TestColocationAnalyzeBar(t *testing.T) {
 // the batch 90% of the idle CPU; otherwise none stays, and the text says
 // why with the test.
 func TestColocationRecommendationNeedsSignificance(t *testing.T) {
-	m := func(p99, batch float64) Metrics {
-		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	m := func(p99, batch float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
 	// pt gives pol one repeat per p99, the batch at batch CPUs (of 1.5
 	// idle) in each.
-	pt := func(pol string, batch float64, p99s ...float64) PointResult {
-		p := PointResult{Point: P("service", "cpu", "policy", pol)}
+	pt := func(pol string, batch float64, p99s ...float64) experiment.PointResult {
+		p := experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, batch))
 		}
@@ -97,7 +98,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 	tests := []colocationCase{
 		{
 			name: "clearly better, no overlap",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
 			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU), lower than no policy's 3.00x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)."},
@@ -105,7 +106,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "lower median, overlapping repeats",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
 			want:    []string{"cpu: keep the default (none: no policy): idle measured p99 1.50x alone against its 1.80x, a difference that is not significant (Mann-Whitney p=", "n=5 vs 5)."},
@@ -113,7 +114,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "better p99 but the batch starved",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
 			want:    []string{"cpu: keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99 (none: 3.00x alone, batch keeps 97%)."},
@@ -121,7 +122,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "the starved one loses to an eligible one that must pass its own test",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10),
 				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
@@ -130,7 +131,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "every policy starves the batch",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.2, 30, 31, 29, 32, 28),
 				pt(polNice, 1.0, 11, 11.5, 10.5, 12, 10)},
 			want:    []string{"cpu: keep the default (none: no policy): every policy left the batch under 90% of the idle CPU."},
@@ -138,7 +139,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "significantly worse than none",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.2, 11, 11.5, 10.5, 12, 10),
 				pt(polIdle, 1.4, 30, 31, 29, 32, 28)},
 			want:    []string{"keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99; the best, idle, measured 3.00x alone against its 1.10x (Mann-Whitney p=0.00794, n=5 vs 5)."},
@@ -146,7 +147,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "corepin not the pick: its comparison with none carries the test",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polCorepin, 1.4, 13, 19, 11, 24, 15)},
 			want: []string{"corepin measured p99 1.50x alone against its 1.80x, a difference that is not significant",
@@ -155,7 +156,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name: "corepin beside the pick: tested against none on its own",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 30, 31, 29, 32, 28),
 				pt(polIdle, 1.4, 10.5, 10.6, 10.4, 10.7, 10.3),
 				pt(polCorepin, 1.4, 14, 20, 12, 25, 16)},
@@ -163,7 +164,7 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 		},
 		{
 			name:    "none not measured",
-			pts:     []PointResult{alone, pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
+			pts:     []experiment.PointResult{alone, pt(polIdle, 1.4, 12, 12.5, 11.5, 13, 11)},
 			want:    []string{"cpu: use idle (p99 1.20x alone, batch keeps 93% of the idle CPU); the default (none: no policy) was not measured to compare with."},
 			notWant: []string{"Mann-Whitney"},
 		},
@@ -174,10 +175,10 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	th := &threadsExp{}
 	th.Spec(true)
-	a := th.Analyze(&Env{}, []PointResult{
-		pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-		pr(P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
-		pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+	a := th.Analyze(&Env{}, []experiment.PointResult{
+		pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+		pr(experiment.P("cpus", 2, "threads", "2"), "rate", 120, 121, 119, 120, 122),
+		pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 threads") || !strings.Contains(a.Recommendation, "+20%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
@@ -185,10 +186,10 @@ func TestThreadsAndThroughputAnalyze(t *testing.T) {
 	}
 	tp := &throughputExp{}
 	tp.Spec(true)
-	a = tp.Analyze(&Env{}, []PointResult{
-		pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-		pr(P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
-		pr(P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
+	a = tp.Analyze(&Env{}, []experiment.PointResult{
+		pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+		pr(experiment.P("config", "2x1", "write", "no"), "rate", 130, 131, 129, 130, 132),
+		pr(experiment.P("config", "1x2", "write", "no"), "rate", 90, 91, 89, 90, 92),
 	})
 	if !strings.Contains(a.Recommendation, "run 2 workers x 1 pinned CPUs") || !strings.Contains(a.Recommendation, "+30%") ||
 		!strings.Contains(a.Recommendation, "Mann-Whitney p=0.00794, n=5 vs 5") {
@@ -204,17 +205,17 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 	tests := []struct {
 		name    string
 		exp     string
-		pts     []PointResult
+		pts     []experiment.PointResult
 		want    []string
 		notWant []string
 	}{
 		{
 			name: "throughput: every pinned configuration slower",
 			exp:  "throughput",
-			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-				pr(P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
-				pr(P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
+			pts: []experiment.PointResult{
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 97, 98, 96, 97, 99),
+				pr(experiment.P("config", "1x2", "write", "no"), "rate", 98, 99, 97, 98, 100),
 			},
 			want:    []string{"keep the default", "the best, 1x2, measured -2%", "Mann-Whitney p=", "n=5 vs 5"},
 			notWant: []string{"run 1 workers"},
@@ -225,10 +226,10 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			// asked for significance would take.
 			name: "throughput: the best pinned configuration significantly slower",
 			exp:  "throughput",
-			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
-				pr(P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
-				pr(P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
+			pts: []experiment.PointResult{
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 80, 81, 79, 80, 82),
+				pr(experiment.P("config", "1x2", "write", "no"), "rate", 70, 71, 69, 70, 72),
 			},
 			want:    []string{"keep the default (unpinned, threads auto, all jobs at once): 100.0", "the best, 2x1, measured -20% (Mann-Whitney p=0.00794, n=5 vs 5, significantly slower)"},
 			notWant: []string{"run 2 workers", "run 1 workers"},
@@ -236,10 +237,10 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: the best count significantly slower than auto",
 			exp:  "threads",
-			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-				pr(P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
+			pts: []experiment.PointResult{
+				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 80, 81, 79, 80, 82),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 101, 99, 100, 102),
 			},
 			want:    []string{"run auto threads"},
 			notWant: []string{"run 2 threads", "run 1 threads"},
@@ -250,9 +251,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 			// never the pick on a tie.
 			name: "threads: threads = CPUs below auto inside the noise",
 			exp:  "threads",
-			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
+			pts: []experiment.PointResult{
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 106, 150, 214, 120, 140),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 170, 110, 200, 173, 160),
 			},
 			want:    []string{"run auto threads", "not significant", "the tie goes to the workload's auto"},
 			notWant: []string{"run 2 threads"},
@@ -260,9 +261,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "throughput: better median inside the noise",
 			exp:  "throughput",
-			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
-				pr(P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
+			pts: []experiment.PointResult{
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 90, 110, 95, 105),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 102, 92, 112, 89, 104),
 			},
 			want:    []string{"keep the default", "not significant", "n=5 vs 5"},
 			notWant: []string{"run 2 workers"},
@@ -270,9 +271,9 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "throughput: two repeats can never be significant",
 			exp:  "throughput",
-			pts: []PointResult{
-				pr(P("config", defaultConfig, "write", "no"), "rate", 100, 101),
-				pr(P("config", "2x1", "write", "no"), "rate", 150, 151),
+			pts: []experiment.PointResult{
+				pr(experiment.P("config", defaultConfig, "write", "no"), "rate", 100, 101),
+				pr(experiment.P("config", "2x1", "write", "no"), "rate", 150, 151),
 			},
 			want:    []string{"keep the default", "p=0.333, n=2 vs 2", "not significant"},
 			notWant: []string{"run 2 workers"},
@@ -280,11 +281,11 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: 4 threads on 2 CPUs ties with 2",
 			exp:  "threads",
-			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
-				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			pts: []experiment.PointResult{
+				pr(experiment.P("cpus", 2, "threads", "1"), "rate", 50, 51, 49, 50, 52),
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 102, 101, 99),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run 2 threads", "threads = CPUs", "not significant", "Mann-Whitney p=", "the tie goes to threads = CPUs"},
 			notWant: []string{"run 4 threads"},
@@ -292,19 +293,19 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 		{
 			name: "threads: more threads than CPUs win beyond the noise",
 			exp:  "threads",
-			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
-				pr(P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			pts: []experiment.PointResult{
+				pr(experiment.P("cpus", 2, "threads", "2"), "rate", 99, 100, 101, 98, 100),
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 120, 121, 119, 120, 122),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want: []string{"run 4 threads", "beats 2 threads beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)"},
 		},
 		{
 			name: "threads: without threads = CPUs, ties go to auto",
 			exp:  "threads",
-			pts: []PointResult{
-				pr(P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
-				pr(P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
+			pts: []experiment.PointResult{
+				pr(experiment.P("cpus", 2, "threads", "4"), "rate", 100, 101, 99, 100, 102),
+				pr(experiment.P("cpus", 2, "threads", "auto"), "rate", 100, 99, 101, 100, 98),
 			},
 			want:    []string{"run auto threads", "the tie goes to the workload's auto"},
 			notWant: []string{"run 4 threads"},
@@ -317,7 +318,7 @@ func TestRecommendationsAreNeverWorseThanDefault(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := exps[0]
-			e.(Configurable).Spec(true)
+			e.(experiment.Configurable).Spec(true)
 			rec := e.Analyze(&Env{}, tc.pts).Recommendation
 			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
@@ -405,14 +406,14 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 	e := &concurrencyExp{}
 	e.Spec(true)
 	e.spec.Modes = []string{"pinned", "quota", "unbounded"}
-	alone := func(mode string) PointResult {
-		return pr(P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
+	alone := func(mode string) experiment.PointResult {
+		return pr(experiment.P("cpus", "2", "mode", mode, "concurrency", 1), "job_wall_s", 1, 1, 1, 1, 1)
 	}
 	// quota clearly faster than pinned in every repeat.
-	clear := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
-		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
-		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
-		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+	clear := []experiment.PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.52, 1.49, 1.51, 1.5),
+		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.2, 1.21, 1.19, 1.2, 1.22),
+		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
 	}
 	rec := e.Analyze(&Env{}, clear).Recommendation
 	for _, want := range []string{"quota mode slowed each job least (+20%", "beating pinned mode (corepin run's default) (+50%)", "Mann-Whitney p=0.00794, n=5 vs 5", "Use quota"} {
@@ -421,10 +422,10 @@ func TestConcurrencyRecommendationNeedsSignificance(t *testing.T) {
 		}
 	}
 	// quota's median is lower but the repeats overlap: a tie, pinned stays.
-	noisy := []PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
-		pr(P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
-		pr(P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
-		pr(P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
+	noisy := []experiment.PointResult{alone("pinned"), alone("quota"), alone("unbounded"),
+		pr(experiment.P("cpus", "2", "mode", "pinned", "concurrency", 4), "job_wall_s", 1.5, 1.1, 1.9, 1.3, 1.6),
+		pr(experiment.P("cpus", "2", "mode", "quota", "concurrency", 4), "job_wall_s", 1.4, 1.8, 1.0, 1.45, 1.2),
+		pr(experiment.P("cpus", "2", "mode", "unbounded", "concurrency", 4), "job_wall_s", 1.9, 2, 2.1, 1.95, 2.05),
 	}
 	rec = e.Analyze(&Env{}, noisy).Recommendation
 	for _, want := range []string{"keep pinned mode (corepin run's default)", "quota measured +40%", "not significant", "unbounded slowed it most"} {
@@ -443,16 +444,16 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 	// rep is a repeat with its requests' distribution (repeatWithTail),
 	// the batch at batch CPUs with idle CPUs left unused and other work
 	// on the machine.
-	rep := func(p99, batch, idle, other float64) Metrics {
+	rep := func(p99, batch, idle, other float64) experiment.Metrics {
 		m := repeatWithTail(p99, 300, batch)
 		m["idle_cpus"], m["other_cpus"] = idle, other
 		return m
 	}
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	reps := func(batch, idle, other float64, p99s ...float64) []Metrics {
-		var ms []Metrics
+	reps := func(batch, idle, other float64, p99s ...float64) []experiment.Metrics {
+		var ms []experiment.Metrics
 		for _, v := range p99s {
 			ms = append(ms, rep(v, batch, idle, other))
 		}
@@ -465,7 +466,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// the batch under cpu.idle got the 0.29 nobody used, and
 			// 0.01 stayed idle: it wasted nothing, it is not starved.
 			name: "other work takes what the service leaves",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(0.9, 0.01, 0.6, 30, 31, 29, 32, 28)...),
 				pt(polCorepin, reps(0.29, 0.01, 1.2, 5.5, 5.4, 5.6, 5.3, 5.7)...)},
 			want: []string{"cpu: use corepin (p99 1.10x alone, batch keeps 97% of the idle CPU), lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p=", "corepin's default meets the bar",
@@ -476,7 +477,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// One calm repeat of no policy overlaps corepin's five p99s
 			// (Mann-Whitney p=0.15): the requests still tell them apart.
 			name: "a several times better median, five p99s overlapping",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 5, 25, 30, 40, 50)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 5.5, 6, 5.8, 6.2, 6.5)...)},
 			want:    []string{"cpu: use corepin (p99 1.20x alone", "lower than no policy's 6.00x beyond the noise (bootstrap of pooled requests p="},
@@ -486,7 +487,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 			// idle's median is a little lower than corepin's, inside the
 			// noise: the headline stays corepin's instead of flipping.
 			name: "a lower median inside the noise does not displace corepin",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
 				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 6.1, 5.0, 5.9, 5.4)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 5.3, 6.0, 5.1, 6.2, 5.5)...)},
@@ -495,7 +496,7 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 		},
 		{
 			name: "a lower tail beyond the noise does",
-			pts: []PointResult{alone,
+			pts: []experiment.PointResult{alone,
 				pt(polNone, reps(1.4, 0.05, 0, 30, 31, 29, 32, 28)...),
 				pt(polIdle, reps(1.4, 0.05, 0, 5.2, 5.1, 5.0, 5.3, 5.4)...),
 				pt(polCorepin, reps(1.4, 0.05, 0, 15, 16, 14, 17, 15.5)...)},
@@ -510,11 +511,11 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 // while their p99s differ by openGap or more and the test cannot tell
 // them apart, and only then.
 func TestColocationOpen(t *testing.T) {
-	m := func(p99, batch float64) Metrics {
-		return Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+	m := func(p99, batch float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
-	pt := func(svc, pol string, p99s ...float64) PointResult {
-		p := PointResult{Point: P("service", svc, "policy", pol)}
+	pt := func(svc, pol string, p99s ...float64) experiment.PointResult {
+		p := experiment.PointResult{Point: experiment.P("service", svc, "policy", pol)}
 		for _, v := range p99s {
 			p.Repeats = append(p.Repeats, m(v, 1.45))
 		}
@@ -522,17 +523,17 @@ func TestColocationOpen(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		pts  []PointResult
+		pts  []experiment.PointResult
 		want string
 	}{
-		{name: "twice as good, five repeats overlapping", pts: []PointResult{
+		{name: "twice as good, five repeats overlapping", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 40, 30), pt("cpu", polIdle, 50, 50, 50, 50, 50),
 			pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[1 3]"},
-		{name: "decided", pts: []PointResult{
+		{name: "decided", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11)}, want: "[]"},
-		{name: "close medians", pts: []PointResult{
+		{name: "close medians", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 14, 18), pt("cpu", polCorepin, 13, 19, 11, 24, 15)}, want: "[]"},
-		{name: "per service", pts: []PointResult{
+		{name: "per service", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11),
 			pt("nginx", polAlone, 1, 1, 1, 1, 1), pt("nginx", polCorepin, 0.6, 2.1, 0.7, 2.4, 1.3), pt("nginx", polNone, 2, 1.2, 2.5, 4, 3)}, want: "[4 5]"},
 	}
@@ -567,7 +568,7 @@ func checkRecommendation(t *testing.T, rec string, want, notWant []string) {
 // recommendation must and must not say.
 type colocationCase struct {
 	name    string
-	pts     []PointResult
+	pts     []experiment.PointResult
 	want    []string
 	notWant []string
 }

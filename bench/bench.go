@@ -3,8 +3,6 @@ package bench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,68 +13,9 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
-
-// KV is one coordinate of a point.
-type KV struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-// Point is one configuration of an experiment's parameter space, its
-// coordinates in display order.
-type Point []KV
-
-// P builds a point from alternating keys and values.
-func P(kv ...any) Point {
-	var p Point
-	for i := 0; i+1 < len(kv); i += 2 {
-		p = append(p, KV{Key: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
-	}
-	return p
-}
-
-// Get returns the value of key, or "".
-func (p Point) Get(key string) string {
-	for _, kv := range p {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return ""
-}
-
-// Label is "k=v k=v".
-func (p Point) Label() string {
-	parts := make([]string, len(p))
-	for i, kv := range p {
-		parts[i] = kv.Key + "=" + kv.Value
-	}
-	return strings.Join(parts, " ")
-}
-
-// MarshalJSON encodes a point as an object in coordinate order.
-func (p Point) MarshalJSON() ([]byte, error) {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, kv := range p {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(kv.Key)
-		v, _ := json.Marshal(kv.Value)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return []byte(b.String()), nil
-}
-
-// Metrics are the values one run of a point measured, by name
-// ("wall_s", "p99_ms", "fps").
-type Metrics map[string]float64
 
 // Env is what every experiment may use. It is built once per bench run.
 type Env struct {
@@ -105,12 +44,12 @@ type Experiment interface {
 	// Title is a one-line description for the report.
 	Title() string
 	// Points returns the parameter space to measure.
-	Points(env *Env) []Point
+	Points(env *Env) []experiment.Point
 	// Run measures point p once.
-	Run(ctx context.Context, env *Env, p Point) (Metrics, error)
+	Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error)
 	// Analyze turns the measured points into tables, charts and a
 	// recommendation.
-	Analyze(env *Env, points []PointResult) Analysis
+	Analyze(env *Env, points []experiment.PointResult) Analysis
 }
 
 // SetupTeardown is the optional ability of an experiment to prepare once
@@ -118,51 +57,6 @@ type Experiment interface {
 type SetupTeardown interface {
 	Setup(ctx context.Context, env *Env) error
 	Teardown(env *Env) error
-}
-
-// PointResult holds every repeat of one point and their summary.
-type PointResult struct {
-	Point   Point     `json:"point"`
-	Repeats []Metrics `json:"repeats"`
-	// Errors are the repeats that failed, in order of occurrence.
-	Errors []string `json:"errors,omitempty"`
-}
-
-// Values returns metric's values over the repeats that measured it.
-func (r PointResult) Values(metric string) []float64 {
-	var out []float64
-	for _, m := range r.Repeats {
-		if v, ok := m[metric]; ok && !math.IsNaN(v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// Median returns the median of metric over the repeats (NaN if none).
-func (r PointResult) Median(metric string) float64 { return Median(r.Values(metric)) }
-
-// Spread returns the min and max of metric over the repeats.
-func (r PointResult) Spread(metric string) (lo, hi float64) {
-	v := r.Values(metric)
-	if len(v) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	return slices.Min(v), slices.Max(v)
-}
-
-// Median of xs (NaN when empty).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Quantile returns the q-quantile (0..1) of xs by linear interpolation.
@@ -232,12 +126,12 @@ type Analysis struct {
 
 // ExperimentReport is one experiment's results and analysis.
 type ExperimentReport struct {
-	Name     string        `json:"name"`
-	Title    string        `json:"title"`
-	Points   []PointResult `json:"points"`
-	Analysis Analysis      `json:"analysis"`
-	Elapsed  float64       `json:"elapsed_s"`
-	Error    string        `json:"error,omitempty"`
+	Name     string                   `json:"name"`
+	Title    string                   `json:"title"`
+	Points   []experiment.PointResult `json:"points"`
+	Analysis Analysis                 `json:"analysis"`
+	Elapsed  float64                  `json:"elapsed_s"`
+	Error    string                   `json:"error,omitempty"`
 }
 
 // Options tunes a bench run.
@@ -249,7 +143,7 @@ type Options struct {
 	// Seed fixes the randomised order (0: from the clock).
 	Seed uint64
 	// OnMeasure is called after every measured run (progress, storage).
-	OnMeasure func(exp string, p Point, repeat int, m Metrics, err error)
+	OnMeasure func(exp string, p experiment.Point, repeat int, m experiment.Metrics, err error)
 	// OnPlan is called once per experiment with the number of runs, and
 	// again with the added runs when a second stage starts (Sequential).
 	OnPlan func(exp string, runs int)
@@ -263,7 +157,7 @@ type Options struct {
 // not a loop until significance: two looks at the data keep the chance
 // of a false difference near the level of one.
 type Sequential interface {
-	Open(env *Env, pts []PointResult) []int
+	Open(env *Env, pts []experiment.PointResult) []int
 }
 
 type task struct {
@@ -294,7 +188,7 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 	if len(points) == 0 {
 		return rep, fmt.Errorf("%s: no points to measure", e.Name())
 	}
-	rep.Points = make([]PointResult, len(points))
+	rep.Points = make([]experiment.PointResult, len(points))
 	for i, p := range points {
 		rep.Points[i].Point = p
 	}
@@ -436,12 +330,9 @@ func Select(names []string) ([]Experiment, error) {
 			for j, e := range all {
 				known[j] = e.Name()
 			}
-			return nil, fmt.Errorf("%w: unknown experiment %q: choose from %s", ErrUsage, n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%w: unknown experiment %q: choose from %s", experiment.ErrUsage, n, strings.Join(known, ", "))
 		}
 		out = append(out, all[i])
 	}
 	return out, nil
 }
-
-// ErrUsage is wrapped by errors about bad bench input.
-var ErrUsage = errors.New("invalid bench input")

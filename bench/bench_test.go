@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -37,23 +38,23 @@ func (c *countExp) Spec(quick bool) any {
 	return &c.spec
 }
 func (c *countExp) CurrentSpec() any { return &c.spec }
-func (c *countExp) Points(*Env) []Point {
-	var ps []Point
+func (c *countExp) Points(*Env) []experiment.Point {
+	var ps []experiment.Point
 	for _, s := range c.spec.Sizes {
-		ps = append(ps, P("size", s))
+		ps = append(ps, experiment.P("size", s))
 	}
 	return ps
 }
-func (c *countExp) Run(_ context.Context, _ *Env, p Point) (Metrics, error) {
+func (c *countExp) Run(_ context.Context, _ *Env, p experiment.Point) (experiment.Metrics, error) {
 	c.order = append(c.order, p.Get("size"))
 	if p.Get("size") == c.failOn {
 		return nil, errors.New("boom")
 	}
 	var n float64
 	fmt.Sscan(p.Get("size"), &n)
-	return Metrics{"value": n * 10, "repeat_seen": float64(len(c.order))}, nil
+	return experiment.Metrics{"value": n * 10, "repeat_seen": float64(len(c.order))}, nil
 }
-func (c *countExp) Analyze(_ *Env, pts []PointResult) Analysis {
+func (c *countExp) Analyze(_ *Env, pts []experiment.PointResult) Analysis {
 	t := Table{Columns: []string{"size", "median"}}
 	for _, p := range pts {
 		t.Rows = append(t.Rows, []string{p.Point.Get("size"), fmt.Sprint(p.Median("value"))})
@@ -107,7 +108,7 @@ type openExp struct {
 	seen  []int // repeats per point at the call
 }
 
-func (o *openExp) Open(_ *Env, pts []PointResult) []int {
+func (o *openExp) Open(_ *Env, pts []experiment.PointResult) []int {
 	o.calls++
 	for _, p := range pts {
 		o.seen = append(o.seen, len(p.Repeats))
@@ -163,25 +164,25 @@ func TestRunExperimentReportsFailedPoints(t *testing.T) {
 
 func TestConfigure(t *testing.T) {
 	e := &countExp{}
-	if err := Configure([]Experiment{e}, []byte("count:\n  sizes: [4, 5]\n"), true); err != nil {
+	if err := experiment.Configure([]Experiment{e}, []byte("count:\n  sizes: [4, 5]\n"), true); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(e.spec.Sizes) != "[4 5]" {
 		t.Errorf("sizes = %v, want [4 5]", e.spec.Sizes)
 	}
 	for _, bad := range []string{"count:\n  size: [1]\n", "nope:\n  x: 1\n", "count: [\n"} {
-		if err := Configure([]Experiment{&countExp{}}, []byte(bad), true); !errors.Is(err, ErrUsage) {
-			t.Errorf("Configure(%q) = %v, want ErrUsage", bad, err)
+		if err := experiment.Configure([]Experiment{&countExp{}}, []byte(bad), true); !errors.Is(err, experiment.ErrUsage) {
+			t.Errorf("experiment.Configure(%q) = %v, want experiment.ErrUsage", bad, err)
 		}
 	}
 }
 
 func TestStatistics(t *testing.T) {
-	if m := Median([]float64{3, 1, 2, 10}); m != 2.5 {
+	if m := experiment.Median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Errorf("Median = %v", m)
 	}
-	if !math.IsNaN(Median(nil)) {
-		t.Errorf("Median(nil) is not NaN")
+	if !math.IsNaN(experiment.Median(nil)) {
+		t.Errorf("experiment.Median(nil) is not NaN")
 	}
 	if q := Quantile([]float64{1, 2, 3, 4, 5}, 0.25); q != 2 {
 		t.Errorf("Quantile = %v", q)
@@ -211,7 +212,7 @@ func TestRebuildFromStore(t *testing.T) {
 	}
 	for _, p := range rep.Points {
 		for i, m := range p.Repeats {
-			rows, err := Measurements("count", p.Point, i, m)
+			rows, err := experiment.Measurements("count", p.Point, i, m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +246,7 @@ func TestRebuildFromStore(t *testing.T) {
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
-	r := Report{Experiments: []ExperimentReport{{Name: "x", Points: []PointResult{{Point: P("b", 1, "a", 2), Repeats: []Metrics{{"v": 1}}}},
+	r := Report{Experiments: []ExperimentReport{{Name: "x", Points: []experiment.PointResult{{Point: experiment.P("b", 1, "a", 2), Repeats: []experiment.Metrics{{"v": 1}}}},
 		Analysis: Analysis{Charts: []Chart{{Kind: ChartHeatmap, Grid: [][]float64{{1, math.NaN()}}, Series: []Series{{Name: "s", Y: []float64{math.Inf(1), 2}, Values: [][]float64{{math.NaN()}}}}}}}}}}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -5,15 +5,17 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // Analyze compares every policy's p99 with the service alone and the
 // batch's CPU with what the service leaves idle, per service.
-func (e *colocationExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *colocationExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	var a Analysis
 	var recs []string
 	for _, s := range servicesOf(pts) {
-		var sp []PointResult
+		var sp []experiment.PointResult
 		for _, p := range pts {
 			if p.Point.Get("service") == s {
 				sp = append(sp, p)
@@ -28,8 +30,8 @@ func (e *colocationExp) Analyze(env *Env, pts []PointResult) Analysis {
 	return a
 }
 
-func (e *colocationExp) analyzeService(svc string, pts []PointResult, a *Analysis) string {
-	find := func(pol string) *PointResult {
+func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult, a *Analysis) string {
+	find := func(pol string) *experiment.PointResult {
 		for i := range pts {
 			if pts[i].Point.Get("policy") == pol {
 				return &pts[i]
@@ -140,7 +142,7 @@ const busyShare = 0.25
 // the service and the generator, which counts other work on the machine
 // as idle and so reads a batch under cpu.idle as starved on a busy
 // machine (issue 17 §3).
-func batchShare(p PointResult) float64 {
+func batchShare(p experiment.PointResult) float64 {
 	var shares []float64
 	for _, m := range p.Repeats {
 		batch, ok := m["batch_cpus"]
@@ -158,16 +160,16 @@ func batchShare(p PointResult) float64 {
 		left := m["machine_cpus"] - m["service_cpus"] - nanTo(m["generator_cpus"], 0)
 		shares = append(shares, batch/left)
 	}
-	return Median(shares)
+	return experiment.Median(shares)
 }
 
 // medianOver is the median of metric over every repeat of pts.
-func medianOver(pts []PointResult, metric string) float64 {
+func medianOver(pts []experiment.PointResult, metric string) float64 {
 	var all []float64
 	for _, p := range pts {
 		all = append(all, p.Values(metric)...)
 	}
-	return Median(all)
+	return experiment.Median(all)
 }
 
 // minBatchShare is the share of the CPU the service leaves idle that a
@@ -185,7 +187,7 @@ type scored struct {
 	tails        []Tail    // per repeat; nil unless every repeat has one
 }
 
-func scoredOf(pol string, ratio, share float64, p PointResult) scored {
+func scoredOf(pol string, ratio, share float64, p experiment.PointResult) scored {
 	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms")}
 	for _, m := range p.Repeats {
 		t, ok := tailOf(m)
@@ -284,11 +286,11 @@ const openGap = 1.25
 // is undecided and their medians are openGap apart, so RunExperiment
 // measures them again (Sequential): a quick run's five repeats must not
 // keep no policy against a policy several times better (issue 17 §3).
-func (e *colocationExp) Open(_ *Env, pts []PointResult) []int {
+func (e *colocationExp) Open(_ *Env, pts []experiment.PointResult) []int {
 	var open []int
 	for _, svc := range servicesOf(pts) {
 		var idx []int
-		var sp []PointResult
+		var sp []experiment.PointResult
 		for i, p := range pts {
 			if p.Point.Get("service") == svc {
 				idx, sp = append(idx, i), append(sp, p)
@@ -312,7 +314,7 @@ func (e *colocationExp) Open(_ *Env, pts []PointResult) []int {
 	return open
 }
 
-func servicesOf(pts []PointResult) []string {
+func servicesOf(pts []experiment.PointResult) []string {
 	var services []string
 	for _, p := range pts {
 		if s := p.Point.Get("service"); !slices.Contains(services, s) {
@@ -325,7 +327,7 @@ func servicesOf(pts []PointResult) []string {
 // colocationScores scores the policies of one service's points (every
 // one but the two baselines) against the service alone, and returns no
 // policy's score too (nil when it was not measured).
-func colocationScores(pts []PointResult) (scores []scored, none *scored) {
+func colocationScores(pts []experiment.PointResult) (scores []scored, none *scored) {
 	aloneP99 := math.NaN()
 	for _, p := range pts {
 		if p.Point.Get("policy") == polAlone {

@@ -13,6 +13,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/qos"
 )
@@ -170,7 +171,7 @@ func startQoS(ctx context.Context, policy string, work cpuset.CPUSet, svc *proc.
 // metrics adds what the controller did to m: its mean BE allowance in
 // CPUs, its shrinks, grows and backoffs per second, and whether the
 // slice was applied.
-func (q *qosRun) metrics(m Metrics, elapsed float64) {
+func (q *qosRun) metrics(m experiment.Metrics, elapsed float64) {
 	if q == nil {
 		return
 	}
@@ -192,7 +193,7 @@ func (q *qosRun) metrics(m Metrics, elapsed float64) {
 
 // qosTable is the bench report's line per controller policy: what the
 // controller did while the table above measured it.
-func qosTable(svc string, pts []PointResult) (Table, bool) {
+func qosTable(svc string, pts []experiment.PointResult) (Table, bool) {
 	t := Table{Title: "Colocation controller actions: " + svc + " (medians of repeats)",
 		Columns: []string{"policy", "BE CPUs (mean)", "shrinks/s", "grows/s", "backoffs/s", "slice"}}
 	for _, p := range pts {

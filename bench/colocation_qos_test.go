@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/qos"
 )
 
@@ -34,15 +35,15 @@ func TestQoSSetupFor(t *testing.T) {
 }
 
 func TestQoSTable(t *testing.T) {
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	pts := []PointResult{
-		pt(polAlone, Metrics{"p99_ms": 4}),
-		pt(polSuppressCpuset, Metrics{"qos_be_cpus": 1.5, "qos_shrinks_per_s": 2, "qos_grows_per_s": 1, "qos_backoffs_per_s": 0},
-			Metrics{"qos_be_cpus": 1.7, "qos_shrinks_per_s": 4, "qos_grows_per_s": 1, "qos_backoffs_per_s": 0}),
-		pt(polSlice, Metrics{"qos_slice_applied": 1}),
-		pt(polThreadIdle, Metrics{}),
+	pts := []experiment.PointResult{
+		pt(polAlone, experiment.Metrics{"p99_ms": 4}),
+		pt(polSuppressCpuset, experiment.Metrics{"qos_be_cpus": 1.5, "qos_shrinks_per_s": 2, "qos_grows_per_s": 1, "qos_backoffs_per_s": 0},
+			experiment.Metrics{"qos_be_cpus": 1.7, "qos_shrinks_per_s": 4, "qos_grows_per_s": 1, "qos_backoffs_per_s": 0}),
+		pt(polSlice, experiment.Metrics{"qos_slice_applied": 1}),
+		pt(polThreadIdle, experiment.Metrics{}),
 	}
 	tab, ok := qosTable("cpu", pts)
 	if !ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/loadgen"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/proc"
@@ -93,7 +94,7 @@ func (e *colocationExp) startService(ctx context.Context, env *Env, svc string, 
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		return party{p: p}, "http://" + addr + "/index.html", waitHTTP(ctx, addr)
 	}
-	return party{}, "", fmt.Errorf("%w: unknown service %q: use cpu or nginx", ErrUsage, svc)
+	return party{}, "", fmt.Errorf("%w: unknown service %q: use cpu or nginx", experiment.ErrUsage, svc)
 }
 
 // startBatch starts the batch: n CPU-saturating spin processes with
@@ -118,7 +119,7 @@ func startBatch(ctx context.Context, env *Env, g enforce.Group, n, threads, nice
 	return batch, parties, nil
 }
 
-func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	svc, policy := p.Get("service"), p.Get("policy")
 	pl, err := e.place(env, policy)
 	if err != nil {
@@ -182,7 +183,7 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	if err != nil {
 		return nil, err
 	}
-	m := Metrics{}
+	m := experiment.Metrics{}
 	work := pl.svcCPUs.Union(pl.batchCPUs)
 	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)

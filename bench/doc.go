@@ -6,6 +6,13 @@
 // a noisy machine spreads over all points, and every ratio an experiment
 // reports is taken within one run.
 //
+// RunAll is `corepin bench`'s loop over the selected experiments, handing
+// every measured run to a Recorder as it ends. The batch experiments also
+// have a cluster form (experiment.Cluster, Clusters), which kube/jobs runs
+// as Kubernetes Jobs: the points, pods and metrics are the experiment's
+// own in both places. The vocabulary both share (Point, Metrics, Params,
+// the store rows) lives in package experiment.
+//
 // Experiments launch batches through package runner and every other
 // process through package proc (groups, pinning and idle through enforce;
 // never taskset, nice(1) or os/exec), and read CPU time through package

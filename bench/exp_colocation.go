@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/proc"
 	"math"
 	"slices"
@@ -103,11 +104,11 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 	}
 	for _, p := range append(slices.Clone(e.spec.Policies), e.spec.NginxPolicies...) {
 		if !slices.Contains(AllPolicies, p) {
-			return fmt.Errorf("%w: colocation policy %q: choose from %s", ErrUsage, p, strings.Join(AllPolicies, ", "))
+			return fmt.Errorf("%w: colocation policy %q: choose from %s", experiment.ErrUsage, p, strings.Join(AllPolicies, ", "))
 		}
 	}
 	if e.spec.Tool != toolOpenLoop && e.spec.Tool != toolWrk {
-		return fmt.Errorf("%w: colocation tool %q: use openloop or wrk", ErrUsage, e.spec.Tool)
+		return fmt.Errorf("%w: colocation tool %q: use openloop or wrk", experiment.ErrUsage, e.spec.Tool)
 	}
 	if _, err := proc.LookPath("nginx"); err == nil {
 		e.hasNgx = true
@@ -132,11 +133,11 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 
 func (e *colocationExp) Teardown(*Env) error { return nil }
 
-func (e *colocationExp) Points(env *Env) []Point {
+func (e *colocationExp) Points(env *Env) []experiment.Point {
 	if e.spec.Services == nil {
 		e.Spec(env.Quick)
 	}
-	var ps []Point
+	var ps []experiment.Point
 	for _, s := range e.spec.Services {
 		if s == svcNginx && !e.hasNgx && e.be != nil {
 			continue
@@ -146,7 +147,7 @@ func (e *colocationExp) Points(env *Env) []Point {
 			pols = e.spec.NginxPolicies
 		}
 		for _, p := range pols {
-			ps = append(ps, P("service", s, "policy", p))
+			ps = append(ps, experiment.P("service", s, "policy", p))
 		}
 	}
 	return ps

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 )
 
@@ -52,7 +53,7 @@ func (e *concurrencyExp) Setup(ctx context.Context, env *Env) error {
 	}
 	for _, m := range e.spec.Modes {
 		if _, err := runner.ParseMode(m); err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
+			return fmt.Errorf("%w: %v", experiment.ErrUsage, err)
 		}
 	}
 	j, err := resolveJob(ctx, env, &e.spec.Job)
@@ -64,12 +65,12 @@ func (e *concurrencyExp) Teardown(*Env) error { return nil }
 
 // Points skips what can't run: pinned batches whose jobs don't all fit on
 // their own CPUs, and jobs larger than the machine.
-func (e *concurrencyExp) Points(env *Env) []Point {
+func (e *concurrencyExp) Points(env *Env) []experiment.Point {
 	if e.spec.Modes == nil {
 		e.Spec(env.Quick)
 	}
 	n := float64(env.Topo.Allowed().Size())
-	var ps []Point
+	var ps []experiment.Point
 	for _, k := range e.spec.CPUs {
 		if k > n {
 			continue
@@ -79,36 +80,26 @@ func (e *concurrencyExp) Points(env *Env) []Point {
 				if m == string(runner.Pinned) && (float64(c)*k > n || k != math.Trunc(k)) {
 					continue
 				}
-				ps = append(ps, P("cpus", ftoa(k), "mode", m, "concurrency", c))
+				ps = append(ps, experiment.P("cpus", ftoa(k), "mode", m, "concurrency", c))
 			}
 		}
 	}
 	return ps
 }
 
-func (e *concurrencyExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *concurrencyExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	k, _ := strconv.ParseFloat(p.Get("cpus"), 64)
 	c, _ := strconv.Atoi(p.Get("concurrency"))
 	b, err := runBatch(ctx, env, e.job.argv("{threads}", false), c, c, k, runner.Mode(p.Get("mode")), 0)
 	if err != nil {
 		return nil, err
 	}
-	w := b.walls()
-	m := Metrics{"job_wall_s": Median(w), "job_wall_max_s": slices.Max(w)}
-	var mig float64
-	var thr float64
-	for _, j := range b.jobs {
-		mig += float64(j.Migrations)
-		thr += j.ThrottledS
-	}
-	m["migrations_per_job"] = mig / float64(len(b.jobs))
-	m["throttled_s_per_job"] = thr / float64(len(b.jobs))
-	return m, nil
+	return e.Metrics(p, b.jobs), nil
 }
 
 // Analyze computes the penalty of every point: its median per-job wall
 // over the same job alone (concurrency 1) in the same mode and CPUs.
-func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *concurrencyExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	type key struct{ cpus, mode string }
 	alone := map[key]float64{}
 	for _, p := range pts {
@@ -116,7 +107,7 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 			alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}] = p.Median("job_wall_s")
 		}
 	}
-	penalty := func(p PointResult) float64 {
+	penalty := func(p experiment.PointResult) float64 {
 		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
 		if a == 0 || math.IsNaN(a) {
 			return math.NaN()
@@ -170,7 +161,7 @@ func (e *concurrencyExp) Analyze(env *Env, pts []PointResult) Analysis {
 				XLabel: "concurrency", YLabel: "mode", XLabels: concs, YLabels: modes, Grid: grid},
 			box)
 	}
-	perRepeat := func(p PointResult) []float64 {
+	perRepeat := func(p experiment.PointResult) []float64 {
 		a := alone[key{p.Point.Get("cpus"), p.Point.Get("mode")}]
 		if a == 0 || math.IsNaN(a) {
 			return nil
@@ -196,7 +187,7 @@ const defaultMode = "pinned"
 // measured) in a Mann-Whitney test over the repeats. Otherwise the
 // difference is a tie and the reference stays: a recommendation never
 // measured worse than the default beyond the noise.
-func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) float64, perRepeat func(PointResult) []float64) string {
+func (e *concurrencyExp) recommend(pts []experiment.PointResult, penalty func(experiment.PointResult) float64, perRepeat func(experiment.PointResult) []float64) string {
 	maxC := 0
 	for _, p := range pts {
 		c, _ := strconv.Atoi(p.Point.Get("concurrency"))
@@ -242,7 +233,7 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 		if ref == "" || m == defaultMode {
 			ref = m
 		}
-		mv := Median(v)
+		mv := experiment.Median(v)
 		if mv < bestV {
 			bestMode, bestV = m, mv
 		}
@@ -253,7 +244,7 @@ func (e *concurrencyExp) recommend(pts []PointResult, penalty func(PointResult) 
 	if bestMode == "" {
 		return "no mode completed at a concurrency above 1"
 	}
-	refV := Median(medians[ref])
+	refV := experiment.Median(medians[ref])
 	refName := ref + " mode"
 	if ref == defaultMode {
 		refName += " (corepin run's default)"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/netbench"
 )
 
@@ -115,7 +116,7 @@ func (e *oversubExp) Spec(quick bool) any {
 
 func (e *oversubExp) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: oversubscription: "+format, append([]any{ErrUsage}, args...)...)
+		return fmt.Errorf("%w: oversubscription: "+format, append([]any{experiment.ErrUsage}, args...)...)
 	}
 	if len(e.spec.ProcsPerCPU) == 0 || len(e.spec.Kinds) == 0 {
 		return bad("procs_per_cpu and kinds must not be empty")
@@ -232,16 +233,16 @@ func oversubProcs(kind string, k, cpus int) int {
 	return 2 * max(1, n/2)
 }
 
-func (e *oversubExp) Points(env *Env) []Point {
+func (e *oversubExp) Points(env *Env) []experiment.Point {
 	cpus := e.cpus
 	if cpus == 0 {
 		cpus = allowedCPUs(env)
 	}
-	var ps []Point
+	var ps []experiment.Point
 	for _, kind := range e.kinds() {
 		for _, k := range e.spec.ProcsPerCPU {
 			for _, pl := range e.placements(env, kind, cpus) {
-				ps = append(ps, P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus), "placement", pl))
+				ps = append(ps, experiment.P("kind", kind, "procs_per_cpu", k, "procs", oversubProcs(kind, k, cpus), "placement", pl))
 			}
 		}
 	}
@@ -268,7 +269,7 @@ func (e *oversubExp) placements(env *Env, kind string, cpus int) []string {
 
 // Run launches the point's processes all at once (after a start barrier)
 // and measures the slowest one's wall time and the aggregate throughput.
-func (e *oversubExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *oversubExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	kind := p.Get("kind")
 	k, err := strconv.Atoi(p.Get("procs_per_cpu"))
 	if err != nil || k < 1 {

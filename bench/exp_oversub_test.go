@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/netbench"
 	"github.com/corepin/corepin/topology"
 )
@@ -48,7 +49,7 @@ func TestOversubProcs(t *testing.T) {
 
 func TestOversubSpec(t *testing.T) {
 	e := newOversubExp()
-	if err := Configure([]Experiment{e}, []byte("oversubscription:\n  procs_per_cpu: [1, 3]\n  kinds: [compute]\n"), true); err != nil {
+	if err := experiment.Configure([]Experiment{e}, []byte("oversubscription:\n  procs_per_cpu: [1, 3]\n  kinds: [compute]\n"), true); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(e.spec.ProcsPerCPU, []int{1, 3}) || !slices.Equal(e.spec.Kinds, []string{"compute"}) {
@@ -59,24 +60,24 @@ func TestOversubSpec(t *testing.T) {
 	}
 	for _, bad := range []string{"kinds: [gpu]", "procs_per_cpu: [0]", "procs_per_cpu: []", "size: 0"} {
 		e := newOversubExp()
-		if err := Configure([]Experiment{e}, []byte("oversubscription:\n  "+bad+"\n"), true); err != nil {
-			t.Fatalf("Configure(%s) = %v", bad, err)
+		if err := experiment.Configure([]Experiment{e}, []byte("oversubscription:\n  "+bad+"\n"), true); err != nil {
+			t.Fatalf("experiment.Configure(%s) = %v", bad, err)
 		}
-		if err := e.Setup(context.Background(), &Env{Exe: "/bin/true"}); !errors.Is(err, ErrUsage) {
-			t.Errorf("Setup with %s = %v, want ErrUsage", bad, err)
+		if err := e.Setup(context.Background(), &Env{Exe: "/bin/true"}); !errors.Is(err, experiment.ErrUsage) {
+			t.Errorf("Setup with %s = %v, want experiment.ErrUsage", bad, err)
 		}
 	}
 }
 
 // oversubPoint is a synthetic point with per-repeat metric values.
-func oversubPoint(kind string, k int, metrics map[string][]float64) PointResult {
-	pr := PointResult{Point: P("kind", kind, "procs_per_cpu", k, "procs", 2*k)}
+func oversubPoint(kind string, k int, metrics map[string][]float64) experiment.PointResult {
+	pr := experiment.PointResult{Point: experiment.P("kind", kind, "procs_per_cpu", k, "procs", 2*k)}
 	n := 0
 	for _, v := range metrics {
 		n = max(n, len(v))
 	}
 	for i := range n {
-		m := Metrics{}
+		m := experiment.Metrics{}
 		for name, v := range metrics {
 			m[name] = v[i]
 		}
@@ -86,7 +87,7 @@ func oversubPoint(kind string, k int, metrics map[string][]float64) PointResult 
 }
 
 func TestOversubAnalyzeSynthetic(t *testing.T) {
-	pts := []PointResult{
+	pts := []experiment.PointResult{
 		oversubPoint(OversubLoopback, 1, map[string][]float64{
 			"ops_per_s": {1000, 1000, 1000, 1000, 1000}, "per_proc_ops_per_s": {1000, 1000, 1000, 1000, 1000},
 			"wall_s": {1, 1, 1, 1, 1}, "rtt_p99_us": {100, 100, 100, 100, 100}}),
@@ -175,17 +176,17 @@ func TestOversubAnalyzeSynthetic(t *testing.T) {
 // called safe however well its throughput held.
 func TestOversubAdviceNeedsSignificance(t *testing.T) {
 	five := func(v float64) []float64 { return []float64{v, v, v, v, v} }
-	base := []PointResult{
+	base := []experiment.PointResult{
 		oversubPoint(OversubLoopback, 1, map[string][]float64{"ops_per_s": five(1000), "rtt_p99_us": five(100)}),
 		oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": five(200)}),
 		oversubPoint(OversubCompute, 2, map[string][]float64{"ops_per_s": {190, 189, 191, 190, 190}}),
 	}
-	loop2 := func(ops, p99 []float64) []PointResult {
+	loop2 := func(ops, p99 []float64) []experiment.PointResult {
 		return append(slices.Clone(base), oversubPoint(OversubLoopback, 2, map[string][]float64{"ops_per_s": ops, "rtt_p99_us": p99}))
 	}
 	tests := []struct {
 		name    string
-		pts     []PointResult
+		pts     []experiment.PointResult
 		want    []string
 		notWant []string
 	}{
@@ -250,15 +251,15 @@ func TestOversubAdviceNeedsSignificance(t *testing.T) {
 // "Placement matters" only when pairs pinned together and apart differ
 // beyond the noise of the repeats.
 func TestOversubPlacementNeedsSignificance(t *testing.T) {
-	place := func(pl string, ops ...float64) PointResult {
+	place := func(pl string, ops ...float64) experiment.PointResult {
 		pr := oversubPoint(OversubLoopback, 1, map[string][]float64{"ops_per_s": ops})
-		pr.Point = P("kind", OversubLoopback, "procs_per_cpu", 1, "procs", 2, "placement", pl)
+		pr.Point = experiment.P("kind", OversubLoopback, "procs_per_cpu", 1, "procs", 2, "placement", pl)
 		return pr
 	}
 	os := place(PlaceOS, 1000, 1000, 1000, 1000, 1000)
 	for _, tc := range []struct {
 		name            string
-		together, apart PointResult
+		together, apart experiment.PointResult
 		want            []string
 		notWant         []string
 	}{
@@ -278,14 +279,14 @@ func TestOversubPlacementNeedsSignificance(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := newOversubExp().Analyze(&Env{}, []PointResult{os, tc.together, tc.apart}).Recommendation
+			rec := newOversubExp().Analyze(&Env{}, []experiment.PointResult{os, tc.together, tc.apart}).Recommendation
 			checkRecommendation(t, rec, tc.want, tc.notWant)
 		})
 	}
 }
 
 func TestOversubAnalyzeWarnsOfOtherWork(t *testing.T) {
-	pts := []PointResult{
+	pts := []experiment.PointResult{
 		oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": {100}, "per_proc_ops_per_s": {50}, "wall_s": {1}, "other_cpu_frac": {0.4}}),
 		oversubPoint(OversubCompute, 2, map[string][]float64{"ops_per_s": {130}, "per_proc_ops_per_s": {32.5}, "wall_s": {1}, "other_cpu_frac": {0.2}}),
 	}
@@ -322,7 +323,7 @@ func TestOversubAnalyzeNothing(t *testing.T) {
 	if a.Recommendation == "" || len(a.Tables) != 0 {
 		t.Errorf("Analyze(nil) = %+v", a)
 	}
-	one := []PointResult{oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": {1}, "per_proc_ops_per_s": {1}, "wall_s": {1}})}
+	one := []experiment.PointResult{oversubPoint(OversubCompute, 1, map[string][]float64{"ops_per_s": {1}, "per_proc_ops_per_s": {1}, "wall_s": {1}})}
 	if a := newOversubExp().Analyze(&Env{}, one); !strings.Contains(a.Recommendation, "Only one oversubscription level") {
 		t.Errorf("recommendation = %q", a.Recommendation)
 	}

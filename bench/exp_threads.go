@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -72,17 +73,17 @@ func threadCount(s string, k int) (string, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f <= 0 {
-		return "", fmt.Errorf("%w: threads %q: use 1t, a multiple of the allotment such as 0.5 or 2, or auto", ErrUsage, s)
+		return "", fmt.Errorf("%w: threads %q: use 1t, a multiple of the allotment such as 0.5 or 2, or auto", experiment.ErrUsage, s)
 	}
 	return strconv.Itoa(max(1, int(math.Round(f*float64(k))))), nil
 }
 
-func (e *threadsExp) Points(env *Env) []Point {
+func (e *threadsExp) Points(env *Env) []experiment.Point {
 	if e.spec.Threads == nil {
 		e.Spec(env.Quick)
 	}
 	k := e.allotment(env)
-	var ps []Point
+	var ps []experiment.Point
 	seen := map[string]bool{}
 	for _, s := range e.spec.Threads {
 		n, err := threadCount(s, k)
@@ -90,12 +91,12 @@ func (e *threadsExp) Points(env *Env) []Point {
 			continue
 		}
 		seen[n] = true
-		ps = append(ps, P("cpus", k, "threads", n))
+		ps = append(ps, experiment.P("cpus", k, "threads", n))
 	}
 	return ps
 }
 
-func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *threadsExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	threads := p.Get("threads")
 	if threads == "auto" {
 		threads = workload.ThreadsNative // the encoder's own auto, not corepin's
@@ -104,11 +105,10 @@ func (e *threadsExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error
 	if err != nil {
 		return nil, err
 	}
-	j := b.jobs[0]
-	return Metrics{"rate": e.job.work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}, nil
+	return e.Metrics(p, b.jobs), nil
 }
 
-func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *threadsExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	unit := e.spec.Job.unit()
 	k := "?"
 	if len(pts) > 0 {
@@ -146,8 +146,8 @@ func (e *threadsExp) Analyze(env *Env, pts []PointResult) Analysis {
 // recommended. Every figure
 // quoted is against auto, the workload's default, and the recommendation
 // is never one that measured worse than it beyond the noise.
-func recommendThreads(pts []PointResult, k, unit string) string {
-	find := func(threads string) *PointResult {
+func recommendThreads(pts []experiment.PointResult, k, unit string) string {
+	find := func(threads string) *experiment.PointResult {
 		for i := range pts {
 			if pts[i].Point.Get("threads") == threads {
 				return &pts[i]
@@ -155,7 +155,7 @@ func recommendThreads(pts []PointResult, k, unit string) string {
 		}
 		return nil
 	}
-	var best *PointResult
+	var best *experiment.PointResult
 	for i := range pts {
 		if v := pts[i].Median("rate"); !math.IsNaN(v) && (best == nil || v > best.Median("rate")) {
 			best = &pts[i]
@@ -212,7 +212,7 @@ func recommendThreads(pts []PointResult, k, unit string) string {
 	return rec + why
 }
 
-func tieName(ref *PointResult, k string) string {
+func tieName(ref *experiment.PointResult, k string) string {
 	if ref.Point.Get("threads") == k {
 		return "threads = CPUs"
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
 )
@@ -64,7 +65,7 @@ func (e *throughputExp) Teardown(*Env) error { return nil }
 
 const defaultConfig = "default"
 
-func (e *throughputExp) Points(env *Env) []Point {
+func (e *throughputExp) Points(env *Env) []experiment.Point {
 	if e.spec.CPUsPerWorker == nil {
 		e.Spec(env.Quick)
 	}
@@ -73,19 +74,19 @@ func (e *throughputExp) Points(env *Env) []Point {
 	if e.spec.Write && (e.job == nil || e.job.kind == WorkloadTranscode) && e.spec.Job.Workload != WorkloadSpin {
 		writes = append(writes, "yes")
 	}
-	var ps []Point
+	var ps []experiment.Point
 	for _, w := range writes {
-		ps = append(ps, P("config", defaultConfig, "write", w))
+		ps = append(ps, experiment.P("config", defaultConfig, "write", w))
 		for _, k := range e.spec.CPUsPerWorker {
 			if k <= n && n%k == 0 {
-				ps = append(ps, P("config", fmt.Sprintf("%dx%d", n/k, k), "write", w))
+				ps = append(ps, experiment.P("config", fmt.Sprintf("%dx%d", n/k, k), "write", w))
 			}
 		}
 	}
 	return ps
 }
 
-func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, error) {
+func (e *throughputExp) Run(ctx context.Context, env *Env, p experiment.Point) (experiment.Metrics, error) {
 	n := env.Topo.Allowed().Size()
 	jobs := max(1, e.spec.JobsPerCPU*n)
 	write := p.Get("write") == "yes"
@@ -105,12 +106,12 @@ func (e *throughputExp) Run(ctx context.Context, env *Env, p Point) (Metrics, er
 	}
 	var total float64
 	for _, j := range b.jobs {
-		total += e.job.work(j)
+		total += work(j)
 	}
-	return Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": Median(b.walls())}, nil
+	return experiment.Metrics{"rate": total / b.elapsed.Seconds(), "elapsed_s": b.elapsed.Seconds(), "job_wall_s": experiment.Median(b.walls())}, nil
 }
 
-func (e *throughputExp) Analyze(env *Env, pts []PointResult) Analysis {
+func (e *throughputExp) Analyze(env *Env, pts []experiment.PointResult) Analysis {
 	unit := e.spec.Job.unit()
 	def := map[string]float64{}
 	for _, p := range pts {
@@ -163,8 +164,8 @@ func (e *throughputExp) Resolve(*Env) { e.spec.Job.resolveWorkload() }
 // test over the repeats says it beats the default (unpinned, threads auto,
 // all jobs at once) beyond the noise. Otherwise the default is: a
 // recommendation is never worse than the default.
-func recommendThroughput(pts []PointResult, unit string) string {
-	var def, best *PointResult
+func recommendThroughput(pts []experiment.PointResult, unit string) string {
+	var def, best *experiment.PointResult
 	for i := range pts {
 		p := &pts[i]
 		if p.Point.Get("write") != "no" || math.IsNaN(p.Median("rate")) {

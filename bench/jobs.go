@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/workload"
@@ -101,7 +102,7 @@ func resolveJob(ctx context.Context, env *Env, s *jobSpec) (*job, error) {
 		}
 		j.spin = max(1, int64(rate*s.JobSeconds))
 	default:
-		return nil, fmt.Errorf("%w: workload %q: use auto, transcode or spin", ErrUsage, s.Workload)
+		return nil, fmt.Errorf("%w: workload %q: use auto, transcode or spin", experiment.ErrUsage, s.Workload)
 	}
 	j.unit = s.unit()
 	return j, nil
@@ -143,12 +144,13 @@ func (j *job) argv(threads string, write bool) []string {
 	}
 }
 
-// work returns how much a finished job did, in j.unit, from its report.
-func (j *job) work(r runner.JobResult) float64 {
-	if j.kind == WorkloadTranscode {
-		return float64(r.Frames)
+// work is how much a finished job did: its frames (a transcode), else its
+// ops (the spin kernel).
+func work(j runner.JobResult) float64 {
+	if j.Frames > 0 {
+		return float64(j.Frames)
 	}
-	return float64(r.Ops)
+	return float64(j.Ops)
 }
 
 // batchResult summarises one batch run by an experiment.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/workload"
 )
 
@@ -49,7 +50,7 @@ func TestJobSpecResolve(t *testing.T) {
 func TestSubstituteNoticeComesFirst(t *testing.T) {
 	for _, e := range []interface {
 		Experiment
-		Configurable
+		experiment.Configurable
 	}{&concurrencyExp{}, &threadsExp{}, &throughputExp{}} {
 		t.Run(e.Name(), func(t *testing.T) {
 			e.Spec(true)
@@ -66,10 +67,10 @@ func TestSubstituteNoticeComesFirst(t *testing.T) {
 			job.resolveWith(func() error { return workload.ErrNoFFmpeg })
 			pts := threadsPoints()
 			if e.Name() == "concurrency" {
-				pts = []PointResult{{Point: P("cpus", 1, "mode", "pinned", "concurrency", 1), Repeats: []Metrics{{"job_wall_s": 1}}}}
+				pts = []experiment.PointResult{{Point: experiment.P("cpus", 1, "mode", "pinned", "concurrency", 1), Repeats: []experiment.Metrics{{"job_wall_s": 1}}}}
 			}
 			if e.Name() == "throughput" {
-				pts = []PointResult{{Point: P("config", "default", "write", "no"), Repeats: []Metrics{{"rate": 1}}}}
+				pts = []experiment.PointResult{{Point: experiment.P("config", "default", "write", "no"), Repeats: []experiment.Metrics{{"rate": 1}}}}
 			}
 			a := e.Analyze(&Env{}, pts)
 			if !strings.HasPrefix(a.Notice, "no transcodes measured") || !strings.Contains(a.Notice, "spin kernel") {

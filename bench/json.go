@@ -94,13 +94,3 @@ func (c *Chart) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
-
-// UnmarshalJSON reads a point's object keeping its key order.
-func (p *Point) UnmarshalJSON(b []byte) error {
-	q, err := ParsePoint(b)
-	if err != nil {
-		return err
-	}
-	*p = q
-	return nil
-}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // ratio is a within-run ratio of a point to its baseline: of the medians,
@@ -16,7 +18,7 @@ type ratio struct {
 	ok          bool
 }
 
-func ratioOf(pr, base PointResult, metric string) ratio {
+func ratioOf(pr, base experiment.PointResult, metric string) ratio {
 	num, den := pr.Median(metric), base.Median(metric)
 	if math.IsNaN(num) || math.IsNaN(den) || den == 0 {
 		return ratio{}
@@ -33,7 +35,7 @@ func ratioOf(pr, base PointResult, metric string) ratio {
 // pairedRatios are the ratios of pr's repeats of metric to base's, paired
 // by round (repeat i of each ran in round i); rounds where base is 0 are
 // left out.
-func pairedRatios(pr, base PointResult, metric string) []float64 {
+func pairedRatios(pr, base experiment.PointResult, metric string) []float64 {
 	a, b := pr.Values(metric), base.Values(metric)
 	var out []float64
 	for i := range min(len(a), len(b)) {
@@ -55,11 +57,11 @@ func (r ratio) String() string {
 type oversubData struct {
 	kinds []string
 	ks    []int
-	at    map[string]map[int]PointResult
+	at    map[string]map[int]experiment.PointResult
 }
 
-func indexOversub(order []string, pts []PointResult) oversubData {
-	d := oversubData{at: map[string]map[int]PointResult{}}
+func indexOversub(order []string, pts []experiment.PointResult) oversubData {
+	d := oversubData{at: map[string]map[int]experiment.PointResult{}}
 	for _, pr := range pts {
 		if len(pr.Repeats) == 0 {
 			continue
@@ -73,7 +75,7 @@ func indexOversub(order []string, pts []PointResult) oversubData {
 		}
 		kind := pr.Point.Get("kind")
 		if d.at[kind] == nil {
-			d.at[kind] = map[int]PointResult{}
+			d.at[kind] = map[int]experiment.PointResult{}
 			d.kinds = append(d.kinds, kind)
 		}
 		d.at[kind][k] = pr
@@ -94,18 +96,18 @@ func indexOversub(order []string, pts []PointResult) oversubData {
 
 // base is the baseline point of kind: 1 process per CPU, else the lowest
 // level measured.
-func (d oversubData) base(kind string) (int, PointResult, bool) {
+func (d oversubData) base(kind string) (int, experiment.PointResult, bool) {
 	for _, k := range d.ks {
 		if pr, ok := d.at[kind][k]; ok {
 			return k, pr, true
 		}
 	}
-	return 0, PointResult{}, false
+	return 0, experiment.PointResult{}, false
 }
 
 // pair is kind's point at k processes per CPU and its baseline, ok false
 // when either is missing.
-func (d oversubData) pair(kind string, k int) (pr, base PointResult, ok bool) {
+func (d oversubData) pair(kind string, k int) (pr, base experiment.PointResult, ok bool) {
 	_, base, ok = d.base(kind)
 	pr, ok2 := d.at[kind][k]
 	return pr, base, ok && ok2
@@ -139,7 +141,7 @@ func (d oversubData) relRepeats(kind string, k int, metric string) []float64 {
 	return pairedRatios(pr, base, metric)
 }
 
-func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {
+func (e *oversubExp) Analyze(_ *Env, pts []experiment.PointResult) Analysis {
 	d := indexOversub(e.spec.Kinds, pts)
 	var a Analysis
 	if len(d.kinds) == 0 {
@@ -222,7 +224,7 @@ func (e *oversubExp) Analyze(_ *Env, pts []PointResult) Analysis {
 	for _, pr := range pts {
 		other = append(other, pr.Values("other_cpu_frac")...)
 	}
-	if med := Median(other); med > 0.05 {
+	if med := experiment.Median(other); med > 0.05 {
 		warn := fmt.Sprintf("other work used %.0f%% of the CPUs during the points (median; max %.0f%%): more processes win a bigger share of a busy machine, so ratios here overstate what oversubscription gives; rerun on an idle machine",
 			100*med, 100*slices.Max(other))
 		per.Note = strings.TrimPrefix(per.Note+"; "+warn, "; ")

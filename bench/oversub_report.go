@@ -7,15 +7,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
-func placementAnalysis(pts []PointResult) (Table, Chart, string, bool) {
+func placementAnalysis(pts []experiment.PointResult) (Table, Chart, string, bool) {
 	type key struct {
 		kind  string
 		k     int
 		place string
 	}
-	at := map[key]PointResult{}
+	at := map[key]experiment.PointResult{}
 	var rows []key
 	for _, pr := range pts {
 		pl := pr.Point.Get("placement")
@@ -50,7 +52,7 @@ func placementAnalysis(pts []PointResult) (Table, Chart, string, bool) {
 		if okA {
 			ra = ratioOf(ap, os, "ops_per_s")
 		}
-		p99 := func(pr PointResult, ok bool) string {
+		p99 := func(pr experiment.PointResult, ok bool) string {
 			if !ok {
 				return "-"
 			}
@@ -104,7 +106,7 @@ func (d oversubData) vethTable() (Table, bool) {
 	return t, len(t.Rows) > 0
 }
 
-func medSpread(pr PointResult, metric, format string) string {
+func medSpread(pr experiment.PointResult, metric, format string) string {
 	m := pr.Median(metric)
 	if math.IsNaN(m) {
 		return "-"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/netbench"
 	"github.com/corepin/corepin/proc"
@@ -73,7 +74,7 @@ func (r *rank) stop() {
 
 // runGroup runs procs processes of kind, each unit doing work, and returns
 // the point's metrics.
-func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement string, procs int, work int64, timeout time.Duration) (m Metrics, err error) {
+func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement string, procs int, work int64, timeout time.Duration) (m experiment.Metrics, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	barrier, err := netbench.NewBarrier(env.Dir)
@@ -179,7 +180,7 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement str
 		ours += (x.Result.User + x.Result.Sys).Seconds()
 	}
 	busy1, busyErr1 := cpuBusy(env)
-	m = Metrics{
+	m = experiment.Metrics{
 		"wall_s":    wall,
 		"ops_per_s": total / wall,
 		// Per unit (compute process or ping-pong pair) over the whole
@@ -194,7 +195,7 @@ func (e *oversubExp) runGroup(ctx context.Context, env *Env, kind, placement str
 		m["other_cpu_frac"] = max(0, busy1-busy0-ours) / (wall * float64(allowedCPUs(env)))
 	}
 	if kind != OversubCompute {
-		m["rtt_p50_us"] = Median(p50s)
+		m["rtt_p50_us"] = experiment.Median(p50s)
 		m["rtt_p99_us"] = slices.Max(p99s)
 	}
 	return m, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -44,7 +45,7 @@ func storeAndRebuild(t *testing.T, r Report) Report {
 		// Measured in a random order: store the last point first.
 		for _, p := range slices.Backward(e.Points) {
 			for i, m := range p.Repeats {
-				rows, err := Measurements(e.Name, p.Point, i, m)
+				rows, err := experiment.Measurements(e.Name, p.Point, i, m)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -53,7 +54,7 @@ func storeAndRebuild(t *testing.T, r Report) Report {
 				}
 			}
 		}
-		rows, err := ExperimentMeasurements(e)
+		rows, err := experiment.ExperimentMeasurements(e.Name, e.Elapsed, e.Points)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,19 +80,19 @@ func storeAndRebuild(t *testing.T, r Report) Report {
 // runReport analyses synthetic points of the selected experiments,
 // configured by the YAML spec, the way a bench run does after measuring,
 // and returns the report the run would write.
-func runReport(t *testing.T, spec string, quick bool, points map[string][]PointResult, names ...string) Report {
+func runReport(t *testing.T, spec string, quick bool, points map[string][]experiment.PointResult, names ...string) Report {
 	t.Helper()
 	exps, err := Select(names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Configure(exps, []byte(spec), quick); err != nil {
+	if err := experiment.Configure(exps, []byte(spec), quick); err != nil {
 		t.Fatal(err)
 	}
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
 	env := &Env{Topo: topo, Quick: quick}
 	argv := append([]string{"corepin", "bench", "--quick", "--spec", "my spec.yaml"}, names...)
-	params, err := ResolveParams(Params{Quick: quick, Repeats: 3, Seed: 9, Driver: "cgroup-v1", Argv: argv,
+	params, err := ResolveParams(experiment.Params{Quick: quick, Repeats: 3, Seed: 9, Driver: "cgroup-v1", Argv: argv,
 		Commands: []string{strings.Join(argv, " ")}, SpecFile: "my spec.yaml"}, exps, env)
 	if err != nil {
 		t.Fatal(err)
@@ -109,30 +110,30 @@ func runReport(t *testing.T, spec string, quick bool, points map[string][]PointR
 	return r
 }
 
-func colocationPoints() []PointResult {
-	m := func(p99, batch float64) Metrics {
-		return Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
+func colocationPoints() []experiment.PointResult {
+	m := func(p99, batch float64) experiment.Metrics {
+		return experiment.Metrics{"p99_ms": p99, "p50_ms": 1, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
 	}
-	pt := func(pol string, ms ...Metrics) PointResult {
-		return PointResult{Point: P("service", "cpu", "policy", pol), Repeats: ms}
+	pt := func(pol string, ms ...experiment.Metrics) experiment.PointResult {
+		return experiment.PointResult{Point: experiment.P("service", "cpu", "policy", pol), Repeats: ms}
 	}
-	return []PointResult{
+	return []experiment.PointResult{
 		pt(polAlone, m(10, 0), m(11, 0), m(12, 0)),
-		pt(polBatchAlone, Metrics{"batch_cpus": 2}, Metrics{"batch_cpus": 1.9}, Metrics{"batch_cpus": 2}),
+		pt(polBatchAlone, experiment.Metrics{"batch_cpus": 2}, experiment.Metrics{"batch_cpus": 1.9}, experiment.Metrics{"batch_cpus": 2}),
 		pt(polNone, m(30, 1.45), m(31, 1.45), m(29, 1.45)),
 		pt(polCorepin, m(10.5, 1.4), m(10.8, 1.4), m(10.2, 1.4)),
 	}
 }
 
-func threadsPoints() []PointResult {
-	pt := func(threads string, rates ...float64) PointResult {
-		p := PointResult{Point: P("cpus", 2, "threads", threads)}
+func threadsPoints() []experiment.PointResult {
+	pt := func(threads string, rates ...float64) experiment.PointResult {
+		p := experiment.PointResult{Point: experiment.P("cpus", 2, "threads", threads)}
 		for _, r := range rates {
-			p.Repeats = append(p.Repeats, Metrics{"rate": r, "wall_s": 100 / r, "migrations": 3})
+			p.Repeats = append(p.Repeats, experiment.Metrics{"rate": r, "wall_s": 100 / r, "migrations": 3})
 		}
 		return p
 	}
-	return []PointResult{pt("1", 50, 51, 52), pt("2", 98, 99, 100), pt("4", 97, 99, 101), pt("auto", 80, 81, 82)}
+	return []experiment.PointResult{pt("1", 50, 51, 52), pt("2", 98, 99, 100), pt("4", 97, 99, 101), pt("auto", 80, 81, 82)}
 }
 
 // Issue 8 §3 and issue 9 §1: a report regenerated from the database equals
@@ -148,7 +149,7 @@ colocation:
 threads:
   job: {workload: transcode}
 `
-	pts := map[string][]PointResult{"colocation": colocationPoints(), "threads": threadsPoints()}
+	pts := map[string][]experiment.PointResult{"colocation": colocationPoints(), "threads": threadsPoints()}
 	run := runReport(t, spec, true, pts, "threads", "colocation")
 	back := storeAndRebuild(t, run)
 
@@ -179,12 +180,12 @@ threads:
 func TestRebuiltReportCountsFailedRepeats(t *testing.T) {
 	pts := colocationPoints()
 	pts[2].Errors = []string{"boom"}
-	run := runReport(t, "", true, map[string][]PointResult{"colocation": pts}, "colocation")
+	run := runReport(t, "", true, map[string][]experiment.PointResult{"colocation": pts}, "colocation")
 	back := storeAndRebuild(t, run)
 	if got := back.Experiments[0].Points[2].Errors; len(got) != 1 {
 		t.Errorf("rebuilt errors of point 2 = %q, want one", got)
 	}
-	if diff := cmp.Diff(run, back, cmpopts.EquateNaNs(), cmpopts.IgnoreFields(PointResult{}, "Errors")); diff != "" {
+	if diff := cmp.Diff(run, back, cmpopts.EquateNaNs(), cmpopts.IgnoreFields(experiment.PointResult{}, "Errors")); diff != "" {
 		t.Errorf("rebuilt report differs beyond the error messages (-run +rebuilt):\n%s", diff)
 	}
 }
@@ -192,44 +193,18 @@ func TestRebuiltReportCountsFailedRepeats(t *testing.T) {
 // A run recorded before Params carried specs (only flags) rebuilds with
 // the defaults for its quick flag.
 func TestRebuildOldParams(t *testing.T) {
-	run := runReport(t, "", true, map[string][]PointResult{"colocation": colocationPoints()}, "colocation")
-	run.Params = Params{Quick: true, Driver: "cgroup-v1", Commands: run.Commands}
+	run := runReport(t, "", true, map[string][]experiment.PointResult{"colocation": colocationPoints()}, "colocation")
+	run.Params = experiment.Params{Quick: true, Driver: "cgroup-v1", Commands: run.Commands}
 	back := storeAndRebuild(t, run)
 	if got, want := back.Experiments[0].Analysis, run.Experiments[0].Analysis; !cmp.Equal(got, want, cmpopts.EquateNaNs()) {
 		t.Errorf("rebuilt analysis of an old run differs:\n%s", cmp.Diff(want, got, cmpopts.EquateNaNs()))
 	}
 }
 
-func TestParseParams(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    Params
-		wantErr bool
-	}{
-		{name: "empty", in: "", want: Params{}},
-		{name: "old run", in: `{"quick":true,"repeats":5,"driver":"cgroup-v1","commands":["corepin bench --quick"],"spec":"x.yaml"}`,
-			want: Params{Quick: true, Repeats: 5, Driver: "cgroup-v1", Commands: []string{"corepin bench --quick"}, SpecFile: "x.yaml"}},
-		{name: "not an object", in: `[1]`, wantErr: true},
-		{name: "truncated", in: `{"quick":`, wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseParams([]byte(tc.in))
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("ParseParams(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); !tc.wantErr && diff != "" {
-				t.Errorf("ParseParams(%q) (-want +got):\n%s", tc.in, diff)
-			}
-		})
-	}
-}
-
 // A recorded spec that no longer fits the experiment is an error naming
 // it, not a silent default.
 func TestParamsApplyRejectsBadSpec(t *testing.T) {
-	p := Params{Experiments: []ExperimentParams{{Name: "colocation", Spec: json.RawMessage(`{"cost_ms":"seven"}`)}}}
+	p := experiment.Params{Experiments: []experiment.ExperimentParams{{Name: "colocation", Spec: json.RawMessage(`{"cost_ms":"seven"}`)}}}
 	e := &colocationExp{}
 	if _, err := p.Apply(e); err == nil || !strings.Contains(err.Error(), "colocation") {
 		t.Errorf("Apply(bad spec) = %v, want an error naming colocation", err)
@@ -241,7 +216,7 @@ func FuzzParseParams(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParseParams(b)
+		p, err := experiment.ParseParams(b)
 		if err != nil {
 			return
 		}

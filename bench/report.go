@@ -3,6 +3,7 @@ package bench
 import (
 	"time"
 
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -24,6 +25,6 @@ type Report struct {
 	TopologyText    string       `json:"topology_text"`
 	Commands        []string     `json:"commands"` // to reproduce
 	// Params are the run's full, resolved parameters, as stored with it.
-	Params      Params             `json:"params"`
+	Params      experiment.Params  `json:"params"`
 	Experiments []ExperimentReport `json:"experiments"`
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // Tail is the latency distribution of one repeat: how many requests it
@@ -25,7 +27,7 @@ const tailSteps = 10
 
 // tailOf reads a repeat's Tail from its cdf_<percentile> metrics and its
 // count of timed requests (latencies); false when it has none.
-func tailOf(m Metrics) (Tail, bool) {
+func tailOf(m experiment.Metrics) (Tail, bool) {
 	type step struct{ p, v float64 }
 	var steps []step
 	for k, v := range m {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/corepin/corepin/experiment"
 )
 
 // cdfSteps are the load generator's percentiles (loadgen's cdfPercentiles).
@@ -15,9 +17,9 @@ var cdfSteps = []float64{0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82
 // repeatWithTail is one colocation repeat whose n requests have a p99 of
 // p99 ms: a body near p99/10 and a tail rising to it, as the generator's
 // histogram would report them.
-func repeatWithTail(p99 float64, n int, batch float64) Metrics {
+func repeatWithTail(p99 float64, n int, batch float64) experiment.Metrics {
 	g := func(p float64) float64 { return 1 + 9*math.Pow(p/100, 60) }
-	m := Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2, "latencies": float64(n)}
+	m := experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2, "latencies": float64(n)}
 	for _, p := range cdfSteps {
 		m[fmt.Sprintf("cdf_%g", p)] = p99 * g(p) / g(99)
 	}
@@ -48,7 +50,7 @@ func TestTailOf(t *testing.T) {
 	if got := tl.at(100); got != tl.Lat[len(tl.Lat)-1] {
 		t.Errorf("at(100) = %v, want the maximum %v", got, tl.Lat[len(tl.Lat)-1])
 	}
-	if _, ok := tailOf(Metrics{"p99_ms": 3, "cdf_50": 1, "cdf_99": 3}); ok {
+	if _, ok := tailOf(experiment.Metrics{"p99_ms": 3, "cdf_50": 1, "cdf_99": 3}); ok {
 		t.Error("tailOf(two steps, no count) found a tail")
 	}
 }

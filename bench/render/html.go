@@ -18,7 +18,7 @@ import (
 // WriteHTML writes r as a self-contained report (no network at view time)
 // to dir/index.html and returns the file's path. The file is replaced
 // atomically: a reader sees the old report or the new one, never half.
-func WriteHTML(dir string, r bench.Report) (string, error) {
+func WriteHTML(dir string, r bench.Report, o Options) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("writing report: %w", err)
 	}
@@ -28,7 +28,7 @@ func WriteHTML(dir string, r bench.Report) (string, error) {
 		return "", fmt.Errorf("writing report: %w", err)
 	}
 	defer os.Remove(f.Name())
-	if err := RenderHTML(f, r); err != nil {
+	if err := RenderHTML(f, r, o); err != nil {
 		f.Close()
 		return "", fmt.Errorf("writing report: %w", err)
 	}
@@ -50,8 +50,16 @@ func WriteHTML(dir string, r bench.Report) (string, error) {
 // charts (inline SVG), tables and the command that reproduces it. It uses
 // no scripts and nothing outside the document: no fonts, images, styles
 // or links to fetch.
-func RenderHTML(w io.Writer, r bench.Report) error {
-	return reportTemplate.Execute(w, newHTMLReport(r))
+func RenderHTML(w io.Writer, r bench.Report, o Options) error {
+	return reportTemplate.Execute(w, newHTMLReport(r, o))
+}
+
+// Options tell the report what it cannot know from the run: which flags
+// of `corepin bench` take a value ("--spec", "-o"), as the CLI defines
+// them, so that the command re-running one experiment does not take a
+// flag's value for an experiment name.
+type Options struct {
+	ValueFlags []string
 }
 
 // htmlReport is the view of a Report the template renders.
@@ -104,7 +112,7 @@ func chartHint(c bench.Chart) string {
 	return c.Title
 }
 
-func newHTMLReport(r bench.Report) htmlReport {
+func newHTMLReport(r bench.Report, o Options) htmlReport {
 	v := htmlReport{Report: r}
 	mode := "full"
 	if r.Quick {
@@ -144,7 +152,7 @@ func newHTMLReport(r bench.Report) htmlReport {
 				Note:  rc.Note,
 			})
 		}
-		s.Command = experimentCommand(r.Params.Argv, e.Name, names, r.Quick)
+		s.Command = experimentCommand(r.Params.Argv, o.ValueFlags, e.Name, names, r.Quick)
 		v.Sections = append(v.Sections, s)
 	}
 	return v
@@ -195,23 +203,19 @@ func anchor(name string, i int) string {
 	return b.String()
 }
 
-// benchValueFlags are the `corepin bench` flags that take a value as the
-// next argument; experimentCommand must not mistake that value for an
-// experiment name.
-var benchValueFlags = []string{"--repeats", "--spec", "--db", "--report-dir", "--seed", "--driver", "-o", "--output"}
-
 // experimentCommand is the command that re-runs one experiment as the
 // report's run did: the run's own `corepin bench` argv with its flags kept
-// and its experiment names replaced by name. Without a recorded bench argv
-// it is `corepin bench [--quick] name`.
-func experimentCommand(argv []string, name string, names []string, quick bool) string {
+// and its experiment names replaced by name (valueFlags are the flags
+// whose next argument is their value, not a name). Without a recorded
+// bench argv it is `corepin bench [--quick] name`.
+func experimentCommand(argv, valueFlags []string, name string, names []string, quick bool) string {
 	if len(argv) >= 2 && filepath.Base(argv[0]) == "corepin" && argv[1] == "bench" {
 		out := slices.Clone(argv[:2])
 		for i := 2; i < len(argv); i++ {
 			a := argv[i]
 			if strings.HasPrefix(a, "-") {
 				out = append(out, a)
-				if slices.Contains(benchValueFlags, a) && i+1 < len(argv) {
+				if slices.Contains(valueFlags, a) && i+1 < len(argv) {
 					out = append(out, argv[i+1])
 					i++
 				}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"image"
 	"image/png"
 	"math"
@@ -42,9 +43,9 @@ func loadSample(t *testing.T) bench.Report {
 	var raw struct {
 		Experiments []struct {
 			Points []struct {
-				Point   json.RawMessage `json:"point"`
-				Repeats []bench.Metrics `json:"repeats"`
-				Errors  []string        `json:"errors"`
+				Point   json.RawMessage      `json:"point"`
+				Repeats []experiment.Metrics `json:"repeats"`
+				Errors  []string             `json:"errors"`
 			} `json:"points"`
 		} `json:"experiments"`
 	}
@@ -69,11 +70,11 @@ func loadSample(t *testing.T) bench.Report {
 	}
 	for i, e := range raw.Experiments {
 		for _, p := range e.Points {
-			pt, err := bench.ParsePoint(p.Point)
+			pt, err := experiment.ParsePoint(p.Point)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.Experiments[i].Points = append(r.Experiments[i].Points, bench.PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
+			r.Experiments[i].Points = append(r.Experiments[i].Points, experiment.PointResult{Point: pt, Repeats: p.Repeats, Errors: p.Errors})
 		}
 	}
 	fix := func(xs []float64) {
@@ -152,7 +153,7 @@ func TestWriteHTMLSample(t *testing.T) {
 	r.Hostname = evil
 	r.Experiments[2].Analysis.Charts[0].Title = evil
 
-	file, err := WriteHTML(t.TempDir(), r)
+	file, err := WriteHTML(t.TempDir(), r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestWriteHTMLSample(t *testing.T) {
 }
 
 func TestWriteHTMLEmpty(t *testing.T) {
-	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), bench.Report{})
+	file, err := WriteHTML(filepath.Join(t.TempDir(), "new", "dir"), bench.Report{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestExperimentCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := experimentCommand(tc.argv, "threads", names, tc.quick); got != tc.want {
+			if got := experimentCommand(tc.argv, []string{"--spec", "--repeats", "--db", "--seed"}, "threads", names, tc.quick); got != tc.want {
 				t.Errorf("experimentCommand(%q) = %q, want %q", tc.argv, got, tc.want)
 			}
 		})
@@ -320,7 +321,7 @@ func TestReportInChromium(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	file, err := WriteHTML(dir, r)
+	file, err := WriteHTML(dir, r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

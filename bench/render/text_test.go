@@ -27,7 +27,7 @@ func TestNoticeComesFirst(t *testing.T) {
 		t.Errorf("text after the heading is not the notice:\n%s", text.String())
 	}
 	var html bytes.Buffer
-	if err := RenderHTML(&html, r); err != nil {
+	if err := RenderHTML(&html, r, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	doc := html.String()

@@ -150,7 +150,7 @@ func TestAddCluster(t *testing.T) {
 			unlabelled := sweepPod("unlabelled", corev1.PodSucceeded, 0, document(t, ok0))
 			unlabelled.Labels = nil
 			cs := fake.NewClientset(append(objs, other, unlabelled)...)
-			var c Collection
+			c := Collection{Experiments: catalog}
 			sum, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Logs: tc.logs, Namespace: "bench"})
 			if err != nil {
 				t.Fatalf("AddCluster() error = %v", err)
@@ -187,7 +187,7 @@ func TestAddCluster(t *testing.T) {
 func TestAddClusterRecordsFailedPod(t *testing.T) {
 	cs := fake.NewClientset(sweepPod("p0", corev1.PodSucceeded, 0, document(t, threadsMarker(t, 0, "p0", 1000, 0))),
 		sweepPod("p1", corev1.PodFailed, 2, document(t, threadsMarker(t, 1, "p1", 1800, 2))))
-	var c Collection
+	c := Collection{Experiments: catalog}
 	if _, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", Selector: LabelSweep + "=threads"}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestAddClusterPages(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	var c Collection
+	c := Collection{Experiments: catalog}
 	sum, err := c.AddCluster(context.Background(), Cluster{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", PageSize: 2})
 	if err != nil {
 		t.Fatal(err)

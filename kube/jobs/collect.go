@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 )
@@ -45,8 +45,11 @@ type result struct {
 
 // Collection is what Collect found in a set of logs.
 type Collection struct {
-	results []result
-	Skipped []Skipped `json:"skipped"`
+	// Experiments are the experiments whose results are kept
+	// (bench.Clusters); a result of another is skipped.
+	Experiments experiment.Catalog `json:"-"`
+	results     []result
+	Skipped     []Skipped `json:"skipped"`
 	// Warnings are facts about points, not about one log: a point with
 	// fewer results than pods, a failed job left out of the metrics.
 	Warnings []string `json:"warnings,omitempty"`
@@ -108,7 +111,7 @@ func (c *Collection) add(name string, r io.Reader, created time.Time) {
 			continue
 		}
 		found++
-		res, err := parseMarker(line[i+len(MarkerPrefix):], w)
+		res, err := c.parseMarker(line[i+len(MarkerPrefix):], w)
 		if err != nil {
 			c.skip(name, err)
 			continue
@@ -150,7 +153,7 @@ func (c *Collection) addDocument(name string, doc []byte, created time.Time) err
 	if len(doc) > MaxMessageBytes {
 		return fmt.Errorf("result document of %d bytes, more than the %d Kubernetes keeps", len(doc), MaxMessageBytes)
 	}
-	res, err := parseMarker(bytes.TrimSpace(doc), c.window(created))
+	res, err := c.parseMarker(bytes.TrimSpace(doc), c.window(created))
 	if err != nil {
 		return err
 	}
@@ -166,8 +169,8 @@ func (c *Collection) addDocument(name string, doc []byte, created time.Time) err
 }
 
 // parseMarker reads a marker line or result document and checks it holds
-// what a pod can produce, dated within w.
-func parseMarker(b []byte, w window) (result, error) {
+// what a pod of one of c.Experiments can produce, dated within w.
+func (c *Collection) parseMarker(b []byte, w window) (result, error) {
 	var r result
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -181,20 +184,24 @@ func parseMarker(b []byte, w window) (result, error) {
 	switch {
 	case m.V != 0 && m.V != ResultVersion:
 		return r, fmt.Errorf("result version %d: this corepin reads version %d; collect with the corepin that generated the Jobs", m.V, ResultVersion)
-	case !contains(Sweeps, m.Sweep):
+	case c.Experiments.Index(m.Sweep) < 0:
 		return r, fmt.Errorf("result of unknown sweep %q", m.Sweep)
 	case m.Index < 0 || m.Index > MaxJobs || m.Repeat < 0 || m.Repeat >= MaxRepeats || m.Pods < 1 || m.Pods > maxPods:
 		return r, fmt.Errorf("result with index %d, repeat %d, pods %d outside the bounds kube jobs writes", m.Index, m.Repeat, m.Pods)
 	case len(m.Result) == 0 || string(m.Result) == "null":
 		return r, fmt.Errorf("pod %s printed no corepin run result (did corepin run fail? see the rest of its log)", m.Pod)
 	}
-	if _, err := bench.ParsePoint(m.Point); err != nil {
+	if _, err := experiment.ParsePoint(m.Point); err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal(m.Result, &r.job); err != nil {
 		return r, fmt.Errorf("parsing the corepin run result of pod %s: %w", m.Pod, err)
 	}
-	if err := checkMarker(m); err != nil {
+	exp, err := c.Experiments.Lookup(m.Sweep)
+	if err != nil {
+		return r, err
+	}
+	if err := checkMarker(m, exp); err != nil {
 		return r, err
 	}
 	if err := checkJob(r.job, w); err != nil {
@@ -226,7 +233,7 @@ func (c *Collection) Record(db *store.DB, version string) ([]int64, error) {
 		}
 		bySweep[r.m.Sweep] = append(bySweep[r.m.Sweep], r)
 	}
-	slices.SortFunc(sweeps, func(a, b string) int { return cmp.Compare(slices.Index(Sweeps, a), slices.Index(Sweeps, b)) })
+	slices.SortFunc(sweeps, func(a, b string) int { return cmp.Compare(c.Experiments.Index(a), c.Experiments.Index(b)) })
 	var ids []int64
 	for _, s := range sweeps {
 		id, err := c.record(db, version, bySweep[s])
@@ -265,8 +272,15 @@ func (c *Collection) record(db *store.DB, version string, rs []result) (int64, e
 		g.jobs = append(g.jobs, r.job)
 	}
 	slices.SortFunc(keys, func(a, b [2]int) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	params := bench.Params{Quick: ref.Quick, Repeats: ref.Repeats, Driver: "kubernetes",
-		Experiments: []bench.ExperimentParams{{Name: ref.Sweep, Spec: ref.Spec}}}
+	params := experiment.Params{Quick: ref.Quick, Repeats: ref.Repeats, Driver: "kubernetes",
+		Experiments: []experiment.ExperimentParams{{Name: ref.Sweep, Spec: ref.Spec}}}
+	exp, err := c.Experiments.Lookup(ref.Sweep)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := params.Apply(exp); err != nil {
+		return 0, err
+	}
 	pj, err := json.Marshal(params)
 	if err != nil {
 		return 0, fmt.Errorf("recording parameters: %w", err)
@@ -276,7 +290,8 @@ func (c *Collection) record(db *store.DB, version string, rs []result) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	rep := bench.ExperimentReport{Name: ref.Sweep}
+	var points []experiment.PointResult
+	elapsed := 0.0
 	var first, last time.Time
 	n := 0
 	index := map[int]int{} // point index -> place in rep.Points
@@ -296,15 +311,15 @@ func (c *Collection) record(db *store.DB, version string, rs []result) (int64, e
 				last = j.FinishedAt
 			}
 		}
-		p, err := bench.ParsePoint(g.point)
+		p, err := experiment.ParsePoint(g.point)
 		if err != nil {
 			return id, err
 		}
 		pi, ok := index[g.index]
 		if !ok {
-			pi = len(rep.Points)
+			pi = len(points)
 			index[g.index] = pi
-			rep.Points = append(rep.Points, bench.PointResult{Point: p})
+			points = append(points, experiment.PointResult{Point: p})
 		}
 		ok2 := okJobs(g.jobs)
 		if len(g.jobs) < g.pods {
@@ -314,10 +329,10 @@ func (c *Collection) record(db *store.DB, version string, rs []result) (int64, e
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s point %d repeat %d: %d failed jobs left out of the metrics", g.sweep, g.index, g.repeat, len(g.jobs)-len(ok2)))
 		}
 		if len(ok2) == 0 {
-			rep.Points[pi].Errors = append(rep.Points[pi].Errors, "no pod succeeded")
+			points[pi].Errors = append(points[pi].Errors, "no pod succeeded")
 			continue
 		}
-		ms, err := bench.Measurements(g.sweep, p, g.repeat, metrics(g.sweep, ok2))
+		ms, err := experiment.Measurements(g.sweep, p, g.repeat, exp.Metrics(p, ok2))
 		if err != nil {
 			return id, err
 		}
@@ -326,9 +341,9 @@ func (c *Collection) record(db *store.DB, version string, rs []result) (int64, e
 		}
 	}
 	if !first.IsZero() && last.After(first) {
-		rep.Elapsed = last.Sub(first).Seconds()
+		elapsed = last.Sub(first).Seconds()
 	}
-	ems, err := bench.ExperimentMeasurements(rep)
+	ems, err := experiment.ExperimentMeasurements(ref.Sweep, elapsed, points)
 	if err != nil {
 		return id, err
 	}
@@ -346,48 +361,4 @@ func okJobs(js []runner.JobResult) []runner.JobResult {
 		}
 	}
 	return out
-}
-
-// work is a job's frames, else its ops, as bench counts it.
-func work(j runner.JobResult) float64 {
-	if j.Frames > 0 {
-		return float64(j.Frames)
-	}
-	return float64(j.Ops)
-}
-
-// metrics are the per-repeat metrics the sweep's bench analysis reads,
-// from the pods of one point (jobs not empty, every wall above 0).
-func metrics(sweep string, jobs []runner.JobResult) bench.Metrics {
-	walls := make([]float64, len(jobs))
-	var mig, thr, total float64
-	var first, last time.Time
-	for i, j := range jobs {
-		walls[i] = j.WallS
-		mig += float64(j.Migrations)
-		thr += j.ThrottledS
-		total += work(j)
-		if first.IsZero() || j.StartedAt.Before(first) {
-			first = j.StartedAt
-		}
-		if j.FinishedAt.After(last) {
-			last = j.FinishedAt
-		}
-	}
-	nj := float64(len(jobs))
-	switch sweep {
-	case "concurrency":
-		return bench.Metrics{"job_wall_s": bench.Median(walls), "job_wall_max_s": slices.Max(walls),
-			"migrations_per_job": mig / nj, "throttled_s_per_job": thr / nj}
-	case "threads":
-		j := jobs[0]
-		return bench.Metrics{"rate": work(j) / j.WallS, "wall_s": j.WallS, "migrations": float64(j.Migrations)}
-	}
-	// throughput: the batch's span over its pods, which ran on several nodes
-	// at once; without start times, the longest job.
-	elapsed := slices.Max(walls)
-	if !first.IsZero() && last.Sub(first).Seconds() > elapsed {
-		elapsed = last.Sub(first).Seconds()
-	}
-	return bench.Metrics{"rate": total / elapsed, "elapsed_s": elapsed, "job_wall_s": bench.Median(walls)}
 }

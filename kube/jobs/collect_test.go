@@ -18,7 +18,7 @@ import (
 // `corepin report` does.
 func TestCollectRoundTrip(t *testing.T) {
 	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [1, 2]\n  modes: [pinned]\n")
-	s, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
+	s, objs := plan(t, Options{Experiments: catalog, Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
 	if len(objs) != 2 {
 		t.Fatalf("%d Jobs, want 2 (concurrency 1 and 2)", len(objs))
 	}
@@ -42,7 +42,7 @@ func TestCollectRoundTrip(t *testing.T) {
 	}
 	// c reads the termination messages (the log where there is none), as
 	// collect does through the API; fromLogs reads only the logs.
-	var c, fromLogs Collection
+	c, fromLogs := Collection{Experiments: catalog}, Collection{Experiments: catalog}
 	for _, p := range pods {
 		log, msg := runScript(t, script(p.script), p.name, p.out, p.code)
 		fromLogs.Add(p.name, bytes.NewReader(log))
@@ -126,7 +126,7 @@ func TestCollectSkipsBadLogs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var c Collection
+			c := Collection{Experiments: catalog}
 			c.Add("log", strings.NewReader(tc.log))
 			if c.Results() != 0 || len(c.Skipped) != 1 || !strings.Contains(c.Skipped[0].Reason, tc.reason) {
 				t.Errorf("results %d, skipped %+v; want 0 and one reason containing %q", c.Results(), c.Skipped, tc.reason)
@@ -134,7 +134,7 @@ func TestCollectSkipsBadLogs(t *testing.T) {
 		})
 	}
 	t.Run("kubectl --prefix", func(t *testing.T) {
-		var c Collection
+		c := Collection{Experiments: catalog}
 		c.Add("all", strings.NewReader("[pod/p/job] noise\n[pod/p/job] "+good+"\n"))
 		if c.Results() != 1 || len(c.Skipped) != 0 {
 			t.Errorf("results %d, skipped %+v; want the prefixed result", c.Results(), c.Skipped)
@@ -148,7 +148,7 @@ func FuzzCollectAdd(f *testing.F) {
 	f.Add([]byte(`corepin-result {"sweep":"threads","index":0,"repeat":0,"point":{"cpus":"4","threads":"4"},"pods":1,"quick":true,"repeats":1,"topology":"x","spec":{},"pod":"p","result":{"job":0,"mode":"unbounded","wall_s":1,"ops":5}}`))
 	f.Add([]byte("noise\ncorepin-result {\"sweep\":\"throughput\"}\n"))
 	f.Fuzz(func(t *testing.T, log []byte) {
-		var c Collection
+		c := Collection{Experiments: catalog}
 		c.Add("fuzz", bytes.NewReader(log))
 		if c.Results() == 0 && len(c.Skipped) == 0 {
 			t.Fatalf("no result and no reason for %q", log)

@@ -3,9 +3,13 @@
 // pods print back into the results database, so `corepin report` works on
 // a cluster run as on one machine.
 //
-// The sweep's points are the bench experiment's own (bench.Select,
-// bench.Configure, Experiment.Points) for the node type given, so a spec
-// file means the same on a cluster as under `corepin bench`. Each point x
+// A sweep runs one experiment's cluster form (experiment.Cluster), found
+// by name in the catalog the caller gives (Options.Experiments,
+// Collection.Experiments; the CLI gives bench.Clusters): the experiment
+// configures itself from the spec file, gives its points for the node
+// type, maps each onto pods and turns the pods' results into its metrics,
+// so a spec file means the same on a cluster as under `corepin bench` and
+// kube/jobs restates none of them. Each point x
 // repeat is one Job: its pods are the point's concurrent jobs, each with
 // the point's CPUs as requests and limits per enforcement mode (pinned:
 // Guaranteed whole CPUs and QoS class LSE; quota: limit = request; burst:
@@ -30,6 +34,7 @@
 // time, in order, each created with strict field validation and read back
 // until it is complete or failed; a Job left by an earlier run is resumed,
 // not created again. A failed or hung Job is reported with what its pods
-// say (PodReason). Cluster.Jobs then keeps a collection to the pods of
-// the Jobs that ended.
+// say (PodReason). RecordEnded then collects the pods of the Jobs that
+// ended (Cluster.Jobs) into the results database, and RunSummary.Failure
+// says what went wrong with the others and what to do next.
 package jobs

@@ -26,7 +26,7 @@ var (
 // sweep (2 pods of 2 CPUs each, pinned), with its figures in range.
 func goodDoc(t *testing.T, index int, pod string, wall float64) map[string]any {
 	t.Helper()
-	s, _ := plan(t, Options{Sweep: "concurrency", Spec: []byte("concurrency:\n  cpus: [2]\n  concurrency: [1, 2]\n  modes: [pinned]\n"),
+	s, _ := plan(t, Options{Experiments: catalog, Sweep: "concurrency", Spec: []byte("concurrency:\n  cpus: [2]\n  concurrency: [1, 2]\n  modes: [pinned]\n"),
 		Quick: true, Node: node16(), Repeats: 1, Image: "i"})
 	j := s.Jobs[index]
 	pj, err := json.Marshal(j.Point)
@@ -205,7 +205,7 @@ func TestCollectRefusesHostileDocuments(t *testing.T) {
 	}
 	now := func() time.Time { return collectedAt }
 	for _, h := range corpus {
-		var c Collection
+		c := Collection{Experiments: catalog}
 		c.Now = now
 		err := c.addDocument("evil", h.doc, podCreated)
 		if err == nil || !strings.Contains(err.Error(), h.reason) || c.Results() != 0 {
@@ -219,7 +219,7 @@ func TestCollectRefusesHostileDocuments(t *testing.T) {
 	}
 	// Everything in one collection, from termination messages and from
 	// log lines: only the good results are recorded.
-	var docs, logs Collection
+	docs, logs := Collection{Experiments: catalog}, Collection{Experiments: catalog}
 	docs.Now, logs.Now = now, now
 	var stream bytes.Buffer
 	goods := [][]byte{}
@@ -326,7 +326,7 @@ func FuzzParseDocument(f *testing.F) {
 			}
 			doc = set(t, good, "result."+field, v)
 		}
-		var c Collection
+		c := Collection{Experiments: catalog}
 		c.Now = func() time.Time { return collectedAt }
 		err := c.addDocument("fuzz", doc, podCreated)
 		if (err == nil) != (c.Results() == 1) || err != nil && err.Error() == "" {

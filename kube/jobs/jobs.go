@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
 	"github.com/corepin/corepin/workload"
@@ -27,9 +25,6 @@ import (
 
 // ErrInvalid is wrapped by errors about the options of a sweep.
 var ErrInvalid = errors.New("invalid kube jobs input")
-
-// Sweeps are the bench experiments a cluster sweep can run.
-var Sweeps = []string{"concurrency", "threads", "throughput"}
 
 // Labels and annotations of the generated objects.
 const (
@@ -50,7 +45,9 @@ const (
 
 // Options describe a sweep to generate.
 type Options struct {
-	// Sweep is concurrency, threads or throughput.
+	// Experiments are the experiments a sweep can run (bench.Clusters).
+	Experiments experiment.Catalog
+	// Sweep names one of Experiments: concurrency, threads or throughput.
 	Sweep string
 	// Spec is a bench spec file (YAML, may be empty): the section named
 	// after the sweep overrides the defaults, as for `corepin bench --spec`.
@@ -80,18 +77,10 @@ type Options struct {
 // Job is one point x repeat of a sweep, before it is a Kubernetes object.
 type Job struct {
 	Index, Repeat int
-	Point         bench.Point
-	// Pods is the number of pods (completions); Parallel run at once.
-	Pods, Parallel int
-	// MilliCPU is each pod's CPU request; LimitMilli its limit, 0 for none.
-	MilliCPU, LimitMilli int64
-	// QoS is the Koordinator QoS class label the pod carries.
-	QoS string
-	// Mode is the point's enforcement mode, as the pod's resources carry it.
-	Mode string
-	// Threads is the workload's thread count: "" (sized to the pod's CPUs
-	// by corepin run), a count, or workload.ThreadsNative.
-	Threads string
+	Point         experiment.Point
+	// PodSpec is the point's pods and their resources, as the experiment
+	// maps them.
+	experiment.PodSpec
 	// Argv is the container's `corepin run` command (the workload after --).
 	Argv []string
 }
@@ -111,20 +100,12 @@ type Sweep struct {
 	Jobs       []Job   `json:"-"`
 }
 
-// jobSpec is the "job" section every sweep's spec has (bench's jobSpec).
-type jobSpec struct {
-	Workload    string  `json:"workload"`
-	JobSeconds  float64 `json:"job_seconds"`
-	ClipWidth   int     `json:"clip_width"`
-	ClipHeight  int     `json:"clip_height"`
-	ClipSeconds int     `json:"clip_seconds"`
-	Preset      string  `json:"preset"`
-}
-
-// Plan resolves o into the Jobs of its sweep.
+// Plan resolves o into the Jobs of its sweep: the experiment's own
+// points for the node type, each mapped onto pods by the experiment.
 func Plan(o Options) (*Sweep, error) {
-	if !contains(Sweeps, o.Sweep) {
-		return nil, fmt.Errorf("%w: sweep %q: choose from %s", ErrInvalid, o.Sweep, strings.Join(Sweeps, ", "))
+	exp, err := o.Experiments.Lookup(o.Sweep)
+	if err != nil {
+		return nil, err
 	}
 	if o.Node == nil {
 		return nil, fmt.Errorf("%w: no node topology", ErrInvalid)
@@ -138,40 +119,25 @@ func Plan(o Options) (*Sweep, error) {
 	if o.Binary == "" {
 		o.Binary = "corepin"
 	}
-	exps, err := bench.Select([]string{o.Sweep})
-	if err != nil {
+	if err := experiment.Configure([]experiment.Cluster{exp}, o.Spec, o.Quick); err != nil {
 		return nil, err
 	}
-	if err := bench.Configure(exps, o.Spec, o.Quick); err != nil {
-		return nil, err
-	}
-	exp := exps[0]
-	c, ok := exp.(bench.Configurable)
-	if !ok {
-		return nil, fmt.Errorf("%w: sweep %s has no spec", ErrInvalid, o.Sweep)
-	}
-	spec, err := json.Marshal(c.CurrentSpec())
+	spec, err := json.Marshal(exp.CurrentSpec())
 	if err != nil {
 		return nil, fmt.Errorf("recording the %s spec: %w", o.Sweep, err)
 	}
-	var sp struct {
-		Job        jobSpec `json:"job"`
-		JobsPerCPU int     `json:"jobs_per_cpu"`
-	}
-	if err := json.Unmarshal(spec, &sp); err != nil {
-		return nil, fmt.Errorf("reading the %s spec: %w", o.Sweep, err)
-	}
-	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary(), JobSeconds: sp.Job.JobSeconds}
+	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary(), JobSeconds: exp.JobSeconds()}
 	n := o.Node.Allowed().Size()
-	for i, p := range exp.Points(&bench.Env{Topo: o.Node, Quick: o.Quick}) {
-		base, err := jobOf(o.Sweep, p, n, sp.JobsPerCPU)
+	for i, p := range exp.ClusterPoints(o.Node, o.Quick) {
+		pods, err := exp.Pods(p, n)
 		if err != nil {
 			return nil, err
 		}
-		if base.Pods < 1 || base.Pods > maxPods {
-			return nil, fmt.Errorf("%w: point %s needs %d pods: want 1 to %d", ErrInvalid, p.Label(), base.Pods, maxPods)
+		if pods.Pods < 1 || pods.Pods > maxPods {
+			return nil, fmt.Errorf("%w: point %s needs %d pods: want 1 to %d", ErrInvalid, p.Label(), pods.Pods, maxPods)
 		}
-		base.Argv = runArgv(o.Binary, sp.Job, base, p.Get("write") == "yes")
+		base := Job{PodSpec: pods}
+		base.Argv = runArgv(o.Binary, exp, p, base)
 		for r := range o.Repeats {
 			j := base
 			j.Index, j.Repeat, j.Point = i, r, p
@@ -187,64 +153,10 @@ func Plan(o Options) (*Sweep, error) {
 	return s, nil
 }
 
-// jobOf maps a bench point onto pods, by the point's public coordinates.
-func jobOf(sweep string, p bench.Point, n, jobsPerCPU int) (Job, error) {
-	bad := func() (Job, error) {
-		return Job{}, fmt.Errorf("%w: %s point %s is not understood", ErrInvalid, sweep, p.Label())
-	}
-	switch sweep {
-	case "concurrency":
-		k, err1 := strconv.ParseFloat(p.Get("cpus"), 64)
-		c, err2 := strconv.Atoi(p.Get("concurrency"))
-		if err1 != nil || err2 != nil || k <= 0 {
-			return bad()
-		}
-		j := Job{Pods: c, Parallel: c, MilliCPU: int64(math.Round(k * 1000)), Mode: p.Get("mode")}
-		switch j.Mode {
-		case "pinned":
-			j.LimitMilli, j.QoS = j.MilliCPU, "LSE"
-		case "quota":
-			j.LimitMilli, j.QoS = j.MilliCPU, "LS"
-		case "burst":
-			j.LimitMilli, j.QoS = 2*j.MilliCPU, "LS"
-		case "unbounded":
-			j.QoS = "LS"
-		default:
-			return bad()
-		}
-		return j, nil
-	case "threads":
-		k, err := strconv.Atoi(p.Get("cpus"))
-		if err != nil || k < 1 {
-			return bad()
-		}
-		t := p.Get("threads")
-		if t == "auto" {
-			t = workload.ThreadsNative // the encoder's own auto, as bench runs it
-		}
-		return Job{Pods: 1, Parallel: 1, MilliCPU: int64(k) * 1000, LimitMilli: int64(k) * 1000, QoS: "LSE", Mode: "pinned", Threads: t}, nil
-	case "throughput":
-		jobs := max(1, jobsPerCPU*n)
-		cfg := p.Get("config")
-		if cfg == "default" {
-			// Every job at once, unpinned, sharing the node.
-			return Job{Pods: jobs, Parallel: jobs, MilliCPU: max(int64(n)*1000/int64(jobs), 1), QoS: "LS", Mode: "unbounded", Threads: workload.ThreadsNative}, nil
-		}
-		w, k, ok := strings.Cut(cfg, "x")
-		workers, err1 := strconv.Atoi(w)
-		kk, err2 := strconv.Atoi(k)
-		if !ok || err1 != nil || err2 != nil || workers < 1 || kk < 1 {
-			return bad()
-		}
-		return Job{Pods: jobs, Parallel: workers, MilliCPU: int64(kk) * 1000, LimitMilli: int64(kk) * 1000, QoS: "LSE", Mode: "pinned"}, nil
-	}
-	return bad()
-}
-
 // runArgv is the container's `corepin run` command: one job on the pod's
 // CPUs (the pod's cgroup enforces the mode, so inside it runs unbounded),
-// with the workload sized as the point says.
-func runArgv(bin string, js jobSpec, j Job, write bool) []string {
+// with the experiment's workload sized as the point says.
+func runArgv(bin string, exp experiment.Cluster, p experiment.Point, j Job) []string {
 	cpus := strconv.FormatFloat(float64(j.MilliCPU)/1000, 'f', -1, 64)
 	runThreads, wThreads := "auto", "{threads}"
 	switch j.Threads {
@@ -254,21 +166,8 @@ func runArgv(bin string, js jobSpec, j Job, write bool) []string {
 	default:
 		runThreads = j.Threads
 	}
-	var w []string
-	if js.Workload == bench.WorkloadTranscode {
-		w = workload.TranscodeArgs(workload.ClipOptions{Width: js.ClipWidth, Height: js.ClipHeight, Seconds: js.ClipSeconds},
-			workload.TranscodeOptions{Preset: js.Preset}, wThreads)
-		if write {
-			w = append(w, "--write")
-		}
-	} else {
-		// auto means transcode only where the node has ffmpeg, which the
-		// generator cannot see: the cluster sweep measures spin unless
-		// the spec asks for transcode.
-		w = workload.SpinArgs(time.Duration(js.JobSeconds*float64(time.Second)), wThreads)
-	}
-	argv := []string{bin, "run", "--jobs", "1", "--concurrency", "1", "--cpus", cpus, "--mode", "unbounded", "--threads", runThreads, "-o", "json", "--", bin}
-	return append(argv, w...)
+	argv := []string{bin, "run", "--jobs", "1", "--concurrency", "1", "--cpus", cpus, "--mode", "unbounded", "--threads", runThreads, "-o", "json", "--"}
+	return append(argv, exp.Workload(bin, p, wThreads)...)
 }
 
 // Marker is a pod's result: the line it prints after MarkerPrefix (with

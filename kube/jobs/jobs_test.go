@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -54,9 +55,9 @@ func splitYAML(b []byte) [][]byte {
 }
 
 func TestJobsGolden(t *testing.T) {
-	for _, sweep := range Sweeps {
+	for _, sweep := range catalog.Names() {
 		t.Run(sweep, func(t *testing.T) {
-			o := Options{Sweep: sweep, Quick: true, Node: node16(), Repeats: 2, Image: "registry.example/corepin:test", Namespace: "bench"}
+			o := Options{Experiments: catalog, Sweep: sweep, Quick: true, Node: node16(), Repeats: 2, Image: "registry.example/corepin:test", Namespace: "bench"}
 			s, objs := plan(t, o)
 			var buf bytes.Buffer
 			if err := WriteYAML(&buf, objs); err != nil {
@@ -105,7 +106,7 @@ func TestJobsGolden(t *testing.T) {
 // enforcement mode onto a pod's requests, limits and QoS class.
 func TestJobsResourcesPerMode(t *testing.T) {
 	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [3]\n  modes: [pinned, quota, burst, unbounded]\n")
-	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
+	_, objs := plan(t, Options{Experiments: catalog, Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i"})
 	type res struct {
 		Mode, QoS, Request, Limit, MemLimit string
 		Parallel                            int32
@@ -121,7 +122,7 @@ func TestJobsResourcesPerMode(t *testing.T) {
 		if q, ok := c.Resources.Limits["memory"]; ok {
 			mem = q.String()
 		}
-		p, err := bench.ParsePoint([]byte(j.Annotations[AnnotationPoint]))
+		p, err := experiment.ParsePoint([]byte(j.Annotations[AnnotationPoint]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,11 +145,11 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		o    Options
 		msg  string
 	}{
-		{name: "unknown sweep", o: Options{Sweep: "colocation", Node: node16()}, msg: "choose from concurrency, threads, throughput"},
-		{name: "no node", o: Options{Sweep: "threads"}, msg: "no node topology"},
-		{name: "too many repeats", o: Options{Sweep: "threads", Node: node16(), Repeats: 101}, msg: "want 1 to 100"},
-		{name: "spec unknown field", o: Options{Sweep: "threads", Node: node16(), Spec: []byte("threads:\n  cpu: 2\n")}, msg: "field cpu not found"},
-		{name: "nothing fits", o: Options{Sweep: "concurrency", Node: node16(), Spec: []byte("concurrency:\n  cpus: [64]\n")}, msg: "no point that fits"},
+		{name: "unknown sweep", o: Options{Experiments: catalog, Sweep: "colocation", Node: node16()}, msg: "choose from concurrency, threads, throughput"},
+		{name: "no node", o: Options{Experiments: catalog, Sweep: "threads"}, msg: "no node topology"},
+		{name: "too many repeats", o: Options{Experiments: catalog, Sweep: "threads", Node: node16(), Repeats: 101}, msg: "want 1 to 100"},
+		{name: "spec unknown field", o: Options{Experiments: catalog, Sweep: "threads", Node: node16(), Spec: []byte("threads:\n  cpu: 2\n")}, msg: "field cpu not found"},
+		{name: "nothing fits", o: Options{Experiments: catalog, Sweep: "concurrency", Node: node16(), Spec: []byte("concurrency:\n  cpus: [64]\n")}, msg: "no point that fits"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,28 +157,28 @@ func TestPlanRefusesBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("Plan() error = %v, want one containing %q", err, tc.msg)
 			}
-			if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, bench.ErrUsage) {
-				t.Errorf("Plan() error = %v, want it to match ErrInvalid or bench.ErrUsage", err)
+			if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, experiment.ErrUsage) {
+				t.Errorf("Plan() error = %v, want it to match ErrInvalid or experiment.ErrUsage", err)
 			}
 		})
 	}
-	s, err := Plan(Options{Sweep: "threads", Node: node16(), Quick: true})
+	s, err := Plan(Options{Experiments: catalog, Sweep: "threads", Node: node16(), Quick: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Objects(Options{}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Objects(Options{Experiments: catalog}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() without an image: error = %v, want ErrInvalid", err)
 	}
-	if _, err := s.Objects(Options{Image: "i", Namespace: "Bench_NS"}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Objects(Options{Experiments: catalog, Image: "i", Namespace: "Bench_NS"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with namespace Bench_NS: error = %v, want ErrInvalid", err)
 	}
-	if _, err := s.Objects(Options{Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Objects(Options{Experiments: catalog, Image: "i", Memory: "lots"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with memory lots: error = %v, want ErrInvalid", err)
 	}
-	if _, err := s.Objects(Options{Image: "i", NUMAPolicy: "single"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "single-numa-node") {
+	if _, err := s.Objects(Options{Experiments: catalog, Image: "i", NUMAPolicy: "single"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "single-numa-node") {
 		t.Errorf("Objects() with numa policy single: error = %v, want ErrInvalid naming the allowed values", err)
 	}
-	if _, err := s.Objects(Options{Image: "i", SchedulerName: "Corepin Scheduler"}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Objects(Options{Experiments: catalog, Image: "i", SchedulerName: "Corepin Scheduler"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Objects() with scheduler name %q: error = %v, want ErrInvalid", "Corepin Scheduler", err)
 	}
 }
@@ -188,7 +189,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 // objects themselves carry no pod metadata.
 func TestJobsForTheClusterScheduler(t *testing.T) {
 	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [3]\n  modes: [pinned, quota]\n")
-	_, objs := plan(t, Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i",
+	_, objs := plan(t, Options{Experiments: catalog, Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 1, Image: "i",
 		SchedulerName: "corepin-scheduler", NUMAPolicy: "single-numa-node", HostNetwork: true})
 	if len(objs) != 2 {
 		t.Fatalf("%d Jobs, want 2", len(objs))
@@ -302,3 +303,7 @@ func runScript(t *testing.T, script, pod, out string, code int) (log, message []
 	}
 	return got, msg
 }
+
+// catalog is bench's experiments, as the CLI gives them to Plan and
+// Collection.
+var catalog experiment.Catalog = bench.Clusters

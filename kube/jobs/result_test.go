@@ -59,10 +59,10 @@ func worstRun(t *testing.T) json.RawMessage {
 func TestDocumentFitsEverySweep(t *testing.T) {
 	run := worstRun(t)
 	pod := strings.Repeat("p", 63)
-	for _, sweep := range Sweeps {
+	for _, sweep := range catalog.Names() {
 		t.Run(sweep, func(t *testing.T) {
 			spec := []byte(sweep + ":\n  job:\n    workload: transcode\n")
-			s, err := Plan(Options{Sweep: sweep, Spec: spec, Node: node256(), Repeats: 1})
+			s, err := Plan(Options{Experiments: catalog, Sweep: sweep, Spec: spec, Node: node256(), Repeats: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestDocumentFitsEverySweep(t *testing.T) {
 					t.Fatalf("Document(point %s) error = %v", j.Point.Label(), err)
 				}
 				largest = max(largest, len(doc))
-				var c Collection
+				c := Collection{Experiments: catalog}
 				if err := c.AddDocument(pod, doc); err != nil || c.Results() != 1 {
 					t.Fatalf("AddDocument(the document of point %s) = %v, %d results; want it kept", j.Point.Label(), err, c.Results())
 				}
@@ -130,7 +130,7 @@ func TestWriteResultTooLarge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var c Collection
+			c := Collection{Experiments: catalog}
 			err = c.AddDocument("pod-a", msg)
 			if tc.written != (err == nil) || tc.written != (len(msg) > 0) {
 				t.Errorf("termination message of %d bytes, AddDocument() error = %v; want written = %v", len(msg), err, tc.written)
@@ -138,7 +138,7 @@ func TestWriteResultTooLarge(t *testing.T) {
 			if !tc.written && !strings.Contains(warn.String(), "larger than a termination message") {
 				t.Errorf("stderr %q, want a note that the document is too large", warn.String())
 			}
-			var fromLog Collection
+			fromLog := Collection{Experiments: catalog}
 			fromLog.Add("pod-a", &log)
 			if fromLog.Results() != 1 || fromLog.results[0].job.Ops != 10 || fromLog.results[0].m.Pod != "pod-a" {
 				t.Errorf("log %q: %d results (skipped %+v), want the run's result", log.String(), fromLog.Results(), fromLog.Skipped)
@@ -174,14 +174,14 @@ func TestAddDocumentRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var c Collection
+			c := Collection{Experiments: catalog}
 			err := c.AddDocument("p", []byte(tc.doc))
 			if err == nil || !strings.Contains(err.Error(), tc.reason) || c.Results() != 0 || len(c.Skipped) != 0 {
 				t.Errorf("AddDocument() = %v, %d results, %d skipped; want an error containing %q and nothing kept", err, c.Results(), len(c.Skipped), tc.reason)
 			}
 		})
 	}
-	var c Collection
+	c := Collection{Experiments: catalog}
 	if err := c.AddDocument("p", []byte(good)); err != nil || c.Results() != 1 {
 		t.Errorf("AddDocument(good) = %v, %d results; want it kept", err, c.Results())
 	}
@@ -194,7 +194,7 @@ func FuzzAddDocument(f *testing.F) {
 	f.Add([]byte(`{"v":1,"sweep":"concurrency","result":null}`))
 	f.Add([]byte("Error: OOMKilled"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		var c Collection
+		c := Collection{Experiments: catalog}
 		err := c.AddDocument("fuzz", doc)
 		if (err == nil) != (c.Results() == 1) || len(c.Skipped) != 0 {
 			t.Fatalf("AddDocument(%q) = %v with %d results, %d skipped", doc, err, c.Results(), len(c.Skipped))

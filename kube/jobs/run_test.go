@@ -24,7 +24,7 @@ import (
 // bench.
 func runSweep(t *testing.T, n int) (*Sweep, []batchv1.Job) {
 	t.Helper()
-	s, objs := plan(t, Options{Sweep: "concurrency", Quick: true, Node: node16(), Repeats: 1, Image: "registry.example/corepin:test", Namespace: "bench"})
+	s, objs := plan(t, Options{Experiments: catalog, Sweep: "concurrency", Quick: true, Node: node16(), Repeats: 1, Image: "registry.example/corepin:test", Namespace: "bench"})
 	if len(objs) < n {
 		t.Fatalf("%d Jobs, want at least %d", len(objs), n)
 	}
@@ -143,7 +143,7 @@ func TestRunOneAtATime(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("bench").Create(context.Background(), stray, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var c Collection
+	c := Collection{Experiments: catalog}
 	cl, err := c.AddCluster(context.Background(), Cluster{Client: r.Client, Namespace: "bench", Selector: LabelSweep + "=concurrency", Jobs: sum.Ended()})
 	if err != nil || cl.Pods != 7 || c.Results() != 7 {
 		t.Fatalf("AddCluster() = %+v, %d results, %v; want the 7 pods of the 3 Jobs (concurrency 1, 2, 4), not the stray one", cl, c.Results(), err)

@@ -12,7 +12,7 @@ import (
 // half the CPUs the pinned points that need more are refused.
 func TestTraceReplays(t *testing.T) {
 	spec := []byte("concurrency:\n  cpus: [2]\n  concurrency: [1, 4, 8]\n  modes: [pinned, quota]\n")
-	s, err := Plan(Options{Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 2})
+	s, err := Plan(Options{Experiments: catalog, Sweep: "concurrency", Spec: spec, Quick: true, Node: node16(), Repeats: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

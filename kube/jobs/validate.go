@@ -15,8 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/runner"
 )
 
@@ -97,22 +97,15 @@ func windowOf(created, now time.Time) window {
 	return w
 }
 
-// pointKeys are the coordinates of each sweep's points, in order.
-var pointKeys = map[string][]string{
-	"concurrency": {"cpus", "mode", "concurrency"},
-	"threads":     {"cpus", "threads"},
-	"throughput":  {"config", "write"},
-}
-
 // implausible wraps ErrImplausible with what is wrong.
 func implausible(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrImplausible, fmt.Sprintf(format, args...))
 }
 
 // checkMarker checks the marker's own fields (the sweep, its place and
-// the result already checked by parseMarker): the point is one of the
-// sweep's, the node type and spec are what kube jobs writes.
-func checkMarker(m Marker) error {
+// the result already checked by parseMarker): the point is one of exp's,
+// the sweep's experiment, the node type and spec are what kube jobs writes.
+func checkMarker(m Marker, exp experiment.Cluster) error {
 	if err := checkString("topology", m.Topology, maxTopologyBytes, false); err != nil {
 		return err
 	}
@@ -124,7 +117,7 @@ func checkMarker(m Marker) error {
 	if m.Repeats < 1 || m.Repeats > MaxRepeats || m.Repeat >= m.Repeats {
 		return implausible("repeat %d of %d repeats: kube jobs writes 1 to %d repeats", m.Repeat, m.Repeats, MaxRepeats)
 	}
-	p, err := bench.ParsePoint(m.Point)
+	p, err := experiment.ParsePoint(m.Point)
 	if err != nil {
 		return err
 	}
@@ -135,25 +128,30 @@ func checkMarker(m Marker) error {
 		}
 		keys = append(keys, kv.Key)
 	}
-	if want := pointKeys[m.Sweep]; !slices.Equal(keys, want) {
+	if want := exp.PointKeys(); !slices.Equal(keys, want) {
 		return implausible("%s point with coordinates %.80q, want %s", m.Sweep, strings.Join(keys, ","), strings.Join(want, ","))
 	}
-	j, err := jobOf(m.Sweep, p, 1, 1)
-	if err != nil {
+	if err := checkSpec(exp, m.Quick, m.Spec); err != nil {
+		return err
+	}
+	// The pods of the point, on a node of as many CPUs as the point
+	// needs: a count that depends on the node's size (throughput's batch)
+	// is not compared.
+	one, err1 := exp.Pods(p, 1)
+	two, err2 := exp.Pods(p, 2)
+	if err1 != nil || err2 != nil {
 		return implausible("%s point %s is not one kube jobs writes", m.Sweep, p.Label())
 	}
-	if m.Sweep != "throughput" && j.Pods != m.Pods {
-		return implausible("%s point %s runs %d pods, the result says %d", m.Sweep, p.Label(), j.Pods, m.Pods)
+	if one.Pods == two.Pods && one.Pods != m.Pods {
+		return implausible("%s point %s runs %d pods, the result says %d", m.Sweep, p.Label(), one.Pods, m.Pods)
 	}
-	return checkSpec(m.Sweep, m.Quick, m.Spec)
+	return nil
 }
 
-// specsSeen caches the specs checkSpec accepted: a collection carries the
-// same spec in every result.
-var specsSeen sync.Map // sweep + "\x00" + spec -> true
-
-// checkSpec checks that spec is a spec of the sweep bench reads.
-func checkSpec(sweep string, quick bool, spec json.RawMessage) error {
+// checkSpec checks that spec is a spec of experiment exp, and configures
+// exp with it.
+func checkSpec(exp experiment.Cluster, quick bool, spec json.RawMessage) error {
+	sweep := exp.Name()
 	if len(spec) > maxSpecBytes {
 		return implausible("spec of %d bytes, kube jobs writes at most %d", len(spec), maxSpecBytes)
 	}
@@ -161,23 +159,26 @@ func checkSpec(sweep string, quick bool, spec json.RawMessage) error {
 		return implausible("spec %.40q is not an object", spec)
 	}
 	key := fmt.Sprintf("%s\x00%t\x00%s", sweep, quick, spec)
-	if _, ok := specsSeen.Load(key); ok {
-		return nil
+	if _, ok := specsSeen.Load(key); !ok {
+		doc, err := json.Marshal(map[string]json.RawMessage{sweep: spec})
+		if err != nil {
+			return implausible("spec: %v", err)
+		}
+		if err := experiment.Configure([]experiment.Cluster{exp}, doc, quick); err != nil {
+			return implausible("spec: %v", err)
+		}
+		specsSeen.Store(key, true)
 	}
-	exps, err := bench.Select([]string{sweep})
-	if err != nil {
-		return err
-	}
-	doc, err := json.Marshal(map[string]json.RawMessage{sweep: spec})
-	if err != nil {
+	p := experiment.Params{Quick: quick, Experiments: []experiment.ExperimentParams{{Name: sweep, Spec: spec}}}
+	if _, err := p.Apply(exp); err != nil {
 		return implausible("spec: %v", err)
 	}
-	if err := bench.Configure(exps, doc, quick); err != nil {
-		return implausible("spec: %v", err)
-	}
-	specsSeen.Store(key, true)
 	return nil
 }
+
+// specsSeen caches the specs checkSpec accepted: a collection carries the
+// same spec in every result.
+var specsSeen sync.Map // sweep + "\x00" + quick + "\x00" + spec -> true
 
 // checkJob checks the run's result against what `corepin run` can
 // produce for one job in a pod, with its dates in w.
@@ -224,11 +225,12 @@ func checkJob(j runner.JobResult, w window) error {
 			return implausible("%s %v outside [0, %g]", n.name, n.v, n.max)
 		}
 	}
-	if wall > 0 && work(j)/wall > maxRate {
-		return implausible("%g frames or ops in %v s: over %g a second", work(j), wall, maxRate)
+	work := max(float64(j.Frames), float64(j.Ops))
+	if wall > 0 && work/wall > maxRate {
+		return implausible("%g frames or ops in %v s: over %g a second", work, wall, maxRate)
 	}
-	if wall == 0 && work(j) > 0 {
-		return implausible("%g frames or ops in no time", work(j))
+	if wall == 0 && work > 0 {
+		return implausible("%g frames or ops in no time", work)
 	}
 	if j.ExitCode < -1 || j.ExitCode > 255 {
 		return implausible("exit code %d outside [-1, 255]", j.ExitCode)

@@ -1,25 +1,24 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/bench/render"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
-	"github.com/corepin/corepin/topology"
 )
 
 const benchUsage = `Reproduce the classic CPU-sharing experiments on this machine and say which
@@ -58,7 +57,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		Short: "Run the CPU-sharing experiments and recommend a configuration",
 		Long:  benchUsage,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), e, f, args, os.Args)
+			return runBench(cmd.Context(), e, f, args, os.Args, reportOptions(cmd))
 		},
 	}
 	fl := cmd.Flags()
@@ -72,22 +71,10 @@ func newBenchCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string) error {
-	if f.repeats < 1 {
-		return Usagef("--repeats %d: must be at least 1", f.repeats)
-	}
-	exps, err := bench.Select(names)
+func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string, ro render.Options) error {
+	exps, err := benchExperiments(f, names)
 	if err != nil {
-		return &UsageError{Err: err}
-	}
-	var specData []byte
-	if f.spec != "" {
-		if specData, err = os.ReadFile(f.spec); err != nil {
-			return Usagef("reading --spec: %v", err)
-		}
-	}
-	if err := bench.Configure(exps, specData, f.quick); err != nil {
-		return &UsageError{Err: err}
+		return err
 	}
 	topo, err := openTopology("", "/")
 	if err != nil {
@@ -111,14 +98,12 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var topoText bytes.Buffer
-	_ = topo.Render(&topoText, topology.RenderOptions{})
 	env := &bench.Env{Topo: topo, Driver: driver, Exe: exe, Dir: dir, Quick: f.quick, Log: e.stderr}
 	if f.seed == 0 {
 		f.seed = uint64(time.Now().UnixNano())
 	}
 	argv = append([]string{"corepin"}, argv[1:]...)
-	params, err := bench.ResolveParams(bench.Params{Quick: f.quick, Repeats: f.repeats, Seed: f.seed, Driver: driver.Name(),
+	params, err := bench.ResolveParams(experiment.Params{Quick: f.quick, Repeats: f.repeats, Seed: f.seed, Driver: driver.Name(),
 		Argv: argv, Commands: []string{runner.ShellJoin(argv)}, SpecFile: f.spec}, exps, env)
 	if err != nil {
 		return err
@@ -127,85 +112,90 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
-	report := bench.Report{
-		GeneratedAt: run.StartedAt, CorepinVersion: Version, Kernel: run.Kernel, Hostname: run.Hostname,
-		Quick: f.quick, Driver: driver.Name(), Topology: topo.Doc(), TopologySummary: topo.Summary(),
-		TopologyText: topoText.String(), Commands: params.Commands, Params: params,
-	}
 	db, runID, err := openBenchDB(e, f, run)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	report := bench.NewReport(run, params, topo)
 	report.RunID = runID
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bar := newBenchProgress(e)
-	var storeErr error
-	opts := bench.Options{
-		Repeats: f.repeats, Warmup: true, Seed: f.seed,
-		OnPlan: bar.plan,
-		OnMeasure: func(exp string, p bench.Point, repeat int, m bench.Metrics, err error) {
-			bar.step(exp, p, err)
-			if err != nil || m == nil {
-				return
-			}
-			rows, merr := bench.Measurements(exp, p, repeat, m)
-			if merr == nil {
-				merr = db.AddMeasurement(runID, rows...)
-			}
-			if merr != nil && storeErr == nil {
-				storeErr = merr
-			}
-		},
-	}
-	var failed []string
-	for _, x := range exps {
-		rep, err := bench.RunExperiment(ctx, env, x, opts)
-		if err != nil {
-			rep.Error = err.Error()
-			failed = append(failed, x.Name())
-		}
-		rows, merr := bench.ExperimentMeasurements(rep)
-		if merr == nil {
-			merr = db.AddMeasurement(runID, rows...)
-		}
-		if merr != nil && storeErr == nil {
-			storeErr = merr
-		}
-		report.Experiments = append(report.Experiments, rep)
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	opts := bench.Options{Repeats: f.repeats, Warmup: true, Seed: f.seed, OnPlan: bar.plan, OnMeasure: bar.step}
+	report.Experiments, err = bench.RunAll(ctx, env, exps, opts, func(rows ...store.Measurement) error { return db.AddMeasurement(runID, rows...) })
 	bar.finish()
 	_ = db.FinishRun(runID, time.Now())
-	path, herr := render.WriteHTML(f.reportDir, report)
-	if e.JSON() {
-		if err := e.PrintJSON(report); err != nil {
-			return err
-		}
-	} else {
-		if err := render.WriteText(e.stdout, report); err != nil {
-			return err
-		}
-		if herr == nil {
-			fmt.Fprintf(e.stdout, "\nReport: %s   (regenerate: corepin report --run %d)\n", path, runID)
-		}
-		fmt.Fprintf(e.stdout, "Results: %s (run %d)\n", db.Path(), runID)
+	path, herr := render.WriteHTML(f.reportDir, report, ro)
+	if err := printBenchReport(e, report, path, herr == nil, db.Path()); err != nil {
+		return err
 	}
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("bench stopped: %w", ctx.Err())
-	case herr != nil:
+	if herr != nil && ctx.Err() == nil {
 		return herr
-	case storeErr != nil:
-		return fmt.Errorf("recording measurements: %w", storeErr)
-	case len(failed) > 0:
-		return fmt.Errorf("experiments failed: %s", strings.Join(failed, ", "))
 	}
+	return err
+}
+
+// benchExperiments are the experiments named (all when none), configured
+// by --spec and --quick.
+func benchExperiments(f benchFlags, names []string) ([]bench.Experiment, error) {
+	if f.repeats < 1 {
+		return nil, Usagef("--repeats %d: must be at least 1", f.repeats)
+	}
+	exps, err := bench.Select(names)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	var specData []byte
+	if f.spec != "" {
+		if specData, err = os.ReadFile(f.spec); err != nil {
+			return nil, Usagef("reading --spec: %v", err)
+		}
+	}
+	if err := experiment.Configure(exps, specData, f.quick); err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return exps, nil
+}
+
+// printBenchReport prints the report: as text, with where its HTML
+// (when written) and its results are, or as JSON with -o json.
+func printBenchReport(e *env, report bench.Report, html string, written bool, dbPath string) error {
+	if e.JSON() {
+		return e.PrintJSON(report)
+	}
+	if err := render.WriteText(e.stdout, report); err != nil {
+		return err
+	}
+	if written {
+		fmt.Fprintf(e.stdout, "\nReport: %s   (regenerate: corepin report --run %d)\n", html, report.RunID)
+	}
+	fmt.Fprintf(e.stdout, "Results: %s (run %d)\n", dbPath, report.RunID)
 	return nil
+}
+
+// reportOptions are what the HTML report needs of the CLI: the flags of
+// `corepin bench` that take a value, read from the command's own
+// definitions (its flags and those it inherits, such as -o), so the
+// report keeps no copy of the flag table.
+func reportOptions(cmd *cobra.Command) render.Options {
+	var o render.Options
+	bench, _, err := cmd.Root().Find([]string{"bench"})
+	if err != nil {
+		return o
+	}
+	add := func(f *pflag.Flag) {
+		if f.NoOptDefVal != "" {
+			return // a flag such as --quick takes no value
+		}
+		o.ValueFlags = append(o.ValueFlags, "--"+f.Name)
+		if f.Shorthand != "" {
+			o.ValueFlags = append(o.ValueFlags, "-"+f.Shorthand)
+		}
+	}
+	bench.LocalFlags().VisitAll(add)
+	bench.InheritedFlags().VisitAll(add)
+	return o
 }
 
 // openBenchDB opens the results database and records run in it.
@@ -260,7 +250,7 @@ func (p *benchProgress) plan(exp string, runs int) {
 	fmt.Fprintf(p.e.stderr, "corepin bench: %s: %d runs\n", exp, runs)
 }
 
-func (p *benchProgress) step(exp string, pt bench.Point, err error) {
+func (p *benchProgress) step(exp string, pt experiment.Point, _ int, _ experiment.Metrics, err error) {
 	p.done++
 	if p.bar != nil {
 		_ = p.bar.Add(1)
@@ -322,7 +312,7 @@ func newReportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			file, err := render.WriteHTML(dir, r)
+			file, err := render.WriteHTML(dir, r, reportOptions(cmd))
 			if err != nil {
 				return err
 			}

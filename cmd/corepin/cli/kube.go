@@ -1,12 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,10 +16,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/corepin/corepin/bench"
+	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/kube/jobs"
 	"github.com/corepin/corepin/kube/kubeclient"
 	"github.com/corepin/corepin/sim"
-	"github.com/corepin/corepin/store"
 )
 
 const kubeUsage = `Run corepin's sweeps on a Kubernetes cluster: "kube run" runs a sweep's Jobs
@@ -99,11 +99,12 @@ Examples:
   kubectl logs -l corepin.io/sweep=threads --tail=-1 | corepin kube collect --from - -o json
   corepin report          # the collected run`
 
-// Bounds of the kube commands' inputs.
-const (
-	maxSpecBytes = 1 << 20
-	maxLogFiles  = 100000
-)
+// sweeps are the experiments a cluster sweep can run: bench's, handed to
+// kube/jobs here, at the top, so that neither door imports the other.
+var sweeps experiment.Catalog = bench.Clusters
+
+// maxSpecBytes bounds kube jobs' and kube run's --spec.
+const maxSpecBytes = 1 << 20
 
 func init() { register(newKubeCmd) }
 
@@ -205,7 +206,7 @@ type sweepFlags struct {
 }
 
 func (f *sweepFlags) add(fl *pflag.FlagSet) {
-	fl.StringVar(&f.o.Sweep, "sweep", "", "the sweep: "+strings.Join(jobs.Sweeps, ", "))
+	fl.StringVar(&f.o.Sweep, "sweep", "", "the sweep: "+strings.Join(sweeps.Names(), ", "))
 	fl.StringVar(&f.specPath, "spec", "", "bench spec file (YAML; the section named after the sweep counts)")
 	fl.BoolVar(&f.o.Quick, "quick", false, "the quick variant of the sweep, as corepin bench --quick")
 	fl.IntVar(&f.o.Repeats, "repeats", 3, fmt.Sprintf("runs of each point (1 to %d)", jobs.MaxRepeats))
@@ -223,8 +224,9 @@ func (f *sweepFlags) add(fl *pflag.FlagSet) {
 // except a failure to read this machine's topology.
 func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 	o := &f.o
+	o.Experiments = sweeps
 	if o.Sweep == "" {
-		return nil, Usagef("--sweep: give one of %s", strings.Join(jobs.Sweeps, ", "))
+		return nil, Usagef("--sweep: give one of %s", strings.Join(sweeps.Names(), ", "))
 	}
 	if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
 		return nil, Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
@@ -242,7 +244,7 @@ func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 	}
 	o.Node = t
 	s, err := jobs.Plan(*o)
-	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, bench.ErrUsage) {
+	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, experiment.ErrUsage) {
 		return nil, &UsageError{Err: err}
 	}
 	return s, err
@@ -294,92 +296,44 @@ func changed(cmd *cobra.Command, names ...string) string {
 // maxCollectWait bounds --timeout.
 const maxCollectWait = 7 * 24 * time.Hour
 
+// collectFlags are kube collect's flags.
+type collectFlags struct {
+	from, db, selector string
+	kf                 kubeFlags
+	wait               bool
+	timeout            time.Duration
+}
+
 func newKubeCollectCmd(e *env) *cobra.Command {
-	var (
-		from, db, selector string
-		kf                 kubeFlags
-		waitJobs           bool
-		timeout            time.Duration
-	)
+	var f collectFlags
 	cmd := &cobra.Command{
 		Use:   "collect [--namespace NS] [--selector SEL] [--wait [--timeout D]] | --from DIR|-",
 		Short: "Record the results of a kube jobs sweep from its pods (API server) or saved logs",
 		Long:  kubeCollectUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c jobs.Collection
-			var sum *jobs.ClusterSummary
-			source := from
-			switch from {
-			case "":
-				if waitJobs && (timeout <= 0 || timeout > maxCollectWait) {
-					return Usagef("--timeout %s: want above 0 and at most %s", timeout, maxCollectWait)
-				}
-				if !waitJobs && cmd.Flags().Changed("timeout") {
-					return Usagef("--timeout bounds --wait; give --wait too")
-				}
-				kc, err := kf.client()
-				if err != nil {
-					return err
-				}
-				k := jobs.Cluster{Client: kc, Namespace: kc.Namespace, Selector: selector}
-				if selector == "" {
-					selector = jobs.LabelSweep
-				}
-				source = fmt.Sprintf("pods %s in namespace %s of %s", selector, kc.Namespace, kc.Host)
-				ctx := cmd.Context()
-				if ctx == nil {
-					ctx = context.Background()
-				}
-				if waitJobs {
-					if err := waitForSweep(ctx, e, k, timeout); err != nil {
-						return err
-					}
-				}
-				s, err := c.AddCluster(ctx, k)
-				if errors.Is(err, jobs.ErrInvalid) {
-					return &UsageError{Err: err}
-				}
-				if err != nil {
-					return fmt.Errorf("collecting from %s: %w", source, err)
-				}
-				sum = &s
-			case "-":
-				if n := changed(cmd, append(kf.names(), "selector", "wait", "timeout")...); n != "" {
-					return Usagef("--%s reads from the cluster; --from reads saved logs: give one or the other", n)
-				}
-				c.Add("stdin", cmd.InOrStdin())
-			default:
-				if n := changed(cmd, append(kf.names(), "selector", "wait", "timeout")...); n != "" {
-					return Usagef("--%s reads from the cluster; --from reads saved logs: give one or the other", n)
-				}
-				if err := addLogDir(&c, from); err != nil {
-					return err
-				}
-			}
-			if c.Results() == 0 {
-				for _, s := range c.Skipped {
-					fmt.Fprintf(e.stderr, "skipped %s: %s\n", s.Log, s.Reason)
-				}
-				for _, w := range c.Warnings {
-					fmt.Fprintf(e.stderr, "warning: %s\n", w)
-				}
-				if sum != nil {
-					return Usagef("no corepin result in %s (%d pods, %d finished, %d skipped)", source, sum.Pods, sum.Finished, len(c.Skipped))
-				}
-				return Usagef("no corepin-result in %s (%d logs skipped)", from, len(c.Skipped))
-			}
-			path, err := resultsPath(db)
+			c := jobs.Collection{Experiments: sweeps}
+			source, sum, err := f.collect(cmd, e, &c)
 			if err != nil {
 				return err
 			}
-			ids, err := recordCollection(&c, path)
+			if c.Results() == 0 {
+				printSkipped(e.stderr, &c)
+				if sum != nil {
+					return Usagef("no corepin result in %s (%d pods, %d finished, %d skipped)", source, sum.Pods, sum.Finished, len(c.Skipped))
+				}
+				return Usagef("no corepin-result in %s (%d logs skipped)", source, len(c.Skipped))
+			}
+			path, err := resultsPath(f.db)
+			if err != nil {
+				return err
+			}
+			ids, err := c.RecordIn(path, Version)
 			if err != nil {
 				return err
 			}
 			if e.JSON() {
-				out := map[string]any{"run_ids": ids, "results": c.Results(), "db": path, "implausible": c.Implausible(),
-					"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)}
+				out := collectionJSON(&c, ids, path)
 				if sum != nil {
 					out["pods"], out["finished"], out["from_logs"], out["unfinished"] = sum.Pods, sum.Finished, sum.FromLogs, append([]string{}, sum.Unfinished...)
 				}
@@ -395,38 +349,81 @@ func newKubeCollectCmd(e *env) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&from, "from", "", "read saved pod logs instead: a directory of them, or - for one stream on stdin")
-	fl.StringVar(&db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
-	kf.add(fl)
-	fl.StringVar(&selector, "selector", "", "label selector of the sweep's pods and Jobs (default "+jobs.LabelSweep+": every sweep)")
-	fl.BoolVar(&waitJobs, "wait", false, "first wait until every Job of the sweep is complete or failed")
-	fl.DurationVar(&timeout, "timeout", time.Hour, "longest --wait (e.g. 30m, 2h)")
+	fl.StringVar(&f.from, "from", "", "read saved pod logs instead: a directory of them, or - for one stream on stdin")
+	fl.StringVar(&f.db, "db", "", "results database (default $COREPIN_DB, else corepin's default)")
+	f.kf.add(fl)
+	fl.StringVar(&f.selector, "selector", "", "label selector of the sweep's pods and Jobs (default "+jobs.LabelSweep+": every sweep)")
+	fl.BoolVar(&f.wait, "wait", false, "first wait until every Job of the sweep is complete or failed")
+	fl.DurationVar(&f.timeout, "timeout", time.Hour, "longest --wait (e.g. 30m, 2h)")
 	return cmd
 }
 
-// recordCollection records c's results in the results database at path.
-func recordCollection(c *jobs.Collection, path string) ([]int64, error) {
-	d, err := store.Open(path)
-	if err != nil {
-		return nil, err
+// collect adds to c the results of the source the flags name: the
+// cluster's pods (after waiting for its Jobs with --wait), a directory of
+// saved logs, or stdin. It returns the source, for messages, and what was
+// seen of the cluster (nil for saved logs).
+func (f *collectFlags) collect(cmd *cobra.Command, e *env, c *jobs.Collection) (string, *jobs.ClusterSummary, error) {
+	if f.from != "" {
+		if n := changed(cmd, append(f.kf.names(), "selector", "wait", "timeout")...); n != "" {
+			return "", nil, Usagef("--%s reads from the cluster; --from reads saved logs: give one or the other", n)
+		}
+		if f.from == "-" {
+			c.Add("stdin", cmd.InOrStdin())
+		} else if err := c.AddDir(f.from); err != nil {
+			return "", nil, Usagef("--from: %v", err)
+		}
+		return f.from, nil, nil
 	}
-	defer d.Close()
-	ids, err := c.Record(d, Version)
-	if err != nil {
-		return nil, fmt.Errorf("recording results in %s: %w", path, err)
+	if f.wait && (f.timeout <= 0 || f.timeout > maxCollectWait) {
+		return "", nil, Usagef("--timeout %s: want above 0 and at most %s", f.timeout, maxCollectWait)
 	}
-	return ids, nil
+	if !f.wait && cmd.Flags().Changed("timeout") {
+		return "", nil, Usagef("--timeout bounds --wait; give --wait too")
+	}
+	kc, err := f.kf.client()
+	if err != nil {
+		return "", nil, err
+	}
+	k := jobs.Cluster{Client: kc, Namespace: kc.Namespace, Selector: f.selector}
+	sel := cmp.Or(f.selector, jobs.LabelSweep)
+	source := fmt.Sprintf("pods %s in namespace %s of %s", sel, kc.Namespace, kc.Host)
+	ctx := contextOf(cmd)
+	if f.wait {
+		if err := waitForSweep(ctx, e, k, f.timeout); err != nil {
+			return source, nil, err
+		}
+	}
+	sum, err := c.AddCluster(ctx, k)
+	if errors.Is(err, jobs.ErrInvalid) {
+		return source, nil, &UsageError{Err: err}
+	}
+	if err != nil {
+		return source, nil, fmt.Errorf("collecting from %s: %w", source, err)
+	}
+	return source, &sum, nil
 }
 
-// printCollected prints, as text, what was skipped or warned of while
-// collecting c and the runs ids recorded in path.
-func printCollected(w io.Writer, c *jobs.Collection, ids []int64, path string) {
+// collectionJSON is the -o json object of a collection recorded as ids in
+// the database at path (kube collect's and kube run's).
+func collectionJSON(c *jobs.Collection, ids []int64, path string) map[string]any {
+	return map[string]any{"run_ids": ids, "results": c.Results(), "db": path, "implausible": c.Implausible(),
+		"skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...)}
+}
+
+// printSkipped prints what was skipped or warned of while collecting c.
+func printSkipped(w io.Writer, c *jobs.Collection) {
 	for _, s := range c.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Log, s.Reason)
 	}
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
+}
+
+// printCollected prints, as text, what was skipped or warned of while
+// collecting c and the runs ids recorded in path.
+func printCollected(w io.Writer, c *jobs.Collection, ids []int64, path string) {
+	printSkipped(w, c)
 	if n := c.Implausible(); n > 0 {
 		fmt.Fprintf(w, "refused %d implausible results (values no corepin kube jobs pod writes; not recorded)\n", n)
 	}
@@ -463,30 +460,6 @@ func waitForSweep(ctx context.Context, e *env, k jobs.Cluster, timeout time.Dura
 
 // waitInterval is how often --wait lists the sweep's Jobs.
 const waitInterval = 5 * time.Second
-
-// addLogDir adds every regular file of dir (not its subdirectories).
-func addLogDir(c *jobs.Collection, dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return Usagef("--from: %v", err)
-	}
-	if len(ents) > maxLogFiles {
-		return Usagef("--from %s: %d entries, more than %d", dir, len(ents), maxLogFiles)
-	}
-	for _, de := range ents {
-		if !de.Type().IsRegular() {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, de.Name()))
-		if err != nil {
-			c.Skipped = append(c.Skipped, jobs.Skipped{Log: de.Name(), Reason: err.Error()})
-			continue
-		}
-		c.Add(de.Name(), f)
-		f.Close()
-	}
-	return nil
-}
 
 // readBounded reads path, refusing files over limit bytes.
 func readBounded(path string, limit int64) ([]byte, error) {

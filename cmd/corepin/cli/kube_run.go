@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,95 +148,40 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 		}
 	}
 	// What went wrong with the Jobs, said after their results are in.
-	var failure error
-	switch f := failed; {
-	case interrupted:
-		failure = fmt.Errorf("interrupted: Job %s left running; %d Jobs ended and are recorded; run the same command again to resume", orDash(sum.Left), len(ended))
-	case runErr != nil:
-		failure = fmt.Errorf("running the %s sweep in namespace %s of %s (the Jobs that ended are recorded): %w", k.sweep.Name, k.ns, k.host, runErr)
-	case sum.Stopped != "":
-		o := f[len(f)-1]
-		next := fmt.Sprintf("fix the cause, delete it (kubectl delete job %s -n %s) and run the same command again to resume", o.Job, k.ns)
-		if o.Status == jobs.StatusTimeout {
-			next = fmt.Sprintf("run the same command again to wait for it and go on, or delete it (kubectl delete job %s -n %s)", o.Job, k.ns)
-		}
-		failure = fmt.Errorf("Job %s %s: %s (%s)", o.Job, o.Status, o.Reason, next)
-	case len(f) > 0:
-		parts := make([]string, len(f))
-		for i, o := range f {
-			parts[i] = fmt.Sprintf("%s %s: %s", o.Job, o.Status, o.Reason)
-		}
-		failure = fmt.Errorf("%d of %d Jobs did not complete: %s", len(f), len(sum.Outcomes), strings.Join(parts, "; "))
-	}
+	failure := sum.Failure(k.sweep, k.ns, k.host, runErr, interrupted)
 	if len(ended) == 0 {
-		if failure == nil {
-			failure = errors.New("no Job ended")
-		}
 		if e.JSON() {
 			_ = show.final(map[string]any{"run_ids": []int64{}, "db": k.db, "results": 0, "jobs": len(sum.Outcomes), "left_running": sum.Left})
 		}
 		return fmt.Errorf("nothing recorded: %w", failure)
 	}
-	ids, c, cs, err := kubeRunRecord(contextOf(cmd), k, ended)
+	rec, err := r.RecordEnded(contextOf(cmd), k.sweep, ended, sweeps, k.db, Version, k.host, k.delete)
 	if err != nil {
 		if failure != nil {
 			fmt.Fprintf(e.stderr, "corepin: %v\n", failure)
 		}
 		return err
 	}
-	deleted := 0
-	if k.delete {
-		if err := r.Delete(contextOf(cmd), ended); err != nil {
-			fmt.Fprintf(e.stderr, "corepin: warning: %v\n", err)
-		} else {
-			deleted = len(ended)
-		}
+	if rec.DeleteErr != nil {
+		fmt.Fprintf(e.stderr, "corepin: warning: %v\n", rec.DeleteErr)
 	}
+	c, cs := rec.Collection, rec.Cluster
 	if e.JSON() {
-		if err := show.final(map[string]any{"run_ids": ids, "db": k.db, "results": c.Results(), "pods": cs.Pods, "finished": cs.Finished,
-			"from_logs": cs.FromLogs, "implausible": c.Implausible(), "skipped": append([]jobs.Skipped{}, c.Skipped...), "warnings": append([]string{}, c.Warnings...),
-			"jobs": len(sum.Outcomes), "failed": len(failed), "left_running": sum.Left, "deleted": deleted}); err != nil {
+		out := collectionJSON(c, rec.RunIDs, k.db)
+		out["pods"], out["finished"], out["from_logs"] = cs.Pods, cs.Finished, cs.FromLogs
+		out["jobs"], out["failed"], out["left_running"], out["deleted"] = len(sum.Outcomes), len(failed), sum.Left, rec.Deleted
+		if err := show.final(out); err != nil {
 			return err
 		}
-	} else {
-		printCollected(e.stdout, c, ids, k.db)
-		fmt.Fprintf(e.stdout, "%d Jobs ended (%d failed), %d pods: %d results (%d from logs), %d skipped", len(ended), len(failed), cs.Pods, c.Results(), cs.FromLogs, len(c.Skipped))
-		if k.delete {
-			fmt.Fprintf(e.stdout, "; %d Jobs deleted", deleted)
-		}
-		fmt.Fprintln(e.stdout)
+		return failure
 	}
+	printCollected(e.stdout, c, rec.RunIDs, k.db)
+	fmt.Fprintf(e.stdout, "%d Jobs ended (%d failed), %d pods: %d results (%d from logs), %d skipped", len(ended), len(failed), cs.Pods, c.Results(), cs.FromLogs, len(c.Skipped))
+	if k.delete {
+		fmt.Fprintf(e.stdout, "; %d Jobs deleted", rec.Deleted)
+	}
+	fmt.Fprintln(e.stdout)
 	return failure
-}
-
-// kubeRunRecord collects the pods of the Jobs that ended and records them.
-func kubeRunRecord(ctx context.Context, k kubeRunSetup, ended []string) ([]int64, *jobs.Collection, jobs.ClusterSummary, error) {
-	var c jobs.Collection
-	sel := jobs.LabelSweep + "=" + k.sweep.Name
-	cs, err := c.AddCluster(ctx, jobs.Cluster{Client: k.api, Namespace: k.ns, Selector: sel, Jobs: ended})
-	if err != nil {
-		return nil, nil, cs, fmt.Errorf("collecting the results of %d Jobs from pods %s in namespace %s of %s: %w", len(ended), sel, k.ns, k.host, err)
-	}
-	if c.Results() == 0 {
-		why := ""
-		if len(c.Skipped) > 0 {
-			why = fmt.Sprintf("; %s: %s", c.Skipped[0].Log, c.Skipped[0].Reason)
-		}
-		return nil, nil, cs, fmt.Errorf("nothing recorded: no corepin result in the pods of the %d Jobs that ended (%d pods, %d finished, %d skipped%s)",
-			len(ended), cs.Pods, cs.Finished, len(c.Skipped), why)
-	}
-	ids, err := recordCollection(&c, k.db)
-	if err != nil {
-		return nil, nil, cs, err
-	}
-	return ids, &c, cs, nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // runShow shows a run's progress: on a terminal, the Job waited for on one
