@@ -3,13 +3,14 @@ module github.com/corepin/corepin/test/helm
 go 1.26.0
 
 require (
+	github.com/corepin/corepin v0.0.0
 	github.com/corepin/corepin/test/kube v0.0.0
 	k8s.io/apimachinery v0.37.1
 	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
-	github.com/corepin/corepin v0.0.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/kube-scheduler v0.36.3 // indirect
 )
 

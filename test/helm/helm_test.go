@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +19,12 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/corepin/corepin/kube/manifests"
 )
 
 const (
@@ -89,6 +93,12 @@ func values(t *testing.T, sets ...string) map[string]any {
 // error.
 func template(t *testing.T, vals map[string]any) (string, error) {
 	t.Helper()
+	return templateIn(t, namespace, vals)
+}
+
+// templateIn is template for a release in namespace ns.
+func templateIn(t *testing.T, ns string, vals map[string]any) (string, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatalf("loading the chart: %v", err)
@@ -100,7 +110,7 @@ func template(t *testing.T, vals map[string]any) (string, error) {
 	inst := action.NewInstall(action.NewConfiguration())
 	inst.DryRunStrategy = action.DryRunClient
 	inst.ReleaseName = "corepin"
-	inst.Namespace = namespace
+	inst.Namespace = ns
 	inst.Replace = true
 	inst.KubeVersion = kv
 	rel, err := inst.RunWithContext(context.Background(), chrt, vals)
@@ -297,4 +307,62 @@ func TestSchemaTakesTheValuesUsersType(t *testing.T) {
 			t.Errorf("helm template --set %s: %v", set, err)
 		}
 	}
+}
+
+// TestOwnRendererAgreesWithHelm: kube/manifests renders the chart in the
+// product's tests (which check what the objects say) and wrote
+// deploy/kubernetes/corepin-nri.yaml; both stand only while its output is
+// Helm's, object for object, for every combination.
+func TestOwnRendererAgreesWithHelm(t *testing.T) {
+	for _, c := range combinations() {
+		m, err := template(t, values(t, c.sets...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := manifests.Render(os.DirFS(chartDir), manifests.Release{Name: "corepin", Namespace: namespace}, values(t, c.sets...))
+		if err != nil {
+			t.Fatalf("kube/manifests --set %s: %v", c.name, err)
+		}
+		if diff := sameObjects(objects(t, m), objects(t, string(own))); diff != "" {
+			t.Fatalf("--set %s: kube/manifests renders differently from Helm: %s", c.name, diff)
+		}
+	}
+	plain, err := os.ReadFile(plainFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := templateIn(t, "kube-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := sameObjects(objects(t, m), objects(t, string(plain))); diff != "" {
+		t.Errorf("%s is not Helm's rendering of the defaults in kube-system (go test ./kube/manifests -update writes it): %s", plainFile, diff)
+	}
+}
+
+// plainFile is the chart's defaults as plain manifests.
+const plainFile = "../../deploy/kubernetes/corepin-nri.yaml"
+
+// sameObjects says how helm's objects and other's differ, "" if not.
+func sameObjects(helm, other []*unstructured.Unstructured) string {
+	key := func(o *unstructured.Unstructured) string {
+		return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+	}
+	index := func(list []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+		m := map[string]*unstructured.Unstructured{}
+		for _, o := range list {
+			m[key(o)] = o
+		}
+		return m
+	}
+	h, o := index(helm), index(other)
+	if a, b := slices.Sorted(maps.Keys(h)), slices.Sorted(maps.Keys(o)); !slices.Equal(a, b) {
+		return fmt.Sprintf("objects %v, Helm's %v", b, a)
+	}
+	for k, ho := range h {
+		if !equality.Semantic.DeepEqual(ho.Object, o[k].Object) {
+			return fmt.Sprintf("%s:\n%v\nHelm's:\n%v", k, o[k].Object, ho.Object)
+		}
+	}
+	return ""
 }
