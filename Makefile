@@ -5,7 +5,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/corepin/corepin/cmd/corepin/cli.Version=$(VERSION)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet
+.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet test-chart
 
 all: build
 
@@ -107,6 +107,18 @@ kube-bin: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler
 e2e-cluster: build kube-bin
 	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-cluster-report.txt $(GO) test -count=1 -timeout 20m -v ./e2ecluster
+
+# The Helm chart checked by Helm itself, in the nested module test/helm
+# (helm.sh/helm/v4: its Kubernetes libraries never enter the product's
+# go.mod, nor test/kube's): helm lint --strict and helm template for every
+# combination of the switches values.yaml and the README document,
+# values.schema.json refusing bad values by name, every rendering through
+# a real kube-apiserver's server-side dry run with strict field
+# validation, and the shipped ValidatingAdmissionPolicy holding each
+# node's plugin token to its own Node and NodeResourceTopology. etcd and
+# kube-apiserver are make kube-bin's, cached in $(COREPIN_CACHE).
+test-chart: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver
+	cd test/helm && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) $(GO) test -count=1 -timeout 10m -v .
 
 # A kubelet joined to a real control plane (etcd, kube-apiserver,
 # kube-controller-manager with the job controller, kube-scheduler) and to

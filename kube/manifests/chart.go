@@ -3,7 +3,10 @@
 // text/template syntax plus Helm's `quote`, so that they render the same
 // here as in Helm, and the plain manifests under deploy/kubernetes, which
 // are the chart rendered with its default values. It does not talk to a
-// cluster.
+// cluster. test/helm holds both claims to Helm's own rendering (helm
+// template from helm.sh/helm/v4) for every combination of the chart's
+// documented switches; lint, schema and the API server's verdict are
+// checked there too.
 package manifests
 
 import (

@@ -60,7 +60,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 		wantKinds []string
 		wantCfg   agent.Config
 	}{
-		{name: "defaults", wantKinds: []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount"},
+		{name: "defaults", wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
 				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
 		{name: "kubelet migration without rbac", overrides: map[string]any{"policy": "kubelet", "reservedCPUs": "0-1,32-33",
@@ -70,6 +70,10 @@ func TestChartRendersValidObjects(t *testing.T) {
 			wantKinds: []string{"ConfigMap", "DaemonSet"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0-1,32-33", Policy: "kubelet",
 				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json"}},
+		{name: "publishing with rbac", overrides: map[string]any{"nodeResourceTopology": map[string]any{"publish": true}, "annotateNode": true},
+			wantKinds: []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,17 +109,14 @@ func TestChartRendersValidObjects(t *testing.T) {
 				}
 			}
 			if cr, ok := objs["ClusterRole"].(*rbacv1.ClusterRole); ok {
-				var nrt, nodes bool
-				for _, r := range cr.Rules {
-					nrt = nrt || (slices.Contains(r.APIGroups, "topology.node.k8s.io") && slices.Contains(r.Resources, "noderesourcetopologies") &&
-						slices.Contains(r.Verbs, "create") && slices.Contains(r.Verbs, "update"))
-					nodes = nodes || (slices.Contains(r.APIGroups, "") && slices.Contains(r.Resources, "nodes") && slices.Contains(r.Verbs, "patch"))
+				// Exactly the verbs the plugin sends: a merge patch, and a
+				// create for a missing NodeResourceTopology.
+				want := []rbacv1.PolicyRule{
+					{APIGroups: []string{"topology.node.k8s.io"}, Resources: []string{"noderesourcetopologies"}, Verbs: []string{"create", "patch"}},
+					{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"patch"}},
 				}
-				if !nrt {
-					t.Errorf("ClusterRole does not allow creating and updating noderesourcetopologies: %+v", cr.Rules)
-				}
-				if !nodes {
-					t.Errorf("ClusterRole does not allow patching nodes (--annotate-node): %+v", cr.Rules)
+				if fmt.Sprint(cr.Rules) != fmt.Sprint(want) {
+					t.Errorf("ClusterRole rules %+v, want %+v", cr.Rules, want)
 				}
 				crb := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding)
 				sa := objs["ServiceAccount"].(*corev1.ServiceAccount)
@@ -184,8 +185,19 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 		v.Type == nil || *v.Type != corev1.HostPathSocket {
 		t.Errorf("--nri-socket %q is not the host's socket mounted at the same path (%+v)", flags["--nri-socket"], vols["nri"])
 	}
-	if v := vols["sys"].HostPath; v == nil || v.Path != "/sys" || mounts["sys"].MountPath != filepath.Join(flags["--sysfs-root"], "sys") || !mounts["sys"].ReadOnly {
-		t.Errorf("--sysfs-root %q does not hold the host's /sys read-only", flags["--sysfs-root"])
+	// Only the parts of the host's /sys topology discovery reads, read only.
+	for name, path := range map[string]string{"sys-devices": "/sys/devices", "sys-cgroup": "/sys/fs/cgroup"} {
+		if v := vols[name].HostPath; v == nil || v.Path != path || mounts[name].MountPath != filepath.Join(flags["--sysfs-root"], path) || !mounts[name].ReadOnly {
+			t.Errorf("--sysfs-root %q does not hold the host's %s read-only", flags["--sysfs-root"], path)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", flags["--nri-socket"], "/var/lib/corepin"}, v.HostPath.Path) {
+			t.Errorf("host path %s: the plugin uses no other", v.HostPath.Path)
+		}
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("the root filesystem is writable; the plugin writes only the state directory")
 	}
 	if v := vols["state"].HostPath; v == nil || !strings.HasPrefix("/var/lib/corepin/agent.db", v.Path+"/") {
 		t.Errorf("the state file is not on the host (%+v)", vols["state"])

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -47,6 +48,10 @@ func named(t *testing.T, stream []byte) map[string]any {
 			obj = &rbacv1.Role{}
 		case "rbac.authorization.k8s.io/v1 RoleBinding":
 			obj = &rbacv1.RoleBinding{}
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
 		}

@@ -18,11 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
@@ -31,39 +29,6 @@ import (
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
-
-// nrtCRD is the smallest CustomResourceDefinition of NodeResourceTopology
-// the API server serves: one version (VERSION), cluster-scoped, any fields (the real
-// one, from kubernetes-sigs/noderesourcetopology-api, is what NFD or
-// Koordinator install; corepin ships none).
-const nrtCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: noderesourcetopologies.topology.node.k8s.io
-  annotations:
-    # A *.k8s.io group needs it; the upstream CRD names its KEP.
-    api-approved.kubernetes.io: https://github.com/kubernetes/enhancements/pull/1178
-spec:
-  group: topology.node.k8s.io
-  scope: Cluster
-  names:
-    plural: noderesourcetopologies
-    singular: noderesourcetopology
-    kind: NodeResourceTopology
-    listKind: NodeResourceTopologyList
-    shortNames: [node-res-topo]
-  versions:
-    - name: VERSION
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-`
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // nrtFor is node's NodeResourceTopology as corepin nri --publish-nrt
 // builds it, for a machine of 8 single-thread cores per NUMA node with
@@ -101,35 +66,6 @@ func (c *cluster) startNRTExtender(corepin string, args ...string) (int, *kubete
 	})
 	c.note("corepin extender --nrt synced %.1f s after start", time.Since(begin).Seconds())
 	return ports[0], ext
-}
-
-// installNRTCRD creates the CRD serving version alone and waits until it
-// is established.
-func installNRTCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface, version string) {
-	t.Helper()
-	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(strings.Replace(nrtCRD, "VERSION", version, 1)), &obj); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(crdResource).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the NodeResourceTopology CRD: %v", err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		u, err := dyn.Resource(crdResource).Get(ctx, "noderesourcetopologies.topology.node.k8s.io", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the NodeResourceTopology CRD not established: %v", err)
-	}
 }
 
 // filterKeeps asks the extender's /filter, as kube-scheduler does, which of
@@ -176,7 +112,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	installNRTCRD(ctx, t, dyn, "v1alpha2")
+	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha2")
 
 	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
 	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
@@ -275,7 +211,7 @@ func TestRealSchedulerWithKoordinatorNRT(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	installNRTCRD(ctx, t, dyn, "v1alpha1")
+	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha1")
 
 	raw, err := os.ReadFile(koordNRT)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +33,10 @@ type ControlPlane struct {
 }
 
 // StartControlPlane starts etcd and kube-apiserver, binaries from bin,
-// files in dir, as components of ps: bearer-token admin, AlwaysAllow, no
-// ServiceAccount admission (pods mount no token), and apiserverFlags
-// beside these.
+// files in dir, as components of ps: bearer-token admin, AlwaysAllow
+// unless apiserverFlags gives an --authorization-mode= (the API server
+// would append a second one to the first), no ServiceAccount admission
+// (pods mount no token), and apiserverFlags beside these.
 func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags ...string) *ControlPlane {
 	t.Helper()
 	write := func(name string, data []byte) string {
@@ -73,11 +76,14 @@ func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags 
 		args := append([]string{
 			"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 			fmt.Sprintf("--secure-port=%d", ports[0]), "--cert-dir=" + filepath.Join(dir, "certs"),
-			"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow",
+			"--token-auth-file=" + tokens,
 			"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
 			"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
 			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		}, apiserverFlags...)
+		if !slices.ContainsFunc(apiserverFlags, func(f string) bool { return strings.HasPrefix(f, "--authorization-mode=") }) {
+			args = append(args, "--authorization-mode=AlwaysAllow")
+		}
 		return ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"), args...), cp.API + "/readyz", cp.Token
 	})
 	cp.Ready = time.Since(begin)
