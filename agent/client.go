@@ -184,23 +184,29 @@ func (c *Client) Delete(name string) error {
 	return c.do(http.MethodDelete, "/v1/workloads/"+url.PathEscape(name), nil, http.StatusNoContent, nil)
 }
 
+// usageDoc is the answer of GET /v1/usage.
+type usageDoc struct {
+	Usage []Usage    `json:"usage"`
+	QoS   *QoSStatus `json:"qos"`
+}
+
+func (c *Client) usage() (usageDoc, error) {
+	var out usageDoc
+	err := c.do(http.MethodGet, "/v1/usage", nil, http.StatusOK, &out)
+	return out, err
+}
+
 // Usage returns every workload's CPU accounting.
 func (c *Client) Usage() ([]Usage, error) {
-	var out struct {
-		Usage []Usage `json:"usage"`
-	}
-	err := c.do(http.MethodGet, "/v1/usage", nil, http.StatusOK, &out)
-	return out.Usage, err
+	d, err := c.usage()
+	return d.Usage, err
 }
 
 // QoS returns the QoS controller's latest tick, or nil when the agent
 // runs none.
 func (c *Client) QoS() (*QoSStatus, error) {
-	var out struct {
-		QoS *QoSStatus `json:"qos"`
-	}
-	err := c.do(http.MethodGet, "/v1/usage", nil, http.StatusOK, &out)
-	return out.QoS, err
+	d, err := c.usage()
+	return d.QoS, err
 }
 
 // Topology returns the map with assignments and pools.
@@ -219,4 +225,42 @@ func (c *Client) Healthy() error {
 func IsUnreachable(err error) bool {
 	var ae *APIError
 	return err != nil && !errors.As(err, &ae)
+}
+
+// TopRow is one workload's use over a `corepin ctl top` interval.
+type TopRow struct {
+	Name       string  `json:"name"`
+	QoS        string  `json:"qos"`
+	Cpuset     string  `json:"cpuset"`
+	CPUs       float64 `json:"cpus_used"`
+	ThrottledS float64 `json:"throttled_s"`
+	Pids       int     `json:"pids"`
+}
+
+// Top samples every workload's accounting twice, interval apart, and
+// returns each one's CPUs used and time throttled in between (workloads
+// that came or went in between are left out) with the QoS controller's
+// status (nil when it is off).
+func (c *Client) Top(interval time.Duration) ([]TopRow, *QoSStatus, error) {
+	a, err := c.usage()
+	if err != nil {
+		return nil, nil, err
+	}
+	time.Sleep(interval)
+	b, err := c.usage()
+	if err != nil {
+		return nil, nil, err
+	}
+	before := make(map[string]Usage, len(a.Usage))
+	for _, u := range a.Usage {
+		before[u.Name] = u
+	}
+	var rows []TopRow
+	for _, u := range b.Usage {
+		if p, ok := before[u.Name]; ok {
+			rows = append(rows, TopRow{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids,
+				CPUs: (u.UsageS - p.UsageS) / interval.Seconds(), ThrottledS: u.ThrottledS - p.ThrottledS})
+		}
+	}
+	return rows, b.QoS, nil
 }

@@ -3,10 +3,12 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClientBoundsHostileAnswers (issue 17 §5): ctl printed an agent's raw
@@ -66,5 +68,36 @@ func TestPrintable(t *testing.T) {
 		if got := Printable(tc.in, tc.max); got != tc.want {
 			t.Errorf("Printable(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
+	}
+}
+
+// TestClientTop: ctl top's rates come from two samples interval apart,
+// only for workloads present in both, with the second sample's QoS status.
+func TestClientTop(t *testing.T) {
+	samples := []string{
+		`{"usage":[{"name":"a","qos":"LSE","cpuset":"2-3","usage_s":10,"throttled_s":1,"pids":2},{"name":"gone","usage_s":5}]}`,
+		`{"usage":[{"name":"a","qos":"LSE","cpuset":"2-3","usage_s":10.3,"throttled_s":1.05,"pids":3},{"name":"new","usage_s":1}],"qos":{"be_cpus":1.5}}`,
+	}
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/usage" || calls >= len(samples) {
+			http.Error(w, "unexpected call "+r.URL.Path, http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(samples[calls]))
+		calls++
+	}))
+	defer srv.Close()
+	rows, q, err := NewClient(srv.URL, "").Top(200 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Name != "a" || rows[0].Pids != 3 || rows[0].Cpuset != "2-3" ||
+		math.Abs(rows[0].CPUs-1.5) > 1e-9 || math.Abs(rows[0].ThrottledS-0.05) > 1e-9 {
+		t.Errorf("Top rows = %+v, want only a: 1.5 CPUs used, 0.05 s throttled, 3 pids", rows)
+	}
+	if q == nil || calls != 2 {
+		t.Errorf("Top: QoS %+v after %d calls; want the second sample's status, two calls", q, calls)
 	}
 }

@@ -221,37 +221,7 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := c.Usage()
-			if err != nil {
-				return ctlErr(err)
-			}
-			time.Sleep(interval)
-			b, err := c.Usage()
-			if err != nil {
-				return ctlErr(err)
-			}
-			type row struct {
-				Name       string  `json:"name"`
-				QoS        string  `json:"qos"`
-				Cpuset     string  `json:"cpuset"`
-				CPUs       float64 `json:"cpus_used"`
-				ThrottledS float64 `json:"throttled_s"`
-				Pids       int     `json:"pids"`
-			}
-			before := map[string]agent.Usage{}
-			for _, u := range a {
-				before[u.Name] = u
-			}
-			var rows []row
-			for _, u := range b {
-				p, ok := before[u.Name]
-				if !ok {
-					continue
-				}
-				rows = append(rows, row{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids,
-					CPUs: (u.UsageS - p.UsageS) / interval.Seconds(), ThrottledS: u.ThrottledS - p.ThrottledS})
-			}
-			q, err := c.QoS()
+			rows, q, err := c.Top(interval)
 			if err != nil {
 				return ctlErr(err)
 			}
