@@ -63,21 +63,15 @@ type nodeState struct {
 	// every pod there were preempted. Nil when the node publishes too
 	// little to know (AnnotationNUMAFree).
 	empty *alloc.State
-	// topologyPolicy is the node's default topology policy, given to
-	// pods that name none ("" is none).
-	topologyPolicy alloc.TopologyPolicy
-	// bind, when set, is the bind policy every exclusive (LSE, LSR)
-	// request takes on the node, whatever it asks: Koordinator's node
-	// label nrt.LabelKoordCPUBindPolicy.
-	bind alloc.Bind
-	// numa, when set, is the NUMA strategy every exclusive request takes
-	// on the node: Koordinator's node label
-	// nrt.LabelKoordNUMAAllocateStrategy.
-	numa alloc.NUMAStrategy
-	// bindLabel and policyLabel are the values of Koordinator's node
-	// labels that decided bind and topologyPolicy, for the reasons of
-	// the refusals they cause ("" when no label decided them).
-	bindLabel, policyLabel string
+	// settings are the node settings it is judged under (request puts
+	// them on each request): its default topology policy, given to pods
+	// that name none, and, from Koordinator's node labels
+	// (nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMAAllocateStrategy),
+	// the bind policy and NUMA strategy every exclusive (LSE, LSR)
+	// request takes, whatever it asks; with bindLabel and policyLabel, the
+	// values of the labels that decided Bind and TopologyPolicy, for the
+	// reasons of the refusals they cause.
+	settings judgedSettings
 	// published is the set of pod UIDs the node's AnnotationAssigned
 	// names, nil unless its AnnotationAllocator says the entries name
 	// their pods (nrt.Allocator.PodUIDs): the pods it has admitted.
@@ -357,7 +351,7 @@ func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	if settings != nil {
 		// The machine-dependent checks of the settings (align-by-socket
 		// on fewer NUMA nodes than sockets), named as the settings' fault.
-		if _, err := alloc.NewState(t, set.Config()); err != nil {
+		if _, err := alloc.NewState(t, set.Settings()); err != nil {
 			return failed("%s: %v", AnnotationAllocator, err)
 		}
 		doc.Policy, doc.Options = set.Policy, set.Options
@@ -384,7 +378,7 @@ func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	for _, a := range list {
 		uids = append(uids, a.PodUID)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy),
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: judgedSettings{NodeSettings: set.Settings()},
 		published: publishedPods(set, uids)}
 }
 
@@ -436,30 +430,32 @@ func decodeNUMAFree(raw string, settings *string) *nodeState {
 		}
 		total += f
 	}
-	return numaFreeState(free, AnnotationNUMAFree, set)
+	return numaFreeState(free, AnnotationNUMAFree, set.Settings())
 }
 
 // numaFreeState builds the stand-in machine of free CPUs per NUMA node
-// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node
-// allocator's settings set: node i has free[i] single-thread cores, its own
+// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node's
+// settings set (its reserved CPUs are not read): node i has free[i] single-thread cores, its own
 // L3 and its own socket. The caller has checked that the counts are
 // non-negative and at most cpuset.MaxCPU+1 in all, and set's names; what
 // names the source in errors. The state has no empty counterpart: the
 // source does not say what is held.
-func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
+func numaFreeState(free []int, what string, set alloc.NodeSettings) *nodeState {
 	t, err := StandInTopology(free)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
+	judged := judgedSettings{NodeSettings: set}
 	if t == nil {
 		// No CPU at all: an empty state every exclusive request fails on.
-		return &nodeState{topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+		return &nodeState{settings: judged}
 	}
-	st, err := alloc.NewState(t, set.Config())
+	set.Reserved, set.ReservedCount = cpuset.CPUSet{}, 0
+	st, err := alloc.NewState(t, set)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
-	return &nodeState{st: st, free: t.Allowed().Size(), topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+	return &nodeState{st: st, free: t.Allowed().Size(), settings: judged}
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the
@@ -499,9 +495,9 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	case ent.koordErr != nil:
 		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
 	case ent.koord != nil:
-		ns = koordState(ent.koord, ent.settings.TopologyPolicy, labels)
+		ns = koordState(ent.koord, alloc.TopologyPolicy(ent.settings.TopologyPolicy), labels)
 	default:
-		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
+		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings.Settings())
 	}
 	ns.fromNRT = true
 	e.cache.put(key, ns)
@@ -570,12 +566,12 @@ func rawLabel(raw []byte) string {
 //     label first), except under the kubelet engine (static policy): the
 //     kubelet still admits the pod by its own policy, so the stricter of
 //     the two holds.
-func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *nodeState {
+func koordState(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.KoordLabels) *nodeState {
 	set, err := settingsOfKoord(k, topologyPolicy, labels)
 	if err != nil {
 		return failed("%v", err)
 	}
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: set.Options}
+	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: set.Options}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
@@ -588,26 +584,14 @@ func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *no
 	if err != nil {
 		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: set.TopologyPolicy,
-		bind: set.Bind, numa: set.NUMA, bindLabel: set.bindLabel, policyLabel: set.policyLabel}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: set}
 }
 
-// NodeSettings are the allocator settings a node is judged under.
-type NodeSettings struct {
-	// Policy is the engine ("" is corepin), Options its kubelet option
-	// names.
-	Policy  alloc.Policy
-	Options []string
-	// TopologyPolicy is the default of requests that name none ("" is
-	// none).
-	TopologyPolicy alloc.TopologyPolicy
-	// Bind and NUMA, when set, are the bind policy and NUMA strategy every
-	// exclusive (LSE, LSR) request takes on the node (Koordinator's node
-	// labels).
-	Bind alloc.Bind
-	NUMA alloc.NUMAStrategy
-	// bindLabel and policyLabel are the values of Koordinator's labels that
-	// decided Bind and TopologyPolicy, "" when none did.
+// judgedSettings are the node settings a node is judged under, with the
+// values of Koordinator's labels that decided Bind and TopologyPolicy
+// (bindLabel, policyLabel), "" when none did.
+type judgedSettings struct {
+	alloc.NodeSettings
 	bindLabel, policyLabel string
 }
 
@@ -622,9 +606,9 @@ type NodeSettings struct {
 // object's, under the kubelet engine only when stricter (the kubelet
 // still admits by its own). Options the kubelet's and the label's
 // together make invalid are an error.
-func settingsOfKoord(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) (NodeSettings, error) {
-	set := NodeSettings{Policy: alloc.Policy(k.Settings.Policy), Options: k.Settings.Options, NUMA: labels.NUMA,
-		TopologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
+func settingsOfKoord(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.KoordLabels) (judgedSettings, error) {
+	set := judgedSettings{NodeSettings: alloc.NodeSettings{Policy: k.Settings.Policy, Options: k.Settings.Options, NUMA: labels.NUMA,
+		TopologyPolicy: topologyPolicy}}
 	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
 	case labels.Bind == alloc.BindFullPCPUs:
 		set.Bind, set.bindLabel = labels.Bind, "FullPCPUsOnly"
@@ -639,7 +623,7 @@ func settingsOfKoord(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels
 	}
 	if set.bindLabel != "" {
 		if err := alloc.CheckOptions(set.Options); err != nil {
-			return NodeSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
+			return judgedSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
 		}
 	}
 	kubelet := set.Policy == alloc.PolicyKubelet

@@ -174,7 +174,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 			refused, byDefault := 0, 0
 			for _, r := range asks {
 				want, werr := nodeAdmits(st, r, tc.topologyPolicy)
-				got, gerr := nodeAdmits(ns.st, r, string(ns.topologyPolicy))
+				got, gerr := nodeAdmits(ns.st, r, string(ns.settings.TopologyPolicy))
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Errorf("%s: node says %v, extender %v", r.ID, werr, gerr)
 					continue

@@ -126,17 +126,17 @@ func (n NRTNode) Machine() (*topology.Topology, []alloc.Assignment, error) {
 // object's settings (the labels are not read there). An unknown value of a
 // Koordinator label, or a bind label the kubelet's options refuse, is an
 // error wrapping ErrNode.
-func (n NRTNode) JudgedSettings(nodeLabels map[string]string) (NodeSettings, error) {
+func (n NRTNode) JudgedSettings(nodeLabels map[string]string) (alloc.NodeSettings, error) {
 	if n.Koord == nil {
-		return NodeSettings{Policy: alloc.Policy(n.Settings.Policy), Options: n.Settings.Options, TopologyPolicy: alloc.TopologyPolicy(n.Settings.TopologyPolicy)}, nil
+		return n.Settings.Settings(), nil
 	}
 	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy],
 		nodeLabels[nrt.LabelKoordNUMAAllocateStrategy])
 	if err == nil {
-		var set NodeSettings
-		if set, err = settingsOfKoord(n.Koord, n.Settings.TopologyPolicy, labels); err == nil {
-			return set, nil
+		var set judgedSettings
+		if set, err = settingsOfKoord(n.Koord, alloc.TopologyPolicy(n.Settings.TopologyPolicy), labels); err == nil {
+			return set.NodeSettings, nil
 		}
 	}
-	return NodeSettings{}, fmt.Errorf("%w: %w", ErrNode, err)
+	return alloc.NodeSettings{}, fmt.Errorf("%w: %w", ErrNode, err)
 }

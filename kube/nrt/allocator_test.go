@@ -58,7 +58,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseAllocator(%s): %v", *got, err)
 			}
-			if diff := cmp.Diff(AllocatorOf(st, tc.topologyPolicy), a); diff != "" {
+			if diff := cmp.Diff(AllocatorOf(settingsOf(st, tc.topologyPolicy)), a); diff != "" {
 				t.Errorf("read back (-published +parsed):\n%s", diff)
 			}
 		})
@@ -66,8 +66,8 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 }
 
 // The NRT publisher, which holds no State, names the same settings as the
-// annotations of a State of that configuration.
-func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
+// annotations of a State of those settings.
+func TestAllocatorOfSettingsIsAllocatorOfItsState(t *testing.T) {
 	for _, cfg := range []alloc.NodeSettings{
 		{},
 		{Policy: alloc.PolicyCorepin, Options: []string{alloc.OptFullPCPUsOnly}},
@@ -77,7 +77,8 @@ func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(AllocatorOf(st, "restricted"), AllocatorOfConfig(cfg, "restricted")); diff != "" {
+		cfg.TopologyPolicy = alloc.TopologyRestricted
+		if diff := cmp.Diff(AllocatorOf(settingsOf(st, "restricted")), AllocatorOf(cfg)); diff != "" {
 			t.Errorf("%+v (-state +config):\n%s", cfg, diff)
 		}
 	}

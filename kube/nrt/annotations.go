@@ -71,22 +71,30 @@ type Allocator struct {
 	PodUIDs bool `json:"pod_uids,omitempty"`
 }
 
-// AllocatorOf is the settings of st's allocator with topologyPolicy, the
-// node's default topology policy.
-func AllocatorOf(st *alloc.State, topologyPolicy string) Allocator {
-	return Allocator{Policy: string(st.Policy()), Options: st.Options(), TopologyPolicy: topologyPolicy}
+// AllocatorOf is the wire form of node settings s: its engine (corepin
+// when empty), options and default topology policy. Reserved CPUs are
+// published as held (ReservedID); bind and NUMA strategy are not
+// published (a corepin node forces neither).
+func AllocatorOf(s alloc.NodeSettings) Allocator {
+	return Allocator{Policy: string(cmp.Or(s.Policy, alloc.PolicyCorepin)), Options: slices.Clone(s.Options), TopologyPolicy: string(s.TopologyPolicy)}
+}
+
+// Settings are the node settings a carries: engine ("" stays empty,
+// which alloc reads as corepin), options and default topology policy.
+func (a Allocator) Settings() alloc.NodeSettings {
+	return alloc.NodeSettings{Policy: alloc.Policy(a.Policy), Options: a.Options, TopologyPolicy: alloc.TopologyPolicy(a.TopologyPolicy)}
+}
+
+// settingsOf are the node settings of st's allocator with the node's
+// default topology policy topologyPolicy (its reserved CPUs left out: they
+// are published as held).
+func settingsOf(st *alloc.State, topologyPolicy string) alloc.NodeSettings {
+	return alloc.NodeSettings{Policy: st.Policy(), Options: st.Options(), TopologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
 }
 
 // MaxPodUIDBytes bounds a pod UID published in AnnotationAssigned
 // (Kubernetes' are 36-byte UUIDs).
 const MaxPodUIDBytes = 128
-
-// AllocatorOfConfig is the settings of an allocator of configuration cfg
-// with topologyPolicy: AllocatorOf of a State made with cfg (an empty
-// policy is corepin), for publishers that hold no State (NRT objects).
-func AllocatorOfConfig(cfg alloc.NodeSettings, topologyPolicy string) Allocator {
-	return Allocator{Policy: string(cmp.Or(cfg.Policy, alloc.PolicyCorepin)), Options: slices.Clone(cfg.Options), TopologyPolicy: topologyPolicy}
-}
 
 // ErrTooLarge means a node's state does not fit in its annotations at all.
 var ErrTooLarge = errors.New("node state too large to publish")
@@ -112,7 +120,7 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]str
 	// settings is the AnnotationAllocator value, saying whether the
 	// entries name their pods.
 	settings := func(podUIDs bool) (*string, error) {
-		a := AllocatorOf(st, topologyPolicy)
+		a := AllocatorOf(settingsOf(st, topologyPolicy))
 		a.PodUIDs = podUIDs
 		b, err := json.Marshal(a)
 		if err != nil {

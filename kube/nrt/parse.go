@@ -178,12 +178,6 @@ func (a Allocator) Check() error {
 	return nil
 }
 
-// Config is the allocator configuration of a (no reserved CPUs: a node
-// publishes those as held, ReservedID).
-func (a Allocator) Config() alloc.NodeSettings {
-	return alloc.NodeSettings{Policy: alloc.Policy(a.Policy), Options: a.Options}
-}
-
 // AllocatorFromAttributes reads the settings an object's attributes carry:
 // AttrTopologyPolicy (as NFD's topology-updater and Build write it),
 // AttrPolicy and AttrOptions; each absent one stays empty, other

@@ -93,7 +93,9 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--publish-nrt: %v", err)
 				}
-				settings := nrt.AllocatorOfConfig(ac, c.TopologyPolicy)
+				set := ac
+				set.TopologyPolicy = alloc.TopologyPolicy(c.TopologyPolicy)
+				settings := nrt.AllocatorOf(set)
 				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
 					return pub.Publish(ctx, nrt.BuildWith(nodeName, topo, pools, settings))
 				}

@@ -92,8 +92,8 @@ func TestSimulateAsDeployedFromCluster(t *testing.T) {
 		}
 	}
 	wantSources := []nodeSource{
-		{Node: "strict", Source: "corepin", Settings: &publishedSettings{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "none"}},
-		{Node: "single", Source: "corepin", Settings: &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
+		{Node: "strict", Source: "corepin", Settings: &sim.SettingsDoc{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "none"}},
+		{Node: "single", Source: "corepin", Settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
 		{Node: "plain", Source: "corepin"},
 	}
 	if diff := cmp.Diff(wantSources, rep.Sources); diff != "" {
@@ -173,12 +173,12 @@ func TestSimulateAsDeployedKoordinatorBindLabel(t *testing.T) {
 		label      string
 		admitted   int
 		rejectedBy map[string]int
-		settings   *publishedSettings
+		settings   *sim.SettingsDoc
 	}{
 		{name: "FullPCPUsOnly", label: "FullPCPUsOnly", admitted: 1, rejectedBy: map[string]int{"FullPCPUs": 2},
-			settings: &publishedSettings{Policy: "corepin", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node", Bind: "FullPCPUs"}},
+			settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node", Bind: "FullPCPUs"}},
 		{name: "no label", admitted: 3, rejectedBy: map[string]int{},
-			settings: &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
+			settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "koord-a"}}

@@ -95,18 +95,9 @@ const (
 // allocator settings it publishes (scenario as-deployed replays it under
 // them; none: corepin's defaults).
 type nodeSource struct {
-	Node     string             `json:"node"`
-	Source   string             `json:"source"`
-	Settings *publishedSettings `json:"settings,omitempty"`
-}
-
-// publishedSettings is sim.NodeSettings as -o json shows it.
-type publishedSettings struct {
-	Policy         alloc.Policy         `json:"policy"`
-	Options        []string             `json:"options"`
-	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
-	Bind           alloc.Bind           `json:"bind,omitempty"`
-	NUMA           alloc.NUMAStrategy   `json:"numa,omitempty"`
+	Node     string           `json:"node"`
+	Source   string           `json:"source"`
+	Settings *sim.SettingsDoc `json:"settings,omitempty"`
 }
 
 // clusterNodes lists the cluster's Node objects, a page at a time and at
@@ -216,8 +207,8 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 	src := nodeSource{Node: n.Name, Source: source}
 	if set := n.Settings; set != nil {
 		v.published++
-		src.Settings = &publishedSettings{Policy: set.Policy, Options: append([]string{}, set.Options...),
-			TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, NUMA: set.NUMA}
+		doc := sim.SettingsDocOf(*set)
+		src.Settings = &doc
 	}
 	v.sources = append(v.sources, src)
 	if ok {
@@ -232,7 +223,7 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 // annotation, or an empty one), checked against its machine t as the
 // extender checks them. A malformed annotation, or settings the machine
 // can not run, is an error naming the annotation.
-func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*sim.NodeSettings, error) {
+func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*alloc.NodeSettings, error) {
 	raw, ok := n.Annotations[extender.AnnotationAllocator]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
@@ -241,18 +232,19 @@ func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", extender.AnnotationAllocator, err)
 	}
-	if err := canRun(t, a.Config()); err != nil {
+	set := a.Settings()
+	if err := canRun(t, set); err != nil {
 		return nil, fmt.Errorf("%s: settings the node's machine can not run: %w", extender.AnnotationAllocator, err)
 	}
-	return &sim.NodeSettings{Policy: cmp.Or(alloc.Policy(a.Policy), alloc.PolicyCorepin), Options: a.Options,
-		TopologyPolicy: alloc.TopologyPolicy(a.TopologyPolicy)}, nil
+	set.Policy = cmp.Or(set.Policy, alloc.PolicyCorepin)
+	return &set, nil
 }
 
 // nrtSettings are the allocator settings the node of NodeResourceTopology
 // n runs under (set, as extender.NRTNode.JudgedSettings gives them for the
 // node's labels) on machine t, nil for an object that names none. Settings
 // the machine can not run are an error.
-func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*sim.NodeSettings, error) {
+func nrtSettings(n extender.NRTNode, set alloc.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*alloc.NodeSettings, error) {
 	if n.Koord == nil && set.Policy == "" && len(set.Options) == 0 && set.TopologyPolicy == "" {
 		return nil, nil
 	}
@@ -260,7 +252,7 @@ func nrtSettings(n extender.NRTNode, set extender.NodeSettings, t *topology.Topo
 	if err := canRun(t, alloc.NodeSettings{Policy: policy, Options: set.Options}); err != nil {
 		return nil, fmt.Errorf("NodeResourceTopology: settings the node's machine can not run: %w", err)
 	}
-	return &sim.NodeSettings{Policy: policy, Options: slices.Clone(set.Options), TopologyPolicy: set.TopologyPolicy, Bind: set.Bind, NUMA: set.NUMA}, nil
+	return &alloc.NodeSettings{Policy: policy, Options: slices.Clone(set.Options), TopologyPolicy: set.TopologyPolicy, Bind: set.Bind, NUMA: set.NUMA}, nil
 }
 
 func (v *clusterView) skip(node, reason string) {

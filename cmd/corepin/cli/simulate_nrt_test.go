@@ -185,7 +185,7 @@ func TestSimulateFromClusterNRTKoordinator(t *testing.T) {
 	}
 	// The corepin node publishes no settings; koordlet's object its
 	// kubelet's static policy with full-pcpus-only and single-numa-node.
-	koordSettings := &publishedSettings{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
+	koordSettings := &sim.SettingsDoc{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
 	if diff := cmp.Diff([]nodeSource{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
@@ -228,7 +228,7 @@ func TestSimulateFromClusterNRTZones(t *testing.T) {
 	}
 	// Their attributes name a topology policy: settings of corepin's
 	// engine under it.
-	zoneSettings := &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
+	zoneSettings := &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
 	if diff := cmp.Diff([]nodeSource{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
