@@ -15,7 +15,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 )
 
 // Defaults of an Extender.
@@ -385,12 +385,12 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 		v = verdict{reason: Reason(req, err)}
 		switch {
 		case nodeDefault && topologyCaused(req, err) && ns.settings.policyLabel != "":
-			v.reason += " (the node's label " + nrt.LabelKoordNUMATopologyPolicy + " " + ns.settings.policyLabel + ")"
+			v.reason += " (the node's label " + nodestate.LabelKoordNUMATopologyPolicy + " " + ns.settings.policyLabel + ")"
 		case nodeDefault && topologyCaused(req, err):
 			// The pod did not ask for it: say whose policy refused it.
 			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
 		case ns.settings.bindLabel != "" && bindCaused(req, err):
-			v.reason += " (the node's label " + nrt.LabelKoordCPUBindPolicy + " " + ns.settings.bindLabel + ")"
+			v.reason += " (the node's label " + nodestate.LabelKoordCPUBindPolicy + " " + ns.settings.bindLabel + ")"
 		}
 		if ns.coming > 0 {
 			if _, err := admit(ns.before, req); err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
@@ -24,20 +25,20 @@ import (
 const (
 	// AnnotationTopology holds the node's `corepin topo -o json` document,
 	// compact.
-	AnnotationTopology = nrt.AnnotationTopology
+	AnnotationTopology = nodestate.AnnotationTopology
 	// AnnotationAssigned holds the CPUs already held on the node, as the
 	// "assigned" list of `corepin plan`: [{"id":"ns/pod","cpuset":"2-5","qos":"LSE"}].
 	// Absent means nothing is held.
-	AnnotationAssigned = nrt.AnnotationAssigned
+	AnnotationAssigned = nodestate.AnnotationAssigned
 	// AnnotationNUMAFree is the coarse fallback: free CPUs per NUMA node,
 	// in node order, e.g. "[4,0]". It stands for a machine of that many
 	// single-thread cores per node, one socket and one L3 per node.
-	AnnotationNUMAFree = nrt.AnnotationNUMAFree
+	AnnotationNUMAFree = nodestate.AnnotationNUMAFree
 	// AnnotationAllocator holds the node allocator's settings beside
 	// either form: {"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}
 	// (nrt.Allocator). Absent means policy corepin, no options, topology
 	// policy none (a node of an older corepin).
-	AnnotationAllocator = nrt.AnnotationAllocator
+	AnnotationAllocator = nodestate.AnnotationAllocator
 )
 
 // ErrNode is wrapped by errors about a node's published state.
@@ -47,9 +48,9 @@ var ErrNode = errors.New("invalid node annotation")
 const (
 	// MaxAnnotationBytes bounds each annotation decoded (Kubernetes caps
 	// all of an object's annotations at 256 KiB together).
-	MaxAnnotationBytes = nrt.MaxAnnotationBytes
+	MaxAnnotationBytes = nodestate.MaxAnnotationBytes
 	// maxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
-	maxNUMAFreeNodes = nrt.MaxNUMAFreeNodes
+	maxNUMAFreeNodes = nodestate.MaxNUMAFreeNodes
 )
 
 // nodeState is a node's decoded state before any placement: shared,
@@ -66,7 +67,7 @@ type nodeState struct {
 	// settings are the node settings it is judged under (request puts
 	// them on each request): its default topology policy, given to pods
 	// that name none, and, from Koordinator's node labels
-	// (nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMAAllocateStrategy),
+	// (nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMAAllocateStrategy),
 	// the bind policy and NUMA strategy every exclusive (LSE, LSR)
 	// request takes, whatever it asks; with bindLabel and policyLabel, the
 	// values of the labels that decided Bind and TopologyPolicy, for the
@@ -179,8 +180,8 @@ func (e *Extender) publishedStateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return e.nrtStateOf(node.Name, koordLabelValues{node.Labels[nrt.LabelKoordCPUBindPolicy], node.Labels[nrt.LabelKoordNUMATopologyPolicy],
-			node.Labels[nrt.LabelKoordNUMAAllocateStrategy]})
+		return e.nrtStateOf(node.Name, koordLabelValues{node.Labels[nodestate.LabelKoordCPUBindPolicy], node.Labels[nodestate.LabelKoordNUMATopologyPolicy],
+			node.Labels[nodestate.LabelKoordNUMAAllocateStrategy]})
 	}
 	settings, hasSettings := node.Annotations[AnnotationAllocator]
 	h := sha256.New()
@@ -323,7 +324,7 @@ func parseSettings(raw *string) (nrt.Allocator, error) {
 	if raw == nil {
 		return nrt.Allocator{}, nil
 	}
-	a, err := nrt.ParseAllocator(*raw)
+	a, err := nodestate.ParseAllocator(*raw)
 	if err != nil {
 		return nrt.Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
 	}
@@ -461,8 +462,8 @@ func numaFreeState(free []int, what string, set alloc.NodeSettings) *nodeState {
 // nrtStateOf is the state of a node without corepin annotations: the
 // machine Koordinator's annotations describe on its NodeResourceTopology
 // (koordState) under the node's Koordinator labels bindLabel
-// (nrt.LabelKoordCPUBindPolicy) and policyLabel
-// (nrt.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
+// (nodestate.LabelKoordCPUBindPolicy) and policyLabel
+// (nodestate.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
 // machine of its zones, whose labels are not read (no koordlet runs there,
 // no koord-scheduler judges it by them). Nil when the extender watches none
 // (WithNRT) or knows none for the node.
@@ -475,15 +476,15 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 		return nil, stateKey{}
 	}
 	key := ent.key
-	var labels nrt.KoordLabels
+	var labels nodestate.KoordLabels
 	if ent.koord != nil && lv != (koordLabelValues{}) {
 		var err error
-		if labels, err = nrt.ParseKoordLabels(lv.bind, lv.policy, lv.strategy); err != nil {
+		if labels, err = nodestate.ParseKoordLabels(lv.bind, lv.policy, lv.strategy); err != nil {
 			// Not cached: judge answers a failed state before it
 			// looks at its key.
 			return &nodeState{err: fmt.Errorf("%w: %w", ErrNode, err)}, stateKey{}
 		}
-		if labels != (nrt.KoordLabels{}) {
+		if labels != (nodestate.KoordLabels{}) {
 			key = labeledKey(ent.key, labels)
 		}
 	}
@@ -505,14 +506,14 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 }
 
 // koordLabelValues are the values of a Node's Koordinator labels
-// (nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy,
-// nrt.LabelKoordNUMAAllocateStrategy), "" when absent.
+// (nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMATopologyPolicy,
+// nodestate.LabelKoordNUMAAllocateStrategy), "" when absent.
 type koordLabelValues struct{ bind, policy, strategy string }
 
 // labeledKey is the key of the state of the NodeResourceTopology of key
 // under Koordinator labels l (not both empty), computed without
 // allocating.
-func labeledKey(key stateKey, l nrt.KoordLabels) stateKey {
+func labeledKey(key stateKey, l nodestate.KoordLabels) stateKey {
 	var b [len(key) + 64]byte
 	n := copy(b[:], key[:])
 	n += copy(b[n:], "labels\x00")
@@ -534,7 +535,7 @@ func rawLabel(raw []byte) string {
 		return ""
 	}
 	v := raw[1 : len(raw)-1]
-	for _, names := range [][]string{nrt.KoordCPUBindPolicies, nrt.KoordNUMATopologyPolicies, nrt.KoordNUMAAllocateStrategies} {
+	for _, names := range [][]string{nodestate.KoordCPUBindPolicies, nodestate.KoordNUMATopologyPolicies, nodestate.KoordNUMAAllocateStrategies} {
 		for _, name := range names {
 			if string(v) == name {
 				return name
@@ -566,7 +567,7 @@ func rawLabel(raw []byte) string {
 //     label first), except under the kubelet engine (static policy): the
 //     kubelet still admits the pod by its own policy, so the stricter of
 //     the two holds.
-func koordState(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.KoordLabels) *nodeState {
+func koordState(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) *nodeState {
 	set, err := settingsOfKoord(k, topologyPolicy, labels)
 	if err != nil {
 		return failed("%v", err)
@@ -574,7 +575,7 @@ func koordState(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.Ko
 	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: set.Options}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
+		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordCPUTopology, nodestate.AnnotationKoordKubeletPolicy, err)
 	}
 	doc.Assigned = make([]plan.Assigned, 0, len(k.Held))
 	for _, a := range k.Held {
@@ -582,7 +583,7 @@ func koordState(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.Ko
 	}
 	p, err := doc.Place(noSysfsRoot)
 	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
+		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordPodCPUAllocs, nodestate.AnnotationKoordCPUSharedPools, err)
 	}
 	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: set}
 }
@@ -606,7 +607,7 @@ type judgedSettings struct {
 // object's, under the kubelet engine only when stricter (the kubelet
 // still admits by its own). Options the kubelet's and the label's
 // together make invalid are an error.
-func settingsOfKoord(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels nrt.KoordLabels) (judgedSettings, error) {
+func settingsOfKoord(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) (judgedSettings, error) {
 	set := judgedSettings{NodeSettings: alloc.NodeSettings{Policy: k.Settings.Policy, Options: k.Settings.Options, NUMA: labels.NUMA,
 		TopologyPolicy: topologyPolicy}}
 	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
@@ -623,7 +624,7 @@ func settingsOfKoord(k *nrt.Koord, topologyPolicy alloc.TopologyPolicy, labels n
 	}
 	if set.bindLabel != "" {
 		if err := alloc.CheckOptions(set.Options); err != nil {
-			return judgedSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
+			return judgedSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nodestate.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
 		}
 	}
 	kubelet := set.Policy == alloc.PolicyKubelet

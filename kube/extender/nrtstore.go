@@ -20,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
@@ -33,13 +34,13 @@ var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Ver
 var NRTResourceV1alpha1 = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha1", Resource: "noderesourcetopologies"}
 
 // NRTStore keeps, per node name, what its NodeResourceTopology object
-// publishes for judging it: Koordinator's CPU detail (nrt.ParseKoord: the
+// publishes for judging it: Koordinator's CPU detail (nodestate.ParseKoord: the
 // whole machine, reserved and held CPUs) when the object carries
-// nrt.AnnotationKoordCPUTopology, else the free CPUs per NUMA node of its
-// zones (nrt.FreeCPUs); and the allocator settings of its attributes
-// (nrt.AllocatorFromAttributes) with, absent the topologyManagerPolicy
+// nodestate.AnnotationKoordCPUTopology, else the free CPUs per NUMA node of its
+// zones (nodestate.FreeCPUs); and the allocator settings of its attributes
+// (nodestate.AllocatorFromAttributes) with, absent the topologyManagerPolicy
 // attribute, the default topology policy of its topologyPolicies
-// (nrt.TopologyPolicyOfNRT); on a Koordinator object the engine and
+// (nodestate.TopologyPolicyOfNRT); on a Koordinator object the engine and
 // options are the kubelet's that Koordinator reports, not corepin's
 // attributes. An object whose zones or settings do not read
 // is logged and leaves its node unjudged; one whose Koordinator
@@ -59,7 +60,7 @@ type NRTStore struct {
 // they make.
 type nrtEntry struct {
 	free     []int
-	koord    *nrt.Koord
+	koord    *nodestate.Koord
 	koordErr error
 	settings nrt.Allocator
 	key      stateKey
@@ -75,8 +76,8 @@ type nrtFields struct {
 	attrs    []nrt.Attribute
 	policies []string
 	// koordAnn are the object's annotations when it carries Koordinator's
-	// detail (nrt.AnnotationKoordCPUTopology), nil otherwise; only
-	// nrt.KoordAnnotations are read of them.
+	// detail (nodestate.AnnotationKoordCPUTopology), nil otherwise; only
+	// nodestate.KoordAnnotations are read of them.
 	koordAnn map[string]string
 }
 
@@ -109,7 +110,7 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
 	if o.koordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
-		for _, name := range nrt.KoordAnnotations {
+		for _, name := range nodestate.KoordAnnotations {
 			v, ok := o.koordAnn[name]
 			if !ok {
 				h.Write([]byte("-\x00"))
@@ -155,21 +156,21 @@ func (s *NRTStore) set(node string, o nrtFields) {
 // and options; its zones (capacity and allocatable only, or none) are not
 // read.
 func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
-	n.Settings, err = nrt.AllocatorFromAttributes(o.attrs)
+	n.Settings, err = nodestate.AllocatorFromAttributes(o.attrs)
 	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
-		n.Settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
+		n.Settings.TopologyPolicy, err = nodestate.TopologyPolicyOfNRT(o.policies)
 	}
 	if err != nil {
 		return NRTNode{}, nil, err
 	}
 	if o.koordAnn != nil {
-		n.Koord, koordErr = nrt.ParseKoord(o.koordAnn)
+		n.Koord, koordErr = nodestate.ParseKoord(o.koordAnn)
 		return n, koordErr, nil
 	}
 	if o.zonesErr != nil {
 		return NRTNode{}, nil, o.zonesErr
 	}
-	if n.Free, err = nrt.FreeCPUs(o.zones); err != nil {
+	if n.Free, err = nodestate.FreeCPUs(o.zones); err != nil {
 		return NRTNode{}, nil, err
 	}
 	total := 0
@@ -177,7 +178,7 @@ func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
 		total += f
 	}
 	if total > cpuset.MaxCPU+1 {
-		return NRTNode{}, nil, fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
+		return NRTNode{}, nil, fmt.Errorf("%w: %d free CPUs in all, more than %d", nodestate.ErrZones, total, cpuset.MaxCPU+1)
 	}
 	return n, nil, nil
 }
@@ -331,38 +332,38 @@ func (s *NRTStore) onSet(obj any) {
 func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
 	var o nrtFields
 	ann := u.GetAnnotations()
-	if _, ok := ann[nrt.AnnotationKoordCPUTopology]; ok {
+	if _, ok := ann[nodestate.AnnotationKoordCPUTopology]; ok {
 		o.koordAnn = ann
 	}
 	o.zones, o.zonesErr = zonesOf(u)
 	if raw, ok := u.Object["attributes"]; ok && raw != nil {
 		al, ok := raw.([]any)
 		if !ok {
-			return o, fmt.Errorf("%w: attributes is not a list", nrt.ErrAllocator)
+			return o, fmt.Errorf("%w: attributes is not a list", nodestate.ErrAllocator)
 		}
-		if len(al) > nrt.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d attributes", nrt.ErrAllocator, nrt.MaxAttributes)
+		if len(al) > nodestate.MaxAttributes {
+			return o, fmt.Errorf("%w: more than %d attributes", nodestate.ErrAllocator, nodestate.MaxAttributes)
 		}
 		var a struct {
 			Attributes []nrt.Attribute `json:"attributes"`
 		}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
-			return o, fmt.Errorf("%w: attributes: %w", nrt.ErrAllocator, err)
+			return o, fmt.Errorf("%w: attributes: %w", nodestate.ErrAllocator, err)
 		}
 		o.attrs = a.Attributes
 	}
 	if raw, ok := u.Object["topologyPolicies"]; ok && raw != nil {
 		pl, ok := raw.([]any)
 		if !ok {
-			return o, fmt.Errorf("%w: topologyPolicies is not a list", nrt.ErrAllocator)
+			return o, fmt.Errorf("%w: topologyPolicies is not a list", nodestate.ErrAllocator)
 		}
-		if len(pl) > nrt.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d topologyPolicies", nrt.ErrAllocator, nrt.MaxAttributes)
+		if len(pl) > nodestate.MaxAttributes {
+			return o, fmt.Errorf("%w: more than %d topologyPolicies", nodestate.ErrAllocator, nodestate.MaxAttributes)
 		}
 		for _, p := range pl {
 			ps, ok := p.(string)
 			if !ok {
-				return o, fmt.Errorf("%w: topologyPolicies holds a %T, not a string", nrt.ErrAllocator, p)
+				return o, fmt.Errorf("%w: topologyPolicies holds a %T, not a string", nodestate.ErrAllocator, p)
 			}
 			o.policies = append(o.policies, ps)
 		}
@@ -374,20 +375,20 @@ func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
 func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
 	raw, ok := u.Object["zones"]
 	if !ok || raw == nil {
-		return nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
+		return nil, fmt.Errorf("%w: no zones", nodestate.ErrZones)
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
+		return nil, fmt.Errorf("%w: zones is not a list", nodestate.ErrZones)
 	}
-	if len(list) > nrt.MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
+	if len(list) > nodestate.MaxZones {
+		return nil, fmt.Errorf("%w: more than %d zones", nodestate.ErrZones, nodestate.MaxZones)
 	}
 	var o struct {
 		Zones []nrt.Zone `json:"zones"`
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
+		return nil, fmt.Errorf("%w: %w", nodestate.ErrZones, err)
 	}
 	return o.Zones, nil
 }
@@ -408,8 +409,8 @@ func identityOf(u *unstructured.Unstructured) *unstructured.Unstructured {
 // trimNRT is the informer's transform: it keeps of an object only what
 // the store and the informer's own cache need (name, resource version,
 // zones, attributes, topologyPolicies and Koordinator's annotations; at
-// most one zone beyond nrt.MaxZones and one attribute or topology policy
-// beyond nrt.MaxAttributes, enough to refuse them; the API server bounds
+// most one zone beyond nodestate.MaxZones and one attribute or topology policy
+// beyond nodestate.MaxAttributes, enough to refuse them; the API server bounds
 // the annotations), so a large object costs little while cached.
 func trimNRT(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -420,7 +421,7 @@ func trimNRT(obj any) (any, error) {
 	for _, f := range []struct {
 		field string
 		max   int
-	}{{"zones", nrt.MaxZones}, {"attributes", nrt.MaxAttributes}, {"topologyPolicies", nrt.MaxAttributes}} {
+	}{{"zones", nodestate.MaxZones}, {"attributes", nodestate.MaxAttributes}, {"topologyPolicies", nodestate.MaxAttributes}} {
 		v, ok := u.Object[f.field]
 		if !ok {
 			continue
@@ -432,7 +433,7 @@ func trimNRT(obj any) (any, error) {
 	}
 	if ann := u.GetAnnotations(); len(ann) > 0 {
 		kept := map[string]string{}
-		for _, name := range nrt.KoordAnnotations {
+		for _, name := range nodestate.KoordAnnotations {
 			if v, ok := ann[name]; ok {
 				kept[name] = v
 			}

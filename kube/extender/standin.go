@@ -9,6 +9,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
@@ -60,16 +61,16 @@ func StandInTopology(free []int) (*topology.Topology, error) {
 type NRTNode struct {
 	// Name is the object's name, its node's.
 	Name string
-	// Koord is Koordinator's description (nrt.ParseKoord) when the object
-	// carries nrt.AnnotationKoordCPUTopology; nil otherwise.
-	Koord *nrt.Koord
+	// Koord is Koordinator's description (nodestate.ParseKoord) when the object
+	// carries nodestate.AnnotationKoordCPUTopology; nil otherwise.
+	Koord *nodestate.Koord
 	// Free is the free CPUs per NUMA node of the object's Node zones
-	// (nrt.FreeCPUs) when Koord is nil.
+	// (nodestate.FreeCPUs) when Koord is nil.
 	Free []int
 	// Settings are the allocator settings of the object's attributes
-	// (nrt.AllocatorFromAttributes), with, absent the
+	// (nodestate.AllocatorFromAttributes), with, absent the
 	// topologyManagerPolicy attribute, the topology policy of its
-	// topologyPolicies (nrt.TopologyPolicyOfNRT).
+	// topologyPolicies (nodestate.TopologyPolicyOfNRT).
 	Settings nrt.Allocator
 }
 
@@ -97,7 +98,7 @@ var ErrNoFreeCPU = errors.New("its zones count no free CPU")
 
 // Machine is the node's machine and the workloads holding CPUs on it
 // before any placement. For Koordinator's description: its whole machine,
-// its reserved CPUs held as one exclusive nrt.ReservedID entry (as a
+// its reserved CPUs held as one exclusive nodestate.ReservedID entry (as a
 // corepin node publishes them) and its held CPUs. For zones: the stand-in
 // machine of the free CPUs (StandInTopology), nothing held (the zones do
 // not say what is); no free CPU at all is an error wrapping ErrNoFreeCPU.
@@ -105,7 +106,7 @@ func (n NRTNode) Machine() (*topology.Topology, []alloc.Assignment, error) {
 	if n.Koord != nil {
 		held := make([]alloc.Assignment, 0, len(n.Koord.Held)+1)
 		if !n.Koord.Reserved.IsEmpty() {
-			held = append(held, alloc.Assignment{ID: nrt.ReservedID, QoS: alloc.LSE, CPUs: n.Koord.Reserved})
+			held = append(held, alloc.Assignment{ID: nodestate.ReservedID, QoS: alloc.LSE, CPUs: n.Koord.Reserved})
 		}
 		return n.Koord.Topology, append(held, n.Koord.Held...), nil
 	}
@@ -130,8 +131,8 @@ func (n NRTNode) JudgedSettings(nodeLabels map[string]string) (alloc.NodeSetting
 	if n.Koord == nil {
 		return n.Settings.Settings(), nil
 	}
-	labels, err := nrt.ParseKoordLabels(nodeLabels[nrt.LabelKoordCPUBindPolicy], nodeLabels[nrt.LabelKoordNUMATopologyPolicy],
-		nodeLabels[nrt.LabelKoordNUMAAllocateStrategy])
+	labels, err := nodestate.ParseKoordLabels(nodeLabels[nodestate.LabelKoordCPUBindPolicy], nodeLabels[nodestate.LabelKoordNUMATopologyPolicy],
+		nodeLabels[nodestate.LabelKoordNUMAAllocateStrategy])
 	if err == nil {
 		var set judgedSettings
 		if set, err = settingsOfKoord(n.Koord, alloc.TopologyPolicy(n.Settings.TopologyPolicy), labels); err == nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 )
 
 func TestStandInTopology(t *testing.T) {
@@ -63,14 +63,14 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 	}{
 		{name: "corepin zones", u: nrtObject(t, "zones", 3, 8), free: []int{3, 8}, tp: "single-numa-node", cpus: 11},
 		{name: "koordinator", u: koordObject(t, "koord", nil), tp: "single-numa-node", cpus: 16, held: []alloc.Assignment{
-			{ID: nrt.ReservedID, QoS: alloc.LSE, CPUs: cpuset.New(0, 8)},
+			{ID: nodestate.ReservedID, QoS: alloc.LSE, CPUs: cpuset.New(0, 8)},
 			{ID: "default/web", QoS: alloc.LSE, CPUs: cpuset.New(1, 9)},
-			{ID: nrt.KoordLSRID, QoS: alloc.LSR, CPUs: cpuset.New(6, 14)},
-			{ID: nrt.KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.New(4, 5, 12, 13)},
+			{ID: nodestate.KoordLSRID, QoS: alloc.LSR, CPUs: cpuset.New(6, 14)},
+			{ID: nodestate.KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.New(4, 5, 12, 13)},
 		}},
 		{name: "zones not a list", u: badZones, wantErr: "zones is not a list"},
 		{name: "unknown topology policy", u: badPolicy, wantErr: `"Sometimes"`},
-		{name: "koordinator topology broken", u: koordObject(t, "koord-bad", map[string]string{nrt.AnnotationKoordCPUTopology: `{"detail":[`}), wantErr: nrt.AnnotationKoordCPUTopology},
+		{name: "koordinator topology broken", u: koordObject(t, "koord-bad", map[string]string{nodestate.AnnotationKoordCPUTopology: `{"detail":[`}), wantErr: nodestate.AnnotationKoordCPUTopology},
 		{name: "no free CPU", u: nrtObject(t, "full", 0, 0), free: []int{0, 0}, tp: "single-numa-node", wantErr: "no free CPU"},
 	}
 	for _, tc := range tests {
@@ -121,7 +121,7 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	corepinEngine, err := ParseNRT(koordObject(t, "k", map[string]string{nrt.AnnotationKoordKubeletPolicy: `{"policy":"none"}`}))
+	corepinEngine, err := ParseNRT(koordObject(t, "k", map[string]string{nodestate.AnnotationKoordKubeletPolicy: `{"policy":"none"}`}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	label := func(v string) map[string]string { return map[string]string{nrt.LabelKoordNUMATopologyPolicy: v} }
+	label := func(v string) map[string]string { return map[string]string{nodestate.LabelKoordNUMATopologyPolicy: v} }
 	tests := []struct {
 		name    string
 		n       NRTNode
@@ -142,7 +142,7 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 		{name: "label replaces it under corepin's engine", n: corepinEngine, labels: label("BestEffort"), want: alloc.TopologyBestEffort},
 		{name: "zones do not read labels", n: zones, labels: label("Sometimes"), want: alloc.TopologySingleNUMANode},
 		{name: "unknown label", n: koord, labels: label("Sometimes"), wantErr: true},
-		{name: "unknown bind label", n: koord, labels: map[string]string{nrt.LabelKoordCPUBindPolicy: "Tight"}, wantErr: true},
+		{name: "unknown bind label", n: koord, labels: map[string]string{nodestate.LabelKoordCPUBindPolicy: "Tight"}, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

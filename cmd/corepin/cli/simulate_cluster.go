@@ -17,7 +17,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 )
@@ -228,7 +228,7 @@ func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
-	a, err := nrt.ParseAllocator(raw)
+	a, err := nodestate.ParseAllocator(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", extender.AnnotationAllocator, err)
 	}
@@ -350,7 +350,7 @@ func listNRT(ctx context.Context, api kubeclient.Reader, res schema.GroupVersion
 // Koordinator's CPU topology annotation, or the free CPU counts.
 func machineKey(u *unstructured.Unstructured, n extender.NRTNode) string {
 	if n.Koord != nil {
-		sum := sha256.Sum256([]byte(u.GetAnnotations()[nrt.AnnotationKoordCPUTopology]))
+		sum := sha256.Sum256([]byte(u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]))
 		return "nrt-koordinator\x00" + string(sum[:])
 	}
 	return fmt.Sprint("nrt-zones\x00", n.Free)

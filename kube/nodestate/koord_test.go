@@ -1,9 +1,10 @@
-package nrt
+package nodestate
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/kube/nrt"
 	"strings"
 	"testing"
 
@@ -256,7 +257,7 @@ func FuzzParseKoord(f *testing.F) {
 			}
 			return
 		}
-		if err := AllocatorOf(k.Settings).Check(); err != nil {
+		if err := CheckAllocator(nrt.AllocatorOf(k.Settings)); err != nil {
 			t.Errorf("accepted settings %+v: %v", k.Settings, err)
 		}
 		machine := k.Topology.Online()
