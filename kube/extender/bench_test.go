@@ -82,7 +82,7 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 			policies := []string{"SingleNUMANode", "Restricted", "None", "BestEffort"}
 			for i := range 100 {
 				name := fmt.Sprintf("node-%03d", i)
-				o, err := objectOf(koordLabelObject(b, name, kubelet[i%2], "None"))
+				o, err := nodestate.FieldsOf(koordLabelObject(b, name, kubelet[i%2], "None"))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -62,7 +62,7 @@ func labelStore(t testing.TB) *NRTStore {
 		koordLabelObject(t, koordStaticSNN, `{"policy":"static"}`, "SingleNUMANodePodLevel"),
 		koordLabelObject(t, koordFull, `{"policy":"static","options":{"full-pcpus-only":"true"}}`, "None"),
 	} {
-		o, err := objectOf(u)
+		o, err := nodestate.FieldsOf(u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,12 +1,10 @@
 package extender
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -15,13 +13,12 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
 // Node annotations a corepin node (the NRI plugin with --annotate-node)
-// publishes; kube/nrt encodes them (NodeAnnotations).
+// publishes; kube/nodestate encodes and decodes them.
 const (
 	// AnnotationTopology holds the node's `corepin topo -o json` document,
 	// compact.
@@ -41,16 +38,15 @@ const (
 	AnnotationAllocator = nodestate.AnnotationAllocator
 )
 
-// ErrNode is wrapped by errors about a node's published state.
-var ErrNode = errors.New("invalid node annotation")
+// ErrNode is wrapped by errors about a node's published state
+// (nodestate.ErrNode).
+var ErrNode = nodestate.ErrNode
 
 // Limits on what a node may publish.
 const (
 	// MaxAnnotationBytes bounds each annotation decoded (Kubernetes caps
 	// all of an object's annotations at 256 KiB together).
 	MaxAnnotationBytes = nodestate.MaxAnnotationBytes
-	// maxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
-	maxNUMAFreeNodes = nodestate.MaxNUMAFreeNodes
 )
 
 // nodeState is a node's decoded state before any placement: shared,
@@ -268,69 +264,6 @@ func failed(format string, args ...any) *nodeState {
 	return &nodeState{err: fmt.Errorf("%w: %s", ErrNode, fmt.Sprintf(format, args...))}
 }
 
-// NodeTopology decodes the corepin state a node publishes: its machine
-// (AnnotationTopology, the compact `corepin topo -o json` document) and
-// the workloads already holding CPUs on it (AnnotationAssigned, the
-// "assigned" list of `corepin plan`). ok is false, with nothing decoded,
-// for a node without AnnotationTopology. A malformed or oversized
-// annotation is an error wrapping ErrNode. The assignments are not checked
-// against the machine here: alloc.State.Assign does that.
-func NodeTopology(node *corev1.Node) (t *topology.Topology, held []alloc.Assignment, ok bool, err error) {
-	topo, ok := node.Annotations[AnnotationTopology]
-	if !ok {
-		return nil, nil, false, nil
-	}
-	t, assigned, err := parseTopology(topo, node.Annotations[AnnotationAssigned])
-	if err != nil {
-		return nil, nil, true, err
-	}
-	for _, a := range assigned {
-		as, err := a.Assignment()
-		if err != nil {
-			return nil, nil, true, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAssigned, err)
-		}
-		held = append(held, as)
-	}
-	return t, held, true, nil
-}
-
-// parseTopology decodes the two annotations of a node publishing its
-// topology and assignments.
-func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, error) {
-	if len(topo) > MaxAnnotationBytes || len(assigned) > MaxAnnotationBytes {
-		return nil, nil, fmt.Errorf("%w: annotation longer than %d bytes", ErrNode, MaxAnnotationBytes)
-	}
-	t, err := topology.ReadDoc(bytes.NewReader([]byte(topo)))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationTopology, err)
-	}
-	var list []plan.Assigned
-	if assigned != "" {
-		dec := json.NewDecoder(bytes.NewReader([]byte(assigned)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&list); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: parsing: %w", ErrNode, AnnotationAssigned, err)
-		}
-		if dec.More() {
-			return nil, nil, fmt.Errorf("%w: %s: trailing data after the JSON list", ErrNode, AnnotationAssigned)
-		}
-	}
-	return t, list, nil
-}
-
-// parseSettings decodes AnnotationAllocator; nil (the node publishes none)
-// is the zero settings: policy corepin, no options, topology policy none.
-func parseSettings(raw *string) (nrt.Allocator, error) {
-	if raw == nil {
-		return nrt.Allocator{}, nil
-	}
-	a, err := nodestate.ParseAllocator(*raw)
-	if err != nil {
-		return nrt.Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
-	}
-	return a, nil
-}
-
 // decodeTopology builds the state of a node publishing its topology and
 // assignments, through the same plan document `corepin plan` places on,
 // under the allocator settings settings (AnnotationAllocator; nil when the
@@ -340,22 +273,19 @@ func parseSettings(raw *string) (nrt.Allocator, error) {
 // strict-cpu-reservation keeps them out of the shared pool. Without, the
 // state is the one an extender unaware of settings built.
 func decodeTopology(topo, assigned string, settings *string) *nodeState {
-	set, err := parseSettings(settings)
+	pub, err := nodestate.DecodeTopology(topo, assigned, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	t, list, err := parseTopology(topo, assigned)
-	if err != nil {
-		return &nodeState{err: err}
-	}
+	t, list, set := pub.Topology, pub.Assigned, pub.Settings
 	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
-	if settings != nil {
+	if pub.HasSettings {
 		// The machine-dependent checks of the settings (align-by-socket
 		// on fewer NUMA nodes than sockets), named as the settings' fault.
-		if _, err := alloc.NewState(t, set.Settings()); err != nil {
+		if _, err := alloc.NewState(t, set); err != nil {
 			return failed("%s: %v", AnnotationAllocator, err)
 		}
-		doc.Policy, doc.Options = set.Policy, set.Options
+		doc.Policy, doc.Options = string(set.Policy), set.Options
 		if doc.Reserved, doc.Assigned, err = splitReserved(list); err != nil {
 			return failed("%s: %v", AnnotationAssigned, err)
 		}
@@ -379,8 +309,8 @@ func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	for _, a := range list {
 		uids = append(uids, a.PodUID)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: judgedSettings{NodeSettings: set.Settings()},
-		published: publishedPods(set, uids)}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: judgedSettings{NodeSettings: set},
+		published: publishedPods(pub.PodUIDs, uids)}
 }
 
 // splitReserved separates the ReservedID entries of list: their CPUs as a
@@ -406,32 +336,11 @@ func splitReserved(list []plan.Assigned) (string, []plan.Assigned, error) {
 // (numaFreeState) under the allocator settings settings
 // (AnnotationAllocator; nil when the node publishes none).
 func decodeNUMAFree(raw string, settings *string) *nodeState {
-	set, err := parseSettings(settings)
+	pub, err := nodestate.DecodeNUMAFree(raw, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	if len(raw) > MaxAnnotationBytes {
-		return failed("%s longer than %d bytes", AnnotationNUMAFree, MaxAnnotationBytes)
-	}
-	var free []int
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	if err := dec.Decode(&free); err != nil {
-		return failed("%s %q: want a JSON list of free CPUs per NUMA node, like [4,0]: %v", AnnotationNUMAFree, short(raw), err)
-	}
-	if dec.More() {
-		return failed("%s %q: trailing data after the JSON list", AnnotationNUMAFree, short(raw))
-	}
-	if len(free) == 0 || len(free) > maxNUMAFreeNodes {
-		return failed("%s %q: want 1 to %d NUMA nodes", AnnotationNUMAFree, short(raw), maxNUMAFreeNodes)
-	}
-	total := 0
-	for _, f := range free {
-		if f < 0 || f > cpuset.MaxCPU+1 || total+f > cpuset.MaxCPU+1 {
-			return failed("%s %q: free CPUs must be 0 to %d in all", AnnotationNUMAFree, short(raw), cpuset.MaxCPU+1)
-		}
-		total += f
-	}
-	return numaFreeState(free, AnnotationNUMAFree, set.Settings())
+	return numaFreeState(pub.Free, AnnotationNUMAFree, pub.Settings)
 }
 
 // numaFreeState builds the stand-in machine of free CPUs per NUMA node
@@ -442,7 +351,7 @@ func decodeNUMAFree(raw string, settings *string) *nodeState {
 // names the source in errors. The state has no empty counterpart: the
 // source does not say what is held.
 func numaFreeState(free []int, what string, set alloc.NodeSettings) *nodeState {
-	t, err := StandInTopology(free)
+	t, err := nodestate.StandInTopology(free)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
@@ -496,9 +405,9 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	case ent.koordErr != nil:
 		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
 	case ent.koord != nil:
-		ns = koordState(ent.koord, alloc.TopologyPolicy(ent.settings.TopologyPolicy), labels)
+		ns = koordState(ent.koord, ent.settings.TopologyPolicy, labels)
 	default:
-		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings.Settings())
+		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
 	}
 	ns.fromNRT = true
 	e.cache.put(key, ns)
@@ -568,10 +477,11 @@ func rawLabel(raw []byte) string {
 //     kubelet still admits the pod by its own policy, so the stricter of
 //     the two holds.
 func koordState(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) *nodeState {
-	set, err := settingsOfKoord(k, topologyPolicy, labels)
+	settings, by, err := nodestate.KoordSettings(k, topologyPolicy, labels)
 	if err != nil {
 		return failed("%v", err)
 	}
+	set := judgedSettings{NodeSettings: settings, bindLabel: by.Bind, policyLabel: by.TopologyPolicy}
 	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: set.Options}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
@@ -596,81 +506,10 @@ type judgedSettings struct {
 	bindLabel, policyLabel string
 }
 
-// settingsOfKoord are the settings of a node koordlet describes (k, with
-// default topology policy topologyPolicy) under its Node's Koordinator
-// labels, as koord-scheduler applies them: FullPCPUsOnly is also the
-// option full-pcpus-only and every exclusive request's bind;
-// SpreadByPCPUs, unless full-pcpus-only is set, the option
-// distribute-cpus-across-cores and that bind; the NUMA strategy is every
-// exclusive request's; the kubelet engine takes neither bind nor
-// strategy (its options place); the label's topology policy replaces the
-// object's, under the kubelet engine only when stricter (the kubelet
-// still admits by its own). Options the kubelet's and the label's
-// together make invalid are an error.
-func settingsOfKoord(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) (judgedSettings, error) {
-	set := judgedSettings{NodeSettings: alloc.NodeSettings{Policy: k.Settings.Policy, Options: k.Settings.Options, NUMA: labels.NUMA,
-		TopologyPolicy: topologyPolicy}}
-	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
-	case labels.Bind == alloc.BindFullPCPUs:
-		set.Bind, set.bindLabel = labels.Bind, "FullPCPUsOnly"
-		if !hasFull {
-			set.Options = withOption(set.Options, alloc.OptFullPCPUsOnly)
-		}
-	case labels.Bind == alloc.BindSpreadByPCPUs && !hasFull:
-		set.Bind, set.bindLabel = labels.Bind, "SpreadByPCPUs"
-		if !slices.Contains(set.Options, alloc.OptDistributeAcrossCores) {
-			set.Options = withOption(set.Options, alloc.OptDistributeAcrossCores)
-		}
-	}
-	if set.bindLabel != "" {
-		if err := alloc.CheckOptions(set.Options); err != nil {
-			return judgedSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nodestate.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
-		}
-	}
-	kubelet := set.Policy == alloc.PolicyKubelet
-	if kubelet {
-		set.Bind, set.NUMA = "", ""
-	}
-	if l := labels.TopologyPolicy; l != "" && (!kubelet || strictness(l) > strictness(set.TopologyPolicy)) {
-		set.TopologyPolicy, set.policyLabel = l, koordPolicyName(l)
-	}
-	return set, nil
-}
-
-// withOption is opts and name, sorted, in a new slice.
-func withOption(opts []string, name string) []string {
-	out := append(slices.Clone(opts), name)
-	slices.Sort(out)
-	return out
-}
-
-// strictness orders topology policies by the alignment they demand: none
-// (or "") none, best-effort prefers it, restricted refuses what
-// best-effort would place unaligned, single-numa-node all that spans two
-// NUMA nodes.
-func strictness(p alloc.TopologyPolicy) int {
-	switch p {
-	case alloc.TopologyBestEffort:
-		return 1
-	case alloc.TopologyRestricted:
-		return 2
-	case alloc.TopologySingleNUMANode:
-		return 3
-	}
-	return 0
-}
-
-// koordPolicyName is Koordinator's name of topology policy p.
-func koordPolicyName(p alloc.TopologyPolicy) string {
-	switch p {
-	case alloc.TopologyBestEffort:
-		return "BestEffort"
-	case alloc.TopologyRestricted:
-		return "Restricted"
-	case alloc.TopologySingleNUMANode:
-		return "SingleNUMANode"
-	}
-	return "None"
+// noSysfsRoot is the topology loader of a node's plan document: the
+// topology is in the document, never a sysfs root to read.
+func noSysfsRoot(string) (*topology.Topology, error) {
+	return nil, errors.New("a node's state never names a sysfs root")
 }
 
 func short(s string) string {
@@ -678,10 +517,4 @@ func short(s string) string {
 		return s[:64] + "..."
 	}
 	return s
-}
-
-// noSysfsRoot is the topology loader of a node's plan document: the
-// topology is in the document, never a sysfs root to read.
-func noSysfsRoot(string) (*topology.Topology, error) {
-	return nil, errors.New("a node's state never names a sysfs root")
 }

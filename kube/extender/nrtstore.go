@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
@@ -62,23 +62,11 @@ type nrtEntry struct {
 	free     []int
 	koord    *nodestate.Koord
 	koordErr error
-	settings nrt.Allocator
+	settings alloc.NodeSettings
 	key      stateKey
 	// changed orders the last change of what the object publishes
 	// against pod bindings (changes): a pod bound after it is not in it.
 	changed uint64
-}
-
-// nrtFields is what the store reads of one object.
-type nrtFields struct {
-	zones    []nrt.Zone
-	zonesErr error // only an error when the object has no Koordinator detail
-	attrs    []nrt.Attribute
-	policies []string
-	// koordAnn are the object's annotations when it carries Koordinator's
-	// detail (nodestate.AnnotationKoordCPUTopology), nil otherwise; only
-	// nodestate.KoordAnnotations are read of them.
-	koordAnn map[string]string
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -94,12 +82,12 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 // warning) when the zones do not read as whole free CPUs per NUMA node or
 // the attributes name an unknown topology policy, engine or option.
 func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
-	s.set(node, nrtFields{zones: zones, attrs: attrs})
+	s.set(node, nodestate.NRTFields{Zones: zones, Attrs: attrs})
 }
 
 // set records what node's object o publishes (see NRTStore).
-func (s *NRTStore) set(node string, o nrtFields) {
-	n, koordErr, err := readNRT(o)
+func (s *NRTStore) set(node string, o nodestate.NRTFields) {
+	n, koordErr, err := o.Read()
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
 		s.Delete(node)
@@ -108,10 +96,10 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	settings := n.Settings
 	h := sha256.New()
 	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
-	if o.koordAnn != nil {
+	if o.KoordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
 		for _, name := range nodestate.KoordAnnotations {
-			v, ok := o.koordAnn[name]
+			v, ok := o.KoordAnn[name]
 			if !ok {
 				h.Write([]byte("-\x00"))
 				continue
@@ -128,7 +116,7 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	}
 	if settings.Policy != "" || len(settings.Options) > 0 || settings.TopologyPolicy != "" {
 		// Names are checked, so none holds a NUL or a comma.
-		h.Write([]byte("\x00" + settings.Policy + "\x00" + strings.Join(settings.Options, ",") + "\x00" + settings.TopologyPolicy))
+		h.Write([]byte("\x00" + string(settings.Policy) + "\x00" + strings.Join(settings.Options, ",") + "\x00" + string(settings.TopologyPolicy)))
 	}
 	h.Sum(ent.key[:0])
 	s.mu.Lock()
@@ -143,53 +131,6 @@ func (s *NRTStore) set(node string, o nrtFields) {
 		ent.changed = changes.Add(1)
 	}
 	s.m[node] = ent
-}
-
-// readNRT reads what an object's fields o publish, as both NRTStore and
-// ParseNRT judge it: the allocator settings of its attributes (with,
-// absent the topologyManagerPolicy attribute, the topology policy of its
-// topologyPolicies) and either Koordinator's description of the machine
-// (koordErr when its annotations do not read: that fails the node) or,
-// from its Node zones, the free CPUs per NUMA node. err is an object whose
-// node stays unjudged: settings or zones that do not read, or more than
-// cpuset.MaxCPU+1 free CPUs. Koordinator's annotations decide the engine
-// and options; its zones (capacity and allocatable only, or none) are not
-// read.
-func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
-	n.Settings, err = nodestate.AllocatorFromAttributes(o.attrs)
-	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
-		n.Settings.TopologyPolicy, err = nodestate.TopologyPolicyOfNRT(o.policies)
-	}
-	if err != nil {
-		return NRTNode{}, nil, err
-	}
-	if o.koordAnn != nil {
-		n.Koord, koordErr = nodestate.ParseKoord(o.koordAnn)
-		return n, koordErr, nil
-	}
-	if o.zonesErr != nil {
-		return NRTNode{}, nil, o.zonesErr
-	}
-	if n.Free, err = nodestate.FreeCPUs(o.zones); err != nil {
-		return NRTNode{}, nil, err
-	}
-	total := 0
-	for _, f := range n.Free {
-		total += f
-	}
-	if total > cpuset.MaxCPU+1 {
-		return NRTNode{}, nil, fmt.Errorf("%w: %d free CPUs in all, more than %d", nodestate.ErrZones, total, cpuset.MaxCPU+1)
-	}
-	return n, nil, nil
-}
-
-func hasAttribute(attrs []nrt.Attribute, name string) bool {
-	for _, a := range attrs {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Delete forgets node.
@@ -317,80 +258,13 @@ func (s *NRTStore) onSet(obj any) {
 	if !ok {
 		return
 	}
-	o, err := objectOf(u)
+	o, err := nodestate.FieldsOf(u)
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
 		s.Delete(u.GetName())
 		return
 	}
 	s.set(u.GetName(), o)
-}
-
-// objectOf decodes what the store reads of an object: its zones (an error
-// about them kept for a node without Koordinator detail), attributes,
-// topologyPolicies and Koordinator annotations (none when absent).
-func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
-	var o nrtFields
-	ann := u.GetAnnotations()
-	if _, ok := ann[nodestate.AnnotationKoordCPUTopology]; ok {
-		o.koordAnn = ann
-	}
-	o.zones, o.zonesErr = zonesOf(u)
-	if raw, ok := u.Object["attributes"]; ok && raw != nil {
-		al, ok := raw.([]any)
-		if !ok {
-			return o, fmt.Errorf("%w: attributes is not a list", nodestate.ErrAllocator)
-		}
-		if len(al) > nodestate.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d attributes", nodestate.ErrAllocator, nodestate.MaxAttributes)
-		}
-		var a struct {
-			Attributes []nrt.Attribute `json:"attributes"`
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
-			return o, fmt.Errorf("%w: attributes: %w", nodestate.ErrAllocator, err)
-		}
-		o.attrs = a.Attributes
-	}
-	if raw, ok := u.Object["topologyPolicies"]; ok && raw != nil {
-		pl, ok := raw.([]any)
-		if !ok {
-			return o, fmt.Errorf("%w: topologyPolicies is not a list", nodestate.ErrAllocator)
-		}
-		if len(pl) > nodestate.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d topologyPolicies", nodestate.ErrAllocator, nodestate.MaxAttributes)
-		}
-		for _, p := range pl {
-			ps, ok := p.(string)
-			if !ok {
-				return o, fmt.Errorf("%w: topologyPolicies holds a %T, not a string", nodestate.ErrAllocator, p)
-			}
-			o.policies = append(o.policies, ps)
-		}
-	}
-	return o, nil
-}
-
-// zonesOf decodes an object's zones.
-func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
-	raw, ok := u.Object["zones"]
-	if !ok || raw == nil {
-		return nil, fmt.Errorf("%w: no zones", nodestate.ErrZones)
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: zones is not a list", nodestate.ErrZones)
-	}
-	if len(list) > nodestate.MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", nodestate.ErrZones, nodestate.MaxZones)
-	}
-	var o struct {
-		Zones []nrt.Zone `json:"zones"`
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", nodestate.ErrZones, err)
-	}
-	return o.Zones, nil
 }
 
 // identityOf is a new object with u's type, name, namespace, resource

@@ -24,7 +24,7 @@ import (
 	"github.com/corepin/corepin/kube/nrt"
 )
 
-// koordObject is testdata/koordinator-nrt-v1alpha1.json, the object
+// koordObject is ../nodestate/testdata/koordinator-nrt-v1alpha1.json, the object
 // koordlet writes for node koord-a (two sockets of 4 cores, 2 threads per
 // core, one NUMA node each: core c holds CPUs c and c+8), renamed name,
 // with the Koordinator annotations of over set (an empty value removes
@@ -36,7 +36,7 @@ import (
 // cores 2 and 3 (2-3,10-11) on NUMA node 0, core 7 (7,15) on node 1.
 func koordObject(t testing.TB, name string, over map[string]string) *unstructured.Unstructured {
 	t.Helper()
-	b, err := os.ReadFile("testdata/koordinator-nrt-v1alpha1.json")
+	b, err := os.ReadFile("../nodestate/testdata/koordinator-nrt-v1alpha1.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/corepin/corepin/kube/nrt"
 	"log/slog"
 	"strconv"
 	"sync"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 )
 

@@ -3,7 +3,6 @@ package nodestate
 import (
 	"context"
 	"encoding/json"
-	"github.com/corepin/corepin/kube/nrt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 

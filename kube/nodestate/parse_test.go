@@ -3,7 +3,6 @@ package nodestate
 import (
 	"encoding/json"
 	"errors"
-	"github.com/corepin/corepin/kube/nrt"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 

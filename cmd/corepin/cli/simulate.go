@@ -16,7 +16,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 )
@@ -254,7 +254,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 				// publish the same one and none was asked for.
 				if tp, ok := view.nodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
 					topoPolicy = string(tp)
-					from := extender.AnnotationAllocator
+					from := nodestate.AnnotationAllocator
 					if useNRT {
 						from += ", or its NodeResourceTopology"
 					}
@@ -262,9 +262,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 				}
 				if len(cluster) == 0 {
 					if useNRT {
-						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, extender.AnnotationTopology, view.nrtResource, len(skipped))
+						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, nodestate.AnnotationTopology, view.nrtResource, len(skipped))
 					}
-					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, extender.AnnotationTopology, len(skipped))
+					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, nodestate.AnnotationTopology, len(skipped))
 				}
 			} else {
 				if n := changed(cmd, kf.names()...); n != "" {

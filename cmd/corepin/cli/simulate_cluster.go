@@ -16,7 +16,6 @@ import (
 	"github.com/corepin/corepin/kube/kubeclient"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
@@ -107,7 +106,7 @@ type nodeSource struct {
 // it first lists the cluster's NodeResourceTopology objects of that
 // resource, the same way and as bounded, and makes each node without
 // corepin's annotations but with an object of its name a simulated node
-// as the extender judges it (extender.ParseNRT): Koordinator's machine
+// as the extender judges it (nodestate.ParseNRT): Koordinator's machine
 // with its reserved and held CPUs held, else the stand-in machine of its
 // zones' free CPUs. Nodes publishing the same machine share one topology.
 // Other nodes, and nodes whose annotation or object does not read, are
@@ -149,7 +148,7 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 			if seen++; seen > sim.MaxNodes {
 				return clusterView{}, Usagef("the cluster has more than %d nodes, the most simulate replays over", sim.MaxNodes)
 			}
-			t, held, ok, err := extender.NodeTopology(n)
+			t, held, ok, err := nodestate.NodeTopology(n)
 			switch {
 			case !ok:
 				v.fromNRT(n, objects, share)
@@ -158,7 +157,7 @@ func clusterNodes(ctx context.Context, api kubeclient.Reader, nrtRes schema.Grou
 				v.skip(n.Name, err.Error())
 				continue
 			}
-			t = share("corepin\x00"+n.Annotations[extender.AnnotationTopology], t)
+			t = share("corepin\x00"+n.Annotations[nodestate.AnnotationTopology], t)
 			set, err := corepinSettings(n, t, v.canRun)
 			if err != nil {
 				v.skip(n.Name, err.Error())
@@ -224,27 +223,27 @@ func (v *clusterView) add(n sim.Node, source string, tp alloc.TopologyPolicy, ok
 // extender checks them. A malformed annotation, or settings the machine
 // can not run, is an error naming the annotation.
 func corepinSettings(n *corev1.Node, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*alloc.NodeSettings, error) {
-	raw, ok := n.Annotations[extender.AnnotationAllocator]
+	raw, ok := n.Annotations[nodestate.AnnotationAllocator]
 	if !ok || strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
 	a, err := nodestate.ParseAllocator(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", extender.AnnotationAllocator, err)
+		return nil, fmt.Errorf("%s: %w", nodestate.AnnotationAllocator, err)
 	}
 	set := a.Settings()
 	if err := canRun(t, set); err != nil {
-		return nil, fmt.Errorf("%s: settings the node's machine can not run: %w", extender.AnnotationAllocator, err)
+		return nil, fmt.Errorf("%s: settings the node's machine can not run: %w", nodestate.AnnotationAllocator, err)
 	}
 	set.Policy = cmp.Or(set.Policy, alloc.PolicyCorepin)
 	return &set, nil
 }
 
 // nrtSettings are the allocator settings the node of NodeResourceTopology
-// n runs under (set, as extender.NRTNode.JudgedSettings gives them for the
+// n runs under (set, as nodestate.NRTNode.JudgedSettings gives them for the
 // node's labels) on machine t, nil for an object that names none. Settings
 // the machine can not run are an error.
-func nrtSettings(n extender.NRTNode, set alloc.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*alloc.NodeSettings, error) {
+func nrtSettings(n nodestate.NRTNode, set alloc.NodeSettings, t *topology.Topology, canRun func(*topology.Topology, alloc.NodeSettings) error) (*alloc.NodeSettings, error) {
 	if n.Koord == nil && set.Policy == "" && len(set.Options) == 0 && set.TopologyPolicy == "" {
 		return nil, nil
 	}
@@ -263,15 +262,15 @@ func (v *clusterView) skip(node, reason string) {
 // node from its NodeResourceTopology object in objects (nil: simulate
 // without --nrt), or skips it with the reason.
 func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, share func(string, *topology.Topology) *topology.Topology) {
-	const noTopology = "no " + extender.AnnotationTopology + " annotation (the corepin agent or NRI plugin publishes it)"
+	const noTopology = "no " + nodestate.AnnotationTopology + " annotation (the corepin agent or NRI plugin publishes it)"
 	if objects == nil {
 		v.skip(n.Name, noTopology)
 		return
 	}
-	if _, ok := n.Annotations[extender.AnnotationNUMAFree]; ok {
+	if _, ok := n.Annotations[nodestate.AnnotationNUMAFree]; ok {
 		// The extender judges it by its corepin annotation, not its
 		// object: replaying over the object would not agree.
-		v.skip(n.Name, "publishes only "+extender.AnnotationNUMAFree+", too little to replay over; corepin's annotations win over its NodeResourceTopology")
+		v.skip(n.Name, "publishes only "+nodestate.AnnotationNUMAFree+", too little to replay over; corepin's annotations win over its NodeResourceTopology")
 		return
 	}
 	o, ok := objects[n.Name]
@@ -307,10 +306,10 @@ func (v *clusterView) fromNRT(n *corev1.Node, objects map[string]nrtObject, shar
 	v.add(sim.Node{Name: n.Name, Topology: t, Held: held, Settings: set}, source, tp, tp != "")
 }
 
-// nrtObject is one NodeResourceTopology object as read (extender.ParseNRT),
+// nrtObject is one NodeResourceTopology object as read (nodestate.ParseNRT),
 // or the error reading it, and the key of its machine.
 type nrtObject struct {
-	node    extender.NRTNode
+	node    nodestate.NRTNode
 	err     error
 	machine string
 }
@@ -332,7 +331,7 @@ func listNRT(ctx context.Context, api kubeclient.Reader, res schema.GroupVersion
 			if seen++; seen > sim.MaxNodes {
 				return nil, Usagef("the cluster has more than %d NodeResourceTopology objects, the most simulate replays over", sim.MaxNodes)
 			}
-			n, err := extender.ParseNRT(u)
+			n, err := nodestate.ParseNRT(u)
 			o := nrtObject{node: n, err: err}
 			if err == nil {
 				o.machine = machineKey(u, n)
@@ -348,7 +347,7 @@ func listNRT(ctx context.Context, api kubeclient.Reader, res schema.GroupVersion
 
 // machineKey names the machine of an object read as n: a hash of
 // Koordinator's CPU topology annotation, or the free CPU counts.
-func machineKey(u *unstructured.Unstructured, n extender.NRTNode) string {
+func machineKey(u *unstructured.Unstructured, n nodestate.NRTNode) string {
 	if n.Koord != nil {
 		sum := sha256.Sum256([]byte(u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]))
 		return "nrt-koordinator\x00" + string(sum[:])

@@ -80,7 +80,7 @@ func nrtAPIServer(t *testing.T, version string, nodes []corev1.Node, objects ...
 // 6,14; free are 2-3,10-11 on NUMA node 0 and 7,15 on node 1.
 func koordNRT(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("../../../kube/extender/testdata/koordinator-nrt-v1alpha1.json")
+	b, err := os.ReadFile("../../../kube/nodestate/testdata/koordinator-nrt-v1alpha1.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -762,7 +762,7 @@ func (c *cluster) checkExtender(pods int) {
 	if err != nil {
 		t.Fatalf("node %s never carried %s: %v", nodeName, extender.AnnotationTopology, err)
 	}
-	topo, held, ok, err := extender.NodeTopology(n)
+	topo, held, ok, err := nodestate.NodeTopology(n)
 	if !ok || err != nil {
 		t.Fatalf("node %s: the extender cannot read its annotations: %v", nodeName, err)
 	}

@@ -3,7 +3,6 @@ package extender
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,34 +13,6 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
 )
-
-func TestStandInTopology(t *testing.T) {
-	t.Run("one socket and L3 per NUMA node with CPUs", func(t *testing.T) {
-		topo, err := StandInTopology([]int{2, 0, 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := topo.Allowed().String(), "0-4"; got != want {
-			t.Errorf("Allowed() = %s, want %s", got, want)
-		}
-		if topo.NumSockets() != 2 || topo.NumL3() != 2 || topo.NumCores() != 5 || topo.ThreadsPerCore() != 1 {
-			t.Errorf("%d sockets, %d L3, %d cores, %d threads per core; want 2, 2, 5, 1", topo.NumSockets(), topo.NumL3(), topo.NumCores(), topo.ThreadsPerCore())
-		}
-		if got := topo.NodeCPUs(2).String(); got != "2-4" {
-			t.Errorf("NodeCPUs(2) = %s, want 2-4 (node 1 has none)", got)
-		}
-	})
-	t.Run("no CPU", func(t *testing.T) {
-		if topo, err := StandInTopology([]int{0, 0}); topo != nil || err != nil {
-			t.Errorf("StandInTopology([0 0]) = %v, %v; want nil, nil", topo, err)
-		}
-	})
-	for _, free := range [][]int{{-1, 4}, {cpuset.MaxCPU, 2}, make([]int, 70000)} {
-		if _, err := StandInTopology(free); err == nil || !strings.Contains(err.Error(), "stand-in machine") {
-			t.Errorf("StandInTopology(%d entries starting %v) error = %v, want one about the stand-in machine", len(free), free[:2], err)
-		}
-	}
-}
 
 // TestParseNRTAgreesWithTheStore: every object ParseNRT accepts, the
 // store judges by the same free counts or Koordinator state; every one it
@@ -57,7 +28,7 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 		u       *unstructured.Unstructured
 		wantErr string
 		free    []int
-		tp      string
+		tp      alloc.TopologyPolicy
 		cpus    int
 		held    []alloc.Assignment
 	}{
@@ -78,7 +49,7 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 			s := NewNRTStore(10, slog.New(slog.DiscardHandler))
 			s.onSet(tc.u)
 			ent, inStore := s.get(tc.u.GetName())
-			n, err := ParseNRT(tc.u)
+			n, err := nodestate.ParseNRT(tc.u)
 			if err == nil {
 				if !inStore || ent.koordErr != nil {
 					t.Fatalf("ParseNRT accepts what the store refuses (in store %v, koord error %v)", inStore, ent.koordErr)
@@ -117,22 +88,22 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 }
 
 func TestNRTNodeTopologyPolicy(t *testing.T) {
-	koord, err := ParseNRT(koordObject(t, "k", nil)) // kubelet engine, SingleNUMANode
+	koord, err := nodestate.ParseNRT(koordObject(t, "k", nil)) // kubelet engine, SingleNUMANode
 	if err != nil {
 		t.Fatal(err)
 	}
-	corepinEngine, err := ParseNRT(koordObject(t, "k", map[string]string{nodestate.AnnotationKoordKubeletPolicy: `{"policy":"none"}`}))
+	corepinEngine, err := nodestate.ParseNRT(koordObject(t, "k", map[string]string{nodestate.AnnotationKoordKubeletPolicy: `{"policy":"none"}`}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zones, err := ParseNRT(nrtObject(t, "z", 4, 4))
+	zones, err := nodestate.ParseNRT(nrtObject(t, "z", 4, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	label := func(v string) map[string]string { return map[string]string{nodestate.LabelKoordNUMATopologyPolicy: v} }
 	tests := []struct {
 		name    string
-		n       NRTNode
+		n       nodestate.NRTNode
 		labels  map[string]string
 		want    alloc.TopologyPolicy
 		wantErr bool
@@ -155,65 +126,4 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzParseNRT feeds arbitrary objects to ParseNRT: nothing may panic,
-// and every object it accepts makes a machine whose held CPUs are its own
-// and do not overlap, or a stand-in of exactly the free CPUs counted.
-func FuzzParseNRT(f *testing.F) {
-	for _, p := range []string{"testdata/koordinator-nrt-v1alpha1.json"} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte(`{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"a"},"zones":[{"name":"node-0","type":"Node","resources":[{"name":"cpu","capacity":"8","allocatable":"8","available":"6"}]}],"attributes":[{"name":"topologyManagerPolicy","value":"restricted"}]}`))
-	f.Add([]byte(`{"apiVersion":"topology.node.k8s.io/v1alpha1","kind":"NodeResourceTopology","metadata":{"name":"a"},"topologyPolicies":["BestEffortPodLevel"],"zones":[{"name":"node-1","type":"Node","resources":[{"name":"cpu","available":"2"}]},{"name":"core-0","type":"Core"}]}`))
-	f.Add([]byte(`{"metadata":{"name":"a","annotations":{"node.koordinator.sh/cpu-topology":"{\"detail\":[{\"id\":0,\"core\":0,\"socket\":0,\"node\":0},{\"id\":1,\"core\":0,\"socket\":0,\"node\":0}]}","node.koordinator.sh/reservation":"{\"reservedCPUs\":\"1\"}"}}}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		u := &unstructured.Unstructured{}
-		if u.UnmarshalJSON(b) != nil {
-			return
-		}
-		n, err := ParseNRT(u)
-		if err != nil {
-			if !errors.Is(err, ErrNode) {
-				t.Errorf("error %v does not wrap ErrNode", err)
-			}
-			return
-		}
-		if _, err := n.JudgedSettings(nil); err != nil {
-			t.Errorf("JudgedSettings(no labels) of an accepted object: %v", err)
-		}
-		topo, held, err := n.Machine()
-		if err != nil {
-			if n.Koord != nil || !errors.Is(err, ErrNoFreeCPU) {
-				t.Errorf("Machine() of an accepted object: %v", err)
-			}
-			return
-		}
-		if n.Koord == nil {
-			total := 0
-			for _, c := range n.Free {
-				total += c
-			}
-			if topo.Online().Size() != total || len(held) != 0 {
-				t.Errorf("stand-in of %v has %d CPUs and %d held, want %d and none", n.Free, topo.Online().Size(), len(held), total)
-			}
-			return
-		}
-		var all cpuset.Builder
-		seen := 0
-		for _, a := range held {
-			if !a.CPUs.IsSubsetOf(topo.Online()) {
-				t.Errorf("held %s %s outside the machine %s", a.ID, a.CPUs, topo.Online())
-			}
-			all.AddSet(a.CPUs)
-			seen += a.CPUs.Size()
-		}
-		if all.Result().Size() != seen {
-			t.Errorf("held CPUs overlap: %v", held)
-		}
-	})
 }
