@@ -17,6 +17,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 )
@@ -221,8 +222,8 @@ func newSimulateCmd(e *env) *cobra.Command {
 			var (
 				topo    *topology.Topology
 				cluster []sim.Node
-				skipped []skippedNode
-				view    clusterView
+				skipped []fromcluster.Skipped
+				view    fromcluster.View
 			)
 			if useNRT && !fromCluster {
 				return Usagef("--nrt reads the nodes of --from-cluster; give --from-cluster too")
@@ -245,14 +246,17 @@ func newSimulateCmd(e *env) *cobra.Command {
 						return fmt.Errorf("discovering NodeResourceTopology at %s (--nrt reads the CRD noderesourcetopologies.topology.node.k8s.io; without it drop --nrt): %w", kc.Host, err)
 					}
 				}
-				view, err = clusterNodes(ctx, kc, nrtRes)
+				view, err = fromcluster.Read(ctx, kc, nrtRes)
+				if errors.Is(err, fromcluster.ErrTooMany) {
+					return Usagef("%v", err)
+				}
 				if err != nil {
 					return err
 				}
-				cluster, skipped = view.nodes, view.skipped
+				cluster, skipped = view.Nodes, view.Skipped
 				// The nodes' own default topology policy, when they all
 				// publish the same one and none was asked for.
-				if tp, ok := view.nodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
+				if tp, ok := view.NodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
 					topoPolicy = string(tp)
 					from := nodestate.AnnotationAllocator
 					if useNRT {
@@ -262,7 +266,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 				}
 				if len(cluster) == 0 {
 					if useNRT {
-						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, nodestate.AnnotationTopology, view.nrtResource, len(skipped))
+						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, nodestate.AnnotationTopology, view.NRTResource, len(skipped))
 					}
 					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, nodestate.AnnotationTopology, len(skipped))
 				}
@@ -279,11 +283,11 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return Usagef("--reserved-cpus: %w", err)
 			}
-			runs, err := simRuns(policies, nodeChoice, fromCluster, view.published > 0)
+			runs, err := simRuns(policies, nodeChoice, fromCluster, view.Published > 0)
 			if err != nil {
 				return err
 			}
-			if fromCluster && view.published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
+			if fromCluster && view.Published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
 				fmt.Fprintf(e.stderr, "%s: no simulated node publishes allocator settings; every node runs corepin's defaults (the corepin scenario)\n", sim.AsDeployed)
 			}
 			tp := alloc.TopologyPolicy(topoPolicy)
@@ -321,18 +325,18 @@ func newSimulateCmd(e *env) *cobra.Command {
 				if fromCluster {
 					return e.PrintJSON(struct {
 						sim.Report
-						SkippedNodes []skippedNode `json:"skipped_nodes"`
-						NodeSources  []nodeSource  `json:"node_sources"`
-						NRTResource  string        `json:"nrt_resource,omitempty"`
-					}{rep, append([]skippedNode{}, skipped...), append([]nodeSource{}, view.sources...), view.nrtResource})
+						SkippedNodes []fromcluster.Skipped `json:"skipped_nodes"`
+						NodeSources  []fromcluster.Source  `json:"node_sources"`
+						NRTResource  string                `json:"nrt_resource,omitempty"`
+					}{rep, append([]fromcluster.Skipped{}, skipped...), append([]fromcluster.Source{}, view.Sources...), view.NRTResource})
 				}
 				return e.PrintJSON(rep)
 			}
 			for _, s := range skipped {
 				fmt.Fprintf(e.stderr, "skipped node %s: %s\n", s.Node, s.Reason)
 			}
-			if koord, zones := view.nrtCounts(); koord+zones > 0 {
-				fmt.Fprintf(e.stderr, "%d nodes from NodeResourceTopology %s: %d Koordinator (whole machine), %d zones (stand-in machine of their free CPUs)\n", koord+zones, view.nrtResource, koord, zones)
+			if koord, zones := view.NRTCounts(); koord+zones > 0 {
+				fmt.Fprintf(e.stderr, "%d nodes from NodeResourceTopology %s: %d Koordinator (whole machine), %d zones (stand-in machine of their free CPUs)\n", koord+zones, view.NRTResource, koord, zones)
 			}
 			return renderSimulation(e.stdout, rep)
 		},

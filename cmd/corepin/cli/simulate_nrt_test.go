@@ -21,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 )
 
@@ -117,9 +118,9 @@ type nrtReport struct {
 		Admitted int `json:"admitted"`
 		Rejected int `json:"rejected"`
 	} `json:"scenarios"`
-	Skipped     []skippedNode `json:"skipped_nodes"`
-	Sources     []nodeSource  `json:"node_sources"`
-	NRTResource *string       `json:"nrt_resource"`
+	Skipped     []fromcluster.Skipped `json:"skipped_nodes"`
+	Sources     []fromcluster.Source  `json:"node_sources"`
+	NRTResource *string               `json:"nrt_resource"`
 }
 
 // fourCPUJobs is a trace of n LSE jobs of 4 CPUs that stay.
@@ -186,7 +187,7 @@ func TestSimulateFromClusterNRTKoordinator(t *testing.T) {
 	// The corepin node publishes no settings; koordlet's object its
 	// kubelet's static policy with full-pcpus-only and single-numa-node.
 	koordSettings := &sim.SettingsDoc{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
-	if diff := cmp.Diff([]nodeSource{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
+	if diff := cmp.Diff([]fromcluster.Source{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if with.NRTResource == nil || *with.NRTResource != "topology.node.k8s.io/v1alpha1" {
@@ -229,7 +230,7 @@ func TestSimulateFromClusterNRTZones(t *testing.T) {
 	// Their attributes name a topology policy: settings of corepin's
 	// engine under it.
 	zoneSettings := &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
-	if diff := cmp.Diff([]nodeSource{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
+	if diff := cmp.Diff([]fromcluster.Source{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if rep.NRTResource == nil || *rep.NRTResource != "topology.node.k8s.io/v1alpha2" {
@@ -282,11 +283,11 @@ func (r *endlessNRT) ListClusterObjects(_ context.Context, _ schema.GroupVersion
 // objects without end is refused after sim.MaxNodes, a page at a time.
 func TestClusterNodesBoundsNRT(t *testing.T) {
 	api := &endlessNRT{Reader: kubeclienttest.Reader{Interface: fake.NewClientset()}}
-	_, err := clusterNodes(context.Background(), api, extender.NRTResource)
+	_, err := fromcluster.Read(context.Background(), api, extender.NRTResource)
 	if err == nil || !strings.Contains(err.Error(), "more than 10000 NodeResourceTopology objects") {
-		t.Fatalf("clusterNodes() error = %v, want the bound", err)
+		t.Fatalf("fromcluster.Read() error = %v, want the bound", err)
 	}
-	if want := sim.MaxNodes/nodePageSize + 1; len(api.limits) != want || api.limits[0] != nodePageSize {
-		t.Errorf("%d lists of limit %v, want %d of %d", len(api.limits), api.limits[:1], want, nodePageSize)
+	if want := sim.MaxNodes/fromcluster.PageSize + 1; len(api.limits) != want || api.limits[0] != fromcluster.PageSize {
+		t.Errorf("%d lists of limit %v, want %d of %d", len(api.limits), api.limits[:1], want, fromcluster.PageSize)
 	}
 }
