@@ -11,7 +11,8 @@
 // AnnotationAssigned, or the coarse AnnotationNUMAFree, each beside
 // AnnotationAllocator, its allocator's policy, options and default topology
 // policy), written by the NRI plugin with --annotate-node
-// (kube/nodestate.NodeAnnotations); a node is judged under its own settings, and
+// (nodestate.NodeAnnotations; kube/nodestate decodes them too); a node is
+// judged under its own settings (alloc.NodeSettings.Apply), and
 // a pod naming no topology policy gets the node's default, as on the node.
 // Decoded states are cached by a hash of those annotations, and verdicts by
 // state and request.

@@ -422,7 +422,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 // kubelet engine, but the node's plugin refuses them there
 // (alloc.State.Allocate), and the extender answers as the node will (the
 // node's own bind and NUMA strategy are never set there:
-// settingsOfKoord). Every request carries its QoS class (RequestOf).
+// nodestate.KoordSettings). Every request carries its QoS class (RequestOf).
 func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
 	set := ns.settings.NodeSettings
 	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
