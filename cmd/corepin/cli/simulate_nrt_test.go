@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,12 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
 	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 )
@@ -258,36 +252,5 @@ func TestSimulateFromClusterNRTBadInput(t *testing.T) {
 	code, _, errs = corepin(t, "", "simulate", "--gen", "farm", "--from-cluster", "--nrt", "--kubeconfig", kc, "--context", "sweep")
 	if code != 2 || !strings.Contains(errs, "or has a readable NodeResourceTopology") || !strings.Contains(errs, "1 nodes skipped") {
 		t.Errorf("nothing to replay over: exit %d, stderr %q; want 2 naming both sources", code, errs)
-	}
-}
-
-// endlessNRT lists pages of objects without end.
-type endlessNRT struct {
-	kubeclienttest.Reader
-	limits []int64
-}
-
-func (r *endlessNRT) ListClusterObjects(_ context.Context, _ schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	r.limits = append(r.limits, opts.Limit)
-	out := &unstructured.UnstructuredList{}
-	for i := range int(opts.Limit) {
-		u := unstructured.Unstructured{Object: map[string]any{}}
-		u.SetName(fmt.Sprintf("n-%d-%d", len(r.limits), i))
-		out.Items = append(out.Items, u)
-	}
-	out.SetContinue("more")
-	return out, nil
-}
-
-// TestClusterNodesBoundsNRT: a cluster listing NodeResourceTopology
-// objects without end is refused after sim.MaxNodes, a page at a time.
-func TestClusterNodesBoundsNRT(t *testing.T) {
-	api := &endlessNRT{Reader: kubeclienttest.Reader{Interface: fake.NewClientset()}}
-	_, err := fromcluster.Read(context.Background(), api, extender.NRTResource)
-	if err == nil || !strings.Contains(err.Error(), "more than 10000 NodeResourceTopology objects") {
-		t.Fatalf("fromcluster.Read() error = %v, want the bound", err)
-	}
-	if want := sim.MaxNodes/fromcluster.PageSize + 1; len(api.limits) != want || api.limits[0] != fromcluster.PageSize {
-		t.Errorf("%d lists of limit %v, want %d of %d", len(api.limits), api.limits[:1], want, fromcluster.PageSize)
 	}
 }
