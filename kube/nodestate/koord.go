@@ -433,11 +433,11 @@ func topologyPolicyNamed(name string) (alloc.TopologyPolicy, bool) {
 // container, so the scope is not kept. More than MaxAttributes entries, an
 // unknown name or entries naming different policies is an error wrapping
 // ErrAllocator.
-func TopologyPolicyOfNRT(list []string) (string, error) {
+func TopologyPolicyOfNRT(list []string) (alloc.TopologyPolicy, error) {
 	if len(list) > MaxAttributes {
 		return "", fmt.Errorf("%w: topologyPolicies: %d entries, more than %d", ErrAllocator, len(list), MaxAttributes)
 	}
-	var out string
+	var out alloc.TopologyPolicy
 	for _, p := range list {
 		base := p
 		for _, scope := range []string{"ContainerLevel", "PodLevel"} {
@@ -449,10 +449,10 @@ func TopologyPolicyOfNRT(list []string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("%w: topologyPolicies: %q: want None, BestEffort, Restricted or SingleNUMANode, each optionally with ContainerLevel or PodLevel", ErrAllocator, short(p))
 		}
-		if out != "" && out != string(tp) {
+		if out != "" && out != tp {
 			return "", fmt.Errorf("%w: topologyPolicies %q name different policies", ErrAllocator, list)
 		}
-		out = string(tp)
+		out = tp
 	}
 	return out, nil
 }

@@ -213,7 +213,7 @@ func TestParseKoordRefuses(t *testing.T) {
 func TestTopologyPolicyOfNRT(t *testing.T) {
 	for _, tc := range []struct {
 		in   []string
-		want string
+		want alloc.TopologyPolicy
 	}{
 		{nil, ""}, {[]string{"None"}, "none"}, {[]string{"BestEffort"}, "best-effort"}, {[]string{"BestEffortPodLevel"}, "best-effort"},
 		{[]string{"RestrictedContainerLevel"}, "restricted"}, {[]string{"SingleNUMANodeContainerLevel"}, "single-numa-node"},

@@ -171,13 +171,15 @@ type NRTFields struct {
 // read.
 func (o NRTFields) Read() (n NRTNode, koordErr, err error) {
 	a, err := AllocatorFromAttributes(o.Attrs)
-	if err == nil && a.TopologyPolicy == "" && !hasAttribute(o.Attrs, nrt.AttrTopologyPolicy) {
-		a.TopologyPolicy, err = TopologyPolicyOfNRT(o.Policies)
-	}
 	if err != nil {
 		return NRTNode{}, nil, err
 	}
 	n.Settings = a.Settings()
+	if n.Settings.TopologyPolicy == "" && !hasAttribute(o.Attrs, nrt.AttrTopologyPolicy) {
+		if n.Settings.TopologyPolicy, err = TopologyPolicyOfNRT(o.Policies); err != nil {
+			return NRTNode{}, nil, err
+		}
+	}
 	if o.KoordAnn != nil {
 		n.Koord, koordErr = ParseKoord(o.KoordAnn)
 		return n, koordErr, nil
