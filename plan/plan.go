@@ -67,7 +67,7 @@ type Assigned struct {
 	Exclusive string   `json:"exclusive"`
 	CPUs      *float64 `json:"cpus"` // quota of an LS or BE workload
 	// PodUID is the UID of the Kubernetes pod whose container holds
-	// this, when a node's NRI plugin publishes it (nrt.NodeAnnotations):
+	// this, when a node's NRI plugin publishes it (nodestate.NodeAnnotations):
 	// the scheduler extender tells a pod the node has admitted from one
 	// bound but not admitted yet by it.
 	PodUID string `json:"pod_uid,omitempty"`

@@ -22,8 +22,8 @@ var smtTwoNUMA = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, Cor
 func deployedCluster() []Node {
 	topo := topology.MustSynthetic(smtTwoNUMA)
 	return []Node{
-		{Name: "strict", Topology: topo, Settings: &NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}}},
-		{Name: "single", Topology: topo, Settings: &NodeSettings{Policy: alloc.PolicyCorepin, TopologyPolicy: alloc.TopologySingleNUMANode}},
+		{Name: "strict", Topology: topo, Settings: &alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}}},
+		{Name: "single", Topology: topo, Settings: &alloc.NodeSettings{Policy: alloc.PolicyCorepin, TopologyPolicy: alloc.TopologySingleNUMANode}},
 		{Name: "plain", Topology: topo},
 	}
 }
@@ -100,9 +100,9 @@ func TestAsDeployedReplaysEachNodeUnderItsSettings(t *testing.T) {
 			continue
 		}
 		wantSettings := []NodeSettingsCount{
-			{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: alloc.TopologyNone, Published: true, Nodes: 1},
-			{Policy: alloc.PolicyCorepin, Options: []string{}, TopologyPolicy: alloc.TopologySingleNUMANode, Published: true, Nodes: 1},
-			{Policy: alloc.PolicyCorepin, Options: []string{}, TopologyPolicy: alloc.TopologyNone, Nodes: 1},
+			{SettingsDoc: SettingsDoc{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: alloc.TopologyNone}, Published: true, Nodes: 1},
+			{SettingsDoc: SettingsDoc{Policy: alloc.PolicyCorepin, Options: []string{}, TopologyPolicy: alloc.TopologySingleNUMANode}, Published: true, Nodes: 1},
+			{SettingsDoc: SettingsDoc{Policy: alloc.PolicyCorepin, Options: []string{}, TopologyPolicy: alloc.TopologyNone}, Nodes: 1},
 		}
 		if diff := cmp.Diff(wantSettings, r.NodeSettings); diff != "" {
 			t.Errorf("as-deployed node settings (-want +got):\n%s", diff)
@@ -144,11 +144,11 @@ func TestAsDeployedNodeWithoutSettingsTakesConfigPolicy(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		settings *NodeSettings
+		settings *alloc.NodeSettings
 		want     outcome
 	}{
 		{name: "no settings: single-numa-node of the config", want: outcome{Rejected: 1, RejectedBy: map[string]int{"single-numa-node": 1}}},
-		{name: "settings naming none", settings: &NodeSettings{}, want: outcome{Admitted: 1, RejectedBy: map[string]int{}}},
+		{name: "settings naming none", settings: &alloc.NodeSettings{}, want: outcome{Admitted: 1, RejectedBy: map[string]int{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Cluster: []Node{{Name: "n", Topology: topo, Settings: tc.settings}}, TopologyPolicy: alloc.TopologySingleNUMANode}
@@ -179,13 +179,13 @@ func TestAsDeployedForcesTheNodesBind(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		settings NodeSettings
+		settings alloc.NodeSettings
 		want     outcome
 	}{
-		{name: "forced FullPCPUs", settings: NodeSettings{Bind: alloc.BindFullPCPUs},
+		{name: "forced FullPCPUs", settings: alloc.NodeSettings{Bind: alloc.BindFullPCPUs},
 			want: outcome{Admitted: 1, Rejected: 1, RejectedBy: map[string]int{string(alloc.BindFullPCPUs): 1}}},
 		{name: "as requested", want: outcome{Admitted: 2, RejectedBy: map[string]int{}}},
-		{name: "kubelet takes no bind", settings: NodeSettings{Policy: alloc.PolicyKubelet, Bind: alloc.BindFullPCPUs},
+		{name: "kubelet takes no bind", settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Bind: alloc.BindFullPCPUs},
 			want: outcome{Admitted: 2, RejectedBy: map[string]int{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,13 +218,13 @@ func TestAsDeployedTakesTheNodesNUMAStrategy(t *testing.T) {
 	snn := alloc.TopologySingleNUMANode
 	for _, tc := range []struct {
 		name     string
-		settings NodeSettings
+		settings alloc.NodeSettings
 		admitted int
 	}{
-		{name: "default packs", settings: NodeSettings{TopologyPolicy: snn}, admitted: 3},
-		{name: "MostAllocated packs", settings: NodeSettings{TopologyPolicy: snn, NUMA: alloc.MostAllocated}, admitted: 3},
-		{name: "LeastAllocated spreads", settings: NodeSettings{TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 2},
-		{name: "kubelet takes none", settings: NodeSettings{Policy: alloc.PolicyKubelet, TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 3},
+		{name: "default packs", settings: alloc.NodeSettings{TopologyPolicy: snn}, admitted: 3},
+		{name: "MostAllocated packs", settings: alloc.NodeSettings{TopologyPolicy: snn, NUMA: alloc.MostAllocated}, admitted: 3},
+		{name: "LeastAllocated spreads", settings: alloc.NodeSettings{TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 2},
+		{name: "kubelet takes none", settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet, TopologyPolicy: snn, NUMA: alloc.LeastAllocated}, admitted: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Cluster: []Node{{Name: "koord", Topology: topo, Settings: &tc.settings}}}
@@ -247,7 +247,7 @@ func TestAsDeployedRefusesSettingsTheMachineCanNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Cluster: []Node{{Name: "odd", Topology: topo, Settings: &NodeSettings{Policy: alloc.PolicyKubelet,
+	cfg := Config{Cluster: []Node{{Name: "odd", Topology: topo, Settings: &alloc.NodeSettings{Policy: alloc.PolicyKubelet,
 		Options: []string{alloc.OptFullPCPUsOnly, alloc.OptDistributeAcrossCores}}}}}
 	_, err = Replay(lseJobs(2), cfg, Runs([]Scenario{deployed}, []NodeChoice{FirstFit}))
 	if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "node odd") {

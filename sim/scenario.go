@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 )
 
 // ErrBadConfig is wrapped by errors about a scenario, node choice or
@@ -39,63 +38,15 @@ type Scenario struct {
 // for a cluster whose nodes carry settings.
 const AsDeployed = "as-deployed"
 
-// NodeSettings are the allocator settings one node runs under, as it
-// publishes them: its engine and kubelet options, its default topology
-// policy and, from Koordinator's node label, a bind policy it forces.
-type NodeSettings struct {
-	// Policy is the engine; empty is corepin.
-	Policy alloc.Policy
-	// Options are kubelet static-policy option names.
-	Options []string
-	// TopologyPolicy is given to requests that name none; empty is none.
-	TopologyPolicy alloc.TopologyPolicy
-	// Bind, when set, is the bind policy of every exclusive (LSE, LSR)
-	// request placed on the node, whatever the request asks
-	// (Koordinator's node label node.koordinator.sh/cpu-bind-policy). The
-	// kubelet engine takes no bind, so it is ignored there.
-	Bind alloc.Bind
-	// NUMA, when set, is the NUMA strategy of every exclusive request
-	// placed on the node (Koordinator's node label
-	// node.koordinator.sh/numa-allocate-strategy); ignored by the kubelet
-	// engine, as Bind.
-	NUMA alloc.NUMAStrategy
-}
-
-// config is the allocator configuration of s with reserved CPUs.
-func (s NodeSettings) config(reserved cpuset.CPUSet) alloc.NodeSettings {
-	return alloc.NodeSettings{Policy: s.Policy, Options: s.Options, Reserved: reserved}
-}
-
-// configKey names what of s makes the allocator State (config): its
-// engine and options.
-func (s NodeSettings) configKey() string {
+// configKey names what of s makes the allocator State: its engine and
+// options (a run's nodes all keep Config.Reserved).
+func configKey(s alloc.NodeSettings) string {
 	return string(cmp.Or(s.Policy, alloc.PolicyCorepin)) + "\x00" + strings.Join(s.Options, "+")
 }
 
-// key names s among the settings of a cluster's nodes.
-func (s NodeSettings) key() string {
-	return s.configKey() + "\x00" + string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind) + "\x00" + string(s.NUMA)
-}
-
-// apply returns r as a node under settings s sees it: with s's topology
-// policy when r names none; on the kubelet engine without bind, exclusive
-// or NUMA strategy (it knows none: its options say how it places); else
-// with s's bind when r is exclusive.
-func (s NodeSettings) apply(r alloc.Request) alloc.Request {
-	if r.TopologyPolicy == "" {
-		r.TopologyPolicy = cmp.Or(s.TopologyPolicy, alloc.TopologyNone)
-	}
-	if s.Policy == alloc.PolicyKubelet {
-		r.Bind, r.Exclusive, r.NUMA = "", "", ""
-		return r
-	}
-	if s.Bind != "" && (r.QoS == alloc.LSE || r.QoS == alloc.LSR || r.QoS == "") {
-		r.Bind = s.Bind
-	}
-	if s.NUMA != "" && (r.QoS == alloc.LSE || r.QoS == alloc.LSR || r.QoS == "") {
-		r.NUMA = s.NUMA
-	}
-	return r
+// settingsKey names s among the settings of a cluster's nodes.
+func settingsKey(s alloc.NodeSettings) string {
+	return configKey(s) + "\x00" + string(cmp.Or(s.TopologyPolicy, alloc.TopologyNone)) + "\x00" + string(s.Bind) + "\x00" + string(s.NUMA)
 }
 
 // Named scenarios, in the order reports show them.
@@ -154,16 +105,14 @@ func ParseScenario(name string) (Scenario, error) {
 		ErrBadConfig, name, strings.Join(ScenarioNames(), ", "), AsDeployed)
 }
 
-// apply returns r as this scenario's nodes see it. The kubelet engine knows
-// no bind, exclusive or NUMA strategy (its options say how it places), so
-// kubelet scenarios drop them; a topology policy the request does not name
-// is the nodes' one.
+// apply returns r as this scenario's nodes see it: under the nodes'
+// settings (alloc.NodeSettings.Apply: the kubelet engine drops bind,
+// exclusive and NUMA strategy; a topology policy the request does not
+// name is the nodes' one), then with the scenario's NUMA strategy and
+// default bind.
 func (s Scenario) apply(r alloc.Request, nodePolicy alloc.TopologyPolicy) alloc.Request {
-	if r.TopologyPolicy == "" {
-		r.TopologyPolicy = nodePolicy
-	}
+	r = alloc.NodeSettings{Policy: s.Policy, TopologyPolicy: nodePolicy}.Apply(r)
 	if s.Policy == alloc.PolicyKubelet {
-		r.Bind, r.Exclusive, r.NUMA = "", "", ""
 		return r
 	}
 	if s.NUMA != "" {

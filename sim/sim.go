@@ -65,24 +65,28 @@ type Node struct {
 	// Settings are the allocator settings the node publishes, nil when it
 	// publishes none. Only a PerNode scenario (AsDeployed) reads them; it
 	// replays a node without them under corepin's engine, no options and
-	// Config.TopologyPolicy.
-	Settings *NodeSettings
+	// Config.TopologyPolicy. Their Reserved and ReservedCount are not
+	// read: every node keeps Config.Reserved.
+	Settings *alloc.NodeSettings
 }
 
-// settingsOf is the allocator settings node n runs under in run: the
-// scenario's engine and options, or under a PerNode scenario the node's
-// own (published reports whether the node published them).
-func (cfg Config) settingsOf(run Run, n Node) (set NodeSettings, published bool) {
+// settingsOf is the allocator settings node n runs under in run, with
+// the reserved CPUs cfg.Reserved: the scenario's engine and options, or
+// under a PerNode scenario the node's own (published reports whether the
+// node published them).
+func (cfg Config) settingsOf(run Run, n Node) (set alloc.NodeSettings, published bool) {
 	s := run.Scenario
-	if !s.PerNode {
-		return NodeSettings{Policy: s.Policy, Options: s.Options}, false
+	switch {
+	case !s.PerNode:
+		set = alloc.NodeSettings{Policy: s.Policy, Options: s.Options}
+	case n.Settings == nil:
+		set = alloc.NodeSettings{Policy: alloc.PolicyCorepin, TopologyPolicy: cfg.TopologyPolicy}
+	default:
+		set, published = *n.Settings, true
+		set.Policy = cmp.Or(set.Policy, alloc.PolicyCorepin)
 	}
-	if n.Settings == nil {
-		return NodeSettings{Policy: alloc.PolicyCorepin, TopologyPolicy: cfg.TopologyPolicy}, false
-	}
-	set = *n.Settings
-	set.Policy = cmp.Or(set.Policy, alloc.PolicyCorepin)
-	return set, true
+	set.Reserved, set.ReservedCount = cfg.Reserved, 0
+	return set, published
 }
 
 // Report is the outcome of replaying one trace under several runs.
@@ -141,13 +145,28 @@ type Result struct {
 // many nodes ran under it. Published is false for the nodes that publish
 // no settings, replayed under corepin's defaults.
 type NodeSettingsCount struct {
+	SettingsDoc
+	Published bool `json:"published"`
+	Nodes     int  `json:"nodes"`
+}
+
+// SettingsDoc is a node's alloc.NodeSettings as reports show them
+// (SettingsDocOf): every field but the reserved CPUs, which are the
+// run's (Config.Reserved).
+type SettingsDoc struct {
 	Policy         alloc.Policy         `json:"policy"`
 	Options        []string             `json:"options"`
 	TopologyPolicy alloc.TopologyPolicy `json:"topology_policy"`
 	Bind           alloc.Bind           `json:"bind,omitempty"`
 	NUMA           alloc.NUMAStrategy   `json:"numa,omitempty"`
-	Published      bool                 `json:"published"`
-	Nodes          int                  `json:"nodes"`
+}
+
+// SettingsDocOf is s as reports show it: its engine (corepin when empty),
+// its options (an empty list for none), its topology policy (none when
+// empty), its bind and NUMA strategy.
+func SettingsDocOf(s alloc.NodeSettings) SettingsDoc {
+	return SettingsDoc{Policy: cmp.Or(s.Policy, alloc.PolicyCorepin), Options: append([]string{}, s.Options...),
+		TopologyPolicy: cmp.Or(s.TopologyPolicy, alloc.TopologyNone), Bind: s.Bind, NUMA: s.NUMA}
 }
 
 // Alignment summarises the exclusive (LSE, LSR) placements: how many NUMA
@@ -236,12 +255,12 @@ func Replay(evs []Event, cfg Config, runs []Run) (Report, error) {
 	for _, n := range nodes {
 		for _, r := range runs {
 			set, _ := cfg.settingsOf(r, n)
-			k := machineSettings{n.Topology, set.configKey()}
+			k := machineSettings{n.Topology, configKey(set)}
 			if checked[k] {
 				continue
 			}
 			checked[k] = true
-			if _, err := alloc.NewState(n.Topology, set.config(cfg.Reserved)); err != nil {
+			if _, err := alloc.NewState(n.Topology, set); err != nil {
 				return Report{}, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, r.Scenario.Name, err)
 			}
 		}
@@ -338,7 +357,7 @@ func (cfg Config) nodes() ([]Node, error) {
 }
 
 // machineSettings keys an allocator State: one machine under one
-// engine and options (NodeSettings.configKey).
+// engine and options (configKey).
 type machineSettings struct {
 	topo *topology.Topology
 	set  string
@@ -357,7 +376,7 @@ type cluster struct {
 	// sets are, under a PerNode scenario, each node's settings (nil
 	// otherwise), wholeAt whether each node takes whole cores for every
 	// exclusive request, and counts the distinct settings.
-	sets    []NodeSettings
+	sets    []alloc.NodeSettings
 	wholeAt []bool
 	counts  []NodeSettingsCount
 }
@@ -382,20 +401,19 @@ func newCluster(cfg Config, nodes []Node, shapes map[*topology.Topology]*shape, 
 		if run.Scenario.PerNode {
 			c.sets = append(c.sets, set)
 			c.wholeAt = append(c.wholeAt, slices.Contains(set.Options, alloc.OptFullPCPUsOnly))
-			k := fmt.Sprint(published, "\x00", set.key())
+			k := fmt.Sprint(published, "\x00", settingsKey(set))
 			if i, ok := counted[k]; ok {
 				c.counts[i].Nodes++
 			} else {
 				counted[k] = len(c.counts)
-				c.counts = append(c.counts, NodeSettingsCount{Policy: set.Policy, Options: append([]string{}, set.Options...),
-					TopologyPolicy: cmp.Or(set.TopologyPolicy, alloc.TopologyNone), Bind: set.Bind, NUMA: set.NUMA, Published: published, Nodes: 1})
+				c.counts = append(c.counts, NodeSettingsCount{SettingsDoc: SettingsDocOf(set), Published: published, Nodes: 1})
 			}
 		}
-		key := machineSettings{n.Topology, set.configKey()}
+		key := machineSettings{n.Topology, configKey(set)}
 		st, ok := empty[key]
 		if !ok {
 			var err error
-			st, err = alloc.NewState(n.Topology, set.config(cfg.Reserved))
+			st, err = alloc.NewState(n.Topology, set)
 			if err != nil {
 				return nil, fmt.Errorf("%w: node %s: scenario %s: %w", ErrBadConfig, n.Name, run.Scenario.Name, err)
 			}
@@ -557,12 +575,12 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 }
 
 // at is r as node n sees it: under a PerNode scenario with the node's
-// settings applied (NodeSettings.apply), else as the scenario made it.
+// settings applied (alloc.NodeSettings.Apply), else as the scenario made it.
 func (c *cluster) at(n int, r *alloc.Request) alloc.Request {
 	if c.sets == nil {
 		return *r
 	}
-	return c.sets[n].apply(*r)
+	return c.sets[n].Apply(*r)
 }
 
 // wholeOn reports whether r takes whole cores on node n: the node's
@@ -571,7 +589,7 @@ func (c *cluster) wholeOn(n int, r *alloc.Request) bool {
 	if c.sets == nil {
 		return c.whole || r.Bind == alloc.BindFullPCPUs
 	}
-	return c.wholeAt[n] || c.sets[n].apply(*r).Bind == alloc.BindFullPCPUs
+	return c.wholeAt[n] || c.sets[n].Apply(*r).Bind == alloc.BindFullPCPUs
 }
 
 // common is what a PerNode run's result says of its engine and options:

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 			policies := []string{"SingleNUMANode", "Restricted", "None", "BestEffort"}
 			for i := range 100 {
 				name := fmt.Sprintf("node-%03d", i)
-				o, err := objectOf(koordLabelObject(b, name, kubelet[i%2], "None"))
+				o, err := nodestate.FieldsOf(koordLabelObject(b, name, kubelet[i%2], "None"))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -89,8 +90,8 @@ func BenchmarkFilterPrioritize100Nodes(b *testing.B) {
 				n := node(name, nil)
 				n.Labels = map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "z1"}
 				if labels {
-					n.Labels[nrt.LabelKoordCPUBindPolicy] = binds[i%3]
-					n.Labels[nrt.LabelKoordNUMATopologyPolicy] = policies[i%4]
+					n.Labels[nodestate.LabelKoordCPUBindPolicy] = binds[i%3]
+					n.Labels[nodestate.LabelKoordNUMATopologyPolicy] = policies[i%4]
 				}
 				bare = append(bare, n)
 			}

@@ -11,7 +11,8 @@
 // AnnotationAssigned, or the coarse AnnotationNUMAFree, each beside
 // AnnotationAllocator, its allocator's policy, options and default topology
 // policy), written by the NRI plugin with --annotate-node
-// (kube/nrt.NodeAnnotations); a node is judged under its own settings, and
+// (nodestate.NodeAnnotations; kube/nodestate decodes them too); a node is
+// judged under its own settings (alloc.NodeSettings.Apply), and
 // a pod naming no topology policy gets the node's default, as on the node.
 // Decoded states are cached by a hash of those annotations, and verdicts by
 // state and request.
@@ -19,15 +20,15 @@
 // NodeResourceTopology object (topology.node.k8s.io v1alpha2, or v1alpha1
 // where only that is served: NRTResourceOf) as an NRTStore keeps it from a
 // client-go informer. An object Koordinator's koordlet wrote
-// (nrt.AnnotationKoordCPUTopology and the annotations beside it) makes the
+// (nodestate.AnnotationKoordCPUTopology and the annotations beside it) makes the
 // whole machine, its reserved and held CPUs and the kubelet's policy, as a
 // corepin node's AnnotationTopology would; otherwise the free CPUs of its
 // Node zones make the same stand-in machine as AnnotationNUMAFree. Its
 // attributes (topologyManagerPolicy, corepin.io/policy, corepin.io/options)
 // are its settings, and topologyPolicies its default topology policy when
 // no attribute names one. A node judged by Koordinator's object is judged
-// under its Node's Koordinator labels too (nrt.LabelKoordCPUBindPolicy,
-// nrt.LabelKoordNUMATopologyPolicy), as koord-scheduler applies them (see
+// under its Node's Koordinator labels too (nodestate.LabelKoordCPUBindPolicy,
+// nodestate.LabelKoordNUMATopologyPolicy), as koord-scheduler applies them (see
 // koordState). A node that publishes none of these is not corepin's to
 // judge and passes with score 0.
 //

@@ -15,7 +15,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 )
 
 // Defaults of an Extender.
@@ -384,13 +384,13 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	if err != nil {
 		v = verdict{reason: Reason(req, err)}
 		switch {
-		case nodeDefault && topologyCaused(req, err) && ns.policyLabel != "":
-			v.reason += " (the node's label " + nrt.LabelKoordNUMATopologyPolicy + " " + ns.policyLabel + ")"
+		case nodeDefault && topologyCaused(req, err) && ns.settings.policyLabel != "":
+			v.reason += " (the node's label " + nodestate.LabelKoordNUMATopologyPolicy + " " + ns.settings.policyLabel + ")"
 		case nodeDefault && topologyCaused(req, err):
 			// The pod did not ask for it: say whose policy refused it.
 			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
-		case ns.bindLabel != "" && bindCaused(req, err):
-			v.reason += " (the node's label " + nrt.LabelKoordCPUBindPolicy + " " + ns.bindLabel + ")"
+		case ns.settings.bindLabel != "" && bindCaused(req, err):
+			v.reason += " (the node's label " + nodestate.LabelKoordCPUBindPolicy + " " + ns.settings.bindLabel + ")"
 		}
 		if ns.coming > 0 {
 			if _, err := admit(ns.before, req); err == nil {
@@ -413,25 +413,21 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	return v
 }
 
-// request is req as the node of state ns judges it: with the node's
-// default topology policy when req names none (nodeDefault reports whether
-// that is a policy other than none), and the node's bind policy when it has
-// one and req is exclusive (LSE, LSR).
+// request is req as the node of state ns judges it: under the node's
+// settings (alloc.NodeSettings.Apply: the node's default topology policy
+// when req names none, and the node's bind policy and NUMA strategy when
+// it has them and req is exclusive); nodeDefault reports whether req took
+// a default topology policy other than none. The engine is left to ns.st:
+// Apply would drop a pod's own bind, exclusive and NUMA strategy on the
+// kubelet engine, but the node's plugin refuses them there
+// (alloc.State.Allocate), and the extender answers as the node will (the
+// node's own bind and NUMA strategy are never set there:
+// nodestate.KoordSettings). Every request carries its QoS class (RequestOf).
 func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
-	nodeDefault = req.TopologyPolicy == "" && ns.topologyPolicy != "" && ns.topologyPolicy != alloc.TopologyNone
-	if req.TopologyPolicy == "" {
-		req.TopologyPolicy = ns.topologyPolicy
-	}
-	if ns.bind != "" && (req.QoS == alloc.LSE || req.QoS == alloc.LSR) {
-		// The node's Koordinator label: koord-scheduler makes it every
-		// CPU-bound pod's required bind policy.
-		req.Bind = ns.bind
-	}
-	if ns.numa != "" && (req.QoS == alloc.LSE || req.QoS == alloc.LSR) {
-		// Koordinator's label: how koord-scheduler picks the NUMA node.
-		req.NUMA = ns.numa
-	}
-	return req, nodeDefault
+	set := ns.settings.NodeSettings
+	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
+	set.Policy = ""
+	return set.Apply(req), nodeDefault
 }
 
 // admit is the node's own answer to req on a copy of st, as the NRI

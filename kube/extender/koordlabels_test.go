@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
@@ -40,10 +41,10 @@ const (
 func koordLabelObject(t testing.TB, name, kubelet, policy string) *unstructured.Unstructured {
 	t.Helper()
 	u := koordObject(t, name, map[string]string{
-		nrt.AnnotationKoordKubeletPolicy:    kubelet,
-		nrt.AnnotationKoordPodCPUAllocs:     "null",
-		nrt.AnnotationKoordCPUSharedPools:   koordAllShared,
-		nrt.AnnotationKoordBECPUSharedPools: koordAllShared,
+		nodestate.AnnotationKoordKubeletPolicy:    kubelet,
+		nodestate.AnnotationKoordPodCPUAllocs:     "null",
+		nodestate.AnnotationKoordCPUSharedPools:   koordAllShared,
+		nodestate.AnnotationKoordBECPUSharedPools: koordAllShared,
 	})
 	u.Object["topologyPolicies"] = []any{policy}
 	return u
@@ -61,7 +62,7 @@ func labelStore(t testing.TB) *NRTStore {
 		koordLabelObject(t, koordStaticSNN, `{"policy":"static"}`, "SingleNUMANodePodLevel"),
 		koordLabelObject(t, koordFull, `{"policy":"static","options":{"full-pcpus-only":"true"}}`, "None"),
 	} {
-		o, err := objectOf(u)
+		o, err := nodestate.FieldsOf(u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,8 +92,8 @@ func labeled(name string, annotations map[string]string, kv ...string) corev1.No
 }
 
 const (
-	bindLabel = nrt.LabelKoordCPUBindPolicy
-	numaLabel = nrt.LabelKoordNUMATopologyPolicy
+	bindLabel = nodestate.LabelKoordCPUBindPolicy
+	numaLabel = nodestate.LabelKoordNUMATopologyPolicy
 )
 
 // TestKoordinatorNodeLabels: each verdict differs with and without the
@@ -245,7 +246,7 @@ func TestKoordinatorNUMAStrategyLabelPlaces(t *testing.T) {
 		if got := place(tc.node, tc.label); got != tc.want {
 			t.Errorf("%s, label %q: placed on NUMA node %s, want %s", tc.node, tc.label, got, tc.want)
 		}
-		body := args(t, guaranteedPod("two", "2", nil, nil), labeled(tc.node, nil, nrt.LabelKoordNUMAAllocateStrategy, tc.label))
+		body := args(t, guaranteedPod("two", "2", nil, nil), labeled(tc.node, nil, nodestate.LabelKoordNUMAAllocateStrategy, tc.label))
 		checkSameAnswers(t, body, 1, WithNRT(s))
 	}
 	_, kMost := e.nrtStateOf(koordNone, koordLabelValues{strategy: "MostAllocated"})
@@ -268,7 +269,7 @@ func TestKoordinatorBadNodeLabel(t *testing.T) {
 		{name: "numa kubelet vocabulary", label: numaLabel, value: "single-numa-node", want: `"single-numa-node": want None, BestEffort, Restricted, SingleNUMANode or empty`},
 		{name: "numa scoped", label: numaLabel, value: "SingleNUMANodePodLevel", want: "want None, BestEffort, Restricted, SingleNUMANode or empty"},
 		{name: "long", label: numaLabel, value: strings.Repeat("x", 300), want: `...": want None`},
-		{name: "strategy kubelet-ish", label: nrt.LabelKoordNUMAAllocateStrategy, value: "most-allocated",
+		{name: "strategy kubelet-ish", label: nodestate.LabelKoordNUMAAllocateStrategy, value: "most-allocated",
 			want: `"most-allocated": want MostAllocated, LeastAllocated, DistributeEvenly or empty`},
 	}
 	h := New(WithNRT(s)).Handler()
@@ -287,10 +288,10 @@ func TestKoordinatorBadNodeLabel(t *testing.T) {
 			checkSameAnswers(t, body, 4, WithNRT(s))
 		})
 	}
-	// The error wraps ErrNode and nrt.ErrKoordLabel.
+	// The error wraps ErrNode and nodestate.ErrKoordLabel.
 	ns, _ := New(WithNRT(s)).nrtStateOf(koordNone, koordLabelValues{bind: "Sometimes"})
-	if ns == nil || !errors.Is(ns.err, ErrNode) || !errors.Is(ns.err, nrt.ErrKoordLabel) {
-		t.Errorf("state error %v: want one wrapping ErrNode and nrt.ErrKoordLabel", ns)
+	if ns == nil || !errors.Is(ns.err, ErrNode) || !errors.Is(ns.err, nodestate.ErrKoordLabel) {
+		t.Errorf("state error %v: want one wrapping ErrNode and nodestate.ErrKoordLabel", ns)
 	}
 }
 

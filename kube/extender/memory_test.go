@@ -114,7 +114,7 @@ func chartMemoryLimit(t *testing.T) int64 {
 // bigBody is the /filter body of a pod asking 4 CPUs and nodes of 1024
 // CPUs (4 sockets, 8 NUMA nodes, 16 L3 groups), each publishing its
 // topology, one held CPU and its settings (default topology policy
-// single-numa-node), as nrt.NodeAnnotations writes them, until the body
+// single-numa-node), as nodestate.NodeAnnotations writes them, until the body
 // is size bytes at most; nodes i and i+distinct hold the same CPU (share
 // a state). It returns the body and its nodes.
 func bigBody(t *testing.T, size, distinct int) ([]byte, int) {

@@ -1,12 +1,10 @@
 package extender
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -14,42 +12,41 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
 
 // Node annotations a corepin node (the NRI plugin with --annotate-node)
-// publishes; kube/nrt encodes them (NodeAnnotations).
+// publishes; kube/nodestate encodes and decodes them.
 const (
 	// AnnotationTopology holds the node's `corepin topo -o json` document,
 	// compact.
-	AnnotationTopology = nrt.AnnotationTopology
+	AnnotationTopology = nodestate.AnnotationTopology
 	// AnnotationAssigned holds the CPUs already held on the node, as the
 	// "assigned" list of `corepin plan`: [{"id":"ns/pod","cpuset":"2-5","qos":"LSE"}].
 	// Absent means nothing is held.
-	AnnotationAssigned = nrt.AnnotationAssigned
+	AnnotationAssigned = nodestate.AnnotationAssigned
 	// AnnotationNUMAFree is the coarse fallback: free CPUs per NUMA node,
 	// in node order, e.g. "[4,0]". It stands for a machine of that many
 	// single-thread cores per node, one socket and one L3 per node.
-	AnnotationNUMAFree = nrt.AnnotationNUMAFree
+	AnnotationNUMAFree = nodestate.AnnotationNUMAFree
 	// AnnotationAllocator holds the node allocator's settings beside
 	// either form: {"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}
 	// (nrt.Allocator). Absent means policy corepin, no options, topology
 	// policy none (a node of an older corepin).
-	AnnotationAllocator = nrt.AnnotationAllocator
+	AnnotationAllocator = nodestate.AnnotationAllocator
 )
 
-// ErrNode is wrapped by errors about a node's published state.
-var ErrNode = errors.New("invalid node annotation")
+// ErrNode is wrapped by errors about a node's published state
+// (nodestate.ErrNode).
+var ErrNode = nodestate.ErrNode
 
 // Limits on what a node may publish.
 const (
 	// MaxAnnotationBytes bounds each annotation decoded (Kubernetes caps
 	// all of an object's annotations at 256 KiB together).
-	MaxAnnotationBytes = nrt.MaxAnnotationBytes
-	// maxNUMAFreeNodes bounds the entries of AnnotationNUMAFree.
-	maxNUMAFreeNodes = nrt.MaxNUMAFreeNodes
+	MaxAnnotationBytes = nodestate.MaxAnnotationBytes
 )
 
 // nodeState is a node's decoded state before any placement: shared,
@@ -63,21 +60,15 @@ type nodeState struct {
 	// every pod there were preempted. Nil when the node publishes too
 	// little to know (AnnotationNUMAFree).
 	empty *alloc.State
-	// topologyPolicy is the node's default topology policy, given to
-	// pods that name none ("" is none).
-	topologyPolicy alloc.TopologyPolicy
-	// bind, when set, is the bind policy every exclusive (LSE, LSR)
-	// request takes on the node, whatever it asks: Koordinator's node
-	// label nrt.LabelKoordCPUBindPolicy.
-	bind alloc.Bind
-	// numa, when set, is the NUMA strategy every exclusive request takes
-	// on the node: Koordinator's node label
-	// nrt.LabelKoordNUMAAllocateStrategy.
-	numa alloc.NUMAStrategy
-	// bindLabel and policyLabel are the values of Koordinator's node
-	// labels that decided bind and topologyPolicy, for the reasons of
-	// the refusals they cause ("" when no label decided them).
-	bindLabel, policyLabel string
+	// settings are the node settings it is judged under (request puts
+	// them on each request): its default topology policy, given to pods
+	// that name none, and, from Koordinator's node labels
+	// (nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMAAllocateStrategy),
+	// the bind policy and NUMA strategy every exclusive (LSE, LSR)
+	// request takes, whatever it asks; with bindLabel and policyLabel, the
+	// values of the labels that decided Bind and TopologyPolicy, for the
+	// reasons of the refusals they cause.
+	settings judgedSettings
 	// published is the set of pod UIDs the node's AnnotationAssigned
 	// names, nil unless its AnnotationAllocator says the entries name
 	// their pods (nrt.Allocator.PodUIDs): the pods it has admitted.
@@ -185,8 +176,8 @@ func (e *Extender) publishedStateOf(node *corev1.Node) (*nodeState, stateKey) {
 	topo, hasTopo := node.Annotations[AnnotationTopology]
 	free, hasFree := node.Annotations[AnnotationNUMAFree]
 	if !hasTopo && !hasFree {
-		return e.nrtStateOf(node.Name, koordLabelValues{node.Labels[nrt.LabelKoordCPUBindPolicy], node.Labels[nrt.LabelKoordNUMATopologyPolicy],
-			node.Labels[nrt.LabelKoordNUMAAllocateStrategy]})
+		return e.nrtStateOf(node.Name, koordLabelValues{node.Labels[nodestate.LabelKoordCPUBindPolicy], node.Labels[nodestate.LabelKoordNUMATopologyPolicy],
+			node.Labels[nodestate.LabelKoordNUMAAllocateStrategy]})
 	}
 	settings, hasSettings := node.Annotations[AnnotationAllocator]
 	h := sha256.New()
@@ -273,69 +264,6 @@ func failed(format string, args ...any) *nodeState {
 	return &nodeState{err: fmt.Errorf("%w: %s", ErrNode, fmt.Sprintf(format, args...))}
 }
 
-// NodeTopology decodes the corepin state a node publishes: its machine
-// (AnnotationTopology, the compact `corepin topo -o json` document) and
-// the workloads already holding CPUs on it (AnnotationAssigned, the
-// "assigned" list of `corepin plan`). ok is false, with nothing decoded,
-// for a node without AnnotationTopology. A malformed or oversized
-// annotation is an error wrapping ErrNode. The assignments are not checked
-// against the machine here: alloc.State.Assign does that.
-func NodeTopology(node *corev1.Node) (t *topology.Topology, held []alloc.Assignment, ok bool, err error) {
-	topo, ok := node.Annotations[AnnotationTopology]
-	if !ok {
-		return nil, nil, false, nil
-	}
-	t, assigned, err := parseTopology(topo, node.Annotations[AnnotationAssigned])
-	if err != nil {
-		return nil, nil, true, err
-	}
-	for _, a := range assigned {
-		as, err := a.Assignment()
-		if err != nil {
-			return nil, nil, true, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAssigned, err)
-		}
-		held = append(held, as)
-	}
-	return t, held, true, nil
-}
-
-// parseTopology decodes the two annotations of a node publishing its
-// topology and assignments.
-func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, error) {
-	if len(topo) > MaxAnnotationBytes || len(assigned) > MaxAnnotationBytes {
-		return nil, nil, fmt.Errorf("%w: annotation longer than %d bytes", ErrNode, MaxAnnotationBytes)
-	}
-	t, err := topology.ReadDoc(bytes.NewReader([]byte(topo)))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationTopology, err)
-	}
-	var list []plan.Assigned
-	if assigned != "" {
-		dec := json.NewDecoder(bytes.NewReader([]byte(assigned)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&list); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: parsing: %w", ErrNode, AnnotationAssigned, err)
-		}
-		if dec.More() {
-			return nil, nil, fmt.Errorf("%w: %s: trailing data after the JSON list", ErrNode, AnnotationAssigned)
-		}
-	}
-	return t, list, nil
-}
-
-// parseSettings decodes AnnotationAllocator; nil (the node publishes none)
-// is the zero settings: policy corepin, no options, topology policy none.
-func parseSettings(raw *string) (nrt.Allocator, error) {
-	if raw == nil {
-		return nrt.Allocator{}, nil
-	}
-	a, err := nrt.ParseAllocator(*raw)
-	if err != nil {
-		return nrt.Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
-	}
-	return a, nil
-}
-
 // decodeTopology builds the state of a node publishing its topology and
 // assignments, through the same plan document `corepin plan` places on,
 // under the allocator settings settings (AnnotationAllocator; nil when the
@@ -345,22 +273,19 @@ func parseSettings(raw *string) (nrt.Allocator, error) {
 // strict-cpu-reservation keeps them out of the shared pool. Without, the
 // state is the one an extender unaware of settings built.
 func decodeTopology(topo, assigned string, settings *string) *nodeState {
-	set, err := parseSettings(settings)
+	pub, err := nodestate.DecodeTopology(topo, assigned, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	t, list, err := parseTopology(topo, assigned)
-	if err != nil {
-		return &nodeState{err: err}
-	}
+	t, list, set := pub.Topology, pub.Assigned, pub.Settings
 	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
-	if settings != nil {
+	if pub.HasSettings {
 		// The machine-dependent checks of the settings (align-by-socket
 		// on fewer NUMA nodes than sockets), named as the settings' fault.
-		if _, err := alloc.NewState(t, set.Config()); err != nil {
+		if _, err := alloc.NewState(t, set); err != nil {
 			return failed("%s: %v", AnnotationAllocator, err)
 		}
-		doc.Policy, doc.Options = set.Policy, set.Options
+		doc.Policy, doc.Options = string(set.Policy), set.Options
 		if doc.Reserved, doc.Assigned, err = splitReserved(list); err != nil {
 			return failed("%s: %v", AnnotationAssigned, err)
 		}
@@ -384,8 +309,8 @@ func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	for _, a := range list {
 		uids = append(uids, a.PodUID)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy),
-		published: publishedPods(set, uids)}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: judgedSettings{NodeSettings: set},
+		published: publishedPods(pub.PodUIDs, uids)}
 }
 
 // splitReserved separates the ReservedID entries of list: their CPUs as a
@@ -411,62 +336,43 @@ func splitReserved(list []plan.Assigned) (string, []plan.Assigned, error) {
 // (numaFreeState) under the allocator settings settings
 // (AnnotationAllocator; nil when the node publishes none).
 func decodeNUMAFree(raw string, settings *string) *nodeState {
-	set, err := parseSettings(settings)
+	pub, err := nodestate.DecodeNUMAFree(raw, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	if len(raw) > MaxAnnotationBytes {
-		return failed("%s longer than %d bytes", AnnotationNUMAFree, MaxAnnotationBytes)
-	}
-	var free []int
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	if err := dec.Decode(&free); err != nil {
-		return failed("%s %q: want a JSON list of free CPUs per NUMA node, like [4,0]: %v", AnnotationNUMAFree, short(raw), err)
-	}
-	if dec.More() {
-		return failed("%s %q: trailing data after the JSON list", AnnotationNUMAFree, short(raw))
-	}
-	if len(free) == 0 || len(free) > maxNUMAFreeNodes {
-		return failed("%s %q: want 1 to %d NUMA nodes", AnnotationNUMAFree, short(raw), maxNUMAFreeNodes)
-	}
-	total := 0
-	for _, f := range free {
-		if f < 0 || f > cpuset.MaxCPU+1 || total+f > cpuset.MaxCPU+1 {
-			return failed("%s %q: free CPUs must be 0 to %d in all", AnnotationNUMAFree, short(raw), cpuset.MaxCPU+1)
-		}
-		total += f
-	}
-	return numaFreeState(free, AnnotationNUMAFree, set)
+	return numaFreeState(pub.Free, AnnotationNUMAFree, pub.Settings)
 }
 
 // numaFreeState builds the stand-in machine of free CPUs per NUMA node
-// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node
-// allocator's settings set: node i has free[i] single-thread cores, its own
+// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node's
+// settings set (its reserved CPUs are not read): node i has free[i] single-thread cores, its own
 // L3 and its own socket. The caller has checked that the counts are
 // non-negative and at most cpuset.MaxCPU+1 in all, and set's names; what
 // names the source in errors. The state has no empty counterpart: the
 // source does not say what is held.
-func numaFreeState(free []int, what string, set nrt.Allocator) *nodeState {
-	t, err := StandInTopology(free)
+func numaFreeState(free []int, what string, set alloc.NodeSettings) *nodeState {
+	t, err := nodestate.StandInTopology(free)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
+	judged := judgedSettings{NodeSettings: set}
 	if t == nil {
 		// No CPU at all: an empty state every exclusive request fails on.
-		return &nodeState{topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+		return &nodeState{settings: judged}
 	}
-	st, err := alloc.NewState(t, set.Config())
+	set.Reserved, set.ReservedCount = cpuset.CPUSet{}, 0
+	st, err := alloc.NewState(t, set)
 	if err != nil {
 		return failed("%s: %v", what, err)
 	}
-	return &nodeState{st: st, free: t.Allowed().Size(), topologyPolicy: alloc.TopologyPolicy(set.TopologyPolicy)}
+	return &nodeState{st: st, free: t.Allowed().Size(), settings: judged}
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the
 // machine Koordinator's annotations describe on its NodeResourceTopology
 // (koordState) under the node's Koordinator labels bindLabel
-// (nrt.LabelKoordCPUBindPolicy) and policyLabel
-// (nrt.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
+// (nodestate.LabelKoordCPUBindPolicy) and policyLabel
+// (nodestate.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
 // machine of its zones, whose labels are not read (no koordlet runs there,
 // no koord-scheduler judges it by them). Nil when the extender watches none
 // (WithNRT) or knows none for the node.
@@ -479,15 +385,15 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 		return nil, stateKey{}
 	}
 	key := ent.key
-	var labels nrt.KoordLabels
+	var labels nodestate.KoordLabels
 	if ent.koord != nil && lv != (koordLabelValues{}) {
 		var err error
-		if labels, err = nrt.ParseKoordLabels(lv.bind, lv.policy, lv.strategy); err != nil {
+		if labels, err = nodestate.ParseKoordLabels(lv.bind, lv.policy, lv.strategy); err != nil {
 			// Not cached: judge answers a failed state before it
 			// looks at its key.
 			return &nodeState{err: fmt.Errorf("%w: %w", ErrNode, err)}, stateKey{}
 		}
-		if labels != (nrt.KoordLabels{}) {
+		if labels != (nodestate.KoordLabels{}) {
 			key = labeledKey(ent.key, labels)
 		}
 	}
@@ -509,14 +415,14 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 }
 
 // koordLabelValues are the values of a Node's Koordinator labels
-// (nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy,
-// nrt.LabelKoordNUMAAllocateStrategy), "" when absent.
+// (nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMATopologyPolicy,
+// nodestate.LabelKoordNUMAAllocateStrategy), "" when absent.
 type koordLabelValues struct{ bind, policy, strategy string }
 
 // labeledKey is the key of the state of the NodeResourceTopology of key
 // under Koordinator labels l (not both empty), computed without
 // allocating.
-func labeledKey(key stateKey, l nrt.KoordLabels) stateKey {
+func labeledKey(key stateKey, l nodestate.KoordLabels) stateKey {
 	var b [len(key) + 64]byte
 	n := copy(b[:], key[:])
 	n += copy(b[n:], "labels\x00")
@@ -538,7 +444,7 @@ func rawLabel(raw []byte) string {
 		return ""
 	}
 	v := raw[1 : len(raw)-1]
-	for _, names := range [][]string{nrt.KoordCPUBindPolicies, nrt.KoordNUMATopologyPolicies, nrt.KoordNUMAAllocateStrategies} {
+	for _, names := range [][]string{nodestate.KoordCPUBindPolicies, nodestate.KoordNUMATopologyPolicies, nodestate.KoordNUMAAllocateStrategies} {
 		for _, name := range names {
 			if string(v) == name {
 				return name
@@ -570,15 +476,16 @@ func rawLabel(raw []byte) string {
 //     label first), except under the kubelet engine (static policy): the
 //     kubelet still admits the pod by its own policy, so the stricter of
 //     the two holds.
-func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *nodeState {
-	set, err := settingsOfKoord(k, topologyPolicy, labels)
+func koordState(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) *nodeState {
+	settings, by, err := nodestate.KoordSettings(k, topologyPolicy, labels)
 	if err != nil {
 		return failed("%v", err)
 	}
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: k.Settings.Policy, Options: set.Options}
+	set := judgedSettings{NodeSettings: settings, bindLabel: by.Bind, policyLabel: by.TopologyPolicy}
+	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: set.Options}
 	empty, err := doc.Place(noSysfsRoot)
 	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordCPUTopology, nrt.AnnotationKoordKubeletPolicy, err)
+		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordCPUTopology, nodestate.AnnotationKoordKubeletPolicy, err)
 	}
 	doc.Assigned = make([]plan.Assigned, 0, len(k.Held))
 	for _, a := range k.Held {
@@ -586,106 +493,23 @@ func koordState(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) *no
 	}
 	p, err := doc.Place(noSysfsRoot)
 	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nrt.AnnotationKoordPodCPUAllocs, nrt.AnnotationKoordCPUSharedPools, err)
+		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordPodCPUAllocs, nodestate.AnnotationKoordCPUSharedPools, err)
 	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, topologyPolicy: set.TopologyPolicy,
-		bind: set.Bind, numa: set.NUMA, bindLabel: set.bindLabel, policyLabel: set.policyLabel}
+	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: set}
 }
 
-// NodeSettings are the allocator settings a node is judged under.
-type NodeSettings struct {
-	// Policy is the engine ("" is corepin), Options its kubelet option
-	// names.
-	Policy  alloc.Policy
-	Options []string
-	// TopologyPolicy is the default of requests that name none ("" is
-	// none).
-	TopologyPolicy alloc.TopologyPolicy
-	// Bind and NUMA, when set, are the bind policy and NUMA strategy every
-	// exclusive (LSE, LSR) request takes on the node (Koordinator's node
-	// labels).
-	Bind alloc.Bind
-	NUMA alloc.NUMAStrategy
-	// bindLabel and policyLabel are the values of Koordinator's labels that
-	// decided Bind and TopologyPolicy, "" when none did.
+// judgedSettings are the node settings a node is judged under, with the
+// values of Koordinator's labels that decided Bind and TopologyPolicy
+// (bindLabel, policyLabel), "" when none did.
+type judgedSettings struct {
+	alloc.NodeSettings
 	bindLabel, policyLabel string
 }
 
-// settingsOfKoord are the settings of a node koordlet describes (k, with
-// default topology policy topologyPolicy) under its Node's Koordinator
-// labels, as koord-scheduler applies them: FullPCPUsOnly is also the
-// option full-pcpus-only and every exclusive request's bind;
-// SpreadByPCPUs, unless full-pcpus-only is set, the option
-// distribute-cpus-across-cores and that bind; the NUMA strategy is every
-// exclusive request's; the kubelet engine takes neither bind nor
-// strategy (its options place); the label's topology policy replaces the
-// object's, under the kubelet engine only when stricter (the kubelet
-// still admits by its own). Options the kubelet's and the label's
-// together make invalid are an error.
-func settingsOfKoord(k *nrt.Koord, topologyPolicy string, labels nrt.KoordLabels) (NodeSettings, error) {
-	set := NodeSettings{Policy: alloc.Policy(k.Settings.Policy), Options: k.Settings.Options, NUMA: labels.NUMA,
-		TopologyPolicy: alloc.TopologyPolicy(topologyPolicy)}
-	switch hasFull := slices.Contains(set.Options, alloc.OptFullPCPUsOnly); {
-	case labels.Bind == alloc.BindFullPCPUs:
-		set.Bind, set.bindLabel = labels.Bind, "FullPCPUsOnly"
-		if !hasFull {
-			set.Options = withOption(set.Options, alloc.OptFullPCPUsOnly)
-		}
-	case labels.Bind == alloc.BindSpreadByPCPUs && !hasFull:
-		set.Bind, set.bindLabel = labels.Bind, "SpreadByPCPUs"
-		if !slices.Contains(set.Options, alloc.OptDistributeAcrossCores) {
-			set.Options = withOption(set.Options, alloc.OptDistributeAcrossCores)
-		}
-	}
-	if set.bindLabel != "" {
-		if err := alloc.CheckOptions(set.Options); err != nil {
-			return NodeSettings{}, fmt.Errorf("label %s %s with the kubelet's options %v: %w", nrt.LabelKoordCPUBindPolicy, set.bindLabel, k.Settings.Options, err)
-		}
-	}
-	kubelet := set.Policy == alloc.PolicyKubelet
-	if kubelet {
-		set.Bind, set.NUMA = "", ""
-	}
-	if l := labels.TopologyPolicy; l != "" && (!kubelet || strictness(l) > strictness(set.TopologyPolicy)) {
-		set.TopologyPolicy, set.policyLabel = l, koordPolicyName(l)
-	}
-	return set, nil
-}
-
-// withOption is opts and name, sorted, in a new slice.
-func withOption(opts []string, name string) []string {
-	out := append(slices.Clone(opts), name)
-	slices.Sort(out)
-	return out
-}
-
-// strictness orders topology policies by the alignment they demand: none
-// (or "") none, best-effort prefers it, restricted refuses what
-// best-effort would place unaligned, single-numa-node all that spans two
-// NUMA nodes.
-func strictness(p alloc.TopologyPolicy) int {
-	switch p {
-	case alloc.TopologyBestEffort:
-		return 1
-	case alloc.TopologyRestricted:
-		return 2
-	case alloc.TopologySingleNUMANode:
-		return 3
-	}
-	return 0
-}
-
-// koordPolicyName is Koordinator's name of topology policy p.
-func koordPolicyName(p alloc.TopologyPolicy) string {
-	switch p {
-	case alloc.TopologyBestEffort:
-		return "BestEffort"
-	case alloc.TopologyRestricted:
-		return "Restricted"
-	case alloc.TopologySingleNUMANode:
-		return "SingleNUMANode"
-	}
-	return "None"
+// noSysfsRoot is the topology loader of a node's plan document: the
+// topology is in the document, never a sysfs root to read.
+func noSysfsRoot(string) (*topology.Topology, error) {
+	return nil, errors.New("a node's state never names a sysfs root")
 }
 
 func short(s string) string {
@@ -693,10 +517,4 @@ func short(s string) string {
 		return s[:64] + "..."
 	}
 	return s
-}
-
-// noSysfsRoot is the topology loader of a node's plan document: the
-// topology is in the document, never a sysfs root to read.
-func noSysfsRoot(string) (*topology.Topology, error) {
-	return nil, errors.New("a node's state never names a sysfs root")
 }

@@ -19,7 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
@@ -33,13 +34,13 @@ var NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Ver
 var NRTResourceV1alpha1 = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha1", Resource: "noderesourcetopologies"}
 
 // NRTStore keeps, per node name, what its NodeResourceTopology object
-// publishes for judging it: Koordinator's CPU detail (nrt.ParseKoord: the
+// publishes for judging it: Koordinator's CPU detail (nodestate.ParseKoord: the
 // whole machine, reserved and held CPUs) when the object carries
-// nrt.AnnotationKoordCPUTopology, else the free CPUs per NUMA node of its
-// zones (nrt.FreeCPUs); and the allocator settings of its attributes
-// (nrt.AllocatorFromAttributes) with, absent the topologyManagerPolicy
+// nodestate.AnnotationKoordCPUTopology, else the free CPUs per NUMA node of its
+// zones (nodestate.FreeCPUs); and the allocator settings of its attributes
+// (nodestate.AllocatorFromAttributes) with, absent the topologyManagerPolicy
 // attribute, the default topology policy of its topologyPolicies
-// (nrt.TopologyPolicyOfNRT); on a Koordinator object the engine and
+// (nodestate.TopologyPolicyOfNRT); on a Koordinator object the engine and
 // options are the kubelet's that Koordinator reports, not corepin's
 // attributes. An object whose zones or settings do not read
 // is logged and leaves its node unjudged; one whose Koordinator
@@ -59,25 +60,13 @@ type NRTStore struct {
 // they make.
 type nrtEntry struct {
 	free     []int
-	koord    *nrt.Koord
+	koord    *nodestate.Koord
 	koordErr error
-	settings nrt.Allocator
+	settings alloc.NodeSettings
 	key      stateKey
 	// changed orders the last change of what the object publishes
 	// against pod bindings (changes): a pod bound after it is not in it.
 	changed uint64
-}
-
-// nrtFields is what the store reads of one object.
-type nrtFields struct {
-	zones    []nrt.Zone
-	zonesErr error // only an error when the object has no Koordinator detail
-	attrs    []nrt.Attribute
-	policies []string
-	// koordAnn are the object's annotations when it carries Koordinator's
-	// detail (nrt.AnnotationKoordCPUTopology), nil otherwise; only
-	// nrt.KoordAnnotations are read of them.
-	koordAnn map[string]string
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -93,12 +82,12 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 // warning) when the zones do not read as whole free CPUs per NUMA node or
 // the attributes name an unknown topology policy, engine or option.
 func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
-	s.set(node, nrtFields{zones: zones, attrs: attrs})
+	s.set(node, nodestate.NRTFields{Zones: zones, Attrs: attrs})
 }
 
 // set records what node's object o publishes (see NRTStore).
-func (s *NRTStore) set(node string, o nrtFields) {
-	n, koordErr, err := readNRT(o)
+func (s *NRTStore) set(node string, o nodestate.NRTFields) {
+	n, koordErr, err := o.Read()
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
 		s.Delete(node)
@@ -107,10 +96,10 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	settings := n.Settings
 	h := sha256.New()
 	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
-	if o.koordAnn != nil {
+	if o.KoordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
-		for _, name := range nrt.KoordAnnotations {
-			v, ok := o.koordAnn[name]
+		for _, name := range nodestate.KoordAnnotations {
+			v, ok := o.KoordAnn[name]
 			if !ok {
 				h.Write([]byte("-\x00"))
 				continue
@@ -127,7 +116,7 @@ func (s *NRTStore) set(node string, o nrtFields) {
 	}
 	if settings.Policy != "" || len(settings.Options) > 0 || settings.TopologyPolicy != "" {
 		// Names are checked, so none holds a NUL or a comma.
-		h.Write([]byte("\x00" + settings.Policy + "\x00" + strings.Join(settings.Options, ",") + "\x00" + settings.TopologyPolicy))
+		h.Write([]byte("\x00" + string(settings.Policy) + "\x00" + strings.Join(settings.Options, ",") + "\x00" + string(settings.TopologyPolicy)))
 	}
 	h.Sum(ent.key[:0])
 	s.mu.Lock()
@@ -142,53 +131,6 @@ func (s *NRTStore) set(node string, o nrtFields) {
 		ent.changed = changes.Add(1)
 	}
 	s.m[node] = ent
-}
-
-// readNRT reads what an object's fields o publish, as both NRTStore and
-// ParseNRT judge it: the allocator settings of its attributes (with,
-// absent the topologyManagerPolicy attribute, the topology policy of its
-// topologyPolicies) and either Koordinator's description of the machine
-// (koordErr when its annotations do not read: that fails the node) or,
-// from its Node zones, the free CPUs per NUMA node. err is an object whose
-// node stays unjudged: settings or zones that do not read, or more than
-// cpuset.MaxCPU+1 free CPUs. Koordinator's annotations decide the engine
-// and options; its zones (capacity and allocatable only, or none) are not
-// read.
-func readNRT(o nrtFields) (n NRTNode, koordErr, err error) {
-	n.Settings, err = nrt.AllocatorFromAttributes(o.attrs)
-	if err == nil && n.Settings.TopologyPolicy == "" && !hasAttribute(o.attrs, nrt.AttrTopologyPolicy) {
-		n.Settings.TopologyPolicy, err = nrt.TopologyPolicyOfNRT(o.policies)
-	}
-	if err != nil {
-		return NRTNode{}, nil, err
-	}
-	if o.koordAnn != nil {
-		n.Koord, koordErr = nrt.ParseKoord(o.koordAnn)
-		return n, koordErr, nil
-	}
-	if o.zonesErr != nil {
-		return NRTNode{}, nil, o.zonesErr
-	}
-	if n.Free, err = nrt.FreeCPUs(o.zones); err != nil {
-		return NRTNode{}, nil, err
-	}
-	total := 0
-	for _, f := range n.Free {
-		total += f
-	}
-	if total > cpuset.MaxCPU+1 {
-		return NRTNode{}, nil, fmt.Errorf("%w: %d free CPUs in all, more than %d", nrt.ErrZones, total, cpuset.MaxCPU+1)
-	}
-	return n, nil, nil
-}
-
-func hasAttribute(attrs []nrt.Attribute, name string) bool {
-	for _, a := range attrs {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Delete forgets node.
@@ -316,80 +258,13 @@ func (s *NRTStore) onSet(obj any) {
 	if !ok {
 		return
 	}
-	o, err := objectOf(u)
+	o, err := nodestate.FieldsOf(u)
 	if err != nil {
 		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
 		s.Delete(u.GetName())
 		return
 	}
 	s.set(u.GetName(), o)
-}
-
-// objectOf decodes what the store reads of an object: its zones (an error
-// about them kept for a node without Koordinator detail), attributes,
-// topologyPolicies and Koordinator annotations (none when absent).
-func objectOf(u *unstructured.Unstructured) (nrtFields, error) {
-	var o nrtFields
-	ann := u.GetAnnotations()
-	if _, ok := ann[nrt.AnnotationKoordCPUTopology]; ok {
-		o.koordAnn = ann
-	}
-	o.zones, o.zonesErr = zonesOf(u)
-	if raw, ok := u.Object["attributes"]; ok && raw != nil {
-		al, ok := raw.([]any)
-		if !ok {
-			return o, fmt.Errorf("%w: attributes is not a list", nrt.ErrAllocator)
-		}
-		if len(al) > nrt.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d attributes", nrt.ErrAllocator, nrt.MaxAttributes)
-		}
-		var a struct {
-			Attributes []nrt.Attribute `json:"attributes"`
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
-			return o, fmt.Errorf("%w: attributes: %w", nrt.ErrAllocator, err)
-		}
-		o.attrs = a.Attributes
-	}
-	if raw, ok := u.Object["topologyPolicies"]; ok && raw != nil {
-		pl, ok := raw.([]any)
-		if !ok {
-			return o, fmt.Errorf("%w: topologyPolicies is not a list", nrt.ErrAllocator)
-		}
-		if len(pl) > nrt.MaxAttributes {
-			return o, fmt.Errorf("%w: more than %d topologyPolicies", nrt.ErrAllocator, nrt.MaxAttributes)
-		}
-		for _, p := range pl {
-			ps, ok := p.(string)
-			if !ok {
-				return o, fmt.Errorf("%w: topologyPolicies holds a %T, not a string", nrt.ErrAllocator, p)
-			}
-			o.policies = append(o.policies, ps)
-		}
-	}
-	return o, nil
-}
-
-// zonesOf decodes an object's zones.
-func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
-	raw, ok := u.Object["zones"]
-	if !ok || raw == nil {
-		return nil, fmt.Errorf("%w: no zones", nrt.ErrZones)
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: zones is not a list", nrt.ErrZones)
-	}
-	if len(list) > nrt.MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", nrt.ErrZones, nrt.MaxZones)
-	}
-	var o struct {
-		Zones []nrt.Zone `json:"zones"`
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", nrt.ErrZones, err)
-	}
-	return o.Zones, nil
 }
 
 // identityOf is a new object with u's type, name, namespace, resource
@@ -408,8 +283,8 @@ func identityOf(u *unstructured.Unstructured) *unstructured.Unstructured {
 // trimNRT is the informer's transform: it keeps of an object only what
 // the store and the informer's own cache need (name, resource version,
 // zones, attributes, topologyPolicies and Koordinator's annotations; at
-// most one zone beyond nrt.MaxZones and one attribute or topology policy
-// beyond nrt.MaxAttributes, enough to refuse them; the API server bounds
+// most one zone beyond nodestate.MaxZones and one attribute or topology policy
+// beyond nodestate.MaxAttributes, enough to refuse them; the API server bounds
 // the annotations), so a large object costs little while cached.
 func trimNRT(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -420,7 +295,7 @@ func trimNRT(obj any) (any, error) {
 	for _, f := range []struct {
 		field string
 		max   int
-	}{{"zones", nrt.MaxZones}, {"attributes", nrt.MaxAttributes}, {"topologyPolicies", nrt.MaxAttributes}} {
+	}{{"zones", nodestate.MaxZones}, {"attributes", nodestate.MaxAttributes}, {"topologyPolicies", nodestate.MaxAttributes}} {
 		v, ok := u.Object[f.field]
 		if !ok {
 			continue
@@ -432,7 +307,7 @@ func trimNRT(obj any) (any, error) {
 	}
 	if ann := u.GetAnnotations(); len(ann) > 0 {
 		kept := map[string]string{}
-		for _, name := range nrt.KoordAnnotations {
+		for _, name := range nodestate.KoordAnnotations {
 			if v, ok := ann[name]; ok {
 				kept[name] = v
 			}

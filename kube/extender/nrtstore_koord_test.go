@@ -20,10 +20,11 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 )
 
-// koordObject is testdata/koordinator-nrt-v1alpha1.json, the object
+// koordObject is ../nodestate/testdata/koordinator-nrt-v1alpha1.json, the object
 // koordlet writes for node koord-a (two sockets of 4 cores, 2 threads per
 // core, one NUMA node each: core c holds CPUs c and c+8), renamed name,
 // with the Koordinator annotations of over set (an empty value removes
@@ -35,7 +36,7 @@ import (
 // cores 2 and 3 (2-3,10-11) on NUMA node 0, core 7 (7,15) on node 1.
 func koordObject(t testing.TB, name string, over map[string]string) *unstructured.Unstructured {
 	t.Helper()
-	b, err := os.ReadFile("testdata/koordinator-nrt-v1alpha1.json")
+	b, err := os.ReadFile("../nodestate/testdata/koordinator-nrt-v1alpha1.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +74,11 @@ func TestKoordinatorNRTJudged(t *testing.T) {
 	s, _, log := watchedStoreOf(t, NRTResourceV1alpha1,
 		koordObject(t, "koord-a", nil),
 		// Nothing held but the reserved CPUs 0 and 8.
-		koordObject(t, "koord-free", map[string]string{nrt.AnnotationKoordPodCPUAllocs: "null", nrt.AnnotationKoordCPUSharedPools: koordAllShared,
-			nrt.AnnotationKoordBECPUSharedPools: koordAllShared}),
+		koordObject(t, "koord-free", map[string]string{nodestate.AnnotationKoordPodCPUAllocs: "null", nodestate.AnnotationKoordCPUSharedPools: koordAllShared,
+			nodestate.AnnotationKoordBECPUSharedPools: koordAllShared}),
 		// One whole core free per NUMA node.
-		koordObject(t, "koord-split", map[string]string{nrt.AnnotationKoordPodCPUAllocs: "null", nrt.AnnotationKoordCPUSharedPools: koordOneCorePerNode,
-			nrt.AnnotationKoordBECPUSharedPools: koordOneCorePerNode}),
+		koordObject(t, "koord-split", map[string]string{nodestate.AnnotationKoordPodCPUAllocs: "null", nodestate.AnnotationKoordCPUSharedPools: koordOneCorePerNode,
+			nodestate.AnnotationKoordBECPUSharedPools: koordOneCorePerNode}),
 	)
 	if s.Len() != 3 {
 		t.Fatalf("store kept %d nodes, want 3; log:\n%s", s.Len(), log.String())
@@ -180,8 +181,8 @@ var cmpReasons = cmp.Comparer(func(a, b extenderv1.FailedNodesMap) bool {
 func TestKoordinatorFullPCPUsOnly(t *testing.T) {
 	pools := `[{"socket":0,"node":0,"cpuset":"0-3,8-11"}]`
 	over := func(policy string) map[string]string {
-		return map[string]string{nrt.AnnotationKoordCPUSharedPools: pools, nrt.AnnotationKoordBECPUSharedPools: pools,
-			nrt.AnnotationKoordPodCPUAllocs: "null", nrt.AnnotationKoordReservation: "", nrt.AnnotationKoordKubeletPolicy: policy}
+		return map[string]string{nodestate.AnnotationKoordCPUSharedPools: pools, nodestate.AnnotationKoordBECPUSharedPools: pools,
+			nodestate.AnnotationKoordPodCPUAllocs: "null", nodestate.AnnotationKoordReservation: "", nodestate.AnnotationKoordKubeletPolicy: policy}
 	}
 	strict := koordObject(t, "strict", over(`{"policy":"static","options":{"full-pcpus-only":"true"},"reservedCPUs":"0-1"}`))
 	loose := koordObject(t, "loose", over(`{"policy":"static","options":{"full-pcpus-only":"false"},"reservedCPUs":"0-1"}`))
@@ -211,9 +212,9 @@ func TestKoordinatorMalformedAnnotationFailsNode(t *testing.T) {
 	cases := []struct {
 		name, annotation, value, want string
 	}{
-		{name: "cpu-twice", annotation: nrt.AnnotationKoordCPUTopology, value: `{"detail":[{"id":0,"core":0,"socket":0,"node":0},{"id":0,"core":1,"socket":0,"node":0}]}`, want: "cpu 0 listed twice"},
-		{name: "held-outside", annotation: nrt.AnnotationKoordPodCPUAllocs, value: `[{"namespace":"a","name":"b","cpuset":"15-16"}]`, want: "CPUs 16 are not in"},
-		{name: "policy", annotation: nrt.AnnotationKoordKubeletPolicy, value: `{"policy":"dynamic"}`, want: "want static or none"},
+		{name: "cpu-twice", annotation: nodestate.AnnotationKoordCPUTopology, value: `{"detail":[{"id":0,"core":0,"socket":0,"node":0},{"id":0,"core":1,"socket":0,"node":0}]}`, want: "cpu 0 listed twice"},
+		{name: "held-outside", annotation: nodestate.AnnotationKoordPodCPUAllocs, value: `[{"namespace":"a","name":"b","cpuset":"15-16"}]`, want: "CPUs 16 are not in"},
+		{name: "policy", annotation: nodestate.AnnotationKoordKubeletPolicy, value: `{"policy":"dynamic"}`, want: "want static or none"},
 	}
 	var objs []runtime.Object
 	for _, tc := range cases {
@@ -250,8 +251,8 @@ func TestKoordinatorUpdate(t *testing.T) {
 	}
 	// web ends; koordlet frees its CPUs into the pools.
 	pools := `[{"socket":0,"node":0,"cpuset":"0-3,9-11"},{"socket":1,"node":1,"cpuset":"7,15"}]`
-	upd := koordObject(t, "koord-a", map[string]string{nrt.AnnotationKoordPodCPUAllocs: "null", nrt.AnnotationKoordCPUSharedPools: pools,
-		nrt.AnnotationKoordBECPUSharedPools: pools})
+	upd := koordObject(t, "koord-a", map[string]string{nodestate.AnnotationKoordPodCPUAllocs: "null", nodestate.AnnotationKoordCPUSharedPools: pools,
+		nodestate.AnnotationKoordBECPUSharedPools: pools})
 	if _, err := client.Resource(NRTResourceV1alpha1).Update(t.Context(), upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
@@ -331,7 +332,7 @@ func FuzzNRTObject(f *testing.F) {
 		}
 		// Only Koordinator's annotations fail a node kept: with an
 		// ErrNode error naming one of them.
-		if _, koord := u.GetAnnotations()[nrt.AnnotationKoordCPUTopology]; ns.err != nil && (!koord || !errors.Is(ns.err, ErrNode) ||
+		if _, koord := u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]; ns.err != nil && (!koord || !errors.Is(ns.err, ErrNode) ||
 			!strings.Contains(ns.err.Error(), "koordinator.sh/")) {
 			t.Errorf("kept node has error state %v", ns.err)
 		}

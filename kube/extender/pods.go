@@ -19,7 +19,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // PodResource is the core pods resource PodStore.Watch lists and watches.
@@ -381,9 +380,10 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 }
 
 // publishedPods is the set of pod UIDs the entries of list name, or nil
-// when set does not say the entries name them (nrt.Allocator.PodUIDs).
-func publishedPods(set nrt.Allocator, list []string) map[string]struct{} {
-	if !set.PodUIDs {
+// when the node does not say the entries name them (podUIDs:
+// nrt.Allocator.PodUIDs).
+func publishedPods(podUIDs bool, list []string) map[string]struct{} {
+	if !podUIDs {
 		return nil
 	}
 	m := make(map[string]struct{}, len(list))

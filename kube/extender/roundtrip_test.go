@@ -10,7 +10,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -36,7 +36,7 @@ func publishedNode(t *testing.T, name string, st *alloc.State, topologyPolicy st
 // each assignment (pod UID by assignment id; nil: it names none).
 func publishedNodeWithPods(t *testing.T, name string, st *alloc.State, topologyPolicy string, pods map[string]string) corev1.Node {
 	t.Helper()
-	ann, _, err := nrt.NodeAnnotations(st, topologyPolicy, pods)
+	ann, _, err := nodestate.NodeAnnotations(st, alloc.TopologyPolicy(topologyPolicy), pods)
 	if err != nil {
 		t.Fatalf("NodeAnnotations: %v", err)
 	}
@@ -72,7 +72,7 @@ func nodeAdmits(st *alloc.State, r alloc.Request, topologyPolicy string) (alloc.
 }
 
 // TestPublishedStateDecodesToTheNodesAnswers: what the NRI plugin publishes
-// for a node's state and settings (nrt.NodeAnnotations), decoded by the
+// for a node's state and settings (nodestate.NodeAnnotations), decoded by the
 // extender, gives the same free CPUs per NUMA node and the same answer to
 // every request as the node's own state under its own settings: policy,
 // options and default topology policy (given to the asks that name none;
@@ -174,7 +174,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 			refused, byDefault := 0, 0
 			for _, r := range asks {
 				want, werr := nodeAdmits(st, r, tc.topologyPolicy)
-				got, gerr := nodeAdmits(ns.st, r, string(ns.topologyPolicy))
+				got, gerr := nodeAdmits(ns.st, r, string(ns.settings.TopologyPolicy))
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Errorf("%s: node says %v, extender %v", r.ID, werr, gerr)
 					continue
@@ -209,7 +209,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 100, QoS: alloc.LSE}); err != nil {
 			t.Fatal(err)
 		}
-		ann, coarse, err := nrt.NodeAnnotations(st, "", nil)
+		ann, coarse, err := nodestate.NodeAnnotations(st, "", nil)
 		if err != nil || !coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v; want the fallback", coarse, err)
 		}

@@ -12,6 +12,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
@@ -254,7 +255,8 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	if _, ok := s.get("bad"); ok || !strings.Contains(log.String(), "single-numa-node") {
 		t.Errorf("an unknown topologyManagerPolicy: node kept %v, log %q; want it unjudged with a warning listing the policies", ok, log.String())
 	}
-	if got, _ := s.get("kubelet"); !cmp.Equal(got.settings, nrt.Allocator{Policy: "kubelet", Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: "restricted"}) {
+	if got, _ := s.get("kubelet"); !cmp.Equal(got.settings, alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: alloc.TopologyRestricted},
+		cmp.Comparer(cpuset.CPUSet.Equals)) {
 		t.Errorf("kubelet node settings %+v", got.settings)
 	}
 	e := New(WithNRT(s))

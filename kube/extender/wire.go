@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 )
 
 // The handler's fast path reads a node item without building a
@@ -26,7 +26,7 @@ type rawNode struct {
 	// annotations corepin reads.
 	ann [4][]byte // AnnotationTopology, AnnotationAssigned, AnnotationNUMAFree, AnnotationAllocator
 	// label holds the raw JSON strings of Koordinator's node labels.
-	label [3][]byte // nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy, nrt.LabelKoordNUMAAllocateStrategy
+	label [3][]byte // nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMATopologyPolicy, nodestate.LabelKoordNUMAAllocateStrategy
 }
 
 // walker reads a well-formed JSON document (json.Valid passed).
@@ -243,7 +243,7 @@ func (w *walker) node() (rawNode, bool) {
 				}
 				var lm member
 				return w.object(func(k []byte) bool {
-					name, ok := lm.want(k, nrt.LabelKoordCPUBindPolicy, nrt.LabelKoordNUMATopologyPolicy, nrt.LabelKoordNUMAAllocateStrategy)
+					name, ok := lm.want(k, nodestate.LabelKoordCPUBindPolicy, nodestate.LabelKoordNUMATopologyPolicy, nodestate.LabelKoordNUMAAllocateStrategy)
 					if !ok {
 						return false
 					}
@@ -253,11 +253,11 @@ func (w *walker) node() (rawNode, bool) {
 					}
 					v, _ := w.str()
 					switch name {
-					case nrt.LabelKoordCPUBindPolicy:
+					case nodestate.LabelKoordCPUBindPolicy:
 						n.label[0] = v
-					case nrt.LabelKoordNUMATopologyPolicy:
+					case nodestate.LabelKoordNUMATopologyPolicy:
 						n.label[1] = v
-					case nrt.LabelKoordNUMAAllocateStrategy:
+					case nodestate.LabelKoordNUMAAllocateStrategy:
 						n.label[2] = v
 					}
 					return true

@@ -33,7 +33,7 @@
 // node's pools after each change (`corepin nri --publish-nrt`: a
 // NodeResourceTopology object, package kube/nrt), and with Options.Annotate
 // the node annotations the scheduler extender reads (`corepin nri
-// --annotate-node`: nrt.Annotator merge-patches the Node).
+// --annotate-node`: nodestate.Annotator merge-patches the Node).
 //
 // # What a pod asks for
 //

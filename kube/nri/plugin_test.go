@@ -21,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
@@ -605,7 +606,7 @@ func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
 	})
 }
 
-// Run keeps the node's annotations (nrt.Annotator, a JSON merge patch of
+// Run keeps the node's annotations (nodestate.Annotator, a JSON merge patch of
 // the Node) up to date: after an admission the published assignments hold
 // the container's CPUs.
 func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
@@ -627,7 +628,7 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 	defer api.Close()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
-	a := &nrt.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
+	a := &nodestate.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
 	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
@@ -636,17 +637,17 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 		select {
 		case pt := <-patches:
 			ann := pt.Metadata.Annotations
-			if ann[nrt.AnnotationTopology] == nil || ann[nrt.AnnotationAssigned] == nil {
+			if ann[nodestate.AnnotationTopology] == nil || ann[nodestate.AnnotationAssigned] == nil {
 				t.Fatalf("patch without the topology and assignments: %v", ann)
 			}
-			if !strings.Contains(*ann[nrt.AnnotationAssigned], want) {
+			if !strings.Contains(*ann[nodestate.AnnotationAssigned], want) {
 				continue
 			}
 			// The entry names the container's pod, and the settings
 			// say entries do: the extender tells admitted pods from
 			// those on their way by it.
 			var list []plan.Assigned
-			if err := json.Unmarshal([]byte(*ann[nrt.AnnotationAssigned]), &list); err != nil {
+			if err := json.Unmarshal([]byte(*ann[nodestate.AnnotationAssigned]), &list); err != nil {
 				t.Fatal(err)
 			}
 			for _, e := range list {
@@ -654,8 +655,8 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 					t.Errorf("entry %+v names pod UID %q, want %q", e, e.PodUID, "uid-"+lse4.name)
 				}
 			}
-			if set := ann[nrt.AnnotationAllocator]; set == nil || !strings.Contains(*set, `"pod_uids":true`) {
-				t.Errorf("%s = %v, want it to say entries name their pods", nrt.AnnotationAllocator, set)
+			if set := ann[nodestate.AnnotationAllocator]; set == nil || !strings.Contains(*set, `"pod_uids":true`) {
+				t.Errorf("%s = %v, want it to say entries name their pods", nodestate.AnnotationAllocator, set)
 			}
 			return
 		case <-deadline:

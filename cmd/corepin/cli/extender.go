@@ -2,18 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/kube/extender"
 	"github.com/corepin/corepin/kube/kubeclient"
@@ -168,110 +165,42 @@ func newExtenderCmd(e *env) *cobra.Command {
 			if changed(cmd, "memory-limit") != "" && os.Getenv("GOMEMLIMIT") == "" {
 				debug.SetMemoryLimit(extender.SoftMemoryLimit(memLimit))
 			}
-			opts := []extender.Option{extender.WithMaxBodyBytes(maxBody), extender.WithMaxNodes(maxNodes), extender.WithMemoryLimit(memLimit)}
 			ctx, stop := signalContext(cmd)
 			defer stop()
-			syncErr := make(chan error, 2)
-			var readies []func() bool
-			var c *kubeclient.Client
-			log := slog.New(slog.NewTextHandler(e.stderr, nil))
+			cfg := extender.ServeConfig{MaxBodyBytes: maxBody, MaxNodes: maxNodes, MemoryLimit: memLimit, TrackPods: trackPods, MaxPods: maxPods,
+				SyncTimeout: syncWait, Log: slog.New(slog.NewTextHandler(e.stderr, nil))}
 			if e.JSON() {
-				log = slog.New(slog.NewJSONHandler(e.stderr, nil))
+				cfg.Log = slog.New(slog.NewJSONHandler(e.stderr, nil))
 			}
 			if useNRT || trackPods {
-				var err error
-				if c, err = kube.client(); err != nil {
-					return err
-				}
-			}
-			if useNRT {
-				res, err := nrtResource(ctx, &kube)
-				if err != nil {
-					return fmt.Errorf("discovering NodeResourceTopology at %s: %w", c.Host, err)
-				}
-				log.Info("watching NodeResourceTopology objects", "version", res.GroupVersion().String())
-				store := extender.NewNRTStore(maxNodes, log)
-				synced, err := store.Watch(ctx, c.Dynamic, res)
+				c, err := kube.client()
 				if err != nil {
 					return err
 				}
-				opts = append(opts, extender.WithNRT(store))
-				readies = append(readies, synced)
-				waitSynced(ctx, syncErr, synced, syncWait, c.Host, "NodeResourceTopology objects",
-					"is the CRD noderesourcetopologies.topology.node.k8s.io installed, and may the extender list and watch them?")
-			}
-			if trackPods {
-				log.Info("watching the pods bound to nodes", "max", maxPods)
-				store := extender.NewPodStore(maxPods, log)
-				synced, err := store.Watch(ctx, c.Dynamic)
-				if err != nil {
-					return err
-				}
-				opts = append(opts, extender.WithPods(store))
-				readies = append(readies, synced)
-				waitSynced(ctx, syncErr, synced, syncWait, c.Host, "pods", "may the extender list and watch pods in all namespaces?")
-			}
-			if len(readies) > 0 {
-				opts = append(opts, extender.WithReady(func() bool {
-					for _, r := range readies {
-						if !r() {
-							return false
-						}
+				cfg.Dynamic, cfg.Host = c.Dynamic, c.Host
+				if useNRT {
+					if cfg.NRT, err = nrtResource(ctx, &kube); err != nil {
+						return fmt.Errorf("discovering NodeResourceTopology at %s: %w", c.Host, err)
 					}
-					return true
-				}))
+				}
 			}
-			ext := extender.New(opts...)
-			ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
-				return struct {
-					Listen string `json:"listen"`
-				}{addr}
-			})
-			if err != nil {
-				return err
+			cfg.Listen = func() (net.Listener, error) {
+				return listenAndAnnounce(ctx, e, listen, func(addr string) any {
+					return struct {
+						Listen string `json:"listen"`
+					}{addr}
+				})
 			}
-			servers := []*http.Server{{Handler: ext.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}}
-			listeners := []net.Listener{ln}
 			if metricsListen != "" {
-				mln, err := net.Listen("tcp", metricsListen)
-				if err != nil {
-					ln.Close()
-					return Usagef("--metrics-listen %s: %v", metricsListen, err)
-				}
-				servers = append(servers, &http.Server{Handler: ext.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute})
-				listeners = append(listeners, mln)
-			}
-			errc := make(chan error, len(servers))
-			for i, srv := range servers {
-				go func() { errc <- srv.Serve(listeners[i]) }()
-			}
-			select {
-			case err := <-errc:
-				for _, srv := range servers {
-					srv.Close()
-				}
-				return fmt.Errorf("serving: %w", err)
-			case err := <-syncErr:
-				for _, srv := range servers {
-					srv.Close()
-				}
-				return err
-			case <-ctx.Done():
-			}
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			var errs []error
-			for _, srv := range servers {
-				if err := srv.Shutdown(sctx); err != nil {
-					errs = append(errs, fmt.Errorf("shutting down: %w", err))
+				cfg.OpsListen = func() (net.Listener, error) {
+					ln, err := net.Listen("tcp", metricsListen)
+					if err != nil {
+						return nil, Usagef("--metrics-listen %s: %v", metricsListen, err)
+					}
+					return ln, nil
 				}
 			}
-			for range servers {
-				if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-					errs = append(errs, fmt.Errorf("serving: %w", err))
-				}
-			}
-			return errors.Join(errs...)
+			return extender.Serve(ctx, cfg)
 		},
 	}
 	fl := cmd.Flags()
@@ -299,19 +228,4 @@ func nrtResource(ctx context.Context, kube *kubeFlags) (schema.GroupVersionResou
 	dctx, cancel := context.WithTimeout(ctx, kubeclient.Timeout)
 	defer cancel()
 	return extender.NRTResourceOf(extender.HTTPDiscoverer{Ctx: dctx, Host: host, Client: hc})
-}
-
-// waitSynced reports an error if synced has not reported true within
-// limit (and nothing once it has, or ctx ended) on errc, which must have
-// room for it:
-// errc receives it; what names the informer, hint what to check.
-func waitSynced(ctx context.Context, errc chan<- error, synced func() bool, limit time.Duration, host, what, hint string) {
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, limit)
-		defer cancel()
-		if toolscache.WaitForCacheSync(wctx.Done(), synced) || ctx.Err() != nil {
-			return
-		}
-		errc <- fmt.Errorf("listing %s at %s: not synced within %s (--nrt-sync-timeout): %s", what, host, limit, hint)
-	}()
 }

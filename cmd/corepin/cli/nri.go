@@ -11,6 +11,7 @@ import (
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/kubeclient"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/kube/nrt"
 )
@@ -93,7 +94,9 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--publish-nrt: %v", err)
 				}
-				settings := nrt.AllocatorOfConfig(ac, c.TopologyPolicy)
+				set := ac
+				set.TopologyPolicy = alloc.TopologyPolicy(c.TopologyPolicy)
+				settings := nrt.AllocatorOf(set)
 				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
 					return pub.Publish(ctx, nrt.BuildWith(nodeName, topo, pools, settings))
 				}
@@ -106,7 +109,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--annotate-node: %v", err)
 				}
-				o.Annotate = (&nrt.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: c.TopologyPolicy, Log: o.Logger}).Annotate
+				o.Annotate = (&nodestate.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: alloc.TopologyPolicy(c.TopologyPolicy), Log: o.Logger}).Annotate
 			}
 			p, err := nri.New(o)
 			if isAgentUsage(err) {

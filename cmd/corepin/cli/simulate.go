@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,8 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 )
@@ -199,72 +199,20 @@ func newSimulateCmd(e *env) *cobra.Command {
 		Long:  simulateUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (tracePath == "") == (gen == "") {
-				return Usagef("give either --trace FILE (or - for stdin) or --gen farm|mixed")
-			}
-			if tracePath == "-" && topoPath == "-" {
-				return Usagef("--trace - and --topology - can not both read stdin")
-			}
-			if nodes < 1 || nodes > sim.MaxNodes {
-				return Usagef("--nodes %d: want 1 to %d", nodes, sim.MaxNodes)
-			}
-			if parallel < 1 || parallel > maxSimParallel {
-				return Usagef("--parallel %d: want 1 to %d scenarios at once", parallel, maxSimParallel)
-			}
-			if tracePath != "" {
-				for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
-					if cmd.Flags().Changed(f) {
-						return Usagef("--%s applies to --gen, not --trace", f)
-					}
-				}
+			if err := checkSimulateFlags(cmd, tracePath, topoPath, gen, nodes, parallel); err != nil {
+				return err
 			}
 			var (
-				topo    *topology.Topology
-				cluster []sim.Node
-				skipped []skippedNode
-				view    clusterView
+				topo *topology.Topology
+				view fromcluster.View
 			)
 			if useNRT && !fromCluster {
 				return Usagef("--nrt reads the nodes of --from-cluster; give --from-cluster too")
 			}
 			if fromCluster {
-				if n := changed(cmd, "nodes", "sysfs-root", "topology"); n != "" {
-					return Usagef("--from-cluster takes the nodes from the cluster; drop --%s", n)
-				}
-				kc, err := kf.client()
-				if err != nil {
+				var err error
+				if view, err = readCluster(cmd, e, &kf, useNRT, &topoPolicy); err != nil {
 					return err
-				}
-				ctx := cmd.Context()
-				if ctx == nil {
-					ctx = context.Background()
-				}
-				var nrtRes schema.GroupVersionResource
-				if useNRT {
-					if nrtRes, err = nrtResource(ctx, &kf); err != nil {
-						return fmt.Errorf("discovering NodeResourceTopology at %s (--nrt reads the CRD noderesourcetopologies.topology.node.k8s.io; without it drop --nrt): %w", kc.Host, err)
-					}
-				}
-				view, err = clusterNodes(ctx, kc, nrtRes)
-				if err != nil {
-					return err
-				}
-				cluster, skipped = view.nodes, view.skipped
-				// The nodes' own default topology policy, when they all
-				// publish the same one and none was asked for.
-				if tp, ok := view.nodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
-					topoPolicy = string(tp)
-					from := extender.AnnotationAllocator
-					if useNRT {
-						from += ", or its NodeResourceTopology"
-					}
-					fmt.Fprintf(e.stderr, "topology policy %s: the default every node publishes (%s); --topology-policy overrides it\n", tp, from)
-				}
-				if len(cluster) == 0 {
-					if useNRT {
-						return Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, extender.AnnotationTopology, view.nrtResource, len(skipped))
-					}
-					return Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, extender.AnnotationTopology, len(skipped))
 				}
 			} else {
 				if n := changed(cmd, kf.names()...); n != "" {
@@ -279,11 +227,11 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return Usagef("--reserved-cpus: %w", err)
 			}
-			runs, err := simRuns(policies, nodeChoice, fromCluster, view.published > 0)
+			runs, err := simRuns(policies, nodeChoice, fromCluster, view.Published > 0)
 			if err != nil {
 				return err
 			}
-			if fromCluster && view.published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
+			if fromCluster && view.Published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
 				fmt.Fprintf(e.stderr, "%s: no simulated node publishes allocator settings; every node runs corepin's defaults (the corepin scenario)\n", sim.AsDeployed)
 			}
 			tp := alloc.TopologyPolicy(topoPolicy)
@@ -295,8 +243,8 @@ func newSimulateCmd(e *env) *cobra.Command {
 			cfg := sim.Config{Topology: topo, Nodes: nodes, Reserved: res, TopologyPolicy: tp, SampleEvery: sampleEvery, Parallel: parallel}
 			capacity := 0
 			if fromCluster {
-				cfg.Topology, cfg.Nodes, cfg.Cluster = nil, 0, cluster
-				for _, n := range cluster {
+				cfg.Topology, cfg.Nodes, cfg.Cluster = nil, 0, view.Nodes
+				for _, n := range view.Nodes {
 					capacity += n.Topology.Allowed().Difference(res).Size()
 				}
 			} else {
@@ -317,24 +265,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if e.JSON() {
-				if fromCluster {
-					return e.PrintJSON(struct {
-						sim.Report
-						SkippedNodes []skippedNode `json:"skipped_nodes"`
-						NodeSources  []nodeSource  `json:"node_sources"`
-						NRTResource  string        `json:"nrt_resource,omitempty"`
-					}{rep, append([]skippedNode{}, skipped...), append([]nodeSource{}, view.sources...), view.nrtResource})
-				}
-				return e.PrintJSON(rep)
-			}
-			for _, s := range skipped {
-				fmt.Fprintf(e.stderr, "skipped node %s: %s\n", s.Node, s.Reason)
-			}
-			if koord, zones := view.nrtCounts(); koord+zones > 0 {
-				fmt.Fprintf(e.stderr, "%d nodes from NodeResourceTopology %s: %d Koordinator (whole machine), %d zones (stand-in machine of their free CPUs)\n", koord+zones, view.nrtResource, koord, zones)
-			}
-			return renderSimulation(e.stdout, rep)
+			return printSimulation(e, rep, view, fromCluster)
 		},
 	}
 	f := cmd.Flags()
@@ -569,4 +500,99 @@ func sortedKeys(m map[string]int) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// readCluster reads the nodes of the cluster of kf (simulate
+// --from-cluster; with useNRT their NodeResourceTopology objects too) and,
+// when every node publishes the same default topology policy and
+// --topology-policy is not given, makes it topoPolicy. A cluster with no
+// node to replay over is a usage error saying what to run on them.
+func readCluster(cmd *cobra.Command, e *env, kf *kubeFlags, useNRT bool, topoPolicy *string) (fromcluster.View, error) {
+	if n := changed(cmd, "nodes", "sysfs-root", "topology"); n != "" {
+		return fromcluster.View{}, Usagef("--from-cluster takes the nodes from the cluster; drop --%s", n)
+	}
+	kc, err := kf.client()
+	if err != nil {
+		return fromcluster.View{}, err
+	}
+	ctx := contextOf(cmd)
+	var nrtRes schema.GroupVersionResource
+	if useNRT {
+		if nrtRes, err = nrtResource(ctx, kf); err != nil {
+			return fromcluster.View{}, fmt.Errorf("discovering NodeResourceTopology at %s (--nrt reads the CRD noderesourcetopologies.topology.node.k8s.io; without it drop --nrt): %w", kc.Host, err)
+		}
+	}
+	view, err := fromcluster.Read(ctx, kc, nrtRes)
+	if errors.Is(err, fromcluster.ErrTooMany) {
+		return fromcluster.View{}, Usagef("%v", err)
+	}
+	if err != nil {
+		return fromcluster.View{}, err
+	}
+	// The nodes' own default topology policy, when they all
+	// publish the same one and none was asked for.
+	if tp, ok := view.NodesTopologyPolicy(); ok && !cmd.Flags().Changed("topology-policy") {
+		*topoPolicy = string(tp)
+		from := nodestate.AnnotationAllocator
+		if useNRT {
+			from += ", or its NodeResourceTopology"
+		}
+		fmt.Fprintf(e.stderr, "topology policy %s: the default every node publishes (%s); --topology-policy overrides it\n", tp, from)
+	}
+	if len(view.Nodes) == 0 {
+		if useNRT {
+			return fromcluster.View{}, Usagef("no node of the cluster at %s publishes %s or has a readable NodeResourceTopology (%s; %d nodes skipped): run the corepin agent or NRI plugin, koordlet or NFD's topology-updater on them, or give --topology", kc.Host, nodestate.AnnotationTopology, view.NRTResource, len(view.Skipped))
+		}
+		return fromcluster.View{}, Usagef("no node of the cluster at %s publishes %s (%d nodes skipped): run the corepin agent or NRI plugin on them, or give --topology (or --nrt to read NodeResourceTopology objects)", kc.Host, nodestate.AnnotationTopology, len(view.Skipped))
+	}
+	return view, nil
+}
+
+// checkSimulateFlags refuses flags of simulate that contradict each other
+// or are out of range.
+func checkSimulateFlags(cmd *cobra.Command, tracePath, topoPath, gen string, nodes, parallel int) error {
+	if (tracePath == "") == (gen == "") {
+		return Usagef("give either --trace FILE (or - for stdin) or --gen farm|mixed")
+	}
+	if tracePath == "-" && topoPath == "-" {
+		return Usagef("--trace - and --topology - can not both read stdin")
+	}
+	if nodes < 1 || nodes > sim.MaxNodes {
+		return Usagef("--nodes %d: want 1 to %d", nodes, sim.MaxNodes)
+	}
+	if parallel < 1 || parallel > maxSimParallel {
+		return Usagef("--parallel %d: want 1 to %d scenarios at once", parallel, maxSimParallel)
+	}
+	if tracePath != "" {
+		for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
+			if cmd.Flags().Changed(f) {
+				return Usagef("--%s applies to --gen, not --trace", f)
+			}
+		}
+	}
+	return nil
+}
+
+// printSimulation prints rep: JSON (with, from a cluster, the nodes
+// skipped and where each came from) or the table, the nodes skipped and
+// the NodeResourceTopology counts on stderr.
+func printSimulation(e *env, rep sim.Report, view fromcluster.View, fromCluster bool) error {
+	if e.JSON() {
+		if fromCluster {
+			return e.PrintJSON(struct {
+				sim.Report
+				SkippedNodes []fromcluster.Skipped `json:"skipped_nodes"`
+				NodeSources  []fromcluster.Source  `json:"node_sources"`
+				NRTResource  string                `json:"nrt_resource,omitempty"`
+			}{rep, append([]fromcluster.Skipped{}, view.Skipped...), append([]fromcluster.Source{}, view.Sources...), view.NRTResource})
+		}
+		return e.PrintJSON(rep)
+	}
+	for _, s := range view.Skipped {
+		fmt.Fprintf(e.stderr, "skipped node %s: %s\n", s.Node, s.Reason)
+	}
+	if koord, zones := view.NRTCounts(); koord+zones > 0 {
+		fmt.Fprintf(e.stderr, "%d nodes from NodeResourceTopology %s: %d Koordinator (whole machine), %d zones (stand-in machine of their free CPUs)\n", koord+zones, view.NRTResource, koord, zones)
+	}
+	return renderSimulation(e.stdout, rep)
 }

@@ -11,14 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 )
 
 // deployedReport is what the as-deployed tests read of simulate -o json.
 type deployedReport struct {
-	Scenarios []sim.Result  `json:"scenarios"`
-	Skipped   []skippedNode `json:"skipped_nodes"`
-	Sources   []nodeSource  `json:"node_sources"`
+	Scenarios []sim.Result          `json:"scenarios"`
+	Skipped   []fromcluster.Skipped `json:"skipped_nodes"`
+	Sources   []fromcluster.Source  `json:"node_sources"`
 }
 
 // lseTrace is a trace of LSE jobs of the given sizes that stay.
@@ -91,9 +92,9 @@ func TestSimulateAsDeployedFromCluster(t *testing.T) {
 			t.Errorf("%s/%s admitted %d, rejected %d, as as-deployed did; want each uniform scenario to differ", r.Scenario, r.NodeChoice, r.Admitted, r.Rejected)
 		}
 	}
-	wantSources := []nodeSource{
-		{Node: "strict", Source: "corepin", Settings: &publishedSettings{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "none"}},
-		{Node: "single", Source: "corepin", Settings: &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
+	wantSources := []fromcluster.Source{
+		{Node: "strict", Source: "corepin", Settings: &sim.SettingsDoc{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "none"}},
+		{Node: "single", Source: "corepin", Settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
 		{Node: "plain", Source: "corepin"},
 	}
 	if diff := cmp.Diff(wantSources, rep.Sources); diff != "" {
@@ -173,12 +174,12 @@ func TestSimulateAsDeployedKoordinatorBindLabel(t *testing.T) {
 		label      string
 		admitted   int
 		rejectedBy map[string]int
-		settings   *publishedSettings
+		settings   *sim.SettingsDoc
 	}{
 		{name: "FullPCPUsOnly", label: "FullPCPUsOnly", admitted: 1, rejectedBy: map[string]int{"FullPCPUs": 2},
-			settings: &publishedSettings{Policy: "corepin", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node", Bind: "FullPCPUs"}},
+			settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node", Bind: "FullPCPUs"}},
 		{name: "no label", admitted: 3, rejectedBy: map[string]int{},
-			settings: &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
+			settings: &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "koord-a"}}

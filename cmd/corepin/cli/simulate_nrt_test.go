@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,12 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 )
 
@@ -80,7 +75,7 @@ func nrtAPIServer(t *testing.T, version string, nodes []corev1.Node, objects ...
 // 6,14; free are 2-3,10-11 on NUMA node 0 and 7,15 on node 1.
 func koordNRT(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("../../../kube/extender/testdata/koordinator-nrt-v1alpha1.json")
+	b, err := os.ReadFile("../../../kube/nodestate/testdata/koordinator-nrt-v1alpha1.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +112,9 @@ type nrtReport struct {
 		Admitted int `json:"admitted"`
 		Rejected int `json:"rejected"`
 	} `json:"scenarios"`
-	Skipped     []skippedNode `json:"skipped_nodes"`
-	Sources     []nodeSource  `json:"node_sources"`
-	NRTResource *string       `json:"nrt_resource"`
+	Skipped     []fromcluster.Skipped `json:"skipped_nodes"`
+	Sources     []fromcluster.Source  `json:"node_sources"`
+	NRTResource *string               `json:"nrt_resource"`
 }
 
 // fourCPUJobs is a trace of n LSE jobs of 4 CPUs that stay.
@@ -185,8 +180,8 @@ func TestSimulateFromClusterNRTKoordinator(t *testing.T) {
 	}
 	// The corepin node publishes no settings; koordlet's object its
 	// kubelet's static policy with full-pcpus-only and single-numa-node.
-	koordSettings := &publishedSettings{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
-	if diff := cmp.Diff([]nodeSource{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
+	koordSettings := &sim.SettingsDoc{Policy: "kubelet", Options: []string{"full-pcpus-only"}, TopologyPolicy: "single-numa-node"}
+	if diff := cmp.Diff([]fromcluster.Source{{Node: "corepin-a", Source: "corepin"}, {Node: "koord-a", Source: "nrt-koordinator", Settings: koordSettings}}, with.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if with.NRTResource == nil || *with.NRTResource != "topology.node.k8s.io/v1alpha1" {
@@ -228,8 +223,8 @@ func TestSimulateFromClusterNRTZones(t *testing.T) {
 	}
 	// Their attributes name a topology policy: settings of corepin's
 	// engine under it.
-	zoneSettings := &publishedSettings{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
-	if diff := cmp.Diff([]nodeSource{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
+	zoneSettings := &sim.SettingsDoc{Policy: "corepin", Options: []string{}, TopologyPolicy: "single-numa-node"}
+	if diff := cmp.Diff([]fromcluster.Source{{Node: "nfd-a", Source: "nrt-zones", Settings: zoneSettings}, {Node: "nfd-b", Source: "nrt-zones", Settings: zoneSettings}}, rep.Sources); diff != "" {
 		t.Errorf("node_sources (-want +got):\n%s", diff)
 	}
 	if rep.NRTResource == nil || *rep.NRTResource != "topology.node.k8s.io/v1alpha2" {
@@ -257,36 +252,5 @@ func TestSimulateFromClusterNRTBadInput(t *testing.T) {
 	code, _, errs = corepin(t, "", "simulate", "--gen", "farm", "--from-cluster", "--nrt", "--kubeconfig", kc, "--context", "sweep")
 	if code != 2 || !strings.Contains(errs, "or has a readable NodeResourceTopology") || !strings.Contains(errs, "1 nodes skipped") {
 		t.Errorf("nothing to replay over: exit %d, stderr %q; want 2 naming both sources", code, errs)
-	}
-}
-
-// endlessNRT lists pages of objects without end.
-type endlessNRT struct {
-	kubeclienttest.Reader
-	limits []int64
-}
-
-func (r *endlessNRT) ListClusterObjects(_ context.Context, _ schema.GroupVersionResource, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	r.limits = append(r.limits, opts.Limit)
-	out := &unstructured.UnstructuredList{}
-	for i := range int(opts.Limit) {
-		u := unstructured.Unstructured{Object: map[string]any{}}
-		u.SetName(fmt.Sprintf("n-%d-%d", len(r.limits), i))
-		out.Items = append(out.Items, u)
-	}
-	out.SetContinue("more")
-	return out, nil
-}
-
-// TestClusterNodesBoundsNRT: a cluster listing NodeResourceTopology
-// objects without end is refused after sim.MaxNodes, a page at a time.
-func TestClusterNodesBoundsNRT(t *testing.T) {
-	api := &endlessNRT{Reader: kubeclienttest.Reader{Interface: fake.NewClientset()}}
-	_, err := clusterNodes(context.Background(), api, extender.NRTResource)
-	if err == nil || !strings.Contains(err.Error(), "more than 10000 NodeResourceTopology objects") {
-		t.Fatalf("clusterNodes() error = %v, want the bound", err)
-	}
-	if want := sim.MaxNodes/nodePageSize + 1; len(api.limits) != want || api.limits[0] != nodePageSize {
-		t.Errorf("%d lists of limit %v, want %d of %d", len(api.limits), api.limits[:1], want, nodePageSize)
 	}
 }

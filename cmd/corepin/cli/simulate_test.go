@@ -10,6 +10,7 @@ import (
 	"context"
 	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/kubeclient/kubeclienttest"
+	"github.com/corepin/corepin/kube/nodestate/fromcluster"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/topology"
 	corev1 "k8s.io/api/core/v1"
@@ -292,7 +293,7 @@ func TestSimulateFromCluster(t *testing.T) {
 			Admitted int `json:"admitted"`
 			Rejected int `json:"rejected"`
 		} `json:"scenarios"`
-		Skipped []skippedNode `json:"skipped_nodes"`
+		Skipped []fromcluster.Skipped `json:"skipped_nodes"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Scenarios) != 1 {
 		t.Fatalf("simulate output %q: %v", out, err)
@@ -360,10 +361,10 @@ func TestClusterNodesPages(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	view, err := clusterNodes(context.Background(), kubeclienttest.Reader{Interface: cs}, schema.GroupVersionResource{})
-	nodes := view.nodes
-	if err != nil || len(nodes) != 3 || len(view.skipped) != 0 || len(limits) != 3 || limits[0] != nodePageSize {
-		t.Fatalf("clusterNodes() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(view.skipped), err, len(limits), limits, nodePageSize)
+	view, err := fromcluster.Read(context.Background(), kubeclienttest.Reader{Interface: cs}, schema.GroupVersionResource{})
+	nodes := view.Nodes
+	if err != nil || len(nodes) != 3 || len(view.Skipped) != 0 || len(limits) != 3 || limits[0] != fromcluster.PageSize {
+		t.Fatalf("fromcluster.Read() = %d nodes, %d skipped, %v after %d lists (limits %v); want 3 nodes over 3 pages of limit %d", len(nodes), len(view.Skipped), err, len(limits), limits, fromcluster.PageSize)
 	}
 	if nodes[0].Topology != nodes[2].Topology {
 		t.Errorf("nodes publishing the same machine have distinct topologies; want one shared")

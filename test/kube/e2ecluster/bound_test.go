@@ -15,7 +15,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
@@ -45,7 +45,7 @@ func TestRealSchedulerCountsBoundPods(t *testing.T) {
 	node := kubetest.Node(t, "burst", "")
 	publish := func(st *alloc.State, pods map[string]string) {
 		t.Helper()
-		ann, coarse, err := nrt.NodeAnnotations(st, "", pods)
+		ann, coarse, err := nodestate.NodeAnnotations(st, "", pods)
 		if err != nil || coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v", coarse, err)
 		}

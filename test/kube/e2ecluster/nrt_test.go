@@ -190,7 +190,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 // koordNRT is the NodeResourceTopology koordlet writes for node koord-a
 // (v1alpha1, the machine and what holds it in annotations, zones without
 // available CPUs), kept beside the extender's unit tests.
-const koordNRT = "../../../kube/extender/testdata/koordinator-nrt-v1alpha1.json"
+const koordNRT = "../../../kube/nodestate/testdata/koordinator-nrt-v1alpha1.json"
 
 // TestRealSchedulerWithKoordinatorNRT: an API server serving
 // NodeResourceTopology at v1alpha1 only, as Koordinator installs it, and

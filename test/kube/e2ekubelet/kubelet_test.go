@@ -22,7 +22,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
@@ -762,7 +762,7 @@ func (c *cluster) checkExtender(pods int) {
 	if err != nil {
 		t.Fatalf("node %s never carried %s: %v", nodeName, extender.AnnotationTopology, err)
 	}
-	topo, held, ok, err := extender.NodeTopology(n)
+	topo, held, ok, err := nodestate.NodeTopology(n)
 	if !ok || err != nil {
 		t.Fatalf("node %s: the extender cannot read its annotations: %v", nodeName, err)
 	}
@@ -771,7 +771,7 @@ func (c *cluster) checkExtender(pods int) {
 	}
 	// The settings it runs under (corepin.yaml: policy corepin, no
 	// topology policy), which the extender judges the node by.
-	if a, err := nrt.ParseAllocator(n.Annotations[extender.AnnotationAllocator]); err != nil || a.Policy != "corepin" || len(a.Options) != 0 || a.TopologyPolicy != "" {
+	if a, err := nodestate.ParseAllocator(n.Annotations[extender.AnnotationAllocator]); err != nil || a.Policy != "corepin" || len(a.Options) != 0 || a.TopologyPolicy != "" {
 		t.Errorf("node %s: %s %q (%v), want the plugin's settings {\"policy\":\"corepin\"}", nodeName, extender.AnnotationAllocator,
 			n.Annotations[extender.AnnotationAllocator], err)
 	}

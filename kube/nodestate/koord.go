@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"bytes"
@@ -79,8 +79,9 @@ type Koord struct {
 	// Settings are the policy and options: the kubelet engine with the
 	// options set "true" when the kubelet's policy is static, corepin
 	// with none otherwise. TopologyPolicy is left empty: the object's
-	// topologyPolicies or attributes give it.
-	Settings Allocator
+	// topologyPolicies or attributes give it; so are Reserved (see
+	// Reserved), Bind and NUMA (the Node's labels give them).
+	Settings alloc.NodeSettings
 	// Reserved is the union of the kubelet's reservedCPUs,
 	// AnnotationKoordReservation and the exclusive CPUs of
 	// AnnotationKoordSystemQOS.
@@ -134,7 +135,7 @@ func ParseKoord(ann map[string]string) (*Koord, error) {
 		}
 		switch p.Policy {
 		case "static":
-			k.Settings.Policy = string(alloc.PolicyKubelet)
+			k.Settings.Policy = alloc.PolicyKubelet
 			if len(p.Options) > MaxOptions {
 				return nil, fmt.Errorf("%w: %s: %d options, more than %d", ErrKoord, AnnotationKoordKubeletPolicy, len(p.Options), MaxOptions)
 			}
@@ -152,7 +153,7 @@ func ParseKoord(ann map[string]string) (*Koord, error) {
 				return nil, fmt.Errorf("%w: %s: options: %w", ErrKoord, AnnotationKoordKubeletPolicy, err)
 			}
 		case "none", "":
-			k.Settings.Policy = string(alloc.PolicyCorepin)
+			k.Settings.Policy = alloc.PolicyCorepin
 		default:
 			return nil, fmt.Errorf("%w: %s: policy %q: want static or none", ErrKoord, AnnotationKoordKubeletPolicy, short(p.Policy))
 		}
@@ -165,7 +166,7 @@ func ParseKoord(ann map[string]string) (*Koord, error) {
 		}
 		reserved.AddSet(s)
 	} else {
-		k.Settings.Policy = string(alloc.PolicyCorepin)
+		k.Settings.Policy = alloc.PolicyCorepin
 	}
 	if v, ok := ann[AnnotationKoordReservation]; ok {
 		var r struct {
@@ -432,11 +433,11 @@ func topologyPolicyNamed(name string) (alloc.TopologyPolicy, bool) {
 // container, so the scope is not kept. More than MaxAttributes entries, an
 // unknown name or entries naming different policies is an error wrapping
 // ErrAllocator.
-func TopologyPolicyOfNRT(list []string) (string, error) {
+func TopologyPolicyOfNRT(list []string) (alloc.TopologyPolicy, error) {
 	if len(list) > MaxAttributes {
 		return "", fmt.Errorf("%w: topologyPolicies: %d entries, more than %d", ErrAllocator, len(list), MaxAttributes)
 	}
-	var out string
+	var out alloc.TopologyPolicy
 	for _, p := range list {
 		base := p
 		for _, scope := range []string{"ContainerLevel", "PodLevel"} {
@@ -448,10 +449,10 @@ func TopologyPolicyOfNRT(list []string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("%w: topologyPolicies: %q: want None, BestEffort, Restricted or SingleNUMANode, each optionally with ContainerLevel or PodLevel", ErrAllocator, short(p))
 		}
-		if out != "" && out != string(tp) {
+		if out != "" && out != tp {
 			return "", fmt.Errorf("%w: topologyPolicies %q name different policies", ErrAllocator, list)
 		}
-		out = string(tp)
+		out = tp
 	}
 	return out, nil
 }

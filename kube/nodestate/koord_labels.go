@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"errors"

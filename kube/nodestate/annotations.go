@@ -1,19 +1,16 @@
-package nrt
+package nodestate
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 )
 
@@ -52,48 +49,19 @@ const (
 	ReservedID = plan.ReservedID
 )
 
-// Allocator is a node allocator's settings (AnnotationAllocator): what
-// the extender needs besides the machine and its assignments to answer as
-// the node will. Empty fields are omitted.
-type Allocator struct {
-	// Policy is the engine: corepin or kubelet ("" is corepin).
-	Policy string `json:"policy,omitempty"`
-	// Options are kubelet static-policy option names.
-	Options []string `json:"options,omitempty"`
-	// TopologyPolicy is the node's default topology policy (corepin nri
-	// --config's topology_policy), given to pods that name none with
-	// corepin.io/numa-policy; "" is none.
-	TopologyPolicy string `json:"topology_policy,omitempty"`
-	// PodUIDs says the node's AnnotationAssigned names the pod of every
-	// container it holds CPUs for (plan.Assigned.PodUID): a pod bound to
-	// the node whose UID no entry names has not been admitted there yet,
-	// and the scheduler extender counts it as on its way.
-	PodUIDs bool `json:"pod_uids,omitempty"`
-}
-
-// AllocatorOf is the settings of st's allocator with topologyPolicy, the
-// node's default topology policy.
-func AllocatorOf(st *alloc.State, topologyPolicy string) Allocator {
-	return Allocator{Policy: string(st.Policy()), Options: st.Options(), TopologyPolicy: topologyPolicy}
+// settingsOf are the node settings of st's allocator with the node's
+// default topology policy topologyPolicy (its reserved CPUs left out: they
+// are published as held).
+func settingsOf(st *alloc.State, topologyPolicy alloc.TopologyPolicy) alloc.NodeSettings {
+	return alloc.NodeSettings{Policy: st.Policy(), Options: st.Options(), TopologyPolicy: topologyPolicy}
 }
 
 // MaxPodUIDBytes bounds a pod UID published in AnnotationAssigned
 // (Kubernetes' are 36-byte UUIDs).
 const MaxPodUIDBytes = 128
 
-// AllocatorOfConfig is the settings of an allocator of configuration cfg
-// with topologyPolicy: AllocatorOf of a State made with cfg (an empty
-// policy is corepin), for publishers that hold no State (NRT objects).
-func AllocatorOfConfig(cfg alloc.NodeSettings, topologyPolicy string) Allocator {
-	return Allocator{Policy: string(cmp.Or(cfg.Policy, alloc.PolicyCorepin)), Options: slices.Clone(cfg.Options), TopologyPolicy: topologyPolicy}
-}
-
 // ErrTooLarge means a node's state does not fit in its annotations at all.
 var ErrTooLarge = errors.New("node state too large to publish")
-
-// Annotations are a node's corepin annotations; a nil value removes the
-// annotation (a JSON merge patch's null).
-type Annotations map[string]*string
 
 // NodeAnnotations encodes st (a node's whole state) and topologyPolicy
 // (the node's default topology policy, "" for none) as the extender
@@ -108,11 +76,11 @@ type Annotations map[string]*string
 // front door's. When the three together
 // would pass MaxAnnotationBytes it publishes AnnotationNUMAFree and
 // AnnotationAllocator only (coarse is true) and removes the other two.
-func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]string) (ann Annotations, coarse bool, err error) {
+func NodeAnnotations(st *alloc.State, topologyPolicy alloc.TopologyPolicy, pods map[string]string) (ann nrt.Annotations, coarse bool, err error) {
 	// settings is the AnnotationAllocator value, saying whether the
 	// entries name their pods.
 	settings := func(podUIDs bool) (*string, error) {
-		a := AllocatorOf(st, topologyPolicy)
+		a := nrt.AllocatorOf(settingsOf(st, topologyPolicy))
 		a.PodUIDs = podUIDs
 		b, err := json.Marshal(a)
 		if err != nil {
@@ -155,7 +123,7 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]str
 	}
 	if len(topo)+len(as)+len(*set) <= MaxAnnotationBytes {
 		t, a := string(topo), string(as)
-		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: set}, false, nil
+		return nrt.Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: set}, false, nil
 	}
 	free, err := NUMAFree(st)
 	if err != nil {
@@ -166,7 +134,7 @@ func NodeAnnotations(st *alloc.State, topologyPolicy string, pods map[string]str
 	if set, err = settings(false); err != nil {
 		return nil, false, err
 	}
-	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: set}, true, nil
+	return nrt.Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: set}, true, nil
 }
 
 // NUMAFree is st's AnnotationNUMAFree: per NUMA node id from 0, the CPUs an
@@ -191,28 +159,14 @@ func NUMAFree(st *alloc.State) (string, error) {
 	return string(b), err
 }
 
-// AnnotateNode merge-patches node's annotations: a value sets one, nil
-// removes it.
-func (p *Publisher) AnnotateNode(ctx context.Context, node string, ann Annotations) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	if err != nil {
-		return err
-	}
-	code, err := p.send(ctx, "annotating node "+node, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(node), "application/merge-patch+json", patch)
-	if err == nil && code == http.StatusNotFound {
-		return fmt.Errorf("annotating node %s: no such node (is --node-name right?)", node)
-	}
-	return err
-}
-
 // Annotator keeps a node's annotations up to date with its state, for
 // Options.Annotate of kube/nri.
 type Annotator struct {
-	Publisher *Publisher
+	Publisher *nrt.Publisher
 	Node      string
 	// TopologyPolicy is the node's default topology policy (the NRI
 	// plugin's), published in AnnotationAllocator.
-	TopologyPolicy string
+	TopologyPolicy alloc.TopologyPolicy
 	Log            *slog.Logger
 	coarse         sync.Once
 }

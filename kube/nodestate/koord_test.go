@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 )
 
 // koordDetail is AnnotationKoordCPUTopology of a machine of the given
@@ -74,7 +75,7 @@ func TestParseKoord(t *testing.T) {
 	if got := topo.CoreCPUs(c5.Core).String(); got != "5,13" {
 		t.Errorf("core of CPU 5 = %s, want 5,13", got)
 	}
-	if diff := cmp.Diff(Allocator{Policy: "kubelet", Options: []string{"full-pcpus-only"}}, k.Settings); diff != "" {
+	if diff := cmp.Diff(alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{"full-pcpus-only"}}, k.Settings, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}
 	if got := k.Reserved.String(); got != "0,8" {
@@ -106,33 +107,33 @@ func TestParseKoordVariants(t *testing.T) {
 	cases := []struct {
 		name     string
 		ann      map[string]string
-		settings Allocator
+		settings alloc.NodeSettings
 		reserved string
 		held     []alloc.Assignment
 	}{
-		{name: "detail alone", ann: base(nil), settings: Allocator{Policy: "corepin"}},
+		{name: "detail alone", ann: base(nil), settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}},
 		{name: "policy none ignores its options", ann: base(map[string]string{AnnotationKoordKubeletPolicy: `{"policy":"none","options":{"full-pcpus-only":"true"}}`}),
-			settings: Allocator{Policy: "corepin"}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}},
 		{name: "field names in another case", ann: base(map[string]string{AnnotationKoordKubeletPolicy: `{"Policy":"static","ReservedCPUs":"1"}`,
 			AnnotationKoordPodCPUAllocs: `[{"Namespace":"a","Name":"b","CPUSet":"2"}]`}),
-			settings: Allocator{Policy: "kubelet"}, reserved: "1", held: []alloc.Assignment{{ID: "a/b", QoS: alloc.LSE, CPUs: cpuset.MustParse("2")}}},
-		{name: "null allocs and an empty cpuset", ann: base(map[string]string{AnnotationKoordPodCPUAllocs: `null`}), settings: Allocator{Policy: "corepin"}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet}, reserved: "1", held: []alloc.Assignment{{ID: "a/b", QoS: alloc.LSE, CPUs: cpuset.MustParse("2")}}},
+		{name: "null allocs and an empty cpuset", ann: base(map[string]string{AnnotationKoordPodCPUAllocs: `null`}), settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}},
 		{name: "unnamed pods", ann: base(map[string]string{AnnotationKoordPodCPUAllocs: `[{"uid":"u1","cpuset":"1"},{"cpuset":"2"},{"name":"x","cpuset":""}]`}),
-			settings: Allocator{Policy: "corepin"}, held: []alloc.Assignment{{ID: "uid/u1", QoS: alloc.LSE, CPUs: cpuset.MustParse("1")},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}, held: []alloc.Assignment{{ID: "uid/u1", QoS: alloc.LSE, CPUs: cpuset.MustParse("1")},
 				{ID: AnnotationKoordPodCPUAllocs + "[1]", QoS: alloc.LSE, CPUs: cpuset.MustParse("2")}}},
 		{name: "a held CPU reserved later counts as reserved", ann: base(map[string]string{AnnotationKoordReservation: `{"reservedCPUs":"1"}`,
 			AnnotationKoordPodCPUAllocs: `[{"namespace":"a","name":"b","cpuset":"1-2"}]`}),
-			settings: Allocator{Policy: "corepin"}, reserved: "1", held: []alloc.Assignment{{ID: "a/b", QoS: alloc.LSE, CPUs: cpuset.MustParse("2")}}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}, reserved: "1", held: []alloc.Assignment{{ID: "a/b", QoS: alloc.LSE, CPUs: cpuset.MustParse("2")}}},
 		{name: "system QoS exclusive by default", ann: base(map[string]string{AnnotationKoordSystemQOS: `{"cpuset":"3"}`}),
-			settings: Allocator{Policy: "corepin"}, reserved: "3"},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}, reserved: "3"},
 		{name: "system QoS not exclusive", ann: base(map[string]string{AnnotationKoordSystemQOS: `{"cpuset":"3","cpusetExclusive":false}`}),
-			settings: Allocator{Policy: "corepin"}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}},
 		{name: "null LS pool: every other CPU held by Koordinator", ann: base(map[string]string{AnnotationKoordCPUSharedPools: `null`,
 			AnnotationKoordReservation: `{"reservedCPUs":"0"}`}),
-			settings: Allocator{Policy: "corepin"}, reserved: "0", held: []alloc.Assignment{{ID: KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.MustParse("1-7")}}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyCorepin}, reserved: "0", held: []alloc.Assignment{{ID: KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.MustParse("1-7")}}},
 		{name: "kubelet reserved CPUs stay in the LS pool", ann: base(map[string]string{AnnotationKoordKubeletPolicy: `{"policy":"static","reservedCPUs":"0"}`,
 			AnnotationKoordCPUSharedPools: `[{"socket":0,"node":0,"cpuset":"0-2,4-6"}]`}),
-			settings: Allocator{Policy: "kubelet"}, reserved: "0", held: []alloc.Assignment{{ID: KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.MustParse("3,7")}}},
+			settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet}, reserved: "0", held: []alloc.Assignment{{ID: KoordLSEID, QoS: alloc.LSE, CPUs: cpuset.MustParse("3,7")}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,7 +141,7 @@ func TestParseKoordVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.settings, k.Settings); diff != "" {
+			if diff := cmp.Diff(tc.settings, k.Settings, cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
 				t.Errorf("settings (-want +got):\n%s", diff)
 			}
 			if got := k.Reserved.String(); got != tc.reserved {
@@ -212,7 +213,7 @@ func TestParseKoordRefuses(t *testing.T) {
 func TestTopologyPolicyOfNRT(t *testing.T) {
 	for _, tc := range []struct {
 		in   []string
-		want string
+		want alloc.TopologyPolicy
 	}{
 		{nil, ""}, {[]string{"None"}, "none"}, {[]string{"BestEffort"}, "best-effort"}, {[]string{"BestEffortPodLevel"}, "best-effort"},
 		{[]string{"RestrictedContainerLevel"}, "restricted"}, {[]string{"SingleNUMANodeContainerLevel"}, "single-numa-node"},
@@ -256,7 +257,7 @@ func FuzzParseKoord(f *testing.F) {
 			}
 			return
 		}
-		if err := k.Settings.Check(); err != nil {
+		if err := CheckAllocator(nrt.AllocatorOf(k.Settings)); err != nil {
 			t.Errorf("accepted settings %+v: %v", k.Settings, err)
 		}
 		machine := k.Topology.Online()

@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -23,7 +24,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 		name           string
 		shape          topology.Shape
 		cfg            alloc.NodeSettings
-		topologyPolicy string
+		topologyPolicy alloc.TopologyPolicy
 		coarse         bool
 		want           string
 	}{
@@ -58,7 +59,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseAllocator(%s): %v", *got, err)
 			}
-			if diff := cmp.Diff(AllocatorOf(st, tc.topologyPolicy), a); diff != "" {
+			if diff := cmp.Diff(nrt.AllocatorOf(settingsOf(st, tc.topologyPolicy)), a); diff != "" {
 				t.Errorf("read back (-published +parsed):\n%s", diff)
 			}
 		})
@@ -66,8 +67,8 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 }
 
 // The NRT publisher, which holds no State, names the same settings as the
-// annotations of a State of that configuration.
-func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
+// annotations of a State of those settings.
+func TestAllocatorOfSettingsIsAllocatorOfItsState(t *testing.T) {
 	for _, cfg := range []alloc.NodeSettings{
 		{},
 		{Policy: alloc.PolicyCorepin, Options: []string{alloc.OptFullPCPUsOnly}},
@@ -77,7 +78,8 @@ func TestAllocatorOfConfigIsAllocatorOfItsState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(AllocatorOf(st, "restricted"), AllocatorOfConfig(cfg, "restricted")); diff != "" {
+		cfg.TopologyPolicy = alloc.TopologyRestricted
+		if diff := cmp.Diff(nrt.AllocatorOf(settingsOf(st, "restricted")), nrt.AllocatorOf(cfg)); diff != "" {
 			t.Errorf("%+v (-state +config):\n%s", cfg, diff)
 		}
 	}
@@ -91,7 +93,7 @@ func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", TopologyPolicy: "best-effort"}
+	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", TopologyPolicy: "best-effort"}
 	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -137,19 +139,19 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 	topo := topology.MustSynthetic(twoNodes)
 	tests := []struct {
 		name string
-		s    Allocator
-		want []Attribute
+		s    nrt.Allocator
+		want []nrt.Attribute
 	}{
-		{name: "topology policy only (Build)", s: Allocator{TopologyPolicy: "single-numa-node"},
-			want: []Attribute{{AttrTopologyPolicy, "single-numa-node"}, {AttrTopologyScope, "container"}}},
-		{name: "none by default", s: Allocator{Policy: "corepin"},
-			want: []Attribute{{AttrTopologyPolicy, "none"}, {AttrTopologyScope, "container"}, {AttrPolicy, "corepin"}}},
-		{name: "kubelet with options", s: Allocator{Policy: "kubelet", Options: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "restricted"},
-			want: []Attribute{{AttrTopologyPolicy, "restricted"}, {AttrTopologyScope, "container"}, {AttrPolicy, "kubelet"}, {AttrOptions, "full-pcpus-only,strict-cpu-reservation"}}},
+		{name: "topology policy only (Build)", s: nrt.Allocator{TopologyPolicy: "single-numa-node"},
+			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "single-numa-node"}, {Name: nrt.AttrTopologyScope, Value: "container"}}},
+		{name: "none by default", s: nrt.Allocator{Policy: "corepin"},
+			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "none"}, {Name: nrt.AttrTopologyScope, Value: "container"}, {Name: nrt.AttrPolicy, Value: "corepin"}}},
+		{name: "kubelet with options", s: nrt.Allocator{Policy: "kubelet", Options: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "restricted"},
+			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "restricted"}, {Name: nrt.AttrTopologyScope, Value: "container"}, {Name: nrt.AttrPolicy, Value: "kubelet"}, {Name: nrt.AttrOptions, Value: "full-pcpus-only,strict-cpu-reservation"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := BuildWith("n1", topo, alloc.Pools{}, tc.s)
+			o := nrt.BuildWith("n1", topo, alloc.Pools{}, tc.s)
 			if diff := cmp.Diff(tc.want, o.Attributes); diff != "" {
 				t.Errorf("attributes (-want +got):\n%s", diff)
 			}
@@ -166,7 +168,7 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff(Build("n1", topo, alloc.Pools{}, "best-effort"), BuildWith("n1", topo, alloc.Pools{}, Allocator{TopologyPolicy: "best-effort"})); diff != "" {
+	if diff := cmp.Diff(nrt.Build("n1", topo, alloc.Pools{}, "best-effort"), nrt.BuildWith("n1", topo, alloc.Pools{}, nrt.Allocator{TopologyPolicy: "best-effort"})); diff != "" {
 		t.Errorf("Build differs from BuildWith of the topology policy alone:\n%s", diff)
 	}
 }
@@ -174,15 +176,15 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 func TestAllocatorFromAttributesRefuses(t *testing.T) {
 	tests := []struct {
 		name  string
-		attrs []Attribute
+		attrs []nrt.Attribute
 		want  string
 	}{
-		{name: "unknown topology policy", attrs: []Attribute{{AttrTopologyPolicy, "SingleNUMANodeContainerLevel"}}, want: "single-numa-node"},
-		{name: "unknown policy", attrs: []Attribute{{AttrPolicy, "static"}}, want: "corepin or kubelet"},
-		{name: "unknown option", attrs: []Attribute{{AttrOptions, "full-pcpus-only,,"}}, want: `unknown option ""`},
-		{name: "given twice", attrs: []Attribute{{AttrPolicy, "kubelet"}, {AttrPolicy, "corepin"}}, want: "given twice"},
-		{name: "too long", attrs: []Attribute{{AttrOptions, strings.Repeat("x", 2000)}}, want: "longer than"},
-		{name: "too many", attrs: make([]Attribute, MaxAttributes+1), want: "attributes, more than"},
+		{name: "unknown topology policy", attrs: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"}}, want: "single-numa-node"},
+		{name: "unknown policy", attrs: []nrt.Attribute{{Name: nrt.AttrPolicy, Value: "static"}}, want: "corepin or kubelet"},
+		{name: "unknown option", attrs: []nrt.Attribute{{Name: nrt.AttrOptions, Value: "full-pcpus-only,,"}}, want: `unknown option ""`},
+		{name: "given twice", attrs: []nrt.Attribute{{Name: nrt.AttrPolicy, Value: "kubelet"}, {Name: nrt.AttrPolicy, Value: "corepin"}}, want: "given twice"},
+		{name: "too long", attrs: []nrt.Attribute{{Name: nrt.AttrOptions, Value: strings.Repeat("x", 2000)}}, want: "longer than"},
+		{name: "too many", attrs: make([]nrt.Attribute, MaxAttributes+1), want: "attributes, more than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,8 +195,8 @@ func TestAllocatorFromAttributesRefuses(t *testing.T) {
 		})
 	}
 	// Attributes of others (NFD's, Koordinator's) are skipped.
-	a, err := AllocatorFromAttributes([]Attribute{{"nodeTopologyPodsFingerprint", "pfp0v001abc"}, {AttrTopologyScope, "pod"}})
-	if err != nil || !cmp.Equal(a, Allocator{}) {
+	a, err := AllocatorFromAttributes([]nrt.Attribute{{Name: "nodeTopologyPodsFingerprint", Value: "pfp0v001abc"}, {Name: nrt.AttrTopologyScope, Value: "pod"}})
+	if err != nil || !cmp.Equal(a, nrt.Allocator{}) {
 		t.Errorf("foreign attributes read as %+v, %v; want no settings", a, err)
 	}
 }
@@ -224,7 +226,7 @@ func FuzzParseAllocator(f *testing.F) {
 			}
 			return
 		}
-		if err := a.Check(); err != nil {
+		if err := CheckAllocator(a); err != nil {
 			t.Fatalf("ParseAllocator(%q) accepted %+v, which Check refuses: %v", s, a, err)
 		}
 		b, err := json.Marshal(a)

@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -74,7 +75,7 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 	if _, err := st.Allocate(alloc.Request{ID: "b", MilliCPUs: 1500, QoS: alloc.LS}); err != nil {
 		t.Fatal(err)
 	}
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1"}
+	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1"}
 	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatalf("Annotate: %v", err)
 	}
@@ -103,11 +104,11 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 	if diff := cmp.Diff([]string{"PATCH application/merge-patch+json"}, api.ctype); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
-	gone := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n2"}
+	gone := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n2"}
 	if err := gone.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "no such node") {
 		t.Errorf("Annotate on a missing node = %v, want an error saying so", err)
 	}
-	bad := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "wrong"}, Node: "n1"}
+	bad := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "wrong"}, Node: "n1"}
 	if err := bad.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "annotating node n1") {
 		t.Errorf("Annotate with a wrong token = %v, want an error naming the node and 401", err)
 	}
@@ -135,7 +136,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	for range 3 {
 		if err := a.Annotate(context.Background(), st, nil); err != nil {
 			t.Fatal(err)
@@ -145,3 +146,7 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 		t.Errorf("logged the fallback %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// twoNodes is a machine of two NUMA nodes, one per socket, of 4 cores of
+// 2 threads each.
+var twoNodes = topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}
