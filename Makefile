@@ -8,6 +8,10 @@ BIN      := bin/corepin
 VERSION  ?= $(shell awk -F'"' '/^appVersion:/ {print $$2}' deploy/helm/corepin/Chart.yaml)
 COMMIT   ?= $(shell git describe --always --dirty --abbrev=40 --exclude='*' 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Each read once (?= alone would run git again at each use, mid-build).
+VERSION  := $(VERSION)
+COMMIT   := $(COMMIT)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
 DATE     := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 CLI      := github.com/corepin/corepin/cmd/corepin/cli
 LDFLAGS  := -s -w -X $(CLI).Version=$(VERSION) -X $(CLI).Commit=$(COMMIT) -X $(CLI).Date=$(DATE)

@@ -54,7 +54,7 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--epoch (or SOURCE_DATE_EPOCH) %q: want seconds since 1970, e.g. $(git log -1 --format=%%ct)", *epoch)
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: logw, NoColor: true}).Level(zerolog.WarnLevel)
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: logw, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(zerolog.WarnLevel)
 	// cyclonedx-gomod reads the main module's version from git and warns
 	// when it cannot (a worktree); it is replaced below either way.
 	logger = logger.Hook(zerolog.HookFunc(func(e *zerolog.Event, l zerolog.Level, msg string) {
@@ -86,6 +86,19 @@ func run(args []string, logw io.Writer) error {
 	return f.Close()
 }
 
+// withVersion is purl with its version set; "" stays "".
+func withVersion(purl, version string) (string, error) {
+	if purl == "" {
+		return "", nil
+	}
+	p, err := packageurl.FromString(purl)
+	if err != nil {
+		return "", fmt.Errorf("parsing the main component's purl %q: %w", purl, err)
+	}
+	p.Version = version
+	return p.ToString(), nil
+}
+
 const gomodPath = "github.com/CycloneDX/cyclonedx-gomod"
 
 // depVersion is the version of a module this program is built with.
@@ -109,13 +122,30 @@ func stamp(bom *cdx.BOM, version, revision string, created time.Time) error {
 	}
 	c := bom.Metadata.Component
 	c.Version = version
-	if c.PackageURL != "" {
-		p, err := packageurl.FromString(c.PackageURL)
-		if err != nil {
-			return fmt.Errorf("parsing the main component's purl: %w", err)
+	var err error
+	if c.PackageURL, err = withVersion(c.PackageURL, version); err != nil {
+		return err
+	}
+	// The main module's bom-ref is a purl with the version git gave, or
+	// none: the dependency graph names it by that ref.
+	old := c.BOMRef
+	if c.BOMRef, err = withVersion(c.BOMRef, version); err != nil {
+		return err
+	}
+	if bom.Dependencies != nil {
+		for i := range *bom.Dependencies {
+			d := &(*bom.Dependencies)[i]
+			if d.Ref == old {
+				d.Ref = c.BOMRef
+			}
+			if d.Dependencies != nil {
+				for j, r := range *d.Dependencies {
+					if r == old {
+						(*d.Dependencies)[j] = c.BOMRef
+					}
+				}
+			}
 		}
-		p.Version = version
-		c.PackageURL = p.ToString()
 	}
 	c.Properties = &[]cdx.Property{{Name: "corepin:revision", Value: revision}}
 	bom.Metadata.Timestamp = created.Format(time.RFC3339)
