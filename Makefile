@@ -120,7 +120,9 @@ soak:
 # private containerd built from its Go module once per version into
 # $(COREPIN_CACHE) (outside the clone, so CI's fresh clones reuse it),
 # Debian runc, busybox images built locally (umoci, skopeo), pods through
-# the CRI. See test/e2enode and ../shared/kube-testing.md §2.
+# the CRI. Then make image's image under that containerd: its
+# docker-archive imported by ctr, its OCI layout through skopeo, corepin
+# version run in each. See test/e2enode and ../shared/kube-testing.md §2.
 CONTAINERD_VERSION ?= v2.4.2
 COREPIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/corepin
 E2E_BIN := $(COREPIN_CACHE)/bin/containerd-$(CONTAINERD_VERSION)

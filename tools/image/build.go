@@ -77,10 +77,32 @@ func Build(s Spec) (*Result, error) {
 			return nil, fmt.Errorf("building the %s image: %w", p, err)
 		}
 		res.Images[p] = img
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: plat}})
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: plainImage{img}, Descriptor: v1.Descriptor{Platform: plat}})
 	}
 	res.Index = mutate.Annotations(idx, s.Labels()).(v1.ImageIndex)
 	return res, nil
+}
+
+// plainImage is an image whose descriptor carries no artifactType:
+// go-containerregistry sets it to the config's media type on an image's
+// descriptor in an index (OCI 1.1 allows it), and tools that predate the
+// field (skopeo 1.9, Debian 12's) then rewrite the index, which they refuse
+// to do when asked to keep digests.
+type plainImage struct{ v1.Image }
+
+func (i plainImage) Descriptor() (*v1.Descriptor, error) {
+	d := v1.Descriptor{}
+	var err error
+	if d.Size, err = i.Size(); err != nil {
+		return nil, err
+	}
+	if d.Digest, err = i.Digest(); err != nil {
+		return nil, err
+	}
+	if d.MediaType, err = i.MediaType(); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // platformOf parses os/arch; arm64 gets the variant v8 that registries and

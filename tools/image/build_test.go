@@ -88,6 +88,9 @@ func TestImageContents(t *testing.T) {
 	var plats []v1.Platform
 	for _, m := range im.Manifests {
 		plats = append(plats, *m.Platform)
+		if m.ArtifactType != "" || m.MediaType != types.OCIManifestSchema1 {
+			t.Errorf("%s: media type %s, artifactType %q; want an OCI manifest and no artifactType (skopeo 1.9 rewrites such an index)", m.Platform, m.MediaType, m.ArtifactType)
+		}
 	}
 	want := []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}}
 	if diff := cmp.Diff(want, plats); diff != "" {
