@@ -78,8 +78,8 @@ dist-bin:
 
 # The image, without a container daemon or a registry: one layer with the
 # static binary per platform and an OCI index of both, every time from
-# SOURCE_DATE_EPOCH (the commit's), tagged IMAGE_REPO:VERSION from the
-# chart. Writes dist/image/oci (an OCI layout: skopeo copy oci:...) and one
+# SOURCE_DATE_EPOCH (the commit's), named the chart's image.repository
+# tagged VERSION (its appVersion). Writes dist/image/oci (an OCI layout: skopeo copy oci:...) and one
 # docker-archive per platform (ctr images import, kind load image-archive;
 # the format holds one platform), and prints the name and index digest.
 image: dist-bin
@@ -89,8 +89,9 @@ image: dist-bin
 
 # Pushes the index make image wrote: make image-push IMAGE=registry/name:tag
 # (credentials from docker's config, as docker login writes them).
-image-push: image
+image-push:
 	@test -n "$(IMAGE)" || { echo "usage: make image-push IMAGE=registry/name:tag"; exit 2; }
+	$(MAKE) image
 	cd tools && $(GO) run ./image push --layout ../$(DIST)/image/oci $(IMAGE)
 
 # dist/: the binaries, the image archives, a CycloneDX SBOM of the Go
