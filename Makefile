@@ -1,11 +1,24 @@
 # corepin — see README.md.
 GO       ?= go
 BIN      := bin/corepin
-VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X github.com/corepin/corepin/cmd/corepin/cli.Version=$(VERSION)
+# The version is the chart's appVersion (the one place that names it and
+# the image); the commit (with -dirty for uncommitted changes) and the date
+# come from git, the date being the commit's time (SOURCE_DATE_EPOCH) so
+# that a rebuild of the same commit is identical.
+VERSION  ?= $(shell awk -F'"' '/^appVersion:/ {print $$2}' deploy/helm/corepin/Chart.yaml)
+COMMIT   ?= $(shell git describe --always --dirty --abbrev=40 --exclude='*' 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Each read once (?= alone would run git again at each use, mid-build).
+VERSION  := $(VERSION)
+COMMIT   := $(COMMIT)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
+DATE     := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+CLI      := github.com/corepin/corepin/cmd/corepin/cli
+LDFLAGS  := -s -w -X $(CLI).Version=$(VERSION) -X $(CLI).Commit=$(COMMIT) -X $(CLI).Date=$(DATE)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet test-chart
+.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet test-chart \
+	dist-bin image image-push image-check dist
 
 all: build
 
@@ -48,7 +61,54 @@ fuzz-ci:
 	GO=$(GO) FUZZCI_TIME=$(FUZZCI_TIME) scripts/fuzz-ci.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
+
+# The shipped artifacts, in dist/ (see tools/): static binaries for each
+# platform (no cgo, -trimpath, no VCS stamp: the ldflags carry the version,
+# commit and date), reproducible from the commit alone.
+DIST      := dist
+PLATFORMS := linux/amd64 linux/arm64
+dist-bin:
+	@mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+	  echo "$(DIST)/corepin-$(VERSION)-$${p%/*}-$${p#*/}"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOAMD64=v1 GOARM64=v8.0 $(GO) build -trimpath -buildvcs=false \
+	    -ldflags '$(LDFLAGS)' -o $(DIST)/corepin-$(VERSION)-$${p%/*}-$${p#*/} ./cmd/corepin; \
+	done
+
+# The image, without a container daemon or a registry: one layer with the
+# static binary per platform and an OCI index of both, every time from
+# SOURCE_DATE_EPOCH (the commit's), named the chart's image.repository
+# tagged VERSION (its appVersion). Writes dist/image/oci (an OCI layout: skopeo copy oci:...) and one
+# docker-archive per platform (ctr images import, kind load image-archive;
+# the format holds one platform), and prints the name and index digest.
+image: dist-bin
+	cd tools && $(GO) run ./image build --chart ../deploy/helm/corepin --version $(VERSION) \
+	  --revision $(COMMIT) --epoch $(SOURCE_DATE_EPOCH) --out ../$(DIST)/image \
+	  $(foreach p,$(PLATFORMS),--bin $(p)=../$(DIST)/corepin-$(VERSION)-$(subst /,-,$(p)))
+
+# Pushes the index make image wrote: make image-push IMAGE=registry/name:tag
+# (credentials from docker's config, as docker login writes them).
+image-push:
+	@test -n "$(IMAGE)" || { echo "usage: make image-push IMAGE=registry/name:tag"; exit 2; }
+	$(MAKE) image
+	cd tools && $(GO) run ./image push --layout ../$(DIST)/image/oci $(IMAGE)
+
+# dist/: the binaries, the image archives, a CycloneDX SBOM of the Go
+# module graph (cyclonedx-gomod's generator, in tools/sbom: the version,
+# timestamp and serial number from the commit, so it is reproducible) and
+# SHA256SUMS of them all.
+dist: image
+	cd tools && $(GO) run ./sbom --module .. --version $(VERSION) --revision $(COMMIT) \
+	  --epoch $(SOURCE_DATE_EPOCH) --out ../$(DIST)/corepin-$(VERSION).cdx.json
+	cd $(DIST) && sha256sum corepin-$(VERSION)-* corepin-$(VERSION).cdx.json image/corepin-$(VERSION)-*.tar image/oci/index.json > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
+
+# make dist twice, the second time in a fresh clone of HEAD at another
+# path, and the two SHA256SUMS (binaries, SBOM, image archives and the OCI
+# index) compared: the same commit must give the same bytes.
+image-check:
+	GO=$(GO) scripts/image-check.sh
 
 # The agent's long tests: 20 SIGKILL/restart rounds of the crash test,
 # 10,000 hostile requests, and the idle-CPU / RSS / admission figures.
@@ -61,11 +121,13 @@ soak:
 # private containerd built from its Go module once per version into
 # $(COREPIN_CACHE) (outside the clone, so CI's fresh clones reuse it),
 # Debian runc, busybox images built locally (umoci, skopeo), pods through
-# the CRI. See test/e2enode and ../shared/kube-testing.md §2.
+# the CRI. Then make image's image under that containerd: its
+# docker-archive imported by ctr, its OCI layout through skopeo, corepin
+# version run in each. See test/e2enode and ../shared/kube-testing.md §2.
 CONTAINERD_VERSION ?= v2.4.2
 COREPIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/corepin
 E2E_BIN := $(COREPIN_CACHE)/bin/containerd-$(CONTAINERD_VERSION)
-e2e-node: build
+e2e-node: build image
 	@test "$$(id -u)" = 0 || { echo "e2e-node needs root"; exit 2; }
 	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
 	  { echo "e2e-node needs: apt-get install runc busybox-static umoci skopeo"; exit 2; }
@@ -74,6 +136,7 @@ e2e-node: build
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 	cd test/e2enode && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_IMAGE_DIR=$(CURDIR)/$(DIST)/image COREPIN_IMAGE_VERSION=$(VERSION) COREPIN_IMAGE_COMMIT=$(COMMIT) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .
 
 # The scheduler extender against Kubernetes' own scheduler code, in the

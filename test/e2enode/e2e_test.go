@@ -399,16 +399,10 @@ func missing(t *testing.T, format string, args ...any) {
 	t.Skipf("skipping: "+format, args...)
 }
 
-func TestNodeWithContainerd(t *testing.T) {
-	bin, corepin := os.Getenv("COREPIN_E2E_BIN"), os.Getenv("COREPIN_BIN")
-	if os.Geteuid() != 0 || bin == "" || corepin == "" {
-		missing(t, "needs root, COREPIN_E2E_BIN (containerd, ctr, shim) and COREPIN_BIN; run make e2e-node")
-	}
-	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox"} {
-		if _, err := os.Stat(tool); err != nil {
-			missing(t, "%s missing (apt-get install runc busybox-static umoci skopeo)", tool)
-		}
-	}
+// newNode starts a private containerd in a new directory, stopped and
+// removed (kept when the test failed) with everything it ran at the end.
+func newNode(t *testing.T, bin, corepin string) *node {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "cpe-")
 	if err != nil {
 		t.Fatal(err)
@@ -430,12 +424,26 @@ func TestNodeWithContainerd(t *testing.T) {
 			t.Logf("kept %s for inspection", dir)
 		}
 	})
-	if err := os.WriteFile(filepath.Join(dir, "corepin.yaml"), []byte("reserved_cpus: \"0\"\npolicy: corepin\n"), 0o600); err != nil {
+	n.writeConfig()
+	n.startContainerd()
+	return n
+}
+
+func TestNodeWithContainerd(t *testing.T) {
+	bin, corepin := os.Getenv("COREPIN_E2E_BIN"), os.Getenv("COREPIN_BIN")
+	if os.Geteuid() != 0 || bin == "" || corepin == "" {
+		missing(t, "needs root, COREPIN_E2E_BIN (containerd, ctr, shim) and COREPIN_BIN; run make e2e-node")
+	}
+	for _, tool := range []string{"/usr/sbin/runc", "/bin/busybox"} {
+		if _, err := os.Stat(tool); err != nil {
+			missing(t, "%s missing (apt-get install runc busybox-static umoci skopeo)", tool)
+		}
+	}
+	n := newNode(t, bin, corepin)
+	if err := os.WriteFile(filepath.Join(n.dir, "corepin.yaml"), []byte("reserved_cpus: \"0\"\npolicy: corepin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	busybox, pause := n.images(filepath.Join(filepath.Dir(bin), "..", "images"))
-	n.writeConfig()
-	n.startContainerd()
 	for _, img := range []string{pause, busybox} {
 		n.run(filepath.Join(bin, "ctr"), "--address", n.sock(), "-n", "k8s.io", "images", "import", img)
 	}

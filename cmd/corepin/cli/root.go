@@ -64,7 +64,6 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 gets (whole physical cores, one NUMA node, one L3 where possible), enforces
 that with cgroups, sizes each job's threads to what it got, and measures the
 outcome on this machine.`,
-		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -75,6 +74,7 @@ outcome on this machine.`,
 			return Usagef("unknown output format %q: use -o text or -o json", e.output)
 		},
 	}
+	setVersion(root)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
