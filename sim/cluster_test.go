@@ -98,3 +98,19 @@ func TestReplayRefusesBadCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigCapacity(t *testing.T) {
+	topo := topology.MustSynthetic(smtTwoNUMA)
+	all := topo.Allowed().Size()
+	res := cpuset.New(0, 1)
+	if got := (Config{Topology: topo, Nodes: 3, Reserved: res}).Capacity(); got != 3*(all-2) {
+		t.Errorf("3 copies, 2 reserved: capacity %d, want %d", got, 3*(all-2))
+	}
+	cluster := []Node{{Name: "a", Topology: topo}, {Name: "b", Topology: topo}}
+	if got := (Config{Cluster: cluster, Reserved: res}).Capacity(); got != 2*(all-2) {
+		t.Errorf("a cluster of 2, 2 reserved: capacity %d, want %d", got, 2*(all-2))
+	}
+	if got := (Config{}).Capacity(); got != 0 {
+		t.Errorf("no machine: capacity %d, want 0", got)
+	}
+}

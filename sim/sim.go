@@ -55,6 +55,22 @@ type Config struct {
 	Parallel int
 }
 
+// Capacity is how many CPUs the cluster of c can hand out: each node's
+// allowed CPUs less c.Reserved (a generated trace is sized to it).
+func (c Config) Capacity() int {
+	if len(c.Cluster) > 0 {
+		n := 0
+		for _, node := range c.Cluster {
+			n += node.Topology.Allowed().Difference(c.Reserved).Size()
+		}
+		return n
+	}
+	if c.Topology == nil {
+		return 0
+	}
+	return c.Nodes * c.Topology.Allowed().Difference(c.Reserved).Size()
+}
+
 // Node is one node of Config.Cluster.
 type Node struct {
 	Name     string

@@ -234,25 +234,17 @@ func newSimulateCmd(e *env) *cobra.Command {
 			if fromCluster && view.Published == 0 && slices.ContainsFunc(runs, func(r sim.Run) bool { return r.Scenario.PerNode }) {
 				fmt.Fprintf(e.stderr, "%s: no simulated node publishes allocator settings; every node runs corepin's defaults (the corepin scenario)\n", sim.AsDeployed)
 			}
-			tp := alloc.TopologyPolicy(topoPolicy)
-			switch tp {
-			case alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode:
-			default:
-				return Usagef("--topology-policy %q: want none, best-effort, restricted or single-numa-node", topoPolicy)
+			tp, err := alloc.ParseTopologyPolicy(topoPolicy)
+			if err != nil {
+				return Usagef("--topology-policy: %w", err)
 			}
 			cfg := sim.Config{Topology: topo, Nodes: nodes, Reserved: res, TopologyPolicy: tp, SampleEvery: sampleEvery, Parallel: parallel}
-			capacity := 0
 			if fromCluster {
 				cfg.Topology, cfg.Nodes, cfg.Cluster = nil, 0, view.Nodes
-				for _, n := range view.Nodes {
-					capacity += n.Topology.Allowed().Difference(res).Size()
-				}
-			} else {
-				capacity = nodes * topo.Allowed().Difference(res).Size()
 			}
 			var evs []sim.Event
 			if gen != "" {
-				if evs, err = g.generate(gen, capacity); err != nil {
+				if evs, err = g.generate(gen, cfg.Capacity()); err != nil {
 					return err
 				}
 			} else if evs, err = readTraceArg(e, tracePath); err != nil {
