@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -261,17 +262,25 @@ func (db *DB) initOnce() error {
 const applicationID = 0x636f7265
 
 // checkOwner refuses a SQLite database that is neither corepin's nor empty,
-// so Open never adds its tables to another program's file.
+// so Open never adds its tables to another program's file. The id and the
+// schema are read in one read transaction: another process migrating the
+// new file meanwhile (tables and id in one commit) is seen wholly or not
+// at all, never as tables without the id.
 func (db *DB) checkOwner() error {
+	tx, err := db.db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return db.classify("reading the application id of", err)
+	}
+	defer tx.Rollback() // read only: nothing to keep
 	var app int64
-	if err := db.db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
+	if err := tx.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return db.classify("reading the application id of", err)
 	}
 	if app == applicationID {
 		return nil
 	}
 	var names []string
-	rows, err := db.db.Query(`SELECT name FROM sqlite_schema ORDER BY name LIMIT 4`)
+	rows, err := tx.Query(`SELECT name FROM sqlite_schema ORDER BY name LIMIT 4`)
 	if err != nil {
 		return db.classify("reading the schema of", err)
 	}
