@@ -214,3 +214,18 @@ func Holders(ws []Workload) map[int]string {
 	}
 	return m
 }
+
+// ReadState returns the workloads the state file at path holds, as the
+// API shows them, read-only and without an agent (nodecore.Read): the NRI
+// plugin's containers on a Kubernetes node, or a run's jobs.
+func ReadState(path string, t *topology.Topology) ([]Workload, error) {
+	hs, err := nodecore.Read(path, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Workload, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, view(h))
+	}
+	return out, nil
+}

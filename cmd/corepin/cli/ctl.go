@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corepin/corepin/agent"
+	"github.com/corepin/corepin/nodecore"
 )
 
 const ctlUsage = `Talk to a running corepin agent (see corepin agent).
@@ -31,6 +32,8 @@ func init() { register(newCtlCmd) }
 // ctlFlags are the connection flags every ctl subcommand shares.
 type ctlFlags struct {
 	socket, tokenFile string
+	// state is a state file to read instead of asking an agent (list, get).
+	state string
 }
 
 func (f *ctlFlags) client() (*agent.Client, error) {
@@ -84,6 +87,7 @@ func newCtlCmd(e *env) *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&f.socket, "socket", agentSocket(), "agent socket path, or http://host:port ($COREPIN_SOCKET)")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token for a TCP agent")
+	cmd.PersistentFlags().StringVar(&f.state, "state", "", "list and get: read this state file instead of asking an agent (read-only; default when no agent's socket is there: $COREPIN_STATE or "+nodecore.DefaultState+", the NRI plugin's on a Kubernetes node)")
 	cmd.AddCommand(newCtlCreate(e, f), newCtlList(e, f), newCtlGet(e, f), newCtlDelete(e, f), newCtlTop(e, f))
 	return cmd
 }
@@ -143,13 +147,9 @@ func newCtlList(e *env, f *ctlFlags) *cobra.Command {
 		Short: "List workloads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			ws, err := f.workloads(e)
 			if err != nil {
 				return err
-			}
-			ws, err := c.List()
-			if err != nil {
-				return ctlErr(err)
 			}
 			if e.JSON() {
 				return e.PrintJSON(map[string]any{"workloads": ws})
@@ -165,13 +165,9 @@ func newCtlGet(e *env, f *ctlFlags) *cobra.Command {
 		Short: "Show one workload",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			w, err := f.workload(e, args[0])
 			if err != nil {
 				return err
-			}
-			w, err := c.Get(args[0])
-			if err != nil {
-				return ctlErr(err)
 			}
 			if e.JSON() {
 				return e.PrintJSON(w)
