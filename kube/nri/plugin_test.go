@@ -22,7 +22,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/publish"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
@@ -606,7 +606,7 @@ func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
 	})
 }
 
-// Run keeps the node's annotations (nodestate.Annotator, a JSON merge patch of
+// Run keeps the node's annotations (publish.Annotator, a JSON merge patch of
 // the Node) up to date: after an admission the published assignments hold
 // the container's CPUs.
 func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
@@ -628,7 +628,7 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 	defer api.Close()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
-	a := &nodestate.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
+	a := &publish.Annotator{Publisher: &publish.Publisher{Server: api.URL}, Node: "n1"}
 	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
