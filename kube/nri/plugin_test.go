@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
@@ -624,11 +626,17 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 			return
 		}
 		patches <- p
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}`)
 	}))
 	defer api.Close()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
-	a := &publish.Annotator{Publisher: &publish.Publisher{Server: api.URL}, Node: "n1"}
+	pub, err := publish.New(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &publish.Annotator{Publisher: pub, Node: "n1"}
 	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)

@@ -2,32 +2,13 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 
 	"github.com/corepin/corepin/alloc"
-
 	"github.com/corepin/corepin/kube/nodestate"
 )
-
-// AnnotateNode merge-patches node's annotations: a value sets one, nil
-// removes it.
-func (p *Publisher) AnnotateNode(ctx context.Context, node string, ann nodestate.Annotations) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	if err != nil {
-		return err
-	}
-	code, err := p.send(ctx, "annotating node "+node, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(node), "application/merge-patch+json", patch)
-	if err == nil && code == http.StatusNotFound {
-		return fmt.Errorf("annotating node %s: no such node (is --node-name right?)", node)
-	}
-	return err
-}
 
 // Annotator keeps a node's annotations up to date with its state, for
 // Options.Annotate of kube/nri.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
@@ -62,6 +64,19 @@ func (f *fakeNodes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ann[k] = *v
 		}
 	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name, "annotations": ann}})
+}
+
+// publisherOf is a Publisher of the API server at url with bearer token
+// token.
+func publisherOf(t *testing.T, url, token string) *Publisher {
+	t.Helper()
+	p, err := New(&rest.Config{Host: url, BearerToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestAnnotatorPatchesTheNode(t *testing.T) {
@@ -79,7 +94,7 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 	if _, err := st.Allocate(alloc.Request{ID: "b", MilliCPUs: 1500, QoS: alloc.LS}); err != nil {
 		t.Fatal(err)
 	}
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1"}
+	a := &Annotator{Publisher: publisherOf(t, srv.URL, "tok"), Node: "n1"}
 	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatalf("Annotate: %v", err)
 	}
@@ -108,13 +123,13 @@ func TestAnnotatorPatchesTheNode(t *testing.T) {
 	if diff := cmp.Diff([]string{"PATCH application/merge-patch+json"}, api.ctype); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
-	gone := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n2"}
+	gone := &Annotator{Publisher: publisherOf(t, srv.URL, "tok"), Node: "n2"}
 	if err := gone.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "no such node") {
 		t.Errorf("Annotate on a missing node = %v, want an error saying so", err)
 	}
-	bad := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "wrong"}, Node: "n1"}
-	if err := bad.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "annotating node n1") {
-		t.Errorf("Annotate with a wrong token = %v, want an error naming the node and 401", err)
+	bad := &Annotator{Publisher: publisherOf(t, srv.URL, "wrong"), Node: "n1"}
+	if err := bad.Annotate(context.Background(), st, nil); !apierrors.IsUnauthorized(err) || !strings.Contains(err.Error(), "annotating node n1") {
+		t.Errorf("Annotate with a wrong token = %v, want Unauthorized, naming the node", err)
 	}
 }
 
@@ -130,7 +145,7 @@ func TestAnnotatorLogsTheCoarseFormOnce(t *testing.T) {
 	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	a := &Annotator{Publisher: publisherOf(t, srv.URL, "tok"), Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	for range 3 {
 		if err := a.Annotate(context.Background(), st, nil); err != nil {
 			t.Fatal(err)
@@ -149,7 +164,7 @@ func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Annotator{Publisher: &Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", TopologyPolicy: "best-effort"}
+	a := &Annotator{Publisher: publisherOf(t, srv.URL, "tok"), Node: "n1", TopologyPolicy: "best-effort"}
 	if err := a.Annotate(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -141,16 +141,19 @@ func newNRICmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// publisher is the API client of --publish-nrt and --annotate-node: the
-// pod's service account, or the kubeconfig given (a plugin run on the host).
+// publisher is the API client of --publish-nrt and --annotate-node
+// (client-go's, rate limited and retrying): the pod's service account,
+// whose projected token it re-reads as the kubelet rotates it, or the
+// kubeconfig given (a plugin run on the host).
 func publisher(o kubeclient.Options) (*publish.Publisher, error) {
+	ua := "corepin-nri/" + Version
 	if o.Kubeconfig == "" && o.Context == "" {
-		return publish.InCluster()
+		return publish.InCluster(ua)
 	}
-	o.UserAgent = "corepin-nri/" + Version
-	server, hc, err := kubeclient.HTTP(o)
+	o.UserAgent = ua
+	cfg, err := kubeclient.Config(o)
 	if err != nil {
 		return nil, err
 	}
-	return &publish.Publisher{Server: server, Client: hc}, nil
+	return publish.New(cfg)
 }
