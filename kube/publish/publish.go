@@ -39,8 +39,9 @@ import (
 
 // Resources the publisher writes.
 var (
-	// NRTResource is the NodeResourceTopology objects (cluster-scoped).
-	NRTResource = schema.GroupVersionResource{Group: "topology.node.k8s.io", Version: "v1alpha2", Resource: "noderesourcetopologies"}
+	// nrtResource is the NodeResourceTopology objects (cluster-scoped),
+	// the version corepin publishes.
+	nrtResource = schema.FromAPIVersionAndKind(nodestate.NRTAPIVersion, nodestate.NRTKind).GroupVersion().WithResource("noderesourcetopologies")
 	nodes       = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 )
 
@@ -58,7 +59,7 @@ const (
 )
 
 // backoff is the publisher's retry schedule for transient failures
-// (Retriable): 5 tries, waiting 200ms, 400ms, 800ms and 1.6s (±10%)
+// (retriable): 5 tries, waiting 200ms, 400ms, 800ms and 1.6s (±10%)
 // between them, within the 10s kube/nri gives a publication.
 var backoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5}
 
@@ -115,7 +116,7 @@ func (p *Publisher) Publish(ctx context.Context, o nodestate.NRTObject) error {
 	if err != nil {
 		return fmt.Errorf("encoding the NodeResourceTopology: %w", err)
 	}
-	res := p.dyn.Resource(NRTResource)
+	res := p.dyn.Resource(nrtResource)
 	err = p.retry(ctx, func() error {
 		_, err := res.Patch(ctx, o.Metadata.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if !apierrors.IsNotFound(err) {
@@ -154,17 +155,17 @@ func (p *Publisher) AnnotateNode(ctx context.Context, node string, ann nodestate
 	return nil
 }
 
-// retry calls fn until it succeeds, fails for good (not Retriable) or
+// retry calls fn until it succeeds, fails for good (not retriable) or
 // p.backoff's steps run out, or ctx ends.
 func (p *Publisher) retry(ctx context.Context, fn func() error) error {
-	return retry.OnError(p.backoff, func(err error) bool { return ctx.Err() == nil && Retriable(err) }, fn)
+	return retry.OnError(p.backoff, func(err error) bool { return ctx.Err() == nil && retriable(err) }, fn)
 }
 
-// Retriable says whether err may pass by itself: a conflict or an object
+// retriable says whether err may pass by itself: a conflict or an object
 // created meanwhile, the server's 429 or 5xx, a timeout, or a connection
 // refused, reset or cut (an API server restarting). Refusals (400, 401,
 // 403, 404, 422) are not.
-func Retriable(err error) bool {
+func retriable(err error) bool {
 	if err == nil {
 		return false
 	}

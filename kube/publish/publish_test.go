@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -337,4 +338,21 @@ func TestPublisherRereadsTheRotatedTokenFile(t *testing.T) {
 			t.Errorf("Authorization of the requests (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// Outside a pod, or in one without its service-account token, there is no
+// in-cluster publisher, and the error says so.
+func TestInClusterOutsideAPod(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := InCluster("corepin-nri/test"); !errors.Is(err, ErrNotInCluster) {
+		t.Errorf("InCluster without KUBERNETES_SERVICE_HOST = %v, want ErrNotInCluster", err)
+	}
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {
+		t.Skip("this machine has a service-account token")
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	if _, err := InCluster("corepin-nri/test"); !errors.Is(err, ErrNotInCluster) || !strings.Contains(err.Error(), "token") {
+		t.Errorf("InCluster without a token file = %v, want ErrNotInCluster naming the token", err)
+	}
 }
