@@ -24,8 +24,10 @@ type Annotator struct {
 
 // Annotate publishes st, the pod UID of each container assignment (pods,
 // by assignment id; nil when unknown) and a.TopologyPolicy
-// (nodestate.NodeAnnotations) on the node. The first time the topology is too large
-// and only nodestate.AnnotationNUMAFree is published, it logs so once.
+// (nodestate.NodeAnnotations) on the node, by a merge patch of its
+// annotations alone (Publisher.AnnotateNode). The first time the topology
+// is too large and only nodestate.AnnotationNUMAFree is published, it logs
+// so once.
 func (a *Annotator) Annotate(ctx context.Context, st *alloc.State, pods map[string]string) error {
 	ann, coarse, err := nodestate.NodeAnnotations(st, a.TopologyPolicy, pods)
 	if err != nil {
