@@ -208,7 +208,7 @@ func (c *Containers) lookup(id string) (ContainerAssignment, error) {
 
 // StateAndPods is State with the pod UID of each container's assignment,
 // by assignment id (alloc.Assignment.ID), read in one go: what the NRI
-// plugin publishes for the scheduler extender (nrt.NodeAnnotations).
+// plugin publishes for the scheduler extender (nodestate.NodeAnnotations).
 // Assignments of other front doors, and containers whose runtime named no
 // pod UID, are not in pods.
 func (c *Containers) StateAndPods() (*alloc.State, map[string]string, error) {

@@ -23,10 +23,10 @@ const settingsType = "alloc.NodeSettings"
 // function whose signature names both. A new node setting is added to
 // settingsType and to the conversions of these, nowhere else.
 var wireForms = map[string]string{
-	"kube/nrt.Allocator":    "the node annotation corepin.io/allocator and the NRT attributes",
-	"sim.SettingsDoc":       "the settings as simulate's reports show them (JSON)",
-	"agent.Config":          "the agent's and NRI plugin's YAML",
-	"nodecore.SharedConfig": "the settings the agent and the NRI plugin share with corepin run (the state file)",
+	"kube/nodestate.Allocator": "the node annotation corepin.io/allocator and the NRT attributes",
+	"sim.SettingsDoc":          "the settings as simulate's reports show them (JSON)",
+	"agent.Config":             "the agent's and NRI plugin's YAML",
+	"nodecore.SharedConfig":    "the settings the agent and the NRI plugin share with corepin run (the state file)",
 }
 
 // TestOneNodeSettingsType lists the struct types of the module that carry

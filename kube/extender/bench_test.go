@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // BenchmarkFilterPrioritize100Nodes times one /filter plus one /prioritize
@@ -153,10 +152,10 @@ func benchCalls(b *testing.B, h http.Handler, bodies ...[]byte) {
 }
 
 // nrtZones are the Node zones of free CPUs per NUMA node.
-func nrtZones(free ...int) []nrt.Zone {
-	var zs []nrt.Zone
+func nrtZones(free ...int) []nodestate.Zone {
+	var zs []nodestate.Zone
 	for i, f := range free {
-		zs = append(zs, nrt.Zone{Name: fmt.Sprintf("node-%d", i), Type: "Node", Resources: []nrt.Resource{{Name: "cpu", Available: fmt.Sprint(f)}}})
+		zs = append(zs, nodestate.Zone{Name: fmt.Sprintf("node-%d", i), Type: "Node", Resources: []nodestate.Resource{{Name: "cpu", Available: fmt.Sprint(f)}}})
 	}
 	return zs
 }

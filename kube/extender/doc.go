@@ -33,7 +33,7 @@
 // judge and passes with score 0.
 //
 // With WithPods, a node whose AnnotationAllocator says its
-// AnnotationAssigned names the pod of each entry (nrt.Allocator.PodUIDs)
+// AnnotationAssigned names the pod of each entry (nodestate.Allocator.PodUIDs)
 // is judged with the pods bound to it that no entry names placed first, as
 // a PodStore keeps them from a client-go informer: the pods the scheduler
 // bound a moment ago that the node's NRI plugin has not admitted yet. A

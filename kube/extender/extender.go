@@ -354,7 +354,7 @@ const ComingSuffix = " (counting pods bound there and not yet admitted)"
 // judge answers req on a node of state ns (nil: the node publishes none),
 // from the verdict cache or by placing req on a copy of ns. A request
 // naming no topology policy gets the node's default, as the NRI plugin
-// gives it (agent.Containers.Admit).
+// gives it (nodecore.Containers.Admit).
 func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr error) verdict {
 	if ns == nil {
 		return verdict{ok: true} // not a corepin node: not ours to judge

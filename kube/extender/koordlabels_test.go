@@ -12,7 +12,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // Koordinator objects of the label tests, all on koordObject's machine
@@ -68,15 +67,15 @@ func labelStore(t testing.TB) *NRTStore {
 		}
 		s.set(u.GetName(), o)
 	}
-	s.Set(zoneNode, []nrt.Zone{zone("node-0", "4"), zone("node-1", "4")})
+	s.Set(zoneNode, []nodestate.Zone{zone("node-0", "4"), zone("node-1", "4")})
 	if s.Len() != 6 {
 		t.Fatalf("store kept %d nodes, want 6", s.Len())
 	}
 	return s
 }
 
-func zone(name, free string) nrt.Zone {
-	return nrt.Zone{Name: name, Type: "Node", Resources: []nrt.Resource{{Name: "cpu", Available: free}}}
+func zone(name, free string) nodestate.Zone {
+	return nodestate.Zone{Name: name, Type: "Node", Resources: []nodestate.Resource{{Name: "cpu", Available: free}}}
 }
 
 // labeled is a Node named name carrying labels (key, value pairs).

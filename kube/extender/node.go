@@ -33,7 +33,7 @@ const (
 	AnnotationNUMAFree = nodestate.AnnotationNUMAFree
 	// AnnotationAllocator holds the node allocator's settings beside
 	// either form: {"policy":"kubelet","options":["full-pcpus-only"],"topology_policy":"single-numa-node"}
-	// (nrt.Allocator). Absent means policy corepin, no options, topology
+	// (nodestate.Allocator). Absent means policy corepin, no options, topology
 	// policy none (a node of an older corepin).
 	AnnotationAllocator = nodestate.AnnotationAllocator
 )
@@ -71,7 +71,7 @@ type nodeState struct {
 	settings judgedSettings
 	// published is the set of pod UIDs the node's AnnotationAssigned
 	// names, nil unless its AnnotationAllocator says the entries name
-	// their pods (nrt.Allocator.PodUIDs): the pods it has admitted.
+	// their pods (nodestate.Allocator.PodUIDs): the pods it has admitted.
 	published map[string]struct{}
 	// coming is how many pods bound to the node and not yet admitted
 	// there st holds (withBound), before the state the node published

@@ -21,7 +21,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // NRTResource is the NodeResourceTopology resource of version v1alpha2
@@ -81,7 +80,7 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 // Set records node's zones and attributes, or forgets the node (with a
 // warning) when the zones do not read as whole free CPUs per NUMA node or
 // the attributes name an unknown topology policy, engine or option.
-func (s *NRTStore) Set(node string, zones []nrt.Zone, attrs ...nrt.Attribute) {
+func (s *NRTStore) Set(node string, zones []nodestate.Zone, attrs ...nodestate.Attribute) {
 	s.set(node, nodestate.NRTFields{Zones: zones, Attrs: attrs})
 }
 

@@ -21,7 +21,6 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // koordObject is ../nodestate/testdata/koordinator-nrt-v1alpha1.json, the object
@@ -267,7 +266,7 @@ func TestKoordinatorUpdate(t *testing.T) {
 // topology policy unless the topologyManagerPolicy attribute says
 // otherwise.
 func TestNRTTopologyPolicies(t *testing.T) {
-	obj := func(name string, policies []any, attrs ...nrt.Attribute) *unstructured.Unstructured {
+	obj := func(name string, policies []any, attrs ...nodestate.Attribute) *unstructured.Unstructured {
 		u := nrtObject(t, name, 4, 4)
 		u.SetAPIVersion("topology.node.k8s.io/v1alpha1")
 		u.Object["topologyPolicies"] = policies
@@ -285,7 +284,7 @@ func TestNRTTopologyPolicies(t *testing.T) {
 	s, _, log := watchedStoreOf(t, NRTResourceV1alpha1,
 		obj("single", []any{"SingleNUMANodePodLevel"}),
 		obj("none", []any{"None"}),
-		obj("attr-wins", []any{"SingleNUMANodeContainerLevel"}, nrt.Attribute{Name: nrt.AttrTopologyPolicy, Value: "none"}),
+		obj("attr-wins", []any{"SingleNUMANodeContainerLevel"}, nodestate.Attribute{Name: nodestate.AttrTopologyPolicy, Value: "none"}),
 		obj("bogus", []any{"Sometimes"}),
 	)
 	res := filter(t, New(WithNRT(s)).Handler(), args(t, guaranteedPod("six", "6", nil, nil),

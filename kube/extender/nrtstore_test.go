@@ -26,12 +26,11 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
 // nrtObject is node's NodeResourceTopology as corepin nri --publish-nrt
-// builds it (nrt.Build) for a machine of 8 single-thread cores per NUMA
+// builds it (nodestate.BuildNRT) for a machine of 8 single-thread cores per NUMA
 // node with free[i] of node i's CPUs not held by an exclusive workload.
 func nrtObject(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 	t.Helper()
@@ -44,7 +43,7 @@ func nrtObject(t *testing.T, node string, free ...int) *unstructured.Unstructure
 			}
 		}
 	}
-	o := nrt.Build(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node")
+	o := nodestate.BuildNRT(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node")
 	return toUnstructured(t, o)
 }
 
@@ -209,7 +208,7 @@ func TestNRTMalformedZonesLeaveNodeUnjudged(t *testing.T) {
 		return map[string]any{"name": name, "type": typ, "resources": []any{map[string]any{"name": "cpu", "capacity": "8", "allocatable": "8", "available": avail}}}
 	}
 	obj := func(name string, zones any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": nrt.APIVersion, "kind": nrt.Kind,
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": nodestate.NRTAPIVersion, "kind": nodestate.NRTKind,
 			"metadata": map[string]any{"name": name}, "zones": zones}}
 	}
 	cases := []struct {
@@ -258,7 +257,7 @@ func TestNRTMalformedZonesLeaveNodeUnjudged(t *testing.T) {
 func TestNRTStoreBounded(t *testing.T) {
 	log := &logBuf{}
 	s := NewNRTStore(2, slog.New(slog.NewTextHandler(log, nil)))
-	z := nrt.Build("x", topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1}), alloc.Pools{}, "").Zones
+	z := nodestate.BuildNRT("x", topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1}), alloc.Pools{}, "").Zones
 	for _, n := range []string{"a", "b", "c"} {
 		s.Set(n, z)
 	}

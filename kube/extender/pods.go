@@ -35,7 +35,7 @@ const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=
 // PodStore keeps the pods bound to nodes that ask for CPUs (every QoS class
 // but BE), with their allocation requests (RequestOf), for WithPods. A
 // node whose corepin.io/allocator says its AnnotationAssigned names the
-// pods it admitted (nrt.Allocator.PodUIDs) is judged with the pods bound
+// pods it admitted (nodestate.Allocator.PodUIDs) is judged with the pods bound
 // to it that no entry names placed first, in the order the store first
 // saw them bound: pods the scheduler bound a moment ago and the node's NRI
 // plugin has not admitted and published yet. A node judged by its
@@ -381,7 +381,7 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 
 // publishedPods is the set of pod UIDs the entries of list name, or nil
 // when the node does not say the entries name them (podUIDs:
-// nrt.Allocator.PodUIDs).
+// nodestate.Allocator.PodUIDs).
 func publishedPods(podUIDs bool, list []string) map[string]struct{} {
 	if !podUIDs {
 		return nil

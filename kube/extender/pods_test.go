@@ -24,7 +24,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -368,7 +368,7 @@ func TestBoundPodsChangeWhileJudging(t *testing.T) {
 // taken to be in it. An object republished unchanged is no newer.
 func TestBoundPodsOnNRTNodes(t *testing.T) {
 	s := NewNRTStore(10, slog.New(slog.DiscardHandler))
-	s.Set("z", []nrt.Zone{zone("node-0", "8"), zone("node-1", "8")})
+	s.Set("z", []nodestate.Zone{zone("node-0", "8"), zone("node-1", "8")})
 	pods := NewPodStore(100, nil)
 	e := New(WithNRT(s), WithPods(pods))
 	five := guaranteedPod("five", "5", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
@@ -393,7 +393,7 @@ func TestBoundPodsOnNRTNodes(t *testing.T) {
 		t.Fatalf("two coming pods: kept %v (%s), want refused with %q", kept, why, ComingSuffix)
 	}
 	// The object now holds them (koordlet reported): not counted twice.
-	s.Set("z", []nrt.Zone{zone("node-0", "3"), zone("node-1", "3")})
+	s.Set("z", []nodestate.Zone{zone("node-0", "3"), zone("node-1", "3")})
 	if kept, why := verdict(three); !kept {
 		t.Fatalf("after the object changed: a 3-CPU pod refused (%s)", why)
 	}
@@ -406,7 +406,7 @@ func TestBoundPodsOnNRTNodes(t *testing.T) {
 		t.Fatal("two coming 3-CPU pods on 3+3 free: a third kept")
 	}
 	// Republished unchanged: no newer than before, the two still come.
-	s.Set("z", []nrt.Zone{zone("node-0", "3"), zone("node-1", "3")})
+	s.Set("z", []nodestate.Zone{zone("node-0", "3"), zone("node-1", "3")})
 	if kept, _ := verdict(three); kept {
 		t.Fatal("the object republished unchanged dropped the coming pods")
 	}
@@ -416,7 +416,7 @@ func TestBoundPodsOnNRTNodes(t *testing.T) {
 // object's free CPUs leave shared pods' quotas out.
 func TestBoundSharedPodsDoNotCountOnNRTNodes(t *testing.T) {
 	s := NewNRTStore(10, slog.New(slog.DiscardHandler))
-	s.Set("z", []nrt.Zone{zone("node-0", "8")})
+	s.Set("z", []nodestate.Zone{zone("node-0", "8")})
 	pods := NewPodStore(100, nil)
 	e := New(WithNRT(s), WithPods(pods))
 	ls := boundPodOn("ls", "z", "3")

@@ -62,7 +62,7 @@ func published(t *testing.T, e *Extender, st *alloc.State, topologyPolicy string
 }
 
 // nodeAdmits is the node's own answer to a pod asking r: the NRI plugin's
-// (agent.Containers.Admit gives a request naming no topology policy the
+// (nodecore.Containers.Admit gives a request naming no topology policy the
 // node's default, places it and refuses what starves the shared pools).
 func nodeAdmits(st *alloc.State, r alloc.Request, topologyPolicy string) (alloc.Placement, error) {
 	if r.TopologyPolicy == "" {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -244,14 +244,14 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	log := &logBuf{}
 	s := NewNRTStore(10, slog.New(slog.NewTextHandler(log, nil)))
 	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
-	set := func(name string, a nrt.Allocator) {
-		o := nrt.BuildWith(name, topo, alloc.Pools{}, a)
+	set := func(name string, a nodestate.Allocator) {
+		o := nodestate.BuildNRTWith(name, topo, alloc.Pools{}, a)
 		s.Set(name, o.Zones, o.Attributes...)
 	}
-	set("snn", nrt.Allocator{TopologyPolicy: "single-numa-node"})
-	set("none", nrt.Allocator{})
-	set("kubelet", nrt.Allocator{Policy: "kubelet", Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: "restricted"})
-	s.Set("bad", nrt.Build("bad", topo, alloc.Pools{}, "").Zones, nrt.Attribute{Name: nrt.AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"})
+	set("snn", nodestate.Allocator{TopologyPolicy: "single-numa-node"})
+	set("none", nodestate.Allocator{})
+	set("kubelet", nodestate.Allocator{Policy: "kubelet", Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: "restricted"})
+	s.Set("bad", nodestate.BuildNRT("bad", topo, alloc.Pools{}, "").Zones, nodestate.Attribute{Name: nodestate.AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"})
 	if _, ok := s.get("bad"); ok || !strings.Contains(log.String(), "single-numa-node") {
 		t.Errorf("an unknown topologyManagerPolicy: node kept %v, log %q; want it unjudged with a warning listing the policies", ok, log.String())
 	}

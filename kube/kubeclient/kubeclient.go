@@ -155,7 +155,7 @@ func restClient(base *rest.Config, gv schema.GroupVersion, apiPath string) (*res
 // HTTP returns the API server's base URL and an HTTP client that
 // authenticates as o's kubeconfig says (token, client certificate, exec
 // plugin) and trusts its CA, for code that speaks the REST API itself
-// (kube/nrt's publisher).
+// (the extender's discovery of the NodeResourceTopology version).
 func HTTP(o Options) (string, *http.Client, error) {
 	cfg, _, err := restConfig(o)
 	if err != nil {
@@ -170,6 +170,14 @@ func HTTP(o Options) (string, *http.Client, error) {
 		host = "https://" + host
 	}
 	return strings.TrimSuffix(host, "/"), hc, nil
+}
+
+// Config is the REST configuration of o's kubeconfig (token, token file,
+// client certificate, exec plugin; its CA), for clients this package does
+// not build (kube/publish's publisher).
+func Config(o Options) (*rest.Config, error) {
+	cfg, _, err := restConfig(o)
+	return cfg, err
 }
 
 // restConfig loads o's kubeconfig: the REST configuration and the

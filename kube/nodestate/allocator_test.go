@@ -1,10 +1,8 @@
 package nodestate
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -59,7 +56,7 @@ func TestNodeAnnotationsPublishTheAllocatorSettings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseAllocator(%s): %v", *got, err)
 			}
-			if diff := cmp.Diff(nrt.AllocatorOf(settingsOf(st, tc.topologyPolicy)), a); diff != "" {
+			if diff := cmp.Diff(AllocatorOf(settingsOf(st, tc.topologyPolicy)), a); diff != "" {
 				t.Errorf("read back (-published +parsed):\n%s", diff)
 			}
 		})
@@ -79,26 +76,9 @@ func TestAllocatorOfSettingsIsAllocatorOfItsState(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.TopologyPolicy = alloc.TopologyRestricted
-		if diff := cmp.Diff(nrt.AllocatorOf(settingsOf(st, "restricted")), nrt.AllocatorOf(cfg)); diff != "" {
+		if diff := cmp.Diff(AllocatorOf(settingsOf(st, "restricted")), AllocatorOf(cfg)); diff != "" {
 			t.Errorf("%+v (-state +config):\n%s", cfg, diff)
 		}
-	}
-}
-
-func TestAnnotatorPublishesItsTopologyPolicy(t *testing.T) {
-	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
-	st, err := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.NodeSettings{Policy: alloc.PolicyKubelet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", TopologyPolicy: "best-effort"}
-	if err := a.Annotate(context.Background(), st, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := api.ann["n1"][AnnotationAllocator], `{"policy":"kubelet","topology_policy":"best-effort"}`; got != want {
-		t.Errorf("%s on the node = %s, want %s", AnnotationAllocator, got, want)
 	}
 }
 
@@ -139,19 +119,19 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 	topo := topology.MustSynthetic(twoNodes)
 	tests := []struct {
 		name string
-		s    nrt.Allocator
-		want []nrt.Attribute
+		s    Allocator
+		want []Attribute
 	}{
-		{name: "topology policy only (Build)", s: nrt.Allocator{TopologyPolicy: "single-numa-node"},
-			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "single-numa-node"}, {Name: nrt.AttrTopologyScope, Value: "container"}}},
-		{name: "none by default", s: nrt.Allocator{Policy: "corepin"},
-			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "none"}, {Name: nrt.AttrTopologyScope, Value: "container"}, {Name: nrt.AttrPolicy, Value: "corepin"}}},
-		{name: "kubelet with options", s: nrt.Allocator{Policy: "kubelet", Options: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "restricted"},
-			want: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "restricted"}, {Name: nrt.AttrTopologyScope, Value: "container"}, {Name: nrt.AttrPolicy, Value: "kubelet"}, {Name: nrt.AttrOptions, Value: "full-pcpus-only,strict-cpu-reservation"}}},
+		{name: "topology policy only (Build)", s: Allocator{TopologyPolicy: "single-numa-node"},
+			want: []Attribute{{Name: AttrTopologyPolicy, Value: "single-numa-node"}, {Name: AttrTopologyScope, Value: "container"}}},
+		{name: "none by default", s: Allocator{Policy: "corepin"},
+			want: []Attribute{{Name: AttrTopologyPolicy, Value: "none"}, {Name: AttrTopologyScope, Value: "container"}, {Name: AttrPolicy, Value: "corepin"}}},
+		{name: "kubelet with options", s: Allocator{Policy: "kubelet", Options: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "restricted"},
+			want: []Attribute{{Name: AttrTopologyPolicy, Value: "restricted"}, {Name: AttrTopologyScope, Value: "container"}, {Name: AttrPolicy, Value: "kubelet"}, {Name: AttrOptions, Value: "full-pcpus-only,strict-cpu-reservation"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := nrt.BuildWith("n1", topo, alloc.Pools{}, tc.s)
+			o := BuildNRTWith("n1", topo, alloc.Pools{}, tc.s)
 			if diff := cmp.Diff(tc.want, o.Attributes); diff != "" {
 				t.Errorf("attributes (-want +got):\n%s", diff)
 			}
@@ -168,7 +148,7 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff(nrt.Build("n1", topo, alloc.Pools{}, "best-effort"), nrt.BuildWith("n1", topo, alloc.Pools{}, nrt.Allocator{TopologyPolicy: "best-effort"})); diff != "" {
+	if diff := cmp.Diff(BuildNRT("n1", topo, alloc.Pools{}, "best-effort"), BuildNRTWith("n1", topo, alloc.Pools{}, Allocator{TopologyPolicy: "best-effort"})); diff != "" {
 		t.Errorf("Build differs from BuildWith of the topology policy alone:\n%s", diff)
 	}
 }
@@ -176,15 +156,15 @@ func TestBuildWithCarriesTheSettingsAsAttributes(t *testing.T) {
 func TestAllocatorFromAttributesRefuses(t *testing.T) {
 	tests := []struct {
 		name  string
-		attrs []nrt.Attribute
+		attrs []Attribute
 		want  string
 	}{
-		{name: "unknown topology policy", attrs: []nrt.Attribute{{Name: nrt.AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"}}, want: "single-numa-node"},
-		{name: "unknown policy", attrs: []nrt.Attribute{{Name: nrt.AttrPolicy, Value: "static"}}, want: "corepin or kubelet"},
-		{name: "unknown option", attrs: []nrt.Attribute{{Name: nrt.AttrOptions, Value: "full-pcpus-only,,"}}, want: `unknown option ""`},
-		{name: "given twice", attrs: []nrt.Attribute{{Name: nrt.AttrPolicy, Value: "kubelet"}, {Name: nrt.AttrPolicy, Value: "corepin"}}, want: "given twice"},
-		{name: "too long", attrs: []nrt.Attribute{{Name: nrt.AttrOptions, Value: strings.Repeat("x", 2000)}}, want: "longer than"},
-		{name: "too many", attrs: make([]nrt.Attribute, MaxAttributes+1), want: "attributes, more than"},
+		{name: "unknown topology policy", attrs: []Attribute{{Name: AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"}}, want: "single-numa-node"},
+		{name: "unknown policy", attrs: []Attribute{{Name: AttrPolicy, Value: "static"}}, want: "corepin or kubelet"},
+		{name: "unknown option", attrs: []Attribute{{Name: AttrOptions, Value: "full-pcpus-only,,"}}, want: `unknown option ""`},
+		{name: "given twice", attrs: []Attribute{{Name: AttrPolicy, Value: "kubelet"}, {Name: AttrPolicy, Value: "corepin"}}, want: "given twice"},
+		{name: "too long", attrs: []Attribute{{Name: AttrOptions, Value: strings.Repeat("x", 2000)}}, want: "longer than"},
+		{name: "too many", attrs: make([]Attribute, MaxAttributes+1), want: "attributes, more than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,8 +175,8 @@ func TestAllocatorFromAttributesRefuses(t *testing.T) {
 		})
 	}
 	// Attributes of others (NFD's, Koordinator's) are skipped.
-	a, err := AllocatorFromAttributes([]nrt.Attribute{{Name: "nodeTopologyPodsFingerprint", Value: "pfp0v001abc"}, {Name: nrt.AttrTopologyScope, Value: "pod"}})
-	if err != nil || !cmp.Equal(a, nrt.Allocator{}) {
+	a, err := AllocatorFromAttributes([]Attribute{{Name: "nodeTopologyPodsFingerprint", Value: "pfp0v001abc"}, {Name: AttrTopologyScope, Value: "pod"}})
+	if err != nil || !cmp.Equal(a, Allocator{}) {
 		t.Errorf("foreign attributes read as %+v, %v; want no settings", a, err)
 	}
 }

@@ -1,16 +1,11 @@
 package nodestate
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strconv"
-	"sync"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 )
 
@@ -76,11 +71,11 @@ var ErrTooLarge = errors.New("node state too large to publish")
 // front door's. When the three together
 // would pass MaxAnnotationBytes it publishes AnnotationNUMAFree and
 // AnnotationAllocator only (coarse is true) and removes the other two.
-func NodeAnnotations(st *alloc.State, topologyPolicy alloc.TopologyPolicy, pods map[string]string) (ann nrt.Annotations, coarse bool, err error) {
+func NodeAnnotations(st *alloc.State, topologyPolicy alloc.TopologyPolicy, pods map[string]string) (ann Annotations, coarse bool, err error) {
 	// settings is the AnnotationAllocator value, saying whether the
 	// entries name their pods.
 	settings := func(podUIDs bool) (*string, error) {
-		a := nrt.AllocatorOf(settingsOf(st, topologyPolicy))
+		a := AllocatorOf(settingsOf(st, topologyPolicy))
 		a.PodUIDs = podUIDs
 		b, err := json.Marshal(a)
 		if err != nil {
@@ -123,7 +118,7 @@ func NodeAnnotations(st *alloc.State, topologyPolicy alloc.TopologyPolicy, pods 
 	}
 	if len(topo)+len(as)+len(*set) <= MaxAnnotationBytes {
 		t, a := string(topo), string(as)
-		return nrt.Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: set}, false, nil
+		return Annotations{AnnotationTopology: &t, AnnotationAssigned: &a, AnnotationNUMAFree: nil, AnnotationAllocator: set}, false, nil
 	}
 	free, err := NUMAFree(st)
 	if err != nil {
@@ -134,7 +129,7 @@ func NodeAnnotations(st *alloc.State, topologyPolicy alloc.TopologyPolicy, pods 
 	if set, err = settings(false); err != nil {
 		return nil, false, err
 	}
-	return nrt.Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: set}, true, nil
+	return Annotations{AnnotationTopology: nil, AnnotationAssigned: nil, AnnotationNUMAFree: &free, AnnotationAllocator: set}, true, nil
 }
 
 // NUMAFree is st's AnnotationNUMAFree: per NUMA node id from 0, the CPUs an
@@ -157,34 +152,4 @@ func NUMAFree(st *alloc.State) (string, error) {
 	}
 	b, err := json.Marshal(free)
 	return string(b), err
-}
-
-// Annotator keeps a node's annotations up to date with its state, for
-// Options.Annotate of kube/nri.
-type Annotator struct {
-	Publisher *nrt.Publisher
-	Node      string
-	// TopologyPolicy is the node's default topology policy (the NRI
-	// plugin's), published in AnnotationAllocator.
-	TopologyPolicy alloc.TopologyPolicy
-	Log            *slog.Logger
-	coarse         sync.Once
-}
-
-// Annotate publishes st, the pod UID of each container assignment (pods,
-// by assignment id; nil when unknown) and a.TopologyPolicy
-// (NodeAnnotations) on the node. The first time the topology is too large
-// and only AnnotationNUMAFree is published, it logs so once.
-func (a *Annotator) Annotate(ctx context.Context, st *alloc.State, pods map[string]string) error {
-	ann, coarse, err := NodeAnnotations(st, a.TopologyPolicy, pods)
-	if err != nil {
-		return err
-	}
-	if coarse && a.Log != nil {
-		a.coarse.Do(func() {
-			a.Log.Warn("the node's topology is too large for its annotations; publishing free CPUs per NUMA node only",
-				"annotation", AnnotationNUMAFree, "max_bytes", strconv.Itoa(MaxAnnotationBytes))
-		})
-	}
-	return a.Publisher.AnnotateNode(ctx, a.Node, ann)
 }

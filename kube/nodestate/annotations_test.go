@@ -1,121 +1,16 @@
 package nodestate
 
 import (
-	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
-// fakeNodes is an API server holding Node objects' annotations and
-// applying JSON merge patches to them.
-type fakeNodes struct {
-	mu    sync.Mutex
-	ann   map[string]map[string]string
-	ctype []string
-}
-
-func (f *fakeNodes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.ctype = append(f.ctype, r.Method+" "+r.Header.Get("Content-Type"))
-	if r.Header.Get("Authorization") != "Bearer tok" {
-		http.Error(w, `{"reason":"Unauthorized"}`, http.StatusUnauthorized)
-		return
-	}
-	name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/")
-	ann, exists := f.ann[name]
-	if !ok || r.Method != http.MethodPatch || !exists {
-		http.Error(w, `{"reason":"NotFound"}`, http.StatusNotFound)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var patch struct {
-		Metadata struct {
-			Annotations map[string]*string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(body, &patch); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	for k, v := range patch.Metadata.Annotations {
-		if v == nil {
-			delete(ann, k)
-		} else {
-			ann[k] = *v
-		}
-	}
-}
-
-func TestAnnotatorPatchesTheNode(t *testing.T) {
-	api := &fakeNodes{ann: map[string]map[string]string{"n1": {"other": "kept", AnnotationNUMAFree: "[1,1]"}}}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
-	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 2, QoS: alloc.LSE, Exclusive: alloc.ExclusivePCPULevel}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(alloc.Request{ID: "b", MilliCPUs: 1500, QoS: alloc.LS}); err != nil {
-		t.Fatal(err)
-	}
-	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1"}
-	if err := a.Annotate(context.Background(), st, nil); err != nil {
-		t.Fatalf("Annotate: %v", err)
-	}
-	got := api.ann["n1"]
-	if got["other"] != "kept" {
-		t.Errorf("another annotation was lost: %v", got)
-	}
-	if _, ok := got[AnnotationNUMAFree]; ok {
-		t.Errorf("%s left beside the topology: %v", AnnotationNUMAFree, got)
-	}
-	var assigned []map[string]any
-	if err := json.Unmarshal([]byte(got[AnnotationAssigned]), &assigned); err != nil {
-		t.Fatalf("%s %q: %v", AnnotationAssigned, got[AnnotationAssigned], err)
-	}
-	want := []map[string]any{
-		{"id": ReservedID, "cpuset": "0", "qos": "LSE", "exclusive": "", "cpus": nil},
-		{"id": "a", "cpuset": st.Assignments()[0].CPUs.String(), "qos": "LSE", "exclusive": "PCPULevel", "cpus": nil},
-		{"id": "b", "cpuset": "", "qos": "LS", "exclusive": "", "cpus": 1.5},
-	}
-	if diff := cmp.Diff(want, assigned); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", AnnotationAssigned, diff)
-	}
-	if doc, _ := json.Marshal(topo.Doc()); got[AnnotationTopology] != string(doc) {
-		t.Errorf("%s = %.80s..., want the compact topo document", AnnotationTopology, got[AnnotationTopology])
-	}
-	if diff := cmp.Diff([]string{"PATCH application/merge-patch+json"}, api.ctype); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
-	gone := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n2"}
-	if err := gone.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "no such node") {
-		t.Errorf("Annotate on a missing node = %v, want an error saying so", err)
-	}
-	bad := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "wrong"}, Node: "n1"}
-	if err := bad.Annotate(context.Background(), st, nil); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "annotating node n1") {
-		t.Errorf("Annotate with a wrong token = %v, want an error naming the node and 401", err)
-	}
-}
-
 // A machine whose topology document passes MaxAnnotationBytes publishes
-// the free CPUs per NUMA node only, and says so once.
+// the free CPUs per NUMA node only.
 func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	big := topology.MustSynthetic(topology.Shape{Sockets: 8, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 48, ThreadsPerCore: 2})
 	st, err := alloc.NewState(big, alloc.NodeSettings{Reserved: cpuset.New(0)})
@@ -131,19 +26,6 @@ func TestNodeAnnotationsFallBackToNUMAFree(t *testing.T) {
 	}
 	if got, want := *ann[AnnotationNUMAFree], "[191"+strings.Repeat(",192", 15)+"]"; got != want {
 		t.Errorf("%s = %s, want %s (CPU 0 reserved)", AnnotationNUMAFree, got, want)
-	}
-	var logs strings.Builder
-	api := &fakeNodes{ann: map[string]map[string]string{"n1": {}}}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
-	a := &Annotator{Publisher: &nrt.Publisher{Server: srv.URL, Token: "tok"}, Node: "n1", Log: slog.New(slog.NewTextHandler(&logs, nil))}
-	for range 3 {
-		if err := a.Annotate(context.Background(), st, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := strings.Count(logs.String(), "too large"); n != 1 {
-		t.Errorf("logged the fallback %d times, want once:\n%s", n, logs.String())
 	}
 }
 

@@ -1,16 +1,16 @@
 // Package nodestate is the codec of what a node publishes about its CPUs
 // for a scheduler: the encoder beside the decoder. A corepin node (the NRI
 // plugin with --annotate-node) publishes its machine, the CPUs held on it
-// and its allocator settings in Node annotations (NodeAnnotations, written
-// by Annotator); a NodeResourceTopology object carries free CPUs per NUMA
-// node in its zones and the settings in its attributes (FreeCPUs,
-// AllocatorFromAttributes), and Koordinator's koordlet describes the whole
+// and its allocator settings in Node annotations (NodeAnnotations); a
+// NodeResourceTopology object (BuildNRTWith) carries free CPUs per NUMA
+// node in its zones and the settings in its attributes (read back by
+// FreeCPUs and AllocatorFromAttributes), and Koordinator's koordlet describes the whole
 // machine in that object's annotations (ParseKoord) and forces bind and
 // NUMA strategy with Node labels (ParseKoordLabels). Settings come out as
-// alloc.NodeSettings, whatever their wire form (nrt.Allocator).
+// alloc.NodeSettings, whatever their wire form (Allocator).
 //
 // The scheduler extender and `corepin simulate --from-cluster` read nodes
 // through it, so that what judges a node and what replays over it agree.
-// It builds no allocator state and talks to no API server: kube/nrt
-// publishes, kube/extender judges.
+// It builds no allocator state and talks to no API server: kube/publish
+// writes what it encodes, kube/extender judges what it decodes.
 package nodestate

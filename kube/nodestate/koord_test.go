@@ -11,7 +11,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 )
 
 // koordDetail is AnnotationKoordCPUTopology of a machine of the given
@@ -257,7 +256,7 @@ func FuzzParseKoord(f *testing.F) {
 			}
 			return
 		}
-		if err := CheckAllocator(nrt.AllocatorOf(k.Settings)); err != nil {
+		if err := CheckAllocator(AllocatorOf(k.Settings)); err != nil {
 			t.Errorf("accepted settings %+v: %v", k.Settings, err)
 		}
 		machine := k.Topology.Online()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
@@ -43,7 +42,7 @@ type Published struct {
 	Settings    alloc.NodeSettings
 	HasSettings bool
 	// PodUIDs says the Assigned entries name their pods
-	// (nrt.Allocator.PodUIDs, plan.Assigned.PodUID).
+	// (Allocator.PodUIDs, plan.Assigned.PodUID).
 	PodUIDs bool
 }
 
@@ -151,13 +150,13 @@ func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, 
 
 // parseSettings decodes AnnotationAllocator; nil (the node publishes none)
 // is the zero settings: policy corepin, no options, topology policy none.
-func parseSettings(raw *string) (nrt.Allocator, error) {
+func parseSettings(raw *string) (Allocator, error) {
 	if raw == nil {
-		return nrt.Allocator{}, nil
+		return Allocator{}, nil
 	}
 	a, err := ParseAllocator(*raw)
 	if err != nil {
-		return nrt.Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
+		return Allocator{}, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationAllocator, err)
 	}
 	return a, nil
 }

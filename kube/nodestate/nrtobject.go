@@ -10,7 +10,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -146,11 +145,11 @@ func (n NRTNode) JudgedSettings(nodeLabels map[string]string) (alloc.NodeSetting
 // NRTFields are what is read of one NodeResourceTopology object
 // (FieldsOf).
 type NRTFields struct {
-	Zones []nrt.Zone
+	Zones []Zone
 	// ZonesErr is the error reading Zones: only an error when the object
 	// has no Koordinator detail.
 	ZonesErr error
-	Attrs    []nrt.Attribute
+	Attrs    []Attribute
 	// Policies are the object's topologyPolicies (v1alpha1).
 	Policies []string
 	// KoordAnn are the object's annotations when it carries Koordinator's
@@ -175,7 +174,7 @@ func (o NRTFields) Read() (n NRTNode, koordErr, err error) {
 		return NRTNode{}, nil, err
 	}
 	n.Settings = a.Settings()
-	if n.Settings.TopologyPolicy == "" && !hasAttribute(o.Attrs, nrt.AttrTopologyPolicy) {
+	if n.Settings.TopologyPolicy == "" && !hasAttribute(o.Attrs, AttrTopologyPolicy) {
 		if n.Settings.TopologyPolicy, err = TopologyPolicyOfNRT(o.Policies); err != nil {
 			return NRTNode{}, nil, err
 		}
@@ -200,7 +199,7 @@ func (o NRTFields) Read() (n NRTNode, koordErr, err error) {
 	return n, nil, nil
 }
 
-func hasAttribute(attrs []nrt.Attribute, name string) bool {
+func hasAttribute(attrs []Attribute, name string) bool {
 	for _, a := range attrs {
 		if a.Name == name {
 			return true
@@ -228,7 +227,7 @@ func FieldsOf(u *unstructured.Unstructured) (NRTFields, error) {
 			return o, fmt.Errorf("%w: more than %d attributes", ErrAllocator, MaxAttributes)
 		}
 		var a struct {
-			Attributes []nrt.Attribute `json:"attributes"`
+			Attributes []Attribute `json:"attributes"`
 		}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"attributes": al}, &a); err != nil {
 			return o, fmt.Errorf("%w: attributes: %w", ErrAllocator, err)
@@ -255,7 +254,7 @@ func FieldsOf(u *unstructured.Unstructured) (NRTFields, error) {
 }
 
 // zonesOf decodes an object's zones.
-func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
+func zonesOf(u *unstructured.Unstructured) ([]Zone, error) {
 	raw, ok := u.Object["zones"]
 	if !ok || raw == nil {
 		return nil, fmt.Errorf("%w: no zones", ErrZones)
@@ -268,7 +267,7 @@ func zonesOf(u *unstructured.Unstructured) ([]nrt.Zone, error) {
 		return nil, fmt.Errorf("%w: more than %d zones", ErrZones, MaxZones)
 	}
 	var o struct {
-		Zones []nrt.Zone `json:"zones"`
+		Zones []Zone `json:"zones"`
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"zones": list}, &o); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrZones, err)

@@ -12,7 +12,6 @@ import (
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -46,7 +45,7 @@ var ErrZones = errors.New("invalid NodeResourceTopology zones")
 // Node zone named otherwise, given twice or without a cpu resource, or a
 // cpu quantity that is not a whole, non-negative number of CPUs, is an
 // error wrapping ErrZones.
-func FreeCPUs(zones []nrt.Zone) ([]int, error) {
+func FreeCPUs(zones []Zone) ([]int, error) {
 	if len(zones) > MaxZones {
 		return nil, fmt.Errorf("%w: %d zones, more than %d", ErrZones, len(zones), MaxZones)
 	}
@@ -61,7 +60,7 @@ func FreeCPUs(zones []nrt.Zone) ([]int, error) {
 			return nil, err
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("%w: zone %s given twice", ErrZones, nrt.ZoneName(topology.NodeID(id)))
+			return nil, fmt.Errorf("%w: zone %s given twice", ErrZones, ZoneName(topology.NodeID(id)))
 		}
 		seen[id] = true
 		n, err := zoneCPUs(z)
@@ -97,11 +96,11 @@ func zoneID(name string) (int, error) {
 }
 
 // zoneCPUs is the available cpu of zone z.
-func zoneCPUs(z nrt.Zone) (int, error) {
+func zoneCPUs(z Zone) (int, error) {
 	if len(z.Resources) > MaxResources {
 		return 0, fmt.Errorf("%w: zone %s: %d resources, more than %d", ErrZones, z.Name, len(z.Resources), MaxResources)
 	}
-	i := slices.IndexFunc(z.Resources, func(r nrt.Resource) bool { return r.Name == "cpu" })
+	i := slices.IndexFunc(z.Resources, func(r Resource) bool { return r.Name == "cpu" })
 	if i < 0 {
 		return 0, fmt.Errorf("%w: zone %s has no cpu resource", ErrZones, z.Name)
 	}
@@ -135,26 +134,26 @@ var ErrAllocator = errors.New("invalid allocator settings")
 // ParseAllocator decodes AnnotationAllocator: one JSON object of the
 // fields of Allocator and no others, at most MaxAnnotationBytes long, whose
 // names Check accepts. Errors wrap ErrAllocator and say what is allowed.
-func ParseAllocator(s string) (nrt.Allocator, error) {
+func ParseAllocator(s string) (Allocator, error) {
 	if len(s) > MaxAnnotationBytes {
-		return nrt.Allocator{}, fmt.Errorf("%w: longer than %d bytes", ErrAllocator, MaxAnnotationBytes)
+		return Allocator{}, fmt.Errorf("%w: longer than %d bytes", ErrAllocator, MaxAnnotationBytes)
 	}
-	var a nrt.Allocator
+	var a Allocator
 	if t := bytes.TrimLeft([]byte(s), " \t\r\n"); len(t) > 0 && t[0] != '{' {
-		return nrt.Allocator{}, fmt.Errorf("%w: %q is not a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}",
+		return Allocator{}, fmt.Errorf("%w: %q is not a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}",
 			ErrAllocator, short(s))
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return nrt.Allocator{}, fmt.Errorf("%w: parsing %q: want a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}: %w",
+		return Allocator{}, fmt.Errorf("%w: parsing %q: want a JSON object like {\"policy\":\"kubelet\",\"options\":[\"full-pcpus-only\"],\"topology_policy\":\"single-numa-node\"}: %w",
 			ErrAllocator, short(s), err)
 	}
 	if dec.More() {
-		return nrt.Allocator{}, fmt.Errorf("%w: trailing data after the JSON object", ErrAllocator)
+		return Allocator{}, fmt.Errorf("%w: trailing data after the JSON object", ErrAllocator)
 	}
 	if err := CheckAllocator(a); err != nil {
-		return nrt.Allocator{}, err
+		return Allocator{}, err
 	}
 	return a, nil
 }
@@ -163,7 +162,7 @@ func ParseAllocator(s string) (nrt.Allocator, error) {
 // engine takes together (at most MaxOptions) and a known topology policy,
 // with the allocator's own parsers. Errors wrap ErrAllocator (and
 // alloc.ErrInvalid) and list the allowed names.
-func CheckAllocator(a nrt.Allocator) error {
+func CheckAllocator(a Allocator) error {
 	if _, err := alloc.ParsePolicy(a.Policy); err != nil {
 		return fmt.Errorf("%w: policy: %w", ErrAllocator, err)
 	}
@@ -185,38 +184,38 @@ func CheckAllocator(a nrt.Allocator) error {
 // attributes are skipped. More than MaxAttributes attributes, one of
 // these given twice, or a value Check refuses is an error wrapping
 // ErrAllocator.
-func AllocatorFromAttributes(attrs []nrt.Attribute) (nrt.Allocator, error) {
+func AllocatorFromAttributes(attrs []Attribute) (Allocator, error) {
 	if len(attrs) > MaxAttributes {
-		return nrt.Allocator{}, fmt.Errorf("%w: %d attributes, more than %d", ErrAllocator, len(attrs), MaxAttributes)
+		return Allocator{}, fmt.Errorf("%w: %d attributes, more than %d", ErrAllocator, len(attrs), MaxAttributes)
 	}
-	var a nrt.Allocator
+	var a Allocator
 	seen := map[string]bool{}
 	for _, at := range attrs {
 		switch at.Name {
-		case nrt.AttrTopologyPolicy, nrt.AttrPolicy, nrt.AttrOptions:
+		case AttrTopologyPolicy, AttrPolicy, AttrOptions:
 		default:
 			continue
 		}
 		if seen[at.Name] {
-			return nrt.Allocator{}, fmt.Errorf("%w: attribute %s given twice", ErrAllocator, at.Name)
+			return Allocator{}, fmt.Errorf("%w: attribute %s given twice", ErrAllocator, at.Name)
 		}
 		seen[at.Name] = true
 		if len(at.Value) > maxAttributeBytes {
-			return nrt.Allocator{}, fmt.Errorf("%w: attribute %s %q: longer than %d bytes", ErrAllocator, at.Name, short(at.Value), maxAttributeBytes)
+			return Allocator{}, fmt.Errorf("%w: attribute %s %q: longer than %d bytes", ErrAllocator, at.Name, short(at.Value), maxAttributeBytes)
 		}
 		switch at.Name {
-		case nrt.AttrTopologyPolicy:
+		case AttrTopologyPolicy:
 			a.TopologyPolicy = at.Value
-		case nrt.AttrPolicy:
+		case AttrPolicy:
 			a.Policy = at.Value
-		case nrt.AttrOptions:
+		case AttrOptions:
 			if at.Value != "" {
 				a.Options = strings.Split(at.Value, ",")
 			}
 		}
 	}
 	if err := CheckAllocator(a); err != nil {
-		return nrt.Allocator{}, fmt.Errorf("attributes %s, %s, %s: %w", nrt.AttrPolicy, nrt.AttrOptions, nrt.AttrTopologyPolicy, err)
+		return Allocator{}, fmt.Errorf("attributes %s, %s, %s: %w", AttrPolicy, AttrOptions, AttrTopologyPolicy, err)
 	}
 	return a, nil
 }

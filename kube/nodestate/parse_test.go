@@ -10,7 +10,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/kube/nrt"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -23,7 +22,7 @@ func TestFreeCPUsReadsBuild(t *testing.T) {
 	if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
 		t.Fatal(err)
 	}
-	o := nrt.Build("n1", topo, st.Pools(), "single-numa-node")
+	o := BuildNRT("n1", topo, st.Pools(), "single-numa-node")
 	got, err := FreeCPUs(o.Zones)
 	if err != nil {
 		t.Fatalf("FreeCPUs(Build(...)) error %v", err)
@@ -38,30 +37,30 @@ func TestFreeCPUsReadsBuild(t *testing.T) {
 }
 
 func TestFreeCPUs(t *testing.T) {
-	cpu := func(avail string) []nrt.Resource {
-		return []nrt.Resource{{Name: "memory", Available: "1Gi"}, {Name: "cpu", Capacity: "8", Allocatable: "8", Available: avail}}
+	cpu := func(avail string) []Resource {
+		return []Resource{{Name: "memory", Available: "1Gi"}, {Name: "cpu", Capacity: "8", Allocatable: "8", Available: avail}}
 	}
 	cases := []struct {
 		name  string
-		zones []nrt.Zone
+		zones []Zone
 		want  []int
 		err   string
 	}{
 		{name: "ordered by number, not by position", want: []int{3, 0, 7},
-			zones: []nrt.Zone{{Name: "node-2", Type: "Node", Resources: cpu("7")}, {Name: "socket-0", Type: "Socket"}, {Name: "node-0", Type: "Node", Resources: cpu("3")}}},
-		{name: "whole quantity in another form", want: []int{2}, zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("2000m")}}},
-		{name: "fraction", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("2500m")}}, err: "want whole CPUs"},
-		{name: "just under a whole", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("999999999n")}}, err: "want whole CPUs"},
-		{name: "negative", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("-1")}}, err: "want 0 to"},
-		{name: "huge", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("1e30")}}, err: "want 0 to"},
-		{name: "long", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("00000000000000000000000000000000001")}}, err: "longer than"},
-		{name: "no cpu", zones: []nrt.Zone{{Name: "node-0", Type: "Node"}}, err: "no cpu resource"},
-		{name: "leading zero", zones: []nrt.Zone{{Name: "node-01", Type: "Node", Resources: cpu("1")}}, err: "want a name node-N"},
-		{name: "sign", zones: []nrt.Zone{{Name: "node-+1", Type: "Node", Resources: cpu("1")}}, err: "want a name node-N"},
-		{name: "too many NUMA nodes", zones: []nrt.Zone{{Name: "node-64", Type: "Node", Resources: cpu("1")}}, err: "must be below 64"},
-		{name: "twice", zones: []nrt.Zone{{Name: "node-0", Type: "Node", Resources: cpu("1")}, {Name: "node-0", Type: "Node", Resources: cpu("1")}}, err: "node-0 given twice"},
-		{name: "none", zones: []nrt.Zone{{Name: "core-0", Type: "Core"}}, err: "no zone of type Node"},
-		{name: "too many zones", zones: make([]nrt.Zone, MaxZones+1), err: "more than 1024"},
+			zones: []Zone{{Name: "node-2", Type: "Node", Resources: cpu("7")}, {Name: "socket-0", Type: "Socket"}, {Name: "node-0", Type: "Node", Resources: cpu("3")}}},
+		{name: "whole quantity in another form", want: []int{2}, zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("2000m")}}},
+		{name: "fraction", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("2500m")}}, err: "want whole CPUs"},
+		{name: "just under a whole", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("999999999n")}}, err: "want whole CPUs"},
+		{name: "negative", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("-1")}}, err: "want 0 to"},
+		{name: "huge", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("1e30")}}, err: "want 0 to"},
+		{name: "long", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("00000000000000000000000000000000001")}}, err: "longer than"},
+		{name: "no cpu", zones: []Zone{{Name: "node-0", Type: "Node"}}, err: "no cpu resource"},
+		{name: "leading zero", zones: []Zone{{Name: "node-01", Type: "Node", Resources: cpu("1")}}, err: "want a name node-N"},
+		{name: "sign", zones: []Zone{{Name: "node-+1", Type: "Node", Resources: cpu("1")}}, err: "want a name node-N"},
+		{name: "too many NUMA nodes", zones: []Zone{{Name: "node-64", Type: "Node", Resources: cpu("1")}}, err: "must be below 64"},
+		{name: "twice", zones: []Zone{{Name: "node-0", Type: "Node", Resources: cpu("1")}, {Name: "node-0", Type: "Node", Resources: cpu("1")}}, err: "node-0 given twice"},
+		{name: "none", zones: []Zone{{Name: "core-0", Type: "Core"}}, err: "no zone of type Node"},
+		{name: "too many zones", zones: make([]Zone, MaxZones+1), err: "more than 1024"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,7 +84,7 @@ func TestFreeCPUs(t *testing.T) {
 // FuzzFreeCPUs feeds arbitrary zone lists (JSON) to FreeCPUs: it never
 // panics, and what it accepts is a bounded list of non-negative counts.
 func FuzzFreeCPUs(f *testing.F) {
-	o := nrt.Build("n", topology.MustSynthetic(twoNodes), alloc.Pools{LSE: cpuset.New(1, 2)}, "")
+	o := BuildNRT("n", topology.MustSynthetic(twoNodes), alloc.Pools{LSE: cpuset.New(1, 2)}, "")
 	seed, err := json.Marshal(o.Zones)
 	if err != nil {
 		f.Fatal(err)
@@ -94,7 +93,7 @@ func FuzzFreeCPUs(f *testing.F) {
 	f.Add([]byte(`[{"name":"node-1","type":"Node","resources":[{"name":"cpu","available":"1500m"}]}]`))
 	f.Add([]byte(`[{"name":"node-0","type":"Node","resources":[{"name":"cpu","available":"-3"}]},{"name":"node-0","type":"Node"}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var zones []nrt.Zone
+		var zones []Zone
 		if json.Unmarshal(data, &zones) != nil {
 			return
 		}

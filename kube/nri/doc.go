@@ -31,9 +31,10 @@
 // returns), it reconnects with a doubling back-off (100ms..5s) and
 // Synchronize runs again. With Options.Publish it also publishes the
 // node's pools after each change (`corepin nri --publish-nrt`: a
-// NodeResourceTopology object, package kube/nrt), and with Options.Annotate
-// the node annotations the scheduler extender reads (`corepin nri
-// --annotate-node`: nodestate.Annotator merge-patches the Node).
+// NodeResourceTopology object, written by package kube/publish), and with
+// Options.Annotate the node annotations the scheduler extender reads
+// (`corepin nri --annotate-node`: publish.Annotator merge-patches the
+// Node).
 //
 // # What a pod asks for
 //

@@ -52,7 +52,7 @@ type Options struct {
 	// one call at a time, the latest state only, retried after the next
 	// change or 30 seconds) with the node's whole allocator state and
 	// the pod UID of each container's assignment, by assignment id: the
-	// node annotations the scheduler extender reads (nodestate.Annotator).
+	// node annotations the scheduler extender reads (publish.Annotator).
 	Annotate func(ctx context.Context, st *alloc.State, pods map[string]string) error
 }
 

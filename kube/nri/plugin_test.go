@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +19,12 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/publish"
 	"github.com/corepin/corepin/plan"
 	"github.com/corepin/corepin/topology"
 )
@@ -606,7 +608,7 @@ func TestNUMAPolicyAnnotationAlignsTheContainer(t *testing.T) {
 	})
 }
 
-// Run keeps the node's annotations (nodestate.Annotator, a JSON merge patch of
+// Run keeps the node's annotations (publish.Annotator, a JSON merge patch of
 // the Node) up to date: after an admission the published assignments hold
 // the container's CPUs.
 func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
@@ -624,11 +626,17 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 			return
 		}
 		patches <- p
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}`)
 	}))
 	defer api.Close()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
-	a := &nodestate.Annotator{Publisher: &nrt.Publisher{Server: api.URL}, Node: "n1"}
+	pub, err := publish.New(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &publish.Annotator{Publisher: pub, Node: "n1"}
 	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)

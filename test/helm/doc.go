@@ -9,5 +9,9 @@
 // with the binaries make test-chart caches (COREPIN_KUBE_BIN), every
 // rendered combination through a real kube-apiserver's server-side dry run
 // with strict field validation, and the shipped ValidatingAdmissionPolicy
-// holding each node's plugin to its own Node and NodeResourceTopology.
+// holding each node's plugin to its own Node and NodeResourceTopology;
+// there corepin nri's own publisher (kube/publish, with node A's
+// pod-bound token from a file) creates and patches node A's object and
+// annotates node A, read back through kube/nodestate's decoder, and is
+// refused node B.
 package helm

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/corepin/corepin v0.0.0
 	github.com/corepin/corepin/test/kube v0.0.0
+	github.com/google/go-cmp v0.7.0
 	k8s.io/apimachinery v0.37.1
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -299,6 +299,9 @@ func ownNode(ctx context.Context, t *testing.T, cp *kubetest.ControlPlane) {
 			t.Fatalf("patching node A's corepin annotation with an unbound token: %v, want the policy's refusal", err)
 		}
 	})
+	t.Run("the plugin's own publisher writes its node's NRT and annotations, not node B's", func(t *testing.T) {
+		pluginPublishes(ctx, t, cp, dyn, tokenA)
+	})
 }
 
 // waitPolicyEnforced waits until the API server enforces the policy (it

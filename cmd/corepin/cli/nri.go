@@ -13,7 +13,7 @@ import (
 	"github.com/corepin/corepin/kube/kubeclient"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nri"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/publish"
 )
 
 const nriUsage = `Run corepin as an NRI plugin (name "corepin", index 10) of containerd or
@@ -96,9 +96,9 @@ func newNRICmd(e *env) *cobra.Command {
 				}
 				set := ac
 				set.TopologyPolicy = alloc.TopologyPolicy(c.TopologyPolicy)
-				settings := nrt.AllocatorOf(set)
+				settings := nodestate.AllocatorOf(set)
 				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
-					return pub.Publish(ctx, nrt.BuildWith(nodeName, topo, pools, settings))
+					return pub.Publish(ctx, nodestate.BuildNRTWith(nodeName, topo, pools, settings))
 				}
 			}
 			if annotateNode {
@@ -109,7 +109,7 @@ func newNRICmd(e *env) *cobra.Command {
 				if err != nil {
 					return Usagef("--annotate-node: %v", err)
 				}
-				o.Annotate = (&nodestate.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: alloc.TopologyPolicy(c.TopologyPolicy), Log: o.Logger}).Annotate
+				o.Annotate = (&publish.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: alloc.TopologyPolicy(c.TopologyPolicy), Log: o.Logger}).Annotate
 			}
 			p, err := nri.New(o)
 			if isAgentUsage(err) {
@@ -141,16 +141,19 @@ func newNRICmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// publisher is the API client of --publish-nrt and --annotate-node: the
-// pod's service account, or the kubeconfig given (a plugin run on the host).
-func publisher(o kubeclient.Options) (*nrt.Publisher, error) {
+// publisher is the API client of --publish-nrt and --annotate-node
+// (client-go's, rate limited and retrying): the pod's service account,
+// whose projected token it re-reads as the kubelet rotates it, or the
+// kubeconfig given (a plugin run on the host).
+func publisher(o kubeclient.Options) (*publish.Publisher, error) {
+	ua := "corepin-nri/" + Version
 	if o.Kubeconfig == "" && o.Context == "" {
-		return nrt.InCluster()
+		return publish.InCluster(ua)
 	}
-	o.UserAgent = "corepin-nri/" + Version
-	server, hc, err := kubeclient.HTTP(o)
+	o.UserAgent = ua
+	cfg, err := kubeclient.Config(o)
 	if err != nil {
 		return nil, err
 	}
-	return &nrt.Publisher{Server: server, Client: hc}, nil
+	return publish.New(cfg)
 }

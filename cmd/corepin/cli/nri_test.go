@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/corepin/corepin/kube/kubeclient"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 )
 
 func TestNRIRefusesBadInput(t *testing.T) {
@@ -73,7 +73,7 @@ func TestNRIPublisherFromKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := "[4,0]"
-	if err := pub.AnnotateNode(context.Background(), "n1", nrt.Annotations{"corepin.io/numa-free": &v}); err != nil {
+	if err := pub.AnnotateNode(context.Background(), "n1", nodestate.Annotations{"corepin.io/numa-free": &v}); err != nil {
 		t.Fatalf("AnnotateNode: %v", err)
 	}
 	if len(got) != 1 || !strings.HasPrefix(got[0], "PATCH /api/v1/nodes/n1 Bearer sweep-token application/merge-patch+json ") ||

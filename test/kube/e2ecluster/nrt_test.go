@@ -25,7 +25,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/test/kube/kubetest"
 	"github.com/corepin/corepin/topology"
 )
@@ -44,7 +44,7 @@ func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 			}
 		}
 	}
-	b, err := json.Marshal(nrt.Build(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node"))
+	b, err := json.Marshal(nodestate.BuildNRT(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package nrt
+package nodestate
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestBuildCostsOnSparseNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Build("n1", topo, st.Pools(), "none")
+	got := BuildNRT("n1", topo, st.Pools(), "none")
 	var names []string
 	for _, z := range got.Zones {
 		names = append(names, z.Name)
