@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,19 @@ const (
 	// cgroup v1 weight (cgroup v2 weight 1). NRI has no cpu.idle field, so
 	// BE gets the lowest weight instead of SCHED_IDLE.
 	BEShares = 2
+)
+
+// Environment of a container the plugin admits (CreateContainer): what it
+// was given, so that it sizes its thread pools without parsing /proc, as
+// a command `corepin run` or the agent starts does. They are set once, at
+// creation: a later resize or a shared pool's change does not reach them.
+const (
+	// EnvCPUSet is its cpuset (Linux list format): its exclusive CPUs, or
+	// the shared pool when it was created.
+	EnvCPUSet = "COREPIN_CPUSET"
+	// EnvThreads is the thread count its CPUs are worth
+	// (nodecore.ContainerAssignment.Threads).
+	EnvThreads = "COREPIN_THREADS"
 )
 
 // Options configure New.
@@ -391,12 +405,23 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, nil, err
 	}
-	return adjustmentOf(ca), ups, nil
+	adj := adjustmentOf(ca)
+	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
+	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
+	return adj, ups, nil
 }
 
-// UpdateContainer keeps the assignment: when the runtime is asked to
-// change a container's resources (kubelet's UpdateContainerResources,
-// which would overwrite the cpuset), it answers with the container's pin.
+// UpdateContainer answers kubelet's UpdateContainerResources, which would
+// overwrite the cpuset. New CPU resources of another size (an in-place
+// pod resize: the kubelet sends them with cpuManagerPolicy none) resize
+// the container's assignment (nodecore.Containers.Resize, the agent's
+// resize): an exclusive container grows around its CPUs, keeping its NUMA
+// node and whole cores where it can, and never gives back the CPUs it was
+// created on. The answer is the container's pin at its new size, plus
+// updates for the shared containers whose pool changed. A resize that can
+// not be placed is refused with the reason (the runtime fails the update;
+// the kubelet shows it on the pod's resize status) and changes nothing.
+// Resources of the same size are answered with the pin unchanged.
 func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -407,8 +432,26 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, err
 	}
+	if res.GetCpu().GetShares().GetValue() > 0 {
+		// The container as it will be: its new resources.
+		s, _, err := SpecOf(pod, &api.Container{Id: ctr.GetId(), Linux: &api.LinuxContainer{Resources: res}})
+		if err == nil {
+			ca, err = p.c.Resize(ctr.GetId(), s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("corepin: resizing container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+		}
+	}
+	if !ca.CPUs.Equals(p.applied[ctr.GetId()]) {
+		p.log.Info("updated", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs)
+		p.touched()
+	}
 	p.applied[ctr.GetId()] = ca.CPUs
-	return []*api.ContainerUpdate{updateOf(ca)}, nil
+	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
+	if err != nil {
+		return nil, err
+	}
+	return append([]*api.ContainerUpdate{updateOf(ca)}, ups...), nil
 }
 
 // StopContainer releases ctr's CPUs and answers updates for the shared
