@@ -231,3 +231,42 @@ func FuzzDecodeResize(f *testing.F) {
 		}
 	})
 }
+
+// TestRestartAfterAResizedAdoptedCgroup: the crash between a resize's
+// commit and its cgroup, for an adopted cgroup (a container's, which the
+// reconcile adopts by path rather than by listing the agent's groups):
+// the next start writes the committed cpuset into it.
+func TestRestartAfterAResizedAdoptedCgroup(t *testing.T) {
+	requireCgroups(t)
+	root := testRoot(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	ctr, dirs, pid := containerCgroup(t, root)
+	n, err := openNode(t, root, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoCPUs(t, n)
+	if _, err := n.Create(Spec{Name: "ctr", QoS: "LSE", CPUs: f64(1), Cgroup: "/" + ctr}); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	topo := n.Topology()
+	n.Close()
+	db, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := nodecore.AdmitResize(db, topo, alloc.NodeSettings{}, "ctr", 2)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err = openNode(t, root, state); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	got, _ := os.ReadFile(filepath.Join(dirs[0], "cpuset.cpus"))
+	if want := ad.Placement.CPUs.String(); strings.TrimSpace(string(got)) != want || allowedList(t, pid) != want {
+		t.Errorf("after the restart the container cgroup has cpus %q, its process %s; want %s", got, allowedList(t, pid), want)
+	}
+}
