@@ -17,7 +17,11 @@
 //     The same answer carries updates for shared (LS, BE) containers whose
 //     pool the admission shrank, and the environment variables
 //     COREPIN_CPUSET and COREPIN_THREADS (EnvCPUSet, EnvThreads): what the
-//     container was given, as at its creation.
+//     container was given, as at its creation. With Options.InfoDir the
+//     container also gets a read-only directory at InfoMount (/run/corepin)
+//     whose files cpuset and threads the plugin rewrites at every resize
+//     and pool change (info.go), so they stay current where the
+//     environment can not.
 //   - UpdateContainer (kubelet's UpdateContainerResources) is answered with
 //     the container's pin, which would otherwise be overwritten. New CPU
 //     resources of another size (an in-place pod resize, which the kubelet

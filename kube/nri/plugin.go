@@ -68,6 +68,12 @@ type Options struct {
 	// the pod UID of each container's assignment, by assignment id: the
 	// node annotations the scheduler extender reads (nodestate.Annotator).
 	Annotate func(ctx context.Context, st *alloc.State, pods map[string]string) error
+	// InfoDir, when not empty, is a directory of the host (the runtime's
+	// view; the plugin must see it at the same path) where the plugin
+	// keeps, for each container it creates, the files InfoCPUSet and
+	// InfoThreads, rewritten at every resize and pool change, and mounts
+	// them read-only into the container at InfoMount.
+	InfoDir string
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -87,6 +93,7 @@ type Plugin struct {
 	publish  func(context.Context, alloc.Pools) error
 	annotate func(context.Context, *alloc.State, map[string]string) error
 	changed  chan struct{} // capacity 1: a change not yet published
+	info     string        // Options.InfoDir
 }
 
 // New opens the state file and returns a plugin over it.
@@ -95,7 +102,7 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1)}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir}
 	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -260,6 +267,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			if err := p.c.Release(ca.Ref.ID); err != nil {
 				return nil, fmt.Errorf("releasing gone container %s: %w", ca.Ref.ID, err)
 			}
+			p.removeInfo(ca.Ref.ID)
 			p.log.Info("released a container that is gone", "id", ca.Ref.ID, "pod", ca.Ref.Pod)
 			continue
 		}
@@ -313,6 +321,7 @@ func (p *Plugin) repair(want func(id string) bool) ([]*api.ContainerUpdate, erro
 		}
 		ups = append(ups, updateOf(ca))
 		p.applied[ca.Ref.ID] = ca.CPUs
+		p.noteInfo(ca)
 	}
 	return ups, nil
 }
@@ -408,6 +417,9 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	adj := adjustmentOf(ca)
 	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
 	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
+	if m := p.infoMount(ca); m != nil {
+		adj.AddMount(m)
+	}
 	return adj, ups, nil
 }
 
@@ -447,6 +459,7 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		p.touched()
 	}
 	p.applied[ctr.GetId()] = ca.CPUs
+	p.noteInfo(ca)
 	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
 	if err != nil {
 		return nil, err
@@ -492,5 +505,6 @@ func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
 		p.touched()
 	}
 	delete(p.applied, id)
+	p.removeInfo(id)
 	return p.repair(func(string) bool { return true })
 }

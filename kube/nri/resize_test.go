@@ -2,6 +2,11 @@ package nri
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +14,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -115,5 +121,64 @@ func TestCreateContainerSetsTheEnvironment(t *testing.T) {
 		if env[EnvCPUSet] != cpus || env[EnvThreads] != tc.threads {
 			t.Errorf("%s: env %s=%q %s=%q, want %q and %q", tc.ps.name, EnvCPUSet, env[EnvCPUSet], EnvThreads, env[EnvThreads], cpus, tc.threads)
 		}
+	}
+}
+
+// TestInfoFilesFollowResizes (issue 21 §3): with an InfoDir, a container
+// gets its directory mounted read-only at InfoMount, and the files there
+// follow a resize of its own and a change of its shared pool; they go
+// with the container.
+func TestInfoFilesFollowResizes(t *testing.T) {
+	info := t.TempDir()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), InfoDir: info})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f.connect(p)
+	read := func(id, file string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(info, nodecore.ContainerName(id), file))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.TrimSpace(string(b))
+	}
+
+	ls, rsp, err := f.create(ls1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := rsp.GetAdjust().GetMounts()
+	if len(mounts) != 1 || mounts[0].Destination != InfoMount || mounts[0].Source != filepath.Join(info, nodecore.ContainerName(ls.Id)) ||
+		!slices.Contains(mounts[0].Options, "ro") {
+		t.Fatalf("mounts = %v, want %s's directory read-only at %s", mounts, ls.Id, InfoMount)
+	}
+	if got := read(ls.Id, InfoCPUSet); got != "0-15" || read(ls.Id, InfoThreads) != "2" {
+		t.Errorf("LS files: cpuset %q threads %q, want 0-15 and 2", got, read(ls.Id, InfoThreads))
+	}
+	g := f.mustCreate(podSpec{name: "g2", shares: 2048, quota: 200000})
+	if _, err := f.resize(g, 4); err != nil {
+		t.Fatal(err)
+	}
+	sets := f.cpusets()
+	for id, want := range map[string]string{g.Id: sets[g.Id], ls.Id: sets[ls.Id]} {
+		if got := read(id, InfoCPUSet); got != want {
+			t.Errorf("%s's cpuset file says %q, its cpuset is %q", id, got, want)
+		}
+	}
+	if got := read(g.Id, InfoThreads); got != "4" {
+		t.Errorf("the resized container's threads file says %q, want 4", got)
+	}
+	f.mu.Lock()
+	pod := f.pods[g.PodSandboxId]
+	f.mu.Unlock()
+	if err := f.r.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: g}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(info, nodecore.ContainerName(g.Id))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the removed container's directory: %v, want it gone", err)
 	}
 }
