@@ -179,6 +179,13 @@ func (c *Client) Get(name string) (Workload, error) {
 	return w, err
 }
 
+// Resize changes workload name's size to cpus (PATCH /v1/workloads/NAME).
+func (c *Client) Resize(name string, cpus float64) (Workload, error) {
+	var w Workload
+	err := c.do(http.MethodPatch, "/v1/workloads/"+url.PathEscape(name), ResizeSpec{CPUs: &cpus}, http.StatusOK, &w)
+	return w, err
+}
+
 // Delete stops and releases workload name.
 func (c *Client) Delete(name string) error {
 	return c.do(http.MethodDelete, "/v1/workloads/"+url.PathEscape(name), nil, http.StatusNoContent, nil)

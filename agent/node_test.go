@@ -363,11 +363,13 @@ func TestCommandGetsThreadEnvAndTopologyShowsIt(t *testing.T) {
 	}
 }
 
-// Adopting an existing cgroup (a container's): its cpuset becomes the
-// assignment; on delete it gets every CPU back and stays in place with its
-// process, which the agent did not start and does not kill.
-func TestAdoptExistingCgroupV1(t *testing.T) {
-	n, root := newNode(t)
+// containerCgroup makes a cgroup v1 group by hand beside root (a
+// container's, as a runtime makes it: every CPU) with a sleeping process
+// in it, removed when t ends; it returns the group's name below the
+// mounts, its directories (cpuset first) and the process. It skips where
+// the machine is not cgroup v1.
+func containerCgroup(t *testing.T, root string) (string, []string, int) {
+	t.Helper()
 	if cpusetMount() != "/sys/fs/cgroup/cpuset" {
 		t.Skip("skipping: the container cgroup is made by hand on cgroup v1 here")
 	}
@@ -397,6 +399,15 @@ func TestAdoptExistingCgroupV1(t *testing.T) {
 			syscall.Rmdir(d)
 		}
 	})
+	return ctr, dirs, pid
+}
+
+// Adopting an existing cgroup (a container's): its cpuset becomes the
+// assignment; on delete it gets every CPU back and stays in place with its
+// process, which the agent did not start and does not kill.
+func TestAdoptExistingCgroupV1(t *testing.T) {
+	n, root := newNode(t)
+	ctr, dirs, pid := containerCgroup(t, root)
 	w, err := n.Create(Spec{Name: "ctr", QoS: "LSE", CPUs: f64(1), Cgroup: "/" + ctr})
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/workloads", s.list)
 	mux.HandleFunc("GET /v1/workloads/{name}", s.get)
 	mux.HandleFunc("DELETE /v1/workloads/{name}", s.delete)
+	mux.HandleFunc("PATCH /v1/workloads/{name}", s.resize)
 	mux.HandleFunc("GET /v1/usage", s.usage)
 	mux.HandleFunc("GET /v1/topology", s.topology)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -167,6 +168,21 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
+	rs, err := DecodeResize(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		s.Metrics.Admitted(0, err)
+		writeError(w, statusOf(err), err)
+		return
+	}
+	wl, err := s.Node.Resize(r.PathValue("name"), *rs.CPUs)
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wl)
 }
 
 func (s *Server) usage(w http.ResponseWriter, _ *http.Request) {

@@ -42,25 +42,9 @@ type Spec = nodecore.Spec
 // DecodeSpec reads one JSON Spec from r: at most MaxBody bytes, no unknown
 // fields, nothing after the object. Errors wrap ErrInvalid.
 func DecodeSpec(r io.Reader) (Spec, error) {
-	body, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
-	var mbe *http.MaxBytesError
-	if len(body) > MaxBody || errors.As(err, &mbe) {
-		return Spec{}, ErrTooLarge
-	}
-	if err != nil {
-		return Spec{}, fmt.Errorf("%w: reading the body: %v", ErrInvalid, err)
-	}
-	if err := checkKeys(body); err != nil {
-		return Spec{}, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var s Spec
-	if err := dec.Decode(&s); err != nil {
-		return Spec{}, fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return Spec{}, fmt.Errorf("%w: decoding JSON: data after the object", ErrInvalid)
+	if err := decodeObject(r, specKeys, &s); err != nil {
+		return Spec{}, err
 	}
 	if len(s.Args) == 0 {
 		s.Args = nil
@@ -75,9 +59,58 @@ func DecodeSpec(r io.Reader) (Spec, error) {
 var specKeys = map[string]bool{"name": true, "qos": true, "cpus": true, "bind": true, "exclusive": true, "numa": true,
 	"topology_policy": true, "isolated": true, "command": true, "args": true, "pid": true, "cgroup": true}
 
+// ResizeSpec is the body of PATCH /v1/workloads/{name}: the workload's
+// new size, whole CPUs for LSE and LSR, a quota for LS and BE (as a
+// Spec's cpus).
+type ResizeSpec struct {
+	CPUs *float64 `json:"cpus"`
+}
+
+// DecodeResize reads one JSON ResizeSpec from r, as DecodeSpec reads a
+// Spec: at most MaxBody bytes, no key but cpus, which is required.
+// Errors wrap ErrInvalid.
+func DecodeResize(r io.Reader) (ResizeSpec, error) {
+	var rs ResizeSpec
+	if err := decodeObject(r, resizeKeys, &rs); err != nil {
+		return ResizeSpec{}, err
+	}
+	if rs.CPUs == nil {
+		return ResizeSpec{}, fmt.Errorf(`%w: a resize needs "cpus", the new size (e.g. {"cpus": 4})`, ErrInvalid)
+	}
+	return rs, nil
+}
+
+var resizeKeys = map[string]bool{"cpus": true}
+
+// decodeObject reads one JSON object with only the keys known, each once
+// and spelled exactly, into out: at most MaxBody bytes (ErrTooLarge),
+// nothing after the object. Errors wrap ErrInvalid.
+func decodeObject(r io.Reader, known map[string]bool, out any) error {
+	body, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
+	var mbe *http.MaxBytesError
+	if len(body) > MaxBody || errors.As(err, &mbe) {
+		return ErrTooLarge
+	}
+	if err != nil {
+		return fmt.Errorf("%w: reading the body: %v", ErrInvalid, err)
+	}
+	if err := checkKeys(body, known); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: decoding JSON: data after the object", ErrInvalid)
+	}
+	return nil
+}
+
 // checkKeys refuses what encoding/json would let through: keys in another
 // case ("Name" fills Name) and a key given twice (the last would win).
-func checkKeys(body []byte) error {
+func checkKeys(body []byte, known map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return fmt.Errorf("%w: decoding JSON: want one object", ErrInvalid)
@@ -89,7 +122,7 @@ func checkKeys(body []byte) error {
 			return fmt.Errorf("%w: decoding JSON: %v", ErrInvalid, err)
 		}
 		k, _ := t.(string)
-		if !specKeys[k] {
+		if !known[k] {
 			return fmt.Errorf("%w: decoding JSON: unknown field %q", ErrInvalid, k)
 		}
 		if seen[k] {

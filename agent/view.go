@@ -36,6 +36,9 @@ type Workload struct {
 	// Deleting is true once a delete is committed and until it finishes
 	// (a full disk can hold the last step back; the agent retries).
 	Deleting bool `json:"deleting,omitempty"`
+	// PromisedCpuset, on an LSE or LSR workload a resize grew, is the set
+	// it was placed on, which it keeps whatever its size.
+	PromisedCpuset string `json:"promised_cpuset,omitempty"`
 	// OfflineCPUs are the workload's CPUs the kernel has taken offline
 	// (CheckOnline): they stay the workload's, but it does not run on
 	// them until they are back.
@@ -77,6 +80,9 @@ func view(h nodecore.Held) Workload {
 	if !h.Offline.IsEmpty() {
 		w.OfflineCPUs = h.Offline.String()
 	}
+	if len(rec.Added) > 0 {
+		w.PromisedCpuset = h.CPUs.Difference(cpuset.New(rec.Added...)).String()
+	}
 	if rec.CPUs != nil {
 		w.CPUs = *rec.CPUs
 	}
@@ -102,6 +108,16 @@ func view(h nodecore.Held) Workload {
 // Create admits s (nodecore.Node.Create) and returns it as the API shows it.
 func (n *Node) Create(s Spec) (Workload, error) {
 	h, err := n.Node.Create(s)
+	if err != nil {
+		return Workload{}, err
+	}
+	return view(h), nil
+}
+
+// Resize changes workload name's size to cpus (nodecore.Node.Resize) and
+// returns it as the API shows it.
+func (n *Node) Resize(name string, cpus float64) (Workload, error) {
+	h, err := n.Node.Resize(name, cpus)
 	if err != nil {
 		return Workload{}, err
 	}

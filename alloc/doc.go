@@ -21,6 +21,13 @@
 // A request or configuration that is wrong as written (an unknown policy
 // name, options kubelet refuses together) fails with ErrInvalid.
 //
+// Resize changes an assignment's size in place: an exclusive set grows
+// around the CPUs it holds (its cores' siblings, then whole cores of its
+// L3 and NUMA node, other nodes only where its topology policy allows) and
+// shrinks by giving back what it added last, never the CPUs it was placed
+// on (Assignment.Promised); a shared request's quota changes. Both engines
+// resize alike: the kubelet refuses to resize a static-policy pod.
+//
 // # QoS classes
 //
 // SYSTEM runs on the reserved CPUs. LSE gets an exclusive set shared with

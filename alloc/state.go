@@ -251,10 +251,17 @@ func (s *State) Assign(a Assignment) error {
 				return invalid("assignment %q: cpu %d is already assigned to %s", a.ID, c, s.holder(c))
 			}
 		}
+		if err := checkAdded(a); err != nil {
+			return err
+		}
+		a.Added = slices.Clone(a.Added)
 		for c := range a.CPUs.All() {
 			s.holdCPU(c, a.QoS, a.Exclusive, 1)
 		}
 	default:
+		if len(a.Added) > 0 {
+			return invalid("assignment %q: %s holds no cpuset, so no cpus were added to it", a.ID, a.QoS)
+		}
 		a.CPUs = cpuset.CPUSet{}
 		a.MilliCPUs = r.MilliCPUs
 		if a.QoS == LS {

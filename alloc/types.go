@@ -250,6 +250,10 @@ type Assignment struct {
 	CPUs      cpuset.CPUSet // exclusive CPUs (LSE, LSR); empty for LS and BE
 	MilliCPUs int           // quota for LS and BE
 	Exclusive Exclusive
+	// Added are the CPUs of an LSE or LSR assignment that Resize added
+	// beyond those it was placed on (Promised), in the order they were
+	// added; a shrink gives back the last first.
+	Added []int
 }
 
 // options is the parsed form of NodeSettings.Options.

@@ -44,6 +44,10 @@ type ContainerAssignment struct {
 	Mems cpuset.CPUSet
 	// MilliCPUs is the quota of an LS container (0: none).
 	MilliCPUs int
+	// Threads is the thread count its CPUs are worth (Record.Threads):
+	// its exclusive CPUs, its quota rounded up, or a BE container's pool
+	// when it was admitted.
+	Threads int
 }
 
 // Containers admits and releases runtime containers on the node's state
@@ -140,6 +144,49 @@ func (c *Containers) Admit(ref ContainerRef, s Spec, prefer cpuset.CPUSet) (Cont
 		}
 		return ContainerAssignment{}, errors.Join(err, gerr)
 	}
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	return c.resolve(ad.Assignment, ad.Record, ad.State.Pools()), nil
+}
+
+// Resize resizes container id's assignment to the size of s (an
+// in-place pod resize) with AdmitResize: an exclusive container grows
+// around the CPUs it has and never gives back those it was created on.
+// s must ask for the class admitted (ErrInvalid otherwise: the kubelet
+// never changes a pod's QoS class in place); a size equal to the one held
+// changes nothing. Errors wrap ErrNotFound when it holds none, and
+// AdmitResize's.
+func (c *Containers) Resize(id string, s Spec) (ContainerAssignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := ContainerName(id)
+	as, err := c.db.Assignments()
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	i := slices.IndexFunc(as, func(a store.Assignment) bool { return a.Name == name })
+	if i < 0 {
+		return ContainerAssignment{}, fmt.Errorf("%w: container %.80q", ErrNotFound, id)
+	}
+	rec, _, err := DecodeAssignment(as[i])
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	s.Name = name
+	s.Command, s.Args, s.PID, s.Cgroup = "", nil, 0, ""
+	req, err := Request(c.cfg, s)
+	if err != nil {
+		return ContainerAssignment{}, err
+	}
+	if q := alloc.QoS(as[i].QoS); req.QoS != q {
+		return ContainerAssignment{}, fmt.Errorf("%w: container %s is %s and would be %s at its new size; a resize in place keeps the class: "+
+			"keep its CPUs whole (limits = requests) or recreate the pod", ErrInvalid, id, q, req.QoS)
+	}
+	if rec.CPUs != nil && s.CPUs != nil && *rec.CPUs == *s.CPUs {
+		return c.lookup(id)
+	}
+	ad, err := AdmitResize(c.db, c.topo, c.cfg, name, *s.CPUs)
 	if err != nil {
 		return ContainerAssignment{}, err
 	}
@@ -261,7 +308,7 @@ func (c *Containers) list() ([]ContainerAssignment, error) {
 
 // resolve is a's assignment as the runtime applies it under pools.
 func (c *Containers) resolve(a store.Assignment, rec Record, pools alloc.Pools) ContainerAssignment {
-	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS)}
+	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS), Threads: rec.Threads}
 	if rec.Container != nil {
 		ca.Ref = *rec.Container
 	}

@@ -113,6 +113,13 @@ func (n *Node) reconcile(rep ReconcileReport) error {
 					e.group = g
 					n.wl[a.Name] = e
 					rep[ActAdopted]++
+					if q := alloc.QoS(a.QoS); (q == alloc.LSE || q == alloc.LSR) && a.Generation > 1 {
+						// Resized (Resize): the crash may have come between
+						// the commit and the cgroup; write the state's.
+						if err := g.Update(n.resources(e)); err != nil {
+							errs = append(errs, err)
+						}
+					}
 					continue
 				}
 			}

@@ -89,9 +89,8 @@ func (s Spec) Validate() error {
 	if err != nil {
 		return err
 	}
-	if r.QoS == alloc.LS && int64(r.MilliCPUs) < qos.MinQuotaMilliCPUs {
-		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
-			ErrInvalid, s.Name, *s.CPUs, qos.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, qos.MinQuotaCPUs)
+	if err := checkQuota(s, r); err != nil {
+		return err
 	}
 	n := 0
 	if s.Command != "" {
@@ -132,6 +131,15 @@ func (s Spec) Validate() error {
 		if strings.ContainsRune(s.Cgroup, 0) || path.Clean("/"+s.Cgroup) == "/" {
 			return fmt.Errorf("%w: workload %q: cgroup %q is not a cgroup below the root", ErrInvalid, s.Name, s.Cgroup)
 		}
+	}
+	return nil
+}
+
+// checkQuota refuses an LS quota below the kernel's shortest.
+func checkQuota(s Spec, r alloc.Request) error {
+	if r.QoS == alloc.LS && int64(r.MilliCPUs) < qos.MinQuotaMilliCPUs {
+		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
+			ErrInvalid, s.Name, *s.CPUs, qos.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, qos.MinQuotaCPUs)
 	}
 	return nil
 }
@@ -177,4 +185,7 @@ type Record struct {
 	// processes are being (or were) stopped, and the assignment goes
 	// once they are. A restart or sweep finishes the delete.
 	Deleting bool `json:"deleting,omitempty"`
+	// Added are the CPUs resizes added to an LSE or LSR workload beyond
+	// those it was placed on, in the order added (alloc.Assignment.Added).
+	Added []int `json:"added_cpus,omitempty"`
 }

@@ -99,6 +99,15 @@ func LoadState(t *topology.Topology, cfg alloc.NodeSettings, as []store.Assignme
 			if aa.CPUs = aa.CPUs.Intersection(t.Online()); aa.CPUs.IsEmpty() {
 				continue
 			}
+			var added []int
+			for _, c := range aa.Added {
+				if aa.CPUs.Contains(c) {
+					added = append(added, c)
+				}
+			}
+			if aa.Added = added; len(added) == aa.CPUs.Size() {
+				aa.Added = nil // its promised CPUs all offline: what is online is what it holds
+			}
 		}
 		if err := st.Assign(aa); err != nil {
 			return nil, nil, fmt.Errorf("loading assignment %q: %w", a.Name, err)
@@ -128,5 +137,5 @@ func DecodeAssignment(a store.Assignment) (Record, alloc.Assignment, error) {
 		return rec, alloc.Assignment{}, fmt.Errorf("reading assignment %q: %w", a.Name, err)
 	}
 	return rec, alloc.Assignment{ID: a.Name, QoS: alloc.QoS(a.QoS), CPUs: set, MilliCPUs: rec.MilliCPUs,
-		Exclusive: alloc.Exclusive(rec.Excl)}, nil
+		Exclusive: alloc.Exclusive(rec.Excl), Added: rec.Added}, nil
 }

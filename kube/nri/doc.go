@@ -15,10 +15,23 @@
 //     its size. A BE container gets the BE pool and cpu.shares 2 (BEShares),
 //     the lowest weight: NRI has no cpu.idle field, so BE is not SCHED_IDLE.
 //     The same answer carries updates for shared (LS, BE) containers whose
-//     pool the admission shrank.
-//   - UpdateContainer (kubelet's UpdateContainerResources, an in-place
-//     resize) is answered with the container's pin, which would otherwise be
-//     overwritten.
+//     pool the admission shrank, and the environment variables
+//     COREPIN_CPUSET and COREPIN_THREADS (EnvCPUSet, EnvThreads): what the
+//     container was given, as at its creation. With Options.InfoDir the
+//     container also gets a read-only directory at InfoMount (/run/corepin)
+//     whose files cpuset and threads the plugin rewrites at every resize
+//     and pool change (info.go), so they stay current where the
+//     environment can not.
+//   - UpdateContainer (kubelet's UpdateContainerResources) is answered with
+//     the container's pin, which would otherwise be overwritten. New CPU
+//     resources of another size (an in-place pod resize, which the kubelet
+//     does with cpuManagerPolicy none) resize the assignment first, as the
+//     agent's PATCH does (nodecore.Containers.Resize): an exclusive
+//     container grows around the CPUs it has, on its NUMA node and in whole
+//     cores where it can, and shrinks back never below the CPUs it was
+//     created on; a resize that can not be placed, or that would change the
+//     class, is refused with the reason (the kubelet shows the failed
+//     update on the pod's resize status) and changes nothing.
 //   - StopContainer and RemoveContainer release the container's CPUs and
 //     grow the pools of the shared containers.
 //   - Synchronize, on every connect, releases the assignments of containers

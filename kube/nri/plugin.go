@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,6 +32,19 @@ const (
 	BEShares = 2
 )
 
+// Environment of a container the plugin admits (CreateContainer): what it
+// was given, so that it sizes its thread pools without parsing /proc, as
+// a command `corepin run` or the agent starts does. They are set once, at
+// creation: a later resize or a shared pool's change does not reach them.
+const (
+	// EnvCPUSet is its cpuset (Linux list format): its exclusive CPUs, or
+	// the shared pool when it was created.
+	EnvCPUSet = "COREPIN_CPUSET"
+	// EnvThreads is the thread count its CPUs are worth
+	// (nodecore.ContainerAssignment.Threads).
+	EnvThreads = "COREPIN_THREADS"
+)
+
 // Options configure New.
 type Options struct {
 	// State is the agent's state file, shared with `corepin agent` and
@@ -54,6 +68,12 @@ type Options struct {
 	// the pod UID of each container's assignment, by assignment id: the
 	// node annotations the scheduler extender reads (publish.Annotator).
 	Annotate func(ctx context.Context, st *alloc.State, pods map[string]string) error
+	// InfoDir, when not empty, is a directory of the host (the runtime's
+	// view; the plugin must see it at the same path) where the plugin
+	// keeps, for each container it creates, the files InfoCPUSet and
+	// InfoThreads, rewritten at every resize and pool change, and mounts
+	// them read-only into the container at InfoMount.
+	InfoDir string
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -73,6 +93,7 @@ type Plugin struct {
 	publish  func(context.Context, alloc.Pools) error
 	annotate func(context.Context, *alloc.State, map[string]string) error
 	changed  chan struct{} // capacity 1: a change not yet published
+	info     string        // Options.InfoDir
 }
 
 // New opens the state file and returns a plugin over it.
@@ -81,7 +102,7 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1)}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir}
 	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -246,6 +267,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			if err := p.c.Release(ca.Ref.ID); err != nil {
 				return nil, fmt.Errorf("releasing gone container %s: %w", ca.Ref.ID, err)
 			}
+			p.removeInfo(ca.Ref.ID)
 			p.log.Info("released a container that is gone", "id", ca.Ref.ID, "pod", ca.Ref.Pod)
 			continue
 		}
@@ -299,6 +321,7 @@ func (p *Plugin) repair(want func(id string) bool) ([]*api.ContainerUpdate, erro
 		}
 		ups = append(ups, updateOf(ca))
 		p.applied[ca.Ref.ID] = ca.CPUs
+		p.noteInfo(ca)
 	}
 	return ups, nil
 }
@@ -391,12 +414,26 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, nil, err
 	}
-	return adjustmentOf(ca), ups, nil
+	adj := adjustmentOf(ca)
+	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
+	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
+	if m := p.infoMount(ca); m != nil {
+		adj.AddMount(m)
+	}
+	return adj, ups, nil
 }
 
-// UpdateContainer keeps the assignment: when the runtime is asked to
-// change a container's resources (kubelet's UpdateContainerResources,
-// which would overwrite the cpuset), it answers with the container's pin.
+// UpdateContainer answers kubelet's UpdateContainerResources, which would
+// overwrite the cpuset. New CPU resources of another size (an in-place
+// pod resize: the kubelet sends them with cpuManagerPolicy none) resize
+// the container's assignment (nodecore.Containers.Resize, the agent's
+// resize): an exclusive container grows around its CPUs, keeping its NUMA
+// node and whole cores where it can, and never gives back the CPUs it was
+// created on. The answer is the container's pin at its new size, plus
+// updates for the shared containers whose pool changed. A resize that can
+// not be placed is refused with the reason (the runtime fails the update;
+// the kubelet shows it on the pod's resize status) and changes nothing.
+// Resources of the same size are answered with the pin unchanged.
 func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -407,8 +444,27 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, err
 	}
+	if res.GetCpu().GetShares().GetValue() > 0 {
+		// The container as it will be: its new resources.
+		s, _, err := SpecOf(pod, &api.Container{Id: ctr.GetId(), Linux: &api.LinuxContainer{Resources: res}})
+		if err == nil {
+			ca, err = p.c.Resize(ctr.GetId(), s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("corepin: resizing container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+		}
+	}
+	if !ca.CPUs.Equals(p.applied[ctr.GetId()]) {
+		p.log.Info("updated", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs)
+		p.touched()
+	}
 	p.applied[ctr.GetId()] = ca.CPUs
-	return []*api.ContainerUpdate{updateOf(ca)}, nil
+	p.noteInfo(ca)
+	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
+	if err != nil {
+		return nil, err
+	}
+	return append([]*api.ContainerUpdate{updateOf(ca)}, ups...), nil
 }
 
 // StopContainer releases ctr's CPUs and answers updates for the shared
@@ -449,5 +505,6 @@ func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
 		p.touched()
 	}
 	delete(p.applied, id)
+	p.removeInfo(id)
 	return p.repair(func(string) bool { return true })
 }

@@ -265,6 +265,25 @@ var (
 	ls1500 = podSpec{name: "ls", shares: 1024, quota: 150000}
 )
 
+// wholeCoresOnOneNode checks that set is whole cores of twoNodes on one
+// NUMA node, and returns that node as a set.
+func wholeCoresOnOneNode(t *testing.T, set cpuset.CPUSet) cpuset.CPUSet {
+	t.Helper()
+	topo := topology.MustSynthetic(twoNodes)
+	var nodes []int
+	for _, id := range set.List() {
+		c, _ := topo.CPU(id)
+		nodes = append(nodes, int(c.NUMA))
+		if core := topo.CoreCPUs(c.Core); !core.IsSubsetOf(set) {
+			t.Errorf("cpuset %s holds CPU %d but not all of its core %s", set, id, core)
+		}
+	}
+	if n := cpuset.New(nodes...); n.Size() != 1 {
+		t.Errorf("cpuset %s spans NUMA nodes %s, want one", set, n)
+	}
+	return cpuset.New(nodes...)
+}
+
 func TestCreateLSEFullPCPUsGetsWholeCoresOnOneNode(t *testing.T) {
 	f, _ := connected(t, alloc.NodeSettings{Reserved: cpuset.New(0)})
 	ctr := f.mustCreate(lse4)
@@ -273,22 +292,8 @@ func TestCreateLSEFullPCPUsGetsWholeCoresOnOneNode(t *testing.T) {
 	if err != nil || set.Size() != 4 {
 		t.Fatalf("cpuset = %q (%v), want 4 CPUs", cpu.Cpus, err)
 	}
-	topo := topology.MustSynthetic(twoNodes)
-	nodes := map[topology.NodeID]bool{}
-	for _, id := range set.List() {
-		c, _ := topo.CPU(id)
-		nodes[c.NUMA] = true
-		if core := topo.CoreCPUs(c.Core); !core.IsSubsetOf(set) {
-			t.Errorf("cpuset %s holds CPU %d but not all of its core %s", set, id, core)
-		}
-	}
-	if len(nodes) != 1 {
-		t.Errorf("cpuset %s spans %d NUMA nodes, want 1", set, len(nodes))
-	}
-	for n := range nodes {
-		if want := cpuset.New(int(n)).String(); cpu.Mems != want {
-			t.Errorf("mems = %q, want %q (memory follows the CPUs)", cpu.Mems, want)
-		}
+	if want := wholeCoresOnOneNode(t, set).String(); cpu.Mems != want {
+		t.Errorf("mems = %q, want %q (memory follows the CPUs)", cpu.Mems, want)
 	}
 	if set.Contains(0) {
 		t.Errorf("cpuset %s holds reserved CPU 0", set)

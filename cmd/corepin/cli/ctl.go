@@ -24,6 +24,8 @@ Examples:
   corepin ctl create box --cpus 2 --cgroup /system.slice/docker-abc.scope
   corepin ctl list
   corepin ctl get enc-1 -o json
+  corepin ctl resize enc-1 --cpus 8
+  corepin ctl resize web --cpus 2.5 -o json
   corepin ctl delete enc-1
   corepin ctl top`
 
@@ -78,17 +80,17 @@ func newCtlCmd(e *env) *cobra.Command {
 	f := &ctlFlags{}
 	cmd := &cobra.Command{
 		Use:   "ctl",
-		Short: "Client of the node agent: create, list, get, delete, top",
+		Short: "Client of the node agent: create, list, get, resize, delete, top",
 		Long:  ctlUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Usagef("ctl needs a subcommand: create, list, get, delete or top")
+			return Usagef("ctl needs a subcommand: create, list, get, resize, delete or top")
 		},
 	}
 	cmd.PersistentFlags().StringVar(&f.socket, "socket", agentSocket(), "agent socket path, or http://host:port ($COREPIN_SOCKET)")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token for a TCP agent")
 	cmd.PersistentFlags().StringVar(&f.state, "state", "", "list and get: read this state file instead of asking an agent (read-only; default when no agent's socket is there: $COREPIN_STATE or "+nodecore.DefaultState+", the NRI plugin's on a Kubernetes node)")
-	cmd.AddCommand(newCtlCreate(e, f), newCtlList(e, f), newCtlGet(e, f), newCtlDelete(e, f), newCtlTop(e, f))
+	cmd.AddCommand(newCtlCreate(e, f), newCtlList(e, f), newCtlGet(e, f), newCtlResize(e, f), newCtlDelete(e, f), newCtlTop(e, f))
 	return cmd
 }
 
@@ -175,6 +177,42 @@ func newCtlGet(e *env, f *ctlFlags) *cobra.Command {
 			return printWorkloads(e, []agent.Workload{w})
 		},
 	}
+}
+
+func newCtlResize(e *env, f *ctlFlags) *cobra.Command {
+	var cpus float64
+	cmd := &cobra.Command{
+		Use:   "resize NAME --cpus N",
+		Short: "Grow or shrink a workload in place (its first CPUs stay)",
+		Long: `Resize a workload in place. An LSE or LSR workload keeps every CPU it has
+and grows onto its own cores' siblings, then whole cores of its NUMA node;
+it shrinks by giving back the CPUs added last, never those it was created
+with. LS and BE workloads get a new quota (fractions allowed).
+
+Examples:
+  corepin ctl resize enc-1 --cpus 8
+  corepin ctl resize web --cpus 2.5 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("cpus") {
+				return Usagef("resize needs --cpus, the new size")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			w, err := c.Resize(args[0], cpus)
+			if err != nil {
+				return ctlErr(err)
+			}
+			if e.JSON() {
+				return e.PrintJSON(w)
+			}
+			return printWorkloads(e, []agent.Workload{w})
+		},
+	}
+	cmd.Flags().Float64Var(&cpus, "cpus", 0, "the new size: whole CPUs for LSE and LSR; fractions for LS and BE")
+	return cmd
 }
 
 func newCtlDelete(e *env, f *ctlFlags) *cobra.Command {
@@ -264,6 +302,9 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 			numa = "-"
 		}
 		set := w.Cpuset
+		if w.PromisedCpuset != "" {
+			set += " (promised: " + w.PromisedCpuset + ")"
+		}
 		if w.OfflineCPUs != "" {
 			set += " (offline: " + w.OfflineCPUs + ")"
 		}

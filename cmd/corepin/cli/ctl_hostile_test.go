@@ -34,6 +34,7 @@ func TestCtlPrintsNoAgentEscapes(t *testing.T) {
 	}{
 		{args: []string{"ctl", "--socket", srv.URL, "list"}, wantCode: 0},
 		{args: []string{"ctl", "--socket", srv.URL, "get", "x"}, wantCode: 2},
+		{args: []string{"ctl", "--socket", srv.URL, "resize", "x", "--cpus", "2"}, wantCode: 2},
 		{args: []string{"ctl", "--socket", srv.URL, "create", "x", "--cpus", "1", "--", "sleep", "1"}, wantCode: 2},
 	} {
 		var out, errOut bytes.Buffer

@@ -1,0 +1,184 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/topology"
+)
+
+// resize sends ctr the kubelet's UpdateContainerResources for a
+// Guaranteed container of cpus CPUs (shares and quota, as the kubelet
+// writes them with cpuManagerPolicy none), applies the answer as a runtime
+// does, and returns the cpuset answered for ctr.
+func (f *fakeRuntime) resize(ctr *api.Container, cpus int) (string, error) {
+	f.t.Helper()
+	f.mu.Lock()
+	pod := f.pods[ctr.PodSandboxId]
+	f.mu.Unlock()
+	res := &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15", Shares: api.UInt64(uint64(1024 * cpus)),
+		Quota: api.Int64(int64(100000 * cpus)), Period: api.UInt64(uint64(100000))}}
+	rsp, err := f.r.UpdateContainer(context.Background(), &api.UpdateContainerRequest{Pod: pod, Container: ctr, LinuxResources: res})
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.apply(rsp.GetUpdate())
+	for _, u := range rsp.GetUpdate() {
+		if u.GetContainerId() == ctr.Id {
+			return u.GetLinux().GetResources().GetCpu().GetCpus(), nil
+		}
+	}
+	return "", nil
+}
+
+// TestUpdateContainerResizesInPlace (issue 21 §2): an in-place resize of
+// a pinned Guaranteed pod (2 -> 4 -> 2 CPUs) extends its cpuset on its
+// NUMA node in whole cores, never moving the CPUs it had, and shrinks back
+// to exactly the CPUs it was created on; a resize that cannot be placed,
+// or that would change its class, is refused with the reason and changes
+// nothing; the shared containers' pool follows.
+func TestUpdateContainerResizesInPlace(t *testing.T) {
+	f, p := connected(t, alloc.NodeSettings{Options: []string{alloc.OptFullPCPUsOnly}})
+	ctr := f.mustCreate(podSpec{name: "g2", shares: 2048, quota: 200000})
+	ls := f.mustCreate(ls1500)
+	first := cpuset.MustParse(ctr.Linux.Resources.Cpu.Cpus)
+	topo := topology.MustSynthetic(twoNodes)
+
+	got, err := f.resize(ctr, 4)
+	if err != nil {
+		t.Fatalf("resize to 4: %v", err)
+	}
+	grown := cpuset.MustParse(got)
+	if grown.Size() != 4 || !first.IsSubsetOf(grown) {
+		t.Fatalf("resize to 4 answered %q, want 4 CPUs holding %s", got, first)
+	}
+	wholeCoresOnOneNode(t, grown)
+	if sets := f.cpusets(); cpuset.MustParse(sets[ls.Id]).Intersects(grown) {
+		t.Errorf("the LS container's pool %s still holds CPUs of the grown %s", sets[ls.Id], grown)
+	}
+
+	before := f.cpusets()
+	for _, tc := range []struct {
+		name string
+		cpus int
+		want string
+	}{
+		{name: "more than fits", cpus: 16, want: "corepin: resizing container main of pod default/g2"},
+		{name: "half a core", cpus: 5, want: "whole number of cores"},
+	} {
+		if _, err := f.resize(ctr, tc.cpus); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: resize to %d = %v, want an error containing %q", tc.name, tc.cpus, err, tc.want)
+		}
+	}
+	if ca, err := p.Containers().Get(ctr.Id); err != nil || !ca.CPUs.Equals(grown) {
+		t.Errorf("after the refusals the assignment is %s (%v), want %s", ca.CPUs, err, grown)
+	}
+	if got := f.cpusets(); got[ctr.Id] != before[ctr.Id] || got[ls.Id] != before[ls.Id] {
+		t.Errorf("refused resizes changed cpusets: %v, want %v", got, before)
+	}
+
+	if got, err := f.resize(ctr, 2); err != nil || got != first.String() {
+		t.Fatalf("resize back to 2 answered %q (%v), want the CPUs it was created on, %s", got, err, first)
+	}
+	if sets := f.cpusets(); !cpuset.MustParse(sets[ls.Id]).IsSubsetOf(topo.Online().Difference(first)) || cpuset.MustParse(sets[ls.Id]).Size() != 14 {
+		t.Errorf("after the shrink the LS pool is %s, want the 14 CPUs besides %s", sets[ls.Id], first)
+	}
+}
+
+// TestCreateContainerSetsTheEnvironment (issue 21 §3): a container learns
+// its cpuset and thread count from its environment.
+func TestCreateContainerSetsTheEnvironment(t *testing.T) {
+	f, _ := connected(t, alloc.NodeSettings{})
+	for _, tc := range []struct {
+		ps      podSpec
+		threads string
+	}{
+		{ps: lse4, threads: "4"},
+		{ps: ls1500, threads: "2"},
+	} {
+		_, rsp, err := f.create(tc.ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, kv := range rsp.GetAdjust().GetEnv() {
+			env[kv.GetKey()] = kv.GetValue()
+		}
+		cpus := rsp.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus()
+		if env[EnvCPUSet] != cpus || env[EnvThreads] != tc.threads {
+			t.Errorf("%s: env %s=%q %s=%q, want %q and %q", tc.ps.name, EnvCPUSet, env[EnvCPUSet], EnvThreads, env[EnvThreads], cpus, tc.threads)
+		}
+	}
+}
+
+// TestInfoFilesFollowResizes (issue 21 §3): with an InfoDir, a container
+// gets its directory mounted read-only at InfoMount, and the files there
+// follow a resize of its own and a change of its shared pool; they go
+// with the container.
+func TestInfoFilesFollowResizes(t *testing.T) {
+	info := t.TempDir()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), InfoDir: info})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f.connect(p)
+	read := func(id, file string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(info, nodecore.ContainerName(id), file))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.TrimSpace(string(b))
+	}
+
+	ls, rsp, err := f.create(ls1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := rsp.GetAdjust().GetMounts()
+	if len(mounts) != 1 || mounts[0].Destination != InfoMount || mounts[0].Source != filepath.Join(info, nodecore.ContainerName(ls.Id)) ||
+		!slices.Contains(mounts[0].Options, "ro") {
+		t.Fatalf("mounts = %v, want %s's directory read-only at %s", mounts, ls.Id, InfoMount)
+	}
+	if got := read(ls.Id, InfoCPUSet); got != "0-15" || read(ls.Id, InfoThreads) != "2" {
+		t.Errorf("LS files: cpuset %q threads %q, want 0-15 and 2", got, read(ls.Id, InfoThreads))
+	}
+	g := f.mustCreate(podSpec{name: "g2", shares: 2048, quota: 200000})
+	if _, err := f.resize(g, 4); err != nil {
+		t.Fatal(err)
+	}
+	sets := f.cpusets()
+	for id, want := range map[string]string{g.Id: sets[g.Id], ls.Id: sets[ls.Id]} {
+		if got := read(id, InfoCPUSet); got != want {
+			t.Errorf("%s's cpuset file says %q, its cpuset is %q", id, got, want)
+		}
+	}
+	if got := read(g.Id, InfoThreads); got != "4" {
+		t.Errorf("the resized container's threads file says %q, want 4", got)
+	}
+	f.mu.Lock()
+	pod := f.pods[g.PodSandboxId]
+	f.mu.Unlock()
+	if err := f.r.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: g}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(info, nodecore.ContainerName(g.Id))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the removed container's directory: %v, want it gone", err)
+	}
+}
