@@ -159,7 +159,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	flags := map[string]string{}
 	for _, a := range c.Args[1:] {
 		k, v, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt", "--annotate-node"}, k) {
+		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt", "--annotate-node", "--info-dir"}, k) {
 			t.Errorf("argument %q is not a --flag=value of corepin nri", a)
 		}
 		flags[k] = v
@@ -191,8 +191,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 			t.Errorf("--sysfs-root %q does not hold the host's %s read-only", flags["--sysfs-root"], path)
 		}
 	}
+	// The containers' info files: the host's directory, seen by the
+	// plugin at the same path (the runtime mounts it from the host).
+	if dir, ok := flags["--info-dir"]; ok {
+		if v := vols["container-info"].HostPath; v == nil || v.Path != dir || mounts["container-info"].MountPath != dir || mounts["container-info"].ReadOnly {
+			t.Errorf("--info-dir %q is not the host's directory mounted writable at the same path (%+v)", dir, vols["container-info"])
+		}
+	}
 	for _, v := range pod.Volumes {
-		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", flags["--nri-socket"], "/var/lib/corepin"}, v.HostPath.Path) {
+		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", flags["--nri-socket"], "/var/lib/corepin", flags["--info-dir"]}, v.HostPath.Path) {
 			t.Errorf("host path %s: the plugin uses no other", v.HostPath.Path)
 		}
 	}

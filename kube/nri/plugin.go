@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -98,6 +99,9 @@ type Plugin struct {
 
 // New opens the state file and returns a plugin over it.
 func New(o Options) (*Plugin, error) {
+	if o.InfoDir != "" && (!filepath.IsAbs(o.InfoDir) || filepath.Clean(o.InfoDir) == "/") {
+		return nil, fmt.Errorf("%w: info dir %q: want an absolute directory of the host other than /, seen by the plugin at the same path", nodecore.ErrInvalid, o.InfoDir)
+	}
 	c, err := nodecore.OpenContainers(o.State, o.Topology, o.Alloc)
 	if err != nil {
 		return nil, err

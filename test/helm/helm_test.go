@@ -273,6 +273,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "bad quantity", set: "resources.requests.cpu=lots", want: "/resources/requests/cpu"},
 		{name: "bad cpu list", set: "reservedCPUs=0-1;4", want: "/reservedCPUs"},
 		{name: "relative socket path", set: "nriSocket=run/nri/nri.sock", want: "/nriSocket"},
+		{name: "relative container info dir", set: "containerInfoDir=run/corepin", want: "/containerInfoDir"},
+		{name: "the root as container info dir", set: "containerInfoDir=/", want: "/containerInfoDir"},
 		{name: "unknown log format", set: "logFormat=yaml", want: "/logFormat"},
 		{name: "map for a label value", set: "nodeSelector.pool.name=a", want: "/nodeSelector/pool"},
 	}
@@ -301,7 +303,7 @@ func TestSchemaTakesTheValuesUsersType(t *testing.T) {
 	for _, set := range []string{
 		"reservedCPUs=2", "reservedCPUs=", "reservedCPUs=0-1\\,32-33", "resources.requests.cpu=1",
 		"resources.limits.memory=1.5Gi", "image.tag=1.2.3", "nodeSelector.corepin\\.io/enabled=true",
-		"policyOptions=null", "global.imageRegistry=example.com",
+		"policyOptions=null", "global.imageRegistry=example.com", "containerInfoDir=", "containerInfoDir=/var/run/corepin",
 	} {
 		if _, err := template(t, values(t, set)); err != nil {
 			t.Errorf("helm template --set %s: %v", set, err)

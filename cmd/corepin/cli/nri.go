@@ -57,7 +57,7 @@ Examples:
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
-	var state, config, socket, root, nodeName string
+	var state, config, socket, root, nodeName, infoDir string
 	var publishNRT, annotateNode bool
 	var kube kubeclient.Options
 	cmd := &cobra.Command{
@@ -85,7 +85,7 @@ func newNRICmd(e *env) *cobra.Command {
 			if c.LogFormat == "json" {
 				h = slog.NewJSONHandler(e.stderr, nil)
 			}
-			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h)}
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir}
 			if publishNRT {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
@@ -133,6 +133,7 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.StringVar(&config, "config", "", "YAML config of corepin agent (reserved CPUs, policy, options, topology policy)")
 	fl.StringVar(&socket, "nri-socket", "", "the runtime's NRI socket (default /var/run/nri/nri.sock)")
 	fl.StringVar(&root, "sysfs-root", "/", "directory holding sys/ of the machine to place on")
+	fl.StringVar(&infoDir, "info-dir", "", "host directory (seen by the plugin at the same path) of each container's files cpuset and threads, kept current across resizes and mounted read-only into the container at "+nri.InfoMount+" (empty: none; the variables COREPIN_CPUSET and COREPIN_THREADS are set either way)")
 	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
 	fl.BoolVar(&annotateNode, "annotate-node", false, "publish the node's topology and assignments as the annotations corepin extender reads (in a pod, with its service account)")
 	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt and --annotate-node")

@@ -40,6 +40,7 @@ func TestNRIRefusesBadInput(t *testing.T) {
 		{name: "annotate without a node name", args: []string{"--annotate-node", "--node-name", "", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "a.db")}, want: "--annotate-node needs --node-name"},
 		{name: "annotate outside a pod", args: []string{"--annotate-node", "--node-name", "n1", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "b.db")}, want: "--annotate-node: not running in a Kubernetes pod"},
 		{name: "bad sysfs root", args: []string{"--sysfs-root", filepath.Join(dir, "nowhere")}, want: "--sysfs-root"},
+		{name: "relative info dir", args: []string{"--info-dir", "run/corepin", "--sysfs-root", smallDump(t), "--state", filepath.Join(dir, "i.db")}, want: `info dir "run/corepin"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
