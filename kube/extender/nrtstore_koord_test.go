@@ -21,6 +21,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 )
 
 // koordObject is ../nodestate/testdata/koordinator-nrt-v1alpha1.json, the object
@@ -267,7 +268,7 @@ func TestKoordinatorUpdate(t *testing.T) {
 // otherwise.
 func TestNRTTopologyPolicies(t *testing.T) {
 	obj := func(name string, policies []any, attrs ...nodestate.Attribute) *unstructured.Unstructured {
-		u := nrtObject(t, name, 4, 4)
+		u := nodestatetest.NRT(t, name, 4, 4)
 		u.SetAPIVersion("topology.node.k8s.io/v1alpha1")
 		u.Object["topologyPolicies"] = policies
 		if attrs == nil {

@@ -2,7 +2,6 @@ package extender
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -24,41 +23,10 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/topology"
 )
-
-// nrtObject is node's NodeResourceTopology as corepin nri --publish-nrt
-// builds it (nodestate.BuildNRT) for a machine of 8 single-thread cores per NUMA
-// node with free[i] of node i's CPUs not held by an exclusive workload.
-func nrtObject(t *testing.T, node string, free ...int) *unstructured.Unstructured {
-	t.Helper()
-	topo := topology.MustSynthetic(topology.Shape{Sockets: len(free), NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
-	var held cpuset.Builder
-	for n, f := range free {
-		for i, c := range topo.NodeCPUs(topology.NodeID(n)).List() {
-			if i >= f {
-				held.Add(c)
-			}
-		}
-	}
-	o := nodestate.BuildNRT(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node")
-	return toUnstructured(t, o)
-}
-
-func toUnstructured(t *testing.T, o any) *unstructured.Unstructured {
-	t.Helper()
-	b, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		t.Fatalf("decoding %s: %v", b, err)
-	}
-	return u
-}
 
 // logBuf is a concurrency-safe log sink.
 type logBuf struct {
@@ -132,7 +100,7 @@ func freeOf(s *NRTStore, node string) []int {
 }
 
 func TestNRTStoreJudgesNodesWithoutAnnotations(t *testing.T) {
-	s, client, log := watchedStore(t, nrtObject(t, "w1", 8, 2))
+	s, client, log := watchedStore(t, nodestatetest.NRT(t, "w1", 8, 2))
 	if diff := cmp.Diff([]int{8, 2}, freeOf(s, "w1")); diff != "" {
 		t.Fatalf("w1 free after sync (-want +got):\n%s", diff)
 	}
@@ -151,7 +119,7 @@ func TestNRTStoreJudgesNodesWithoutAnnotations(t *testing.T) {
 	// An update (an informer event) changes the answer: [5,5] has no
 	// NUMA node with 6 free CPUs; the failure stays resolvable (the
 	// stand-in machine does not say what preemption would free).
-	upd := nrtObject(t, "w1", 5, 5)
+	upd := nodestatetest.NRT(t, "w1", 5, 5)
 	if _, err := client.Resource(NRTResource).Update(t.Context(), upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +162,7 @@ func decode(t *testing.T, body []byte) *extenderv1.ExtenderArgs {
 }
 
 func TestNRTAnnotationsWin(t *testing.T) {
-	s, _, _ := watchedStore(t, nrtObject(t, "w1", 8, 2))
+	s, _, _ := watchedStore(t, nodestatetest.NRT(t, "w1", 8, 2))
 	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
 	body := args(t, pod, node("w1", map[string]string{AnnotationNUMAFree: "[5,5]"}))
 	res := filter(t, New(WithNRT(s)).Handler(), body)

@@ -12,15 +12,16 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 )
 
 // TestParseNRTAgreesWithTheStore: every object ParseNRT accepts, the
 // store judges by the same free counts or Koordinator state; every one it
 // refuses, the store leaves unjudged or fails.
 func TestParseNRTAgreesWithTheStore(t *testing.T) {
-	badZones := nrtObject(t, "bad-zones", 4, 4)
+	badZones := nodestatetest.NRT(t, "bad-zones", 4, 4)
 	badZones.Object["zones"] = "nope"
-	badPolicy := nrtObject(t, "bad-policy", 4, 4)
+	badPolicy := nodestatetest.NRT(t, "bad-policy", 4, 4)
 	badPolicy.Object["topologyPolicies"] = []any{"Sometimes"}
 	delete(badPolicy.Object, "attributes")
 	tests := []struct {
@@ -32,7 +33,7 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 		cpus    int
 		held    []alloc.Assignment
 	}{
-		{name: "corepin zones", u: nrtObject(t, "zones", 3, 8), free: []int{3, 8}, tp: "single-numa-node", cpus: 11},
+		{name: "corepin zones", u: nodestatetest.NRT(t, "zones", 3, 8), free: []int{3, 8}, tp: "single-numa-node", cpus: 11},
 		{name: "koordinator", u: koordObject(t, "koord", nil), tp: "single-numa-node", cpus: 16, held: []alloc.Assignment{
 			{ID: nodestate.ReservedID, QoS: alloc.LSE, CPUs: cpuset.New(0, 8)},
 			{ID: "default/web", QoS: alloc.LSE, CPUs: cpuset.New(1, 9)},
@@ -42,7 +43,7 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 		{name: "zones not a list", u: badZones, wantErr: "zones is not a list"},
 		{name: "unknown topology policy", u: badPolicy, wantErr: `"Sometimes"`},
 		{name: "koordinator topology broken", u: koordObject(t, "koord-bad", map[string]string{nodestate.AnnotationKoordCPUTopology: `{"detail":[`}), wantErr: nodestate.AnnotationKoordCPUTopology},
-		{name: "no free CPU", u: nrtObject(t, "full", 0, 0), free: []int{0, 0}, tp: "single-numa-node", wantErr: "no free CPU"},
+		{name: "no free CPU", u: nodestatetest.NRT(t, "full", 0, 0), free: []int{0, 0}, tp: "single-numa-node", wantErr: "no free CPU"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestNRTNodeTopologyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zones, err := nodestate.ParseNRT(nrtObject(t, "z", 4, 4))
+	zones, err := nodestate.ParseNRT(nodestatetest.NRT(t, "z", 4, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

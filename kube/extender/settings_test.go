@@ -14,6 +14,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -281,7 +282,7 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 // The settings of an object reach the store through the informer (its
 // transform keeps the attributes).
 func TestNRTInformerKeepsAttributes(t *testing.T) {
-	s, _, _ := watchedStore(t, nrtObject(t, "w1", 8, 2))
+	s, _, _ := watchedStore(t, nodestatetest.NRT(t, "w1", 8, 2))
 	got, ok := s.get("w1")
 	if !ok || got.settings.TopologyPolicy != "single-numa-node" {
 		t.Errorf("w1 settings %+v (kept %v), want topology policy single-numa-node", got.settings, ok)

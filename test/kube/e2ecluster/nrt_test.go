@@ -22,38 +22,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/test/kube/kubetest"
-	"github.com/corepin/corepin/topology"
 )
-
-// nrtFor is node's NodeResourceTopology as corepin nri --publish-nrt
-// builds it, for a machine of 8 single-thread cores per NUMA node with
-// free[i] of node i's CPUs not held.
-func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
-	t.Helper()
-	topo := topology.MustSynthetic(topology.Shape{Sockets: len(free), NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
-	var held cpuset.Builder
-	for n, f := range free {
-		for i, c := range topo.NodeCPUs(topology.NodeID(n)).List() {
-			if i >= f {
-				held.Add(c)
-			}
-		}
-	}
-	b, err := json.Marshal(nodestate.BuildNRT(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 // startNRTExtender runs `corepin extender --nrt` and returns its port once
 // /healthz answers ok, which it does only once its informer has listed the
@@ -121,7 +93,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating node %s: %v", name, err)
 		}
-		if _, err := dyn.Resource(extender.NRTResource).Create(ctx, nrtFor(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(extender.NRTResource).Create(ctx, nodestatetest.NRT(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
 		}
 	}
@@ -146,7 +118,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		upd := nrtFor(t, name, f...)
+		upd := nodestatetest.NRT(t, name, f...)
 		upd.SetResourceVersion(cur.GetResourceVersion())
 		if _, err := dyn.Resource(extender.NRTResource).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("updating the NodeResourceTopology of %s: %v", name, err)
