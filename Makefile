@@ -17,7 +17,7 @@ CLI      := github.com/corepin/corepin/cmd/corepin/cli
 LDFLAGS  := -s -w -X $(CLI).Version=$(VERSION) -X $(CLI).Commit=$(COMMIT) -X $(CLI).Date=$(DATE)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet test-chart \
+.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet e2e-deploy test-chart \
 	dist-bin image image-push image-check dist
 
 all: build
@@ -192,6 +192,15 @@ test-chart: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver
 # into $(COREPIN_CACHE) like the other binaries. See test/kube/e2ekubelet.
 e2e-kubelet:
 	@test "$$(id -u)" = 0 || { echo "e2e-kubelet needs root (a kubelet and containerd run pods)"; exit 2; }
+	$(MAKE) e2e-kubelet-bin
+	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v \
+	  -run '^(TestKubeletRunsSweepPinned|TestOwnNodeIP)$$' ./e2ekubelet
+
+# What e2e-kubelet and e2e-deploy run: corepin, the control plane, the
+# kubelet and kube-controller-manager, containerd (each cached by version).
+.PHONY: e2e-kubelet-bin
+e2e-kubelet-bin:
 	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
 	  { echo "e2e-kubelet needs: apt-get install runc busybox-static umoci skopeo"; exit 2; }
 	$(MAKE) build kube-bin
@@ -204,8 +213,32 @@ e2e-kubelet:
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+
+# The chart installed for real on e2e-kubelet's node (root; .ci/run runs
+# it as root): make image's image imported into the private containerd,
+# the chart rendered by Helm (test/helm's render, Helm's own module) and
+# applied as Helm 4 applies it, so that corepin nri runs as the
+# DaemonSet's pod with the shipped hostPath state, NRI socket mount and
+# RBAC. A Guaranteed pod pinned by it (the kernel's cpuset against the
+# state file, read by test/e2enode's statefile), a rolling upgrade to a
+# second tag, the default NRI validator's required-plugins annotation, and
+# the uninstall (no NRI connection, no cgroup; the state file stays). The
+# helpers build into bin/e2e-deploy, rebuilt by go build's
+# cache when their sources change. See test/kube/e2ekubelet/deploy_test.go.
+DEPLOY_BIN := bin/e2e-deploy
+e2e-deploy:
+	@test "$$(id -u)" = 0 || { echo "e2e-deploy needs root (a kubelet and containerd run pods)"; exit 2; }
+	@command -v ip >/dev/null && test -x /usr/lib/cni/host-device && test -x /usr/lib/cni/static || \
+	  { echo "e2e-deploy needs: apt-get install iproute2 containernetworking-plugins"; exit 2; }
+	$(MAKE) e2e-kubelet-bin image
+	@mkdir -p $(DEPLOY_BIN)
+	cd test/helm && $(GO) build -o $(CURDIR)/$(DEPLOY_BIN)/render ./render
+	cd test/e2enode && $(GO) build -o $(CURDIR)/$(DEPLOY_BIN)/statefile ./statefile
 	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
-	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v ./e2ekubelet
+	  COREPIN_IMAGE_DIR=$(CURDIR)/$(DIST)/image COREPIN_IMAGE_VERSION=$(VERSION) COREPIN_CHART=$(CURDIR)/deploy/helm/corepin \
+	  COREPIN_HELM_RENDER=$(CURDIR)/$(DEPLOY_BIN)/render COREPIN_STATEFILE=$(CURDIR)/$(DEPLOY_BIN)/statefile \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-deploy-report.txt $(GO) test -count=1 -timeout 20m -v \
+	  -run '^TestChartInstalledOnTheNode$$' ./e2ekubelet
 
 # Real kernels under qemu's software emulation (no root, no KVM): Debian's
 # 6.1 and 6.12 cloud kernels (apt-get download, cached by version in

@@ -39,6 +39,9 @@
 //     container keeps the cpuset it holds when that is free and the right
 //     size, so a lost state file moves nothing), and updates only the
 //     containers whose cpuset differs from their assignment.
+//   - PostStartContainer sends that update again to a container that
+//     Synchronize found created but not started: containerd applies an
+//     update of a created container to its spec, not to its cgroup.
 //
 // Plugin.Run owns the connection: when the runtime restarts (stub.Run
 // returns), it reconnects with a doubling back-off (100ms..5s) and
@@ -72,8 +75,9 @@
 // # Fail-open
 //
 // NRI is fail-open: a container created while the plugin is not connected
-// (not deployed yet, restarting) runs unpinned on every CPU, and the next
-// Synchronize admits and pins it. A pod that must never run unpinned sets
+// (not deployed yet, restarting, mid rolling upgrade) runs unpinned on
+// every CPU, beside pinned containers' CPUs, and the next Synchronize
+// admits and pins it (make e2e-deploy shows both during an upgrade). A pod that must never run unpinned sets
 // the annotation
 //
 //	required-plugins.noderesource.dev: '["corepin"]'

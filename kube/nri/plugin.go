@@ -89,7 +89,12 @@ type Plugin struct {
 	// applied is what the runtime last applied per container id, as far
 	// as the plugin knows (from Synchronize and its own answers).
 	applied map[string]cpuset.CPUSet
-	stub    stub.Stub
+	// unstarted are the containers whose Synchronize update the runtime
+	// took before it started them: containerd applies an update of a
+	// created container to its spec only (the cgroup was made at create,
+	// fail-open while no plugin ran), so PostStartContainer sends it again.
+	unstarted map[string]bool
+	stub      stub.Stub
 
 	publish  func(context.Context, alloc.Pools) error
 	annotate func(context.Context, *alloc.State, map[string]string) error
@@ -106,7 +111,7 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir}
 	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -222,11 +227,12 @@ func (p *Plugin) NewStub(opts ...stub.Option) (stub.Stub, error) {
 
 // Interfaces of pkg/stub the plugin implements.
 var (
-	_ stub.SynchronizeInterface     = (*Plugin)(nil)
-	_ stub.CreateContainerInterface = (*Plugin)(nil)
-	_ stub.UpdateContainerInterface = (*Plugin)(nil)
-	_ stub.StopContainerInterface   = (*Plugin)(nil)
-	_ stub.RemoveContainerInterface = (*Plugin)(nil)
+	_ stub.SynchronizeInterface        = (*Plugin)(nil)
+	_ stub.CreateContainerInterface    = (*Plugin)(nil)
+	_ stub.UpdateContainerInterface    = (*Plugin)(nil)
+	_ stub.StopContainerInterface      = (*Plugin)(nil)
+	_ stub.RemoveContainerInterface    = (*Plugin)(nil)
+	_ stub.PostStartContainerInterface = (*Plugin)(nil)
 )
 
 // refOf names ctr of pod for the state file.
@@ -305,6 +311,12 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 	}
 	ups, err := p.repair(func(string) bool { return true })
+	p.unstarted = map[string]bool{}
+	for _, u := range ups {
+		if running[u.GetContainerId()].GetState() == api.ContainerState_CONTAINER_CREATED {
+			p.unstarted[u.GetContainerId()] = true
+		}
+	}
 	p.log.Info("synchronized", "containers", len(running), "managed", len(have), "updates", len(ups))
 	p.touched()
 	return ups, err
@@ -471,6 +483,37 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return append([]*api.ContainerUpdate{updateOf(ca)}, ups...), nil
 }
 
+// PostStartContainer sends a container that Synchronize updated before
+// the runtime started it its assignment again, now that it runs: the
+// first update reached its spec, not its cgroup (a container created
+// while no plugin ran, during a rolling upgrade of the plugin, would
+// otherwise keep every CPU, an exclusive container's included).
+func (p *Plugin) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	if !p.unstarted[ctr.GetId()] {
+		p.mu.Unlock()
+		return nil
+	}
+	delete(p.unstarted, ctr.GetId())
+	ca, err := p.c.Get(ctr.GetId())
+	s := p.stub
+	p.mu.Unlock()
+	if errors.Is(err, nodecore.ErrNotFound) || s == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	up := updateOf(ca)
+	// Not from inside the runtime's request: it holds its lock.
+	go func() {
+		if failed, err := s.UpdateContainers([]*api.ContainerUpdate{up}); err != nil || len(failed) > 0 {
+			p.log.Warn("updating a container started after Synchronize", "id", ctr.GetId(), "err", err, "failed", len(failed))
+		}
+	}()
+	return nil
+}
+
 // StopContainer releases ctr's CPUs and answers updates for the shared
 // containers whose pool grew.
 func (p *Plugin) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
@@ -510,5 +553,6 @@ func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
 	}
 	delete(p.applied, id)
 	p.removeInfo(id)
+	delete(p.unstarted, id)
 	return p.repair(func(string) bool { return true })
 }

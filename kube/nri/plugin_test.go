@@ -777,3 +777,59 @@ func TestSharedPoolsRegrowAfterExclusiveContainerEnds(t *testing.T) {
 		})
 	}
 }
+
+// A container created while no plugin ran (NRI fails open: every CPU)
+// and started only after the plugin's Synchronize answered its update:
+// containerd applies that update to the created container's spec, not to
+// its cgroup, so the start leaves it on every CPU. The plugin sends the
+// update again once the container runs (PostStartContainer).
+func TestContainerStartedAfterSynchronizeGetsItsUpdate(t *testing.T) {
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	pod := &api.PodSandbox{Id: "pod-late", Name: "late", Namespace: "default", Uid: "uid-late", Labels: lse4.labels, Annotations: lse4.annotations}
+	ctr := &api.Container{Id: "ctr-late", PodSandboxId: pod.Id, Name: "main", State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(lse4.shares),
+			Quota: api.Int64(lse4.quota), Period: api.UInt64(100000), Cpus: "0-15", Mems: "0-1"}}}}
+	f.mu.Lock()
+	f.pods[pod.Id], f.ctrs[ctr.Id] = pod, ctr
+	f.mu.Unlock()
+	p := newPlugin(t, filepath.Join(t.TempDir(), "state.db"), alloc.NodeSettings{Reserved: cpuset.New(0)})
+	f.connect(p)
+	ca, err := p.Containers().Get(ctr.Id)
+	if err != nil {
+		t.Fatalf("Synchronize did not admit the created container: %v", err)
+	}
+	want := ca.CPUs.String()
+	if want == "0-15" {
+		t.Fatalf("the container's assignment is every CPU (%s): the test needs one that differs", want)
+	}
+	// The runtime started it with the cgroup made at create.
+	f.mu.Lock()
+	ctr.Linux.Resources.Cpu.Cpus = "0-15"
+	ctr.State = api.ContainerState_CONTAINER_RUNNING
+	f.mu.Unlock()
+	if err := f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: pod, Container: ctr}); err != nil {
+		t.Fatalf("PostStartContainer: %v", err)
+	}
+	select {
+	case <-f.pushed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no update sent after the start; the container runs on %s, its assignment is %s", f.cpusets()[ctr.Id], want)
+	}
+	if got := f.cpusets()[ctr.Id]; got != want {
+		t.Errorf("after the start the container runs on %s, want its assignment %s", got, want)
+	}
+	// A container started normally (admitted at create) gets no second update.
+	f.mustCreate(ls1500)
+	f.mu.Lock()
+	late := f.ctrs["ctr-ls"]
+	f.mu.Unlock()
+	if err := f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: f.pods[late.PodSandboxId], Container: late}); err != nil {
+		t.Fatalf("PostStartContainer: %v", err)
+	}
+	select {
+	case ups := <-f.pushed:
+		t.Errorf("an update was sent after a normal start: %v", ups)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

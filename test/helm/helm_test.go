@@ -3,7 +3,6 @@ package helm
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,16 +14,14 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/loader"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/strvals"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/kube/manifests"
+	"github.com/corepin/corepin/test/helm/helmrender"
 )
 
 const (
@@ -79,11 +76,9 @@ func combinations() []combination {
 // values parses sets as helm --set does.
 func values(t *testing.T, sets ...string) map[string]any {
 	t.Helper()
-	vals := map[string]any{}
-	for _, s := range sets {
-		if err := strvals.ParseInto(s, vals); err != nil {
-			t.Fatalf("--set %s: %v", s, err)
-		}
+	vals, err := helmrender.Values(sets...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return vals
 }
@@ -99,29 +94,7 @@ func template(t *testing.T, vals map[string]any) (string, error) {
 // templateIn is template for a release in namespace ns.
 func templateIn(t *testing.T, ns string, vals map[string]any) (string, error) {
 	t.Helper()
-	chrt, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatalf("loading the chart: %v", err)
-	}
-	kv, err := common.ParseKubeVersion(kubeVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := action.NewInstall(action.NewConfiguration())
-	inst.DryRunStrategy = action.DryRunClient
-	inst.ReleaseName = "corepin"
-	inst.Namespace = ns
-	inst.Replace = true
-	inst.KubeVersion = kv
-	rel, err := inst.RunWithContext(context.Background(), chrt, vals)
-	if err != nil {
-		return "", err
-	}
-	r, ok := rel.(*release.Release)
-	if !ok {
-		t.Fatalf("helm template returned a %T", rel)
-	}
-	return r.Manifest, nil
+	return helmrender.Template(chartDir, ns, kubeVersion, vals)
 }
 
 // lint is helm lint --strict: its messages, and whether it passed.

@@ -77,6 +77,7 @@ type cluster struct {
 	podUIDs    map[string]int
 	cgroupRoot string
 	ps         *kubetest.Procs
+	ctd        *kubetest.Proc // containerd
 	cs         kubernetes.Interface
 	notes      []string
 }
@@ -120,7 +121,11 @@ func need(t *testing.T) *cluster {
 // kubelets reached at their InternalIP),
 // kube-controller-manager with only the job and pod GC controllers, and
 // kube-scheduler with a default configuration.
-func (c *cluster) startControlPlane() {
+func (c *cluster) startControlPlane() { c.startControlPlaneWith("job,podgc") }
+
+// startControlPlaneWith is startControlPlane with the controllers of
+// kube-controller-manager's --controllers.
+func (c *cluster) startControlPlaneWith(controllers string) {
 	t := c.t
 	cp := kubetest.StartControlPlane(t, c.ps, c.kubeBin, c.dir,
 		// Pod logs: reach the kubelet at its node IP; the node's name
@@ -136,7 +141,7 @@ func (c *cluster) startControlPlane() {
 	kubetest.StartServing(t, 1, 90*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
 		return c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
 			"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
-			"--controllers=job,podgc", "--leader-elect=false", "--use-service-account-credentials=false",
+			"--controllers="+controllers, "--leader-elect=false", "--use-service-account-credentials=false",
 			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1"), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
 	})
 	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
@@ -160,9 +165,10 @@ func (c *cluster) startControlPlane() {
 	c.note("kube-scheduler healthy %s after start", fmtDur(time.Since(begin)))
 }
 
-// startNode starts the private containerd, imports the images, attaches
-// `corepin nri` and returns the CRI client.
-func (c *cluster) startNode() *cri {
+// startRuntime starts the private containerd with the network
+// configuration cni, imports the pause and busybox + corepin images and
+// returns the CRI client.
+func (c *cluster) startRuntime(cni string) *cri {
 	t := c.t
 	begin := time.Now()
 	pause, image := buildImages(t, c.dir, c.corepin)
@@ -171,14 +177,30 @@ func (c *cluster) startNode() *cri {
 	if err := os.MkdirAll(c.path("cni/net.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, c.path("cni/net.d/10-lo.conflist"), []byte(cniConfig))
-	env := append(os.Environ(), "PATH="+c.ctdBin+":"+os.Getenv("PATH"))
-	ctd := c.ps.Start("containerd", env, filepath.Join(c.ctdBin, "containerd"), "--config", c.path("containerd.toml"))
+	writeFile(t, c.path("cni/net.d/10-e2e.conflist"), []byte(cni))
+	c.ctd = c.ps.Start("containerd", c.ctdEnv(), filepath.Join(c.ctdBin, "containerd"), "--config", c.path("containerd.toml"))
 	rt := dialCRI(t, c.path("run/containerd.sock"))
-	c.note("containerd CRI up in %s", fmtDur(rt.waitUp(t, ctd, 30*time.Second)))
+	c.note("containerd CRI up in %s", fmtDur(rt.waitUp(t, c.ctd, 30*time.Second)))
 	for _, img := range []string{pause, image} {
-		run(t, env, filepath.Join(c.ctdBin, "ctr"), "--address", c.path("run/containerd.sock"), "-n", "k8s.io", "images", "import", img)
+		c.ctr("images", "import", img)
 	}
+	return rt
+}
+
+func (c *cluster) ctdEnv() []string {
+	return append(os.Environ(), "PATH="+c.ctdBin+":"+os.Getenv("PATH"))
+}
+
+// ctr runs ctr on the private containerd's k8s.io namespace (the CRI's).
+func (c *cluster) ctr(args ...string) string {
+	return run(c.t, c.ctdEnv(), filepath.Join(c.ctdBin, "ctr"), append([]string{"--address", c.path("run/containerd.sock"), "-n", "k8s.io"}, args...)...)
+}
+
+// startNode starts the private containerd, imports the images, attaches
+// `corepin nri` and returns the CRI client.
+func (c *cluster) startNode() *cri {
+	t := c.t
+	rt := c.startRuntime(cniConfig)
 	// No reserved CPU: the 2-CPU machine must fit two pinned pods at once.
 	writeFile(t, c.path("corepin.yaml"), []byte("reserved_cpus: \"\"\npolicy: corepin\n"))
 	plugin := c.ps.Start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
