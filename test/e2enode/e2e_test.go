@@ -21,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
@@ -91,29 +92,7 @@ cp busybox.tar pause.tar %s/
 
 func (n *node) writeConfig() string {
 	d := n.dir
-	cfg := fmt.Sprintf(`version = 4
-root  = '%[1]s/root'
-state = '%[1]s/state'
-imports = []
-[plugins]
-  'io.containerd.server.v1.grpc'.address = '%[1]s/run/containerd.sock'
-  'io.containerd.server.v1.ttrpc'.address = '%[1]s/run/containerd.sock.ttrpc'
-  'io.containerd.internal.v1.opt'.path = '%[1]s/opt'
-  'io.containerd.shim.v1.manager'.socket_dir = '%[1]s/run/s'
-  'io.containerd.cri.v1.images'.pinned_images.sandbox = '%[2]s'
-[plugins.'io.containerd.nri.v1.nri']
-  socket_path = '%[1]s/run/nri.sock'
-  plugin_path = '%[1]s/nri/plugins'
-  plugin_config_path = '%[1]s/nri/conf.d'
-  default_validator = { enable = true }
-[plugins.'io.containerd.cri.v1.runtime']
-  netns_mounts_under_state_dir = true
-  restrict_oom_score_adj = true
-  cni = { conf_dir = '%[1]s/cni/net.d' }
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-  runtime_type = 'io.containerd.runc.v2'
-  options = { BinaryName = '/usr/sbin/runc', SystemdCgroup = false, Root = '%[1]s/run/runc' }
-`, d, pauseImage)
+	cfg := testutil.ContainerdConfig(d, pauseImage)
 	p := filepath.Join(d, "containerd.toml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)

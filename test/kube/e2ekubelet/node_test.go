@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -69,29 +70,7 @@ rm -rf bundle bundle2 oci
 // initialized") without a network configuration, and the kubelet keeps
 // the node NotReady: cniConfig gives it one.
 func containerdConfig(dir string) string {
-	return fmt.Sprintf(`version = 4
-root  = '%[1]s/root'
-state = '%[1]s/state'
-imports = []
-[plugins]
-  'io.containerd.server.v1.grpc'.address = '%[1]s/run/containerd.sock'
-  'io.containerd.server.v1.ttrpc'.address = '%[1]s/run/containerd.sock.ttrpc'
-  'io.containerd.internal.v1.opt'.path = '%[1]s/opt'
-  'io.containerd.shim.v1.manager'.socket_dir = '%[1]s/run/s'
-  'io.containerd.cri.v1.images'.pinned_images.sandbox = '%[2]s'
-[plugins.'io.containerd.nri.v1.nri']
-  socket_path = '%[1]s/run/nri.sock'
-  plugin_path = '%[1]s/nri/plugins'
-  plugin_config_path = '%[1]s/nri/conf.d'
-  default_validator = { enable = true }
-[plugins.'io.containerd.cri.v1.runtime']
-  netns_mounts_under_state_dir = true
-  restrict_oom_score_adj = true
-  cni = { conf_dir = '%[1]s/cni/net.d', bin_dirs = ['/usr/lib/cni'] }
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-  runtime_type = 'io.containerd.runc.v2'
-  options = { BinaryName = '/usr/sbin/runc', SystemdCgroup = false, Root = '%[1]s/run/runc' }
-`, dir, pauseImage)
+	return testutil.ContainerdConfig(dir, pauseImage, "/usr/lib/cni")
 }
 
 // cniConfig is the node's network configuration: loopback only, which
