@@ -348,8 +348,8 @@ type verdictKey struct {
 }
 
 // ComingSuffix ends the reason of a refusal that only pods bound to the
-// node and not yet admitted there cause (WithPods).
-const ComingSuffix = " (counting pods bound there and not yet admitted)"
+// node and not yet admitted there cause (WithPods): nodestate.ComingSuffix.
+const ComingSuffix = nodestate.ComingSuffix
 
 // judge answers req on a node of state ns (nil: the node publishes none),
 // from the verdict cache or by placing req on a copy of ns. A request
@@ -382,16 +382,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	var v verdict
 	pl, err := admit(ns.st, req)
 	if err != nil {
-		v = verdict{reason: Reason(req, err)}
-		switch {
-		case nodeDefault && topologyCaused(req, err) && ns.settings.policyLabel != "":
-			v.reason += " (the node's label " + nodestate.LabelKoordNUMATopologyPolicy + " " + ns.settings.policyLabel + ")"
-		case nodeDefault && topologyCaused(req, err):
-			// The pod did not ask for it: say whose policy refused it.
-			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
-		case ns.settings.bindLabel != "" && bindCaused(req, err):
-			v.reason += " (the node's label " + nodestate.LabelKoordCPUBindPolicy + " " + ns.settings.bindLabel + ")"
-		}
+		v = verdict{reason: nodestate.Refusal(req, err, nodeDefault, ns.settings.bindLabel, ns.settings.policyLabel)}
 		if ns.coming > 0 {
 			if _, err := admit(ns.before, req); err == nil {
 				// The CPUs are free on what the node published: say
@@ -413,21 +404,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	return v
 }
 
-// request is req as the node of state ns judges it: under the node's
-// settings (alloc.NodeSettings.Apply: the node's default topology policy
-// when req names none, and the node's bind policy and NUMA strategy when
-// it has them and req is exclusive); nodeDefault reports whether req took
-// a default topology policy other than none. The engine is left to ns.st:
-// Apply would drop a pod's own bind, exclusive and NUMA strategy on the
-// kubelet engine, but the node's plugin refuses them there
-// (alloc.State.Allocate), and the extender answers as the node will (the
-// node's own bind and NUMA strategy are never set there:
-// nodestate.KoordSettings). Every request carries its QoS class (RequestOf).
+// request is req as the node of state ns judges it (nodestate.RequestOn
+// under its settings); nodeDefault reports whether req took a default
+// topology policy other than none.
 func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
-	set := ns.settings.NodeSettings
-	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
-	set.Policy = ""
-	return set.Apply(req), nodeDefault
+	return nodestate.RequestOn(ns.settings.NodeSettings, req)
 }
 
 // admit is the node's own answer to req on a copy of st, as the NRI
@@ -477,14 +458,6 @@ func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPri
 
 // score rates a placement 0 to MaxExtenderPriority (nodestate.Score).
 func score(pl alloc.Placement, free int) int64 { return nodestate.Score(pl, free) }
-
-// bindCaused reports whether err refuses req for its bind policy
-// (nodestate.BindCaused).
-func bindCaused(req alloc.Request, err error) bool { return nodestate.BindCaused(req, err) }
-
-// topologyCaused reports whether err refuses req for its topology policy
-// (nodestate.TopologyCaused).
-func topologyCaused(req alloc.Request, err error) bool { return nodestate.TopologyCaused(req, err) }
 
 // Reason words a refusal the way the scheduler's own reasons read ("no
 // NUMA node with 9 free CPUs"), with the same text on every node refused

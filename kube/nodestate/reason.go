@@ -11,6 +11,10 @@ import (
 // MaxExtenderPriority (a framework plugin scales it to its own range).
 const MaxScore = 10
 
+// ComingSuffix ends the reason of a refusal that only pods bound to the
+// node (or reserved there) and not yet admitted there cause.
+const ComingSuffix = " (counting pods bound there and not yet admitted)"
+
 // Score rates a placement: up to 6 points for alignment (one NUMA node,
 // one socket, one L3 group, no core shared with another workload) and up to
 // 4 for packing (the share of the node's free CPUs it uses, so the tighter
@@ -95,4 +99,37 @@ func Reason(req alloc.Request, err error) string {
 		return fmt.Sprintf("%d exclusive CPUs would leave no CPU for the node's BE pods", req.CPUs)
 	}
 	return rj.Error()
+}
+
+// RequestOn is req as a node judged under set judges it: under the node's
+// settings (alloc.NodeSettings.Apply: the node's default topology policy
+// when req names none, and the node's bind policy and NUMA strategy when
+// it has them and req is exclusive); nodeDefault reports whether req took
+// a default topology policy other than none. The engine is left to the
+// node's state: Apply would drop a pod's own bind, exclusive and NUMA
+// strategy on the kubelet engine, but the node's plugin refuses them there
+// (alloc.State.Allocate), and a scheduler answers as the node will (the
+// node's own bind and NUMA strategy are never set there: KoordSettings).
+func RequestOn(set alloc.NodeSettings, req alloc.Request) (_ alloc.Request, nodeDefault bool) {
+	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
+	set.Policy = ""
+	return set.Apply(req), nodeDefault
+}
+
+// Refusal words err, the node's refusal of req (as RequestOn made it;
+// nodeDefault as it reported), as Reason does, and says whose policy
+// refused it when the pod did not ask for it: the Koordinator label that
+// decided the node's topology policy (policyLabel) or bind policy
+// (bindLabel), "" when none did, else the node's default topology policy.
+func Refusal(req alloc.Request, err error, nodeDefault bool, bindLabel, policyLabel string) string {
+	reason := Reason(req, err)
+	switch {
+	case nodeDefault && TopologyCaused(req, err) && policyLabel != "":
+		reason += " (the node's label " + LabelKoordNUMATopologyPolicy + " " + policyLabel + ")"
+	case nodeDefault && TopologyCaused(req, err):
+		reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
+	case bindLabel != "" && BindCaused(req, err):
+		reason += " (the node's label " + LabelKoordCPUBindPolicy + " " + bindLabel + ")"
+	}
+	return reason
 }
