@@ -336,15 +336,10 @@ type verdict struct {
 // topology policy in force (the pod's, else the node's default) and
 // whether it is the node's default (the reason says so).
 type verdictKey struct {
-	state          stateKey
-	nodeDefault    bool
-	id             string
-	cpus, milli    int
-	qos            alloc.QoS
-	bind           alloc.Bind
-	exclusive      alloc.Exclusive
-	numa           alloc.NUMAStrategy
-	topologyPolicy alloc.TopologyPolicy
+	state       stateKey
+	nodeDefault bool
+	id          string
+	shape       nodestate.Shape
 }
 
 // ComingSuffix ends the reason of a refusal that only pods bound to the
@@ -359,21 +354,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	if ns == nil {
 		return verdict{ok: true} // not a corepin node: not ours to judge
 	}
-	if reqErr != nil {
-		return verdict{reason: reqErr.Error(), unresolvable: true}
-	}
-	if ns.err != nil {
-		return verdict{reason: ns.err.Error(), unresolvable: true}
-	}
-	if ns.st == nil {
-		if req.QoS == alloc.BE {
-			return verdict{ok: true}
-		}
-		return verdict{reason: "no free CPUs"}
+	if pv, ok := nodestate.Prejudge(true, req, reqErr, ns.err, ns.st != nil); ok {
+		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
 	}
 	req, nodeDefault := ns.request(req)
-	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
-		exclusive: req.Exclusive, numa: req.NUMA, topologyPolicy: req.TopologyPolicy}
+	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, shape: nodestate.ShapeOf(req)}
 	if len(req.Hint) == 0 {
 		if v, ok := e.verdicts.get(vk); ok {
 			return v

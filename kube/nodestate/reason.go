@@ -133,3 +133,53 @@ func Refusal(req alloc.Request, err error, nodeDefault bool, bindLabel, policyLa
 	}
 	return reason
 }
+
+// Prejudged is a node's answer for a pod that needs no placement
+// (Prejudge).
+type Prejudged struct {
+	OK     bool
+	Reason string // why not, when !OK
+	// Unresolvable: preempting the node's pods would not help.
+	Unresolvable bool
+}
+
+// Prejudge answers a pod's request req on a node where no placement is
+// needed, as the scheduler extender and the scheduler plugin both do: a
+// node publishing no corepin state (judged false) takes it, a pod whose
+// metadata did not read (reqErr) or a node whose state did not
+// (stateErr) is refused for good, and a node without a free CPU at all
+// (hasState false) takes only a BE pod. decided is false when the node's
+// state must place req.
+func Prejudge(judged bool, req alloc.Request, reqErr, stateErr error, hasState bool) (v Prejudged, decided bool) {
+	switch {
+	case !judged:
+		return Prejudged{OK: true}, true // not a corepin node: not ours to judge
+	case reqErr != nil:
+		return Prejudged{Reason: reqErr.Error(), Unresolvable: true}, true
+	case stateErr != nil:
+		return Prejudged{Reason: stateErr.Error(), Unresolvable: true}, true
+	case !hasState && req.QoS == alloc.BE:
+		return Prejudged{OK: true}, true
+	case !hasState:
+		return Prejudged{Reason: "no free CPUs"}, true
+	}
+	return Prejudged{}, false
+}
+
+// Shape is what a node's answer to a request depends on besides the
+// node: the request's comparable fields but its id (a Hint, which no
+// scheduler's request carries, is left out). A scheduler keys the
+// answers it keeps by it.
+type Shape struct {
+	CPUs, MilliCPUs int
+	QoS             alloc.QoS
+	Bind            alloc.Bind
+	Exclusive       alloc.Exclusive
+	NUMA            alloc.NUMAStrategy
+	TopologyPolicy  alloc.TopologyPolicy
+}
+
+// ShapeOf is r's Shape.
+func ShapeOf(r alloc.Request) Shape {
+	return Shape{CPUs: r.CPUs, MilliCPUs: r.MilliCPUs, QoS: r.QoS, Bind: r.Bind, Exclusive: r.Exclusive, NUMA: r.NUMA, TopologyPolicy: r.TopologyPolicy}
+}
