@@ -96,6 +96,14 @@ func fingerprint(n *corev1.Node) (string, bool) {
 	return b.String(), true
 }
 
+// publishes reports whether n publishes a corepin state, without reading
+// it.
+func publishes(n *corev1.Node) bool {
+	_, topo := n.Annotations[nodestate.AnnotationTopology]
+	_, free := n.Annotations[nodestate.AnnotationNUMAFree]
+	return topo || free
+}
+
 // decode decodes what n publishes (fp: fingerprint) through kube/nodestate,
 // as the scheduler extender does.
 func decode(n *corev1.Node, fp string) *published {

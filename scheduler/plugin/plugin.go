@@ -153,8 +153,15 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	name := ni.Node().Name
+	node := ni.Node()
+	name := node.Name
 	n := p.cache.get(name)
+	if n == nil && publishes(node) {
+		// The scheduler's snapshot has the node before this plugin's
+		// informer handler ran: decode it now, once.
+		p.cache.SetNode(node)
+		n = p.cache.get(name)
+	}
 	v := judge(n, c.req, c.err)
 	c.mu.Lock()
 	c.verdicts[name] = judged{n: n, v: v}

@@ -362,3 +362,22 @@ func TestSummaryRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeBeforeItsEvent: a node the scheduler's snapshot holds before
+// the plugin's informer handler has run is judged by what it publishes,
+// not passed as a plain node.
+func TestNodeBeforeItsEvent(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
+	p := NewWithCache(NewCache())
+	state := framework.NewCycleState()
+	pod := guaranteed("big", 9)
+	if _, s := p.PreFilter(context.Background(), state, pod, nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	s := p.Filter(context.Background(), state, pod, ni)
+	if want := "no NUMA node with 9 free CPUs"; s.IsSuccess() || s.Message() != want {
+		t.Fatalf("a 9-CPU single-numa-node pod on an 8-CPU node unseen by the informer: status %v, want %q", s, want)
+	}
+}
