@@ -381,3 +381,34 @@ func TestNodeBeforeItsEvent(t *testing.T) {
 		t.Fatalf("a 9-CPU single-numa-node pod on an 8-CPU node unseen by the informer: status %v, want %q", s, want)
 	}
 }
+
+// TestNodeNamingNoPods: a node whose annotations name no pod UIDs (an
+// older corepin) is taken to include the pods bound before it published
+// again; a pod reserved and not yet bound stays placed on the new state.
+func TestNodeNamingNoPods(t *testing.T) {
+	own := machine(t)
+	node := publish(t, baseNode("n1"), own, alloc.TopologySingleNUMANode, nil)
+	h := newHarness(t, node)
+	h.update(node)
+	p1, p2, p3 := guaranteed("p1", 4), guaranteed("p2", 4), guaranteed("p3", 4)
+	h.scheduleAll(node, p1) // reserved and bound
+	state := framework.NewCycleState()
+	if _, s, _ := h.fw.RunPreFilterPlugins(h.ctx, state, p2); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if s := h.fw.RunReservePluginsReserve(h.ctx, state, p2, node.Name); !s.IsSuccess() {
+		t.Fatalf("Reserve p2: %v", s) // reserved, its binding under way
+	}
+	// The node admits p1 and publishes, naming no pods.
+	if _, err := own.Admit(alloc.Request{ID: "default/p1", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
+		t.Fatal(err)
+	}
+	node = publish(t, node, own, alloc.TopologySingleNUMANode, nil)
+	h.update(node)
+	if got := h.p.cache.Reserved(); got != 1 {
+		t.Fatalf("after the node published again: Reserved() = %d, want 1 (p2, not bound yet)", got)
+	}
+	if s := h.schedule(p3, node); s == nil {
+		t.Fatal("p3 kept on a node whose published state holds p1 and where p2 is reserved")
+	}
+}
