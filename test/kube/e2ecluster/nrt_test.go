@@ -22,12 +22,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/nrt"
+	"github.com/corepin/corepin/kube/nrt/nrttest"
 	"github.com/corepin/corepin/test/kube/kubetest"
-	"github.com/corepin/corepin/topology"
 )
 
 // nrtFor is node's NodeResourceTopology as corepin nri --publish-nrt
@@ -35,21 +32,8 @@ import (
 // free[i] of node i's CPUs not held.
 func nrtFor(t *testing.T, node string, free ...int) *unstructured.Unstructured {
 	t.Helper()
-	topo := topology.MustSynthetic(topology.Shape{Sockets: len(free), NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 8, ThreadsPerCore: 1})
-	var held cpuset.Builder
-	for n, f := range free {
-		for i, c := range topo.NodeCPUs(topology.NodeID(n)).List() {
-			if i >= f {
-				held.Add(c)
-			}
-		}
-	}
-	b, err := json.Marshal(nrt.Build(node, topo, alloc.Pools{LSE: held.Result()}, "single-numa-node"))
+	u, err := nrttest.Free(node, free...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
 		t.Fatal(err)
 	}
 	return u
