@@ -22,6 +22,11 @@ type Cache struct {
 	nodes map[string]*node
 	// pods names the node of each reserved pod, by UID.
 	pods map[string]string
+	// nrt are the NodeResourceTopology objects by node name (SetNRT);
+	// plain are the Koordinator labels of the nodes publishing no corepin
+	// annotations, judged by their object.
+	nrt   map[string]*nrtObject
+	plain map[string][3]string
 	// seq orders what the cache learns: each published state and each
 	// binding takes the next number.
 	seq uint64
@@ -29,7 +34,7 @@ type Cache struct {
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}}
+	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}}
 }
 
 // published is one state a node published, decoded, with what is counted
@@ -44,7 +49,11 @@ type published struct {
 	// seq is when the cache learnt it (Cache.seq).
 	seq        uint64
 	wholeCores bool
-	empty      *summary // nil when the node does not say what it holds
+	// exclusiveOnly: the state counts exclusive CPUs only (a
+	// NodeResourceTopology object's), so a shared pod's quota is not
+	// placed on it, as the extender does not.
+	exclusiveOnly bool
+	empty         *summary // nil when the node does not say what it holds
 	// unresolvable memoizes, by request, whether the node refuses it even
 	// with nothing held but its reserved CPUs.
 	unresolvable sync.Map
@@ -123,8 +132,15 @@ func decode(n *corev1.Node, fp string) *published {
 			p.j, p.err = nodestate.JudgeFree(pub.Free, nodestate.AnnotationNUMAFree, pub.Settings)
 		}
 	}
+	p.finish()
+	return p
+}
+
+// finish counts what p's decoded state gives once: whether it places
+// exclusive CPUs in whole cores, and the summary of its empty state.
+func (p *published) finish() {
 	if p.err != nil {
-		return p
+		return
 	}
 	for _, o := range p.j.Settings.Options {
 		p.wholeCores = p.wholeCores || o == alloc.OptFullPCPUsOnly
@@ -133,35 +149,47 @@ func decode(n *corev1.Node, fp string) *published {
 		s := summarize(p.j.Empty)
 		p.empty = &s
 	}
-	return p
 }
 
 // SetNode records what n publishes: a change of its corepin annotations
 // is decoded once and replaces the node's state, with the pods reserved
-// there that it does not include placed again; a node that publishes none
-// is forgotten (not corepin's to judge).
+// there that it does not include placed again. A node that publishes none
+// is judged by its NodeResourceTopology object (SetNRT) under its
+// Koordinator labels, else forgotten (not corepin's to judge).
 func (c *Cache) SetNode(n *corev1.Node) {
 	fp, ok := fingerprint(n)
 	if !ok {
-		c.DeleteNode(n.Name)
+		l := koordLabelsOf(n)
+		c.mu.Lock()
+		c.plain[n.Name] = l
+		c.mu.Unlock()
+		c.refreshNRT(n.Name)
 		return
 	}
-	c.mu.RLock()
+	c.mu.Lock()
+	delete(c.plain, n.Name)
 	old := c.nodes[n.Name]
-	c.mu.RUnlock()
+	c.mu.Unlock()
 	if old != nil && old.pub.fp == fp {
 		return
 	}
-	p := decode(n, fp) // outside the lock: the expensive part
+	c.replace(n.Name, old, decode(n, fp)) // decoded outside the lock: the expensive part
+}
+
+// replace makes p the published state of node name, whose entry was old
+// when p was decoded, unless another update of the same state won the
+// race; the reservations p does not include are placed on it again.
+func (c *Cache) replace(name string, old *node, p *published) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur := c.nodes[n.Name]; cur != old && cur != nil && cur.pub.fp == fp {
-		return // another update of the same state won the race
+	cur := c.nodes[name]
+	if cur != old && cur != nil && cur.pub.fp == p.fp {
+		return
 	}
 	c.seq++
 	p.seq = c.seq
 	var kept []reservation
-	if cur := c.nodes[n.Name]; cur != nil {
+	if cur != nil {
 		for _, r := range cur.reserved {
 			if c.included(p, r) {
 				delete(c.pods, r.uid)
@@ -170,7 +198,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 			kept = append(kept, r)
 		}
 	}
-	c.nodes[n.Name] = build(p, kept)
+	c.nodes[name] = build(p, kept)
 }
 
 // included reports whether the state p includes the reserved pod r: the
@@ -197,6 +225,9 @@ func build(p *published, reserved []reservation) *node {
 	if len(reserved) > 0 {
 		n.st = p.j.State.Clone()
 		for _, r := range reserved {
+			if p.exclusiveOnly && r.req.QoS != alloc.LSE && r.req.QoS != alloc.LSR {
+				continue
+			}
 			n.st.Admit(r.req) // a refusal leaves the state as it was
 		}
 		n.free = n.st.Pools().LS.Size()
@@ -215,6 +246,7 @@ func (c *Cache) DeleteNode(name string) {
 		}
 	}
 	delete(c.nodes, name)
+	delete(c.plain, name)
 }
 
 // get is the node's entry, nil when it publishes no corepin state.
@@ -242,6 +274,9 @@ func (c *Cache) Reserve(uid, name string, req alloc.Request) error {
 		n = c.nodes[name]
 	}
 	req, _ = nodestate.RequestOn(n.pub.j.Settings, req)
+	if n.pub.exclusiveOnly && req.QoS != alloc.LSE && req.QoS != alloc.LSR {
+		return nil // the state does not count shared pods' quotas
+	}
 	req.ID = reservationID(uid)
 	st := n.st.Clone()
 	if _, err := st.Admit(req); err != nil {

@@ -2,12 +2,19 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/corepin/corepin/alloc"
@@ -40,8 +47,9 @@ var (
 )
 
 // New is the plugin's factory (app.WithPlugin(Name, New)): it keeps the
-// cache up to date from the handle's Node and Pod informers.
-func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// cache up to date from the handle's Node and Pod informers and, when the
+// API server serves them, the NodeResourceTopology objects (watchNRT).
+func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	p := NewWithCache(NewCache())
 	f := h.SharedInformerFactory()
 	if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler()); err != nil {
@@ -50,7 +58,63 @@ func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) 
 	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(p.PodHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
+	if cfg := h.KubeConfig(); cfg != nil {
+		if err := p.watchNRT(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// watchNRT keeps the cache's NodeResourceTopology objects (Cache.SetNRT)
+// from the version the API server serves (nodestate.NRTResourceOf) until
+// ctx ends; none served is logged, not an error: the nodes publishing
+// corepin's annotations are judged all the same.
+func (p *Plugin) watchNRT(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	res, err := nodestate.NRTResourceOf(dc)
+	if errors.Is(err, nodestate.ErrNoNRT) {
+		klog.FromContext(ctx).Info("corepin: not reading NodeResourceTopology objects", "reason", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	if _, err := f.ForResource(res).Informer().AddEventHandler(p.NRTHandler()); err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	f.Start(ctx.Done())
+	return nil
+}
+
+// NRTHandler keeps the cache's NodeResourceTopology objects.
+func (p *Plugin) NRTHandler() toolscache.ResourceEventHandler {
+	set := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			p.cache.SetNRT(u)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				p.cache.DeleteNRT(t.Key) // cluster-scoped: the key is the name
+				return
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				p.cache.DeleteNRT(u.GetName())
+			}
+		},
+	}
 }
 
 // NewWithCache is a Plugin judging by c.
