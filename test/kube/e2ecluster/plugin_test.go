@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
@@ -147,5 +148,63 @@ func TestPluginThreeNodes(t *testing.T) {
 		names = append(names, p.Name+"->"+p.Spec.NodeName)
 	}
 	c.note("bound: %s", strings.Join(names, ", "))
+	c.report(t)
+}
+
+// TestPluginWithNRT: three nodes publishing no corepin annotation, only a
+// NodeResourceTopology each (free CPUs per NUMA node [5,5], [3,5],
+// [8,0]), scheduled by corepin-scheduler's plugin: the 6-CPU
+// single-numa-node pod is bound to the only node with 6 free CPUs on one
+// NUMA node; a second, created before any object changes, is refused
+// there for the first one's reservation; the 9-CPU one is Unschedulable
+// with the extender's reason.
+func TestPluginWithNRT(t *testing.T) {
+	bin, _ := need(t)
+	c := startControlPlane(t, bin)
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Installed before the scheduler starts: it discovers the version
+	// served once, at start.
+	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha2")
+	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
+	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
+		n := kubetest.Node(t, name, "")
+		n.Annotations = nil // only the NodeResourceTopology speaks for it
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", name, err)
+		}
+		if _, err := dyn.Resource(nodestate.NRTResource).Create(ctx, nrtFor(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
+		}
+	}
+	c.startPluginScheduler(t)
+	time.Sleep(time.Second) // the scheduler's informers see the nodes and objects
+
+	pod := kubetest.CPUPod("enc-nrt", "default", "6")
+	pod.Spec.SchedulerName = pluginScheduler
+	c.create(ctx, pod)
+	if got := c.waitBound(ctx, pod).Spec.NodeName; got != "nrt-aligned" {
+		t.Fatalf("pod enc-nrt bound to %q, want nrt-aligned (NUMA free [8,0])", got)
+	}
+	second := kubetest.CPUPod("enc2-nrt", "default", "6")
+	second.Spec.SchedulerName = pluginScheduler
+	c.create(ctx, second)
+	msg := c.waitUnschedulable(ctx, second)
+	if !strings.Contains(msg, "no NUMA node with 6 free CPUs"+nodestate.ComingSuffix) {
+		t.Fatalf("pod enc2-nrt: message %q, want nrt-aligned refusing it for enc-nrt's reservation", msg)
+	}
+	c.note("pod enc2-nrt (6 CPUs) before any object changed: Unschedulable: %s", msg)
+	big := kubetest.CPUPod("big-nrt", "default", "9")
+	big.Spec.SchedulerName = pluginScheduler
+	c.create(ctx, big)
+	msg = c.waitUnschedulable(ctx, big)
+	if want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."; !strings.HasPrefix(msg, want) {
+		t.Fatalf("pod big-nrt: message %q, want it to start %q", msg, want)
+	}
+	c.note("pod big-nrt (9 CPUs): Unschedulable: %s", msg)
 	c.report(t)
 }
