@@ -18,6 +18,7 @@ LDFLAGS  := -s -w -X $(CLI).Version=$(VERSION) -X $(CLI).Commit=$(COMMIT) -X $(C
 FUZZTIME ?= 60s
 
 .PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet e2e-deploy test-chart \
+	sched test-sched \
 	dist-bin image image-push image-check dist
 
 all: build
@@ -167,9 +168,21 @@ $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler:
 
 kube-bin: $(KUBE_BIN)/etcd $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-scheduler
 
-e2e-cluster: build kube-bin
-	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+e2e-cluster: build sched kube-bin
+	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_SCHED_BIN=$(CURDIR)/$(SCHED_BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-cluster-report.txt $(GO) test -count=1 -timeout 20m -v ./e2ecluster
+
+# corepin-scheduler: kube-scheduler with corepin's framework plugin, from
+# the nested module scheduler/ (k8s.io/kubernetes never enters the
+# product's go.mod; it pins the same versions as test/kube, whose build
+# cache it shares). test-sched runs the plugin's tests through the
+# scheduling framework over a fake API server's informers.
+SCHED_BIN := bin/corepin-scheduler
+sched:
+	cd scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o ../$(SCHED_BIN) ./cmd/corepin-scheduler
+
+test-sched:
+	cd scheduler && $(GO) vet ./... && $(GO) test -count=1 -race ./...
 
 # The Helm chart checked by Helm itself, in the nested module test/helm
 # (helm.sh/helm/v4: its Kubernetes libraries never enter the product's

@@ -38,7 +38,7 @@ var leaves = []string{"internal/quote", "internal/mountinfo", "internal/testutil
 var tiers = [][]string{
 	leaves,
 	slices.Concat(core, []string{"enforce/enforcetest"}),
-	{"kube/podmeta", "kube/kubeclient/...", "kube/publish/...", "kube/nodestate/...", "kube/manifests/..."},
+	{"kube/podmeta", "kube/podreq", "kube/kubeclient/...", "kube/publish/...", "kube/nodestate/...", "kube/manifests/..."},
 	{"agent/...", "bench/...", "kube/nri/...", "kube/extender/...", "kube/jobs/..."},
 	{"cmd/..."},
 }

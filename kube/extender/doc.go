@@ -29,7 +29,7 @@
 // no attribute names one. A node judged by Koordinator's object is judged
 // under its Node's Koordinator labels too (nodestate.LabelKoordCPUBindPolicy,
 // nodestate.LabelKoordNUMATopologyPolicy), as koord-scheduler applies them (see
-// koordState). A node that publishes none of these is not corepin's to
+// nodestate.JudgeKoord). A node that publishes none of these is not corepin's to
 // judge and passes with score 0.
 //
 // With WithPods, a node whose AnnotationAllocator says its

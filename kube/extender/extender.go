@@ -336,20 +336,15 @@ type verdict struct {
 // topology policy in force (the pod's, else the node's default) and
 // whether it is the node's default (the reason says so).
 type verdictKey struct {
-	state          stateKey
-	nodeDefault    bool
-	id             string
-	cpus, milli    int
-	qos            alloc.QoS
-	bind           alloc.Bind
-	exclusive      alloc.Exclusive
-	numa           alloc.NUMAStrategy
-	topologyPolicy alloc.TopologyPolicy
+	state       stateKey
+	nodeDefault bool
+	id          string
+	shape       nodestate.Shape
 }
 
 // ComingSuffix ends the reason of a refusal that only pods bound to the
-// node and not yet admitted there cause (WithPods).
-const ComingSuffix = " (counting pods bound there and not yet admitted)"
+// node and not yet admitted there cause (WithPods): nodestate.ComingSuffix.
+const ComingSuffix = nodestate.ComingSuffix
 
 // judge answers req on a node of state ns (nil: the node publishes none),
 // from the verdict cache or by placing req on a copy of ns. A request
@@ -359,21 +354,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	if ns == nil {
 		return verdict{ok: true} // not a corepin node: not ours to judge
 	}
-	if reqErr != nil {
-		return verdict{reason: reqErr.Error(), unresolvable: true}
-	}
-	if ns.err != nil {
-		return verdict{reason: ns.err.Error(), unresolvable: true}
-	}
-	if ns.st == nil {
-		if req.QoS == alloc.BE {
-			return verdict{ok: true}
-		}
-		return verdict{reason: "no free CPUs"}
+	if pv, ok := nodestate.Prejudge(true, req, reqErr, ns.err, ns.st != nil); ok {
+		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
 	}
 	req, nodeDefault := ns.request(req)
-	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, cpus: req.CPUs, milli: req.MilliCPUs, qos: req.QoS, bind: req.Bind,
-		exclusive: req.Exclusive, numa: req.NUMA, topologyPolicy: req.TopologyPolicy}
+	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, shape: nodestate.ShapeOf(req)}
 	if len(req.Hint) == 0 {
 		if v, ok := e.verdicts.get(vk); ok {
 			return v
@@ -382,16 +367,7 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	var v verdict
 	pl, err := admit(ns.st, req)
 	if err != nil {
-		v = verdict{reason: Reason(req, err)}
-		switch {
-		case nodeDefault && topologyCaused(req, err) && ns.settings.policyLabel != "":
-			v.reason += " (the node's label " + nodestate.LabelKoordNUMATopologyPolicy + " " + ns.settings.policyLabel + ")"
-		case nodeDefault && topologyCaused(req, err):
-			// The pod did not ask for it: say whose policy refused it.
-			v.reason += " (the node's default topology policy " + string(req.TopologyPolicy) + ")"
-		case ns.settings.bindLabel != "" && bindCaused(req, err):
-			v.reason += " (the node's label " + nodestate.LabelKoordCPUBindPolicy + " " + ns.settings.bindLabel + ")"
-		}
+		v = verdict{reason: nodestate.Refusal(req, err, nodeDefault, ns.settings.bindLabel, ns.settings.policyLabel)}
 		if ns.coming > 0 {
 			if _, err := admit(ns.before, req); err == nil {
 				// The CPUs are free on what the node published: say
@@ -413,21 +389,11 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	return v
 }
 
-// request is req as the node of state ns judges it: under the node's
-// settings (alloc.NodeSettings.Apply: the node's default topology policy
-// when req names none, and the node's bind policy and NUMA strategy when
-// it has them and req is exclusive); nodeDefault reports whether req took
-// a default topology policy other than none. The engine is left to ns.st:
-// Apply would drop a pod's own bind, exclusive and NUMA strategy on the
-// kubelet engine, but the node's plugin refuses them there
-// (alloc.State.Allocate), and the extender answers as the node will (the
-// node's own bind and NUMA strategy are never set there:
-// nodestate.KoordSettings). Every request carries its QoS class (RequestOf).
+// request is req as the node of state ns judges it (nodestate.RequestOn
+// under its settings); nodeDefault reports whether req took a default
+// topology policy other than none.
 func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
-	set := ns.settings.NodeSettings
-	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
-	set.Policy = ""
-	return set.Apply(req), nodeDefault
+	return nodestate.RequestOn(ns.settings.NodeSettings, req)
 }
 
 // admit is the node's own answer to req on a copy of st, as the NRI
@@ -475,88 +441,10 @@ func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPri
 	return &out
 }
 
-// score rates a placement: up to 6 points for alignment (one NUMA node,
-// one socket, one L3 group, no core shared with another workload) and up to
-// 4 for packing (the share of the node's free CPUs it uses, so the tighter
-// node wins and the roomy one stays whole for a large pod). Shared-pool
-// placements (LS, BE) have no alignment to compare and score 5.
-func score(pl alloc.Placement, free int) int64 {
-	if pl.QoS == alloc.LS || pl.QoS == alloc.BE || free <= 0 {
-		return 5
-	}
-	q := pl.Quality
-	align := 6 - 2*(q.NUMANodes-1) - (q.Sockets - 1) - (q.L3Groups - 1) - min(q.SharedCores, 1)
-	align = max(align, 0)
-	pack := (4*pl.CPUs.Size() + free/2) / free
-	return int64(min(max(align+pack, 0), int(extenderv1.MaxExtenderPriority)))
-}
-
-// constraint is the constraint a refusal is worded by: the Rejection's,
-// except that under single-numa-node too few CPUs on the whole node is
-// also too few on every NUMA node (one reason, counted once per node).
-// ok is false for an error that is no Rejection.
-func constraint(req alloc.Request, err error) (c string, rj alloc.Rejection, ok bool) {
-	if !errors.As(err, &rj) {
-		return "", rj, false
-	}
-	c = rj.Constraint
-	if rj.CoreSize > 0 {
-		return c, rj, true // the request's shape, whatever the topology policy
-	}
-	if req.TopologyPolicy == alloc.TopologySingleNUMANode && (c == "capacity" || c == string(alloc.BindFullPCPUs) || c == alloc.OptFullPCPUsOnly) {
-		c = string(alloc.TopologySingleNUMANode)
-	}
-	return c, rj, true
-}
-
-// bindCaused reports whether err refuses req for its bind policy (or the
-// option full-pcpus-only, which acts as one).
-func bindCaused(req alloc.Request, err error) bool {
-	c, _, ok := constraint(req, err)
-	return ok && (c == string(alloc.BindFullPCPUs) || c == string(alloc.BindSpreadByPCPUs) || c == alloc.OptFullPCPUsOnly)
-}
-
-// topologyCaused reports whether err refuses req for its topology policy.
-func topologyCaused(req alloc.Request, err error) bool {
-	c, _, ok := constraint(req, err)
-	return ok && c == string(req.TopologyPolicy)
-}
+// score rates a placement 0 to MaxExtenderPriority (nodestate.Score).
+func score(pl alloc.Placement, free int) int64 { return nodestate.Score(pl, free) }
 
 // Reason words a refusal the way the scheduler's own reasons read ("no
 // NUMA node with 9 free CPUs"), with the same text on every node refused
-// for the same cause.
-func Reason(req alloc.Request, err error) string {
-	c, rj, ok := constraint(req, err)
-	if !ok {
-		return err.Error()
-	}
-	what := "CPUs"
-	if req.Bind == alloc.BindFullPCPUs {
-		what = "CPUs in whole cores"
-	}
-	if rj.CoreSize > 0 {
-		return fmt.Sprintf("%d CPUs is not a whole number of %d-thread cores", req.CPUs, rj.CoreSize)
-	}
-	switch c {
-	case string(alloc.TopologySingleNUMANode):
-		return fmt.Sprintf("no NUMA node with %d free %s", req.CPUs, what)
-	case string(alloc.TopologyRestricted), string(alloc.TopologyBestEffort):
-		return fmt.Sprintf("no %d free %s on the fewest NUMA nodes that could hold them", req.CPUs, what)
-	case "capacity":
-		return fmt.Sprintf("fewer than %d free exclusive CPUs", req.CPUs)
-	case string(alloc.BindFullPCPUs), alloc.OptFullPCPUsOnly:
-		return fmt.Sprintf("fewer than %d free CPUs in whole cores", req.CPUs)
-	case string(alloc.ExclusivePCPULevel):
-		return fmt.Sprintf("fewer than %d free CPUs on cores without another PCPULevel workload", req.CPUs)
-	case string(alloc.ExclusiveNUMANodeLevel):
-		return fmt.Sprintf("fewer than %d free CPUs on NUMA nodes without another NUMANodeLevel workload", req.CPUs)
-	case "LS pool":
-		if req.QoS == alloc.LSE || req.QoS == alloc.LSR {
-			return fmt.Sprintf("%d exclusive CPUs would leave the shared pool fewer CPUs than its LS pods hold", req.CPUs)
-		}
-		return fmt.Sprintf("shared CPU pool cannot take %d more millicpus", req.MilliCPUs)
-	case "BE pool":
-		return fmt.Sprintf("%d exclusive CPUs would leave no CPU for the node's BE pods", req.CPUs)
-	}
-	return rj.Error()
-}
+// for the same cause (nodestate.Reason).
+func Reason(req alloc.Request, err error) string { return nodestate.Reason(req, err) }

@@ -3,7 +3,6 @@ package extender
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,10 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/plan"
-	"github.com/corepin/corepin/topology"
 )
 
 // Node annotations a corepin node (the NRI plugin with --annotate-node)
@@ -260,117 +256,41 @@ func (e *Extender) rawPublishedStateOf(n *rawNode) (*nodeState, stateKey) {
 	return ns, k
 }
 
-func failed(format string, args ...any) *nodeState {
-	return &nodeState{err: fmt.Errorf("%w: %s", ErrNode, fmt.Sprintf(format, args...))}
+// judged is the nodeState of a node's Judged state (nodestate.Judge*),
+// or of the error building it.
+func judged(j nodestate.Judged, err error) *nodeState {
+	if err != nil {
+		return &nodeState{err: err}
+	}
+	return &nodeState{st: j.State, free: j.Free, empty: j.Empty, published: j.Admitted,
+		settings: judgedSettings{NodeSettings: j.Settings, bindLabel: j.BindLabel, policyLabel: j.PolicyLabel}}
 }
 
 // decodeTopology builds the state of a node publishing its topology and
-// assignments, through the same plan document `corepin plan` places on,
-// under the allocator settings settings (AnnotationAllocator; nil when the
-// node publishes none). With settings, the ReservedID entries become the
-// document's reserved CPUs, as they are the node allocator's: the kubelet
-// engine counts their cores as taken under full-pcpus-only, and
-// strict-cpu-reservation keeps them out of the shared pool. Without, the
-// state is the one an extender unaware of settings built.
+// assignments under the allocator settings settings (AnnotationAllocator;
+// nil when the node publishes none): nodestate.JudgeTopology.
 func decodeTopology(topo, assigned string, settings *string) *nodeState {
 	pub, err := nodestate.DecodeTopology(topo, assigned, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	t, list, set := pub.Topology, pub.Assigned, pub.Settings
-	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
-	if pub.HasSettings {
-		// The machine-dependent checks of the settings (align-by-socket
-		// on fewer NUMA nodes than sockets), named as the settings' fault.
-		if _, err := alloc.NewState(t, set); err != nil {
-			return failed("%s: %v", AnnotationAllocator, err)
-		}
-		doc.Policy, doc.Options = string(set.Policy), set.Options
-		if doc.Reserved, doc.Assigned, err = splitReserved(list); err != nil {
-			return failed("%s: %v", AnnotationAssigned, err)
-		}
-	}
-	p, err := doc.Place(noSysfsRoot)
-	if err != nil {
-		return failed("%s: %v", AnnotationAssigned, err)
-	}
-	var reserved []plan.Assigned
-	for _, a := range doc.Assigned {
-		if a.ID == plan.ReservedID {
-			reserved = append(reserved, a)
-		}
-	}
-	doc.Assigned = reserved
-	empty, err := doc.Place(noSysfsRoot)
-	if err != nil {
-		return failed("%s: %v", AnnotationAssigned, err)
-	}
-	uids := make([]string, 0, len(list))
-	for _, a := range list {
-		uids = append(uids, a.PodUID)
-	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: judgedSettings{NodeSettings: set},
-		published: publishedPods(pub.PodUIDs, uids)}
-}
-
-// splitReserved separates the ReservedID entries of list: their CPUs as a
-// reserved set in Linux list form, and the other entries.
-func splitReserved(list []plan.Assigned) (string, []plan.Assigned, error) {
-	var reserved cpuset.Builder
-	rest := make([]plan.Assigned, 0, len(list))
-	for _, a := range list {
-		if a.ID != plan.ReservedID {
-			rest = append(rest, a)
-			continue
-		}
-		as, err := a.Assignment()
-		if err != nil {
-			return "", nil, err
-		}
-		reserved.AddSet(as.CPUs)
-	}
-	return reserved.Result().String(), rest, nil
+	return judged(nodestate.JudgeTopology(pub))
 }
 
 // decodeNUMAFree builds the stand-in machine of AnnotationNUMAFree
-// (numaFreeState) under the allocator settings settings
+// (nodestate.JudgeFree) under the allocator settings settings
 // (AnnotationAllocator; nil when the node publishes none).
 func decodeNUMAFree(raw string, settings *string) *nodeState {
 	pub, err := nodestate.DecodeNUMAFree(raw, settings)
 	if err != nil {
 		return &nodeState{err: err}
 	}
-	return numaFreeState(pub.Free, AnnotationNUMAFree, pub.Settings)
-}
-
-// numaFreeState builds the stand-in machine of free CPUs per NUMA node
-// (AnnotationNUMAFree, or a NodeResourceTopology's zones) under the node's
-// settings set (its reserved CPUs are not read): node i has free[i] single-thread cores, its own
-// L3 and its own socket. The caller has checked that the counts are
-// non-negative and at most cpuset.MaxCPU+1 in all, and set's names; what
-// names the source in errors. The state has no empty counterpart: the
-// source does not say what is held.
-func numaFreeState(free []int, what string, set alloc.NodeSettings) *nodeState {
-	t, err := nodestate.StandInTopology(free)
-	if err != nil {
-		return failed("%s: %v", what, err)
-	}
-	judged := judgedSettings{NodeSettings: set}
-	if t == nil {
-		// No CPU at all: an empty state every exclusive request fails on.
-		return &nodeState{settings: judged}
-	}
-	set.Reserved, set.ReservedCount = cpuset.CPUSet{}, 0
-	st, err := alloc.NewState(t, set)
-	if err != nil {
-		return failed("%s: %v", what, err)
-	}
-	return &nodeState{st: st, free: t.Allowed().Size(), settings: judged}
+	return judged(nodestate.JudgeFree(pub.Free, AnnotationNUMAFree, pub.Settings))
 }
 
 // nrtStateOf is the state of a node without corepin annotations: the
 // machine Koordinator's annotations describe on its NodeResourceTopology
-// (koordState) under the node's Koordinator labels bindLabel
+// (nodestate.JudgeKoord) under the node's Koordinator labels bindLabel
 // (nodestate.LabelKoordCPUBindPolicy) and policyLabel
 // (nodestate.LabelKoordNUMATopologyPolicy), "" when absent; else the stand-in
 // machine of its zones, whose labels are not read (no koordlet runs there,
@@ -405,9 +325,9 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	case ent.koordErr != nil:
 		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
 	case ent.koord != nil:
-		ns = koordState(ent.koord, ent.settings.TopologyPolicy, labels)
+		ns = judged(nodestate.JudgeKoord(ent.koord, ent.settings.TopologyPolicy, labels))
 	default:
-		ns = numaFreeState(ent.free, "NodeResourceTopology", ent.settings)
+		ns = judged(nodestate.JudgeFree(ent.free, "NodeResourceTopology", ent.settings))
 	}
 	ns.fromNRT = true
 	e.cache.put(key, ns)
@@ -458,58 +378,12 @@ func rawLabel(raw []byte) string {
 	return s
 }
 
-// koordState builds the state of a node Koordinator describes (k) through
-// the same plan document a corepin node's annotations make
-// (decodeTopology): k's machine under its engine and options with its
-// reserved CPUs, holding k's held CPUs; its empty state holds nothing but
-// the reserved CPUs. topologyPolicy is the default topology policy its
-// NodeResourceTopology gives; labels are its Node's Koordinator labels,
-// applied as koord-scheduler applies them:
-//   - bind FullPCPUs (FullPCPUsOnly) is the kubelet option full-pcpus-only
-//     (koord-scheduler takes the two for one) and, under corepin's engine,
-//     every exclusive request's bind; SpreadByPCPUs is the option
-//     distribute-cpus-across-cores (the kubelet engine's spread) and, under
-//     corepin's engine, every exclusive request's bind, unless the
-//     kubelet's full-pcpus-only is set, which koord-scheduler puts first.
-//     Options the engine can not combine fail the node.
-//   - a topology policy replaces topologyPolicy (koord-scheduler puts the
-//     label first), except under the kubelet engine (static policy): the
-//     kubelet still admits the pod by its own policy, so the stricter of
-//     the two holds.
-func koordState(k *nodestate.Koord, topologyPolicy alloc.TopologyPolicy, labels nodestate.KoordLabels) *nodeState {
-	settings, by, err := nodestate.KoordSettings(k, topologyPolicy, labels)
-	if err != nil {
-		return failed("%v", err)
-	}
-	set := judgedSettings{NodeSettings: settings, bindLabel: by.Bind, policyLabel: by.TopologyPolicy}
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: set.Options}
-	empty, err := doc.Place(noSysfsRoot)
-	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordCPUTopology, nodestate.AnnotationKoordKubeletPolicy, err)
-	}
-	doc.Assigned = make([]plan.Assigned, 0, len(k.Held))
-	for _, a := range k.Held {
-		doc.Assigned = append(doc.Assigned, plan.Assigned{ID: a.ID, CPUSet: a.CPUs.String(), QoS: string(a.QoS)})
-	}
-	p, err := doc.Place(noSysfsRoot)
-	if err != nil {
-		return failed("NodeResourceTopology annotations %s, %s: %v", nodestate.AnnotationKoordPodCPUAllocs, nodestate.AnnotationKoordCPUSharedPools, err)
-	}
-	return &nodeState{st: p.State, free: p.State.Pools().LS.Size(), empty: empty.State, settings: set}
-}
-
 // judgedSettings are the node settings a node is judged under, with the
 // values of Koordinator's labels that decided Bind and TopologyPolicy
 // (bindLabel, policyLabel), "" when none did.
 type judgedSettings struct {
 	alloc.NodeSettings
 	bindLabel, policyLabel string
-}
-
-// noSysfsRoot is the topology loader of a node's plan document: the
-// topology is in the document, never a sysfs root to read.
-func noSysfsRoot(string) (*topology.Topology, error) {
-	return nil, errors.New("a node's state never names a sysfs root")
 }
 
 func short(s string) string {

@@ -378,19 +378,3 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 	e.cache.put(dk, &d)
 	return &d, dk
 }
-
-// publishedPods is the set of pod UIDs the entries of list name, or nil
-// when the node does not say the entries name them (podUIDs:
-// nodestate.Allocator.PodUIDs).
-func publishedPods(podUIDs bool, list []string) map[string]struct{} {
-	if !podUIDs {
-		return nil
-	}
-	m := make(map[string]struct{}, len(list))
-	for _, uid := range list {
-		if uid != "" {
-			m[uid] = struct{}{}
-		}
-	}
-	return m
-}

@@ -2,7 +2,9 @@
 // against a real control plane: etcd, kube-apiserver and kube-scheduler
 // binaries built from the Kubernetes modules (make e2e-cluster caches
 // them), the real `corepin extender`, and the scheduler configuration the
-// deploy manifests ship. There is no kubelet: nodes are API objects, pods
+// deploy manifests ship; and corepin-scheduler, kube-scheduler with
+// corepin's framework plugin (make sched), in place of the extender. There
+// is no kubelet: nodes are API objects, pods
 // are bound or refused and Jobs are accepted, none runs.
 package e2ecluster
 

@@ -1,0 +1,128 @@
+package podreq
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/podmeta"
+)
+
+// Of returns the allocation request of pod as podmeta.Read decides
+// it: its QoS class from the Koordinator label, else from kubelet's QoS
+// (status.qosClass, or computed from requests and limits: Guaranteed with
+// whole CPUs is LSE, Guaranteed with a fraction and Burstable are LS,
+// BestEffort is BE); its bind and exclusive policies from the resource-spec
+// annotation; its topology policy from AnnotationNUMAPolicy. The CPU count
+// is the pod's effective request (containers summed, or the largest init
+// container if more). Errors wrap podmeta.ErrInvalid and name the pod and the label or
+// annotation at fault.
+func Of(pod *corev1.Pod) (alloc.Request, error) {
+	if pod == nil {
+		return alloc.Request{}, fmt.Errorf("%w: no pod", podmeta.ErrInvalid)
+	}
+	id := pod.Namespace + "/" + pod.Name
+	class := pod.Status.QOSClass
+	if class == "" {
+		class = computeQoS(pod)
+	}
+	milli, err := podMilliCPU(pod)
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
+	}
+	w, err := podmeta.Read(podmeta.Pod{Labels: pod.Labels, Annotations: pod.Annotations,
+		Kubelet: podmeta.KubeletQoS(class), MilliCPUs: milli})
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
+	}
+	r, err := w.RequestSpec().Request(id)
+	if err != nil {
+		return alloc.Request{}, fmt.Errorf("%w: pod %s: %w", podmeta.ErrInvalid, id, err)
+	}
+	return r, nil
+}
+
+// podMilliCPU is the pod's effective CPU request in millicpus, as the
+// scheduler counts it: the containers' requests summed, or the largest init
+// container's if that is more. A container with a limit and no request
+// requests its limit. A negative request or limit, or one above every CPU
+// corepin can place (a value that does not even fit in 64 bits included,
+// which Quantity.MilliValue would wrap), is an error naming the container
+// and the value: it is never read as 0.
+func podMilliCPU(pod *corev1.Pod) (int64, error) {
+	var sum, init int64
+	for _, cs := range []struct {
+		what string
+		list []corev1.Container
+	}{{"container", pod.Spec.Containers}, {"init container", pod.Spec.InitContainers}} {
+		for _, c := range cs.list {
+			m, err := containerMilliCPU(c)
+			if err != nil {
+				return 0, fmt.Errorf("%w: %s %s: %w", podmeta.ErrInvalid, cs.what, c.Name, err)
+			}
+			if cs.what == "container" {
+				sum += m // each at most MaxMilliCPUs: no overflow
+			} else {
+				init = max(init, m)
+			}
+		}
+	}
+	return max(sum, init), nil
+}
+
+// maxCPU is the largest CPU quantity a container may ask for: every CPU
+// corepin can place.
+var maxCPU = resource.NewMilliQuantity(podmeta.MaxMilliCPUs, resource.DecimalSI)
+
+// containerMilliCPU is c's CPU request, else its limit, in millicpus;
+// either one present is checked, whether or not it is the one used.
+func containerMilliCPU(c corev1.Container) (int64, error) {
+	for _, r := range []struct {
+		what string
+		list corev1.ResourceList
+	}{{"cpu request", c.Resources.Requests}, {"cpu limit", c.Resources.Limits}} {
+		if q, ok := r.list[corev1.ResourceCPU]; ok {
+			if q.Sign() < 0 {
+				return 0, fmt.Errorf("%s %s is negative", r.what, q.String())
+			}
+			if q.Cmp(*maxCPU) > 0 {
+				return 0, fmt.Errorf("%s %s is more than the %s CPUs corepin can place", r.what, q.String(), maxCPU.String())
+			}
+		}
+	}
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+		return q.MilliValue(), nil
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		return q.MilliValue(), nil
+	}
+	return 0, nil
+}
+
+// computeQoS follows the kubelet's rule on cpu and memory: Guaranteed when
+// every container limits both and requests what it limits, BestEffort when
+// none asks for either, Burstable otherwise.
+func computeQoS(pod *corev1.Pod) corev1.PodQOSClass {
+	any, all := false, true
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				lim, hasLim := c.Resources.Limits[r]
+				req, hasReq := c.Resources.Requests[r]
+				any = any || hasLim || hasReq
+				if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+					all = false
+				}
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case all:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}

@@ -1,0 +1,341 @@
+package plugin
+
+import (
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodestate"
+)
+
+// Cache holds each corepin node's decoded state, decoded once per change
+// of what the node publishes (SetNode, from the Node informer), with the
+// pods this scheduler reserved there and the node has not yet admitted
+// placed on it (Reserve): a burst of pods is judged on the CPUs the ones
+// before it took, never on the same free CPUs twice. Its methods are safe
+// for concurrent use; the states it hands out are never changed (a change
+// replaces the node's entry), so judging runs outside its lock.
+type Cache struct {
+	mu    sync.RWMutex
+	nodes map[string]*node
+	// pods names the node of each reserved pod, by UID.
+	pods map[string]string
+	// nrt are the NodeResourceTopology objects by node name (SetNRT);
+	// plain are the Koordinator labels of the nodes publishing no corepin
+	// annotations, judged by their object.
+	nrt   map[string]*nrtObject
+	plain map[string][3]string
+	// seq orders what the cache learns: each published state and each
+	// binding takes the next number.
+	seq uint64
+}
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache {
+	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}}
+}
+
+// published is one state a node published, decoded, with what is counted
+// of it once: shared by the node's entries until the node publishes
+// another.
+type published struct {
+	// fp is what the node published, as sent: an update of the Node that
+	// leaves it alone (a heartbeat, a label) decodes nothing.
+	fp  string
+	j   nodestate.Judged
+	err error
+	// seq is when the cache learnt it (Cache.seq).
+	seq        uint64
+	wholeCores bool
+	// exclusiveOnly: the state counts exclusive CPUs only (a
+	// NodeResourceTopology object's), so a shared pod's quota is not
+	// placed on it, as the extender does not.
+	exclusiveOnly bool
+	empty         *summary // nil when the node does not say what it holds
+	// unresolvable memoizes, by request, whether the node refuses it even
+	// with nothing held but its reserved CPUs.
+	unresolvable sync.Map
+}
+
+// node is one node's entry: its published state with the pods reserved
+// there placed. Entries are never changed once stored.
+type node struct {
+	pub      *published
+	reserved []reservation
+	st       *alloc.State // pub.j.State with reserved placed; nil when pub has none
+	sum      summary
+	free     int
+}
+
+// reservation is a pod this scheduler reserved on a node and the node has
+// not yet admitted.
+type reservation struct {
+	uid string
+	req alloc.Request
+	// bound is when the pod was bound (Cache.seq), 0 until then.
+	bound uint64
+}
+
+// reservationID is the assignment id of a reserved pod in a node's cached
+// state.
+func reservationID(uid string) string { return "reserved/" + uid }
+
+// fingerprint is what n publishes for corepin, and whether it publishes
+// anything.
+func fingerprint(n *corev1.Node) (string, bool) {
+	topo, hasTopo := n.Annotations[nodestate.AnnotationTopology]
+	free, hasFree := n.Annotations[nodestate.AnnotationNUMAFree]
+	if !hasTopo && !hasFree {
+		return "", false
+	}
+	set, hasSet := n.Annotations[nodestate.AnnotationAllocator]
+	var b strings.Builder
+	for _, part := range []struct {
+		has bool
+		v   string
+	}{{hasTopo, topo}, {true, n.Annotations[nodestate.AnnotationAssigned]}, {hasFree, free}, {hasSet, set}} {
+		if part.has {
+			b.WriteString("+")
+			b.WriteString(part.v)
+		}
+		b.WriteByte(0) // a NUL never appears in JSON text unescaped
+	}
+	return b.String(), true
+}
+
+// publishes reports whether n publishes a corepin state, without reading
+// it.
+func publishes(n *corev1.Node) bool {
+	_, topo := n.Annotations[nodestate.AnnotationTopology]
+	_, free := n.Annotations[nodestate.AnnotationNUMAFree]
+	return topo || free
+}
+
+// decode decodes what n publishes (fp: fingerprint) through kube/nodestate,
+// as the scheduler extender does.
+func decode(n *corev1.Node, fp string) *published {
+	p := &published{fp: fp}
+	var set *string
+	if s, ok := n.Annotations[nodestate.AnnotationAllocator]; ok {
+		set = &s
+	}
+	if topo, ok := n.Annotations[nodestate.AnnotationTopology]; ok {
+		var pub nodestate.Published
+		if pub, p.err = nodestate.DecodeTopology(topo, n.Annotations[nodestate.AnnotationAssigned], set); p.err == nil {
+			p.j, p.err = nodestate.JudgeTopology(pub)
+		}
+	} else {
+		var pub nodestate.Published
+		if pub, p.err = nodestate.DecodeNUMAFree(n.Annotations[nodestate.AnnotationNUMAFree], set); p.err == nil {
+			p.j, p.err = nodestate.JudgeFree(pub.Free, nodestate.AnnotationNUMAFree, pub.Settings)
+		}
+	}
+	p.finish()
+	return p
+}
+
+// finish counts what p's decoded state gives once: whether it places
+// exclusive CPUs in whole cores, and the summary of its empty state.
+func (p *published) finish() {
+	if p.err != nil {
+		return
+	}
+	for _, o := range p.j.Settings.Options {
+		p.wholeCores = p.wholeCores || o == alloc.OptFullPCPUsOnly
+	}
+	if p.j.Empty != nil {
+		s := summarize(p.j.Empty)
+		p.empty = &s
+	}
+}
+
+// SetNode records what n publishes: a change of its corepin annotations
+// is decoded once and replaces the node's state, with the pods reserved
+// there that it does not include placed again. A node that publishes none
+// is judged by its NodeResourceTopology object (SetNRT) under its
+// Koordinator labels, else forgotten (not corepin's to judge).
+func (c *Cache) SetNode(n *corev1.Node) {
+	fp, ok := fingerprint(n)
+	if !ok {
+		l := koordLabelsOf(n)
+		c.mu.Lock()
+		c.plain[n.Name] = l
+		c.mu.Unlock()
+		c.refreshNRT(n.Name)
+		return
+	}
+	c.mu.Lock()
+	delete(c.plain, n.Name)
+	old := c.nodes[n.Name]
+	c.mu.Unlock()
+	if old != nil && old.pub.fp == fp {
+		return
+	}
+	c.replace(n.Name, old, decode(n, fp)) // decoded outside the lock: the expensive part
+}
+
+// replace makes p the published state of node name, whose entry was old
+// when p was decoded, unless another update of the same state won the
+// race; the reservations p does not include are placed on it again.
+func (c *Cache) replace(name string, old *node, p *published) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.nodes[name]
+	if cur != old && cur != nil && cur.pub.fp == p.fp {
+		return
+	}
+	c.seq++
+	p.seq = c.seq
+	var kept []reservation
+	if cur != nil {
+		for _, r := range cur.reserved {
+			if c.included(p, r) {
+				delete(c.pods, r.uid)
+				continue
+			}
+			kept = append(kept, r)
+		}
+	}
+	c.nodes[name] = build(p, kept)
+}
+
+// included reports whether the state p includes the reserved pod r: the
+// node names r's UID among the pods it admitted or, when it names none
+// (nodestate.Allocator.PodUIDs unset), r was bound before p was published, as
+// the extender takes the pods bound before a NodeResourceTopology change
+// to be in it.
+func (c *Cache) included(p *published, r reservation) bool {
+	if p.j.Admitted != nil {
+		_, ok := p.j.Admitted[r.uid]
+		return ok
+	}
+	return r.bound != 0 && r.bound < p.seq
+}
+
+// build is the entry of state p with the reservations placed on a copy,
+// in order; one that no longer fits stays reserved but unplaced (the node
+// will refuse the pod).
+func build(p *published, reserved []reservation) *node {
+	n := &node{pub: p, reserved: reserved, st: p.j.State, free: p.j.Free}
+	if p.err != nil || p.j.State == nil {
+		return n
+	}
+	if len(reserved) > 0 {
+		n.st = p.j.State.Clone()
+		for _, r := range reserved {
+			if p.exclusiveOnly && r.req.QoS != alloc.LSE && r.req.QoS != alloc.LSR {
+				continue
+			}
+			n.st.Admit(r.req) // a refusal leaves the state as it was
+		}
+		n.free = n.st.Pools().LS.Size()
+	}
+	n.sum = summarize(n.st)
+	return n
+}
+
+// DeleteNode forgets a node and the pods reserved there.
+func (c *Cache) DeleteNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.nodes[name]; n != nil {
+		for _, r := range n.reserved {
+			delete(c.pods, r.uid)
+		}
+	}
+	delete(c.nodes, name)
+	delete(c.plain, name)
+}
+
+// get is the node's entry, nil when it publishes no corepin state.
+func (c *Cache) get(name string) *node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.nodes[name]
+}
+
+// Reserve places the pod uid's request req (as the node judges it:
+// nodestate.RequestOn) on the node's cached state at once; the node keeps
+// it there until its published state includes the pod (SetNode) or the
+// pod is forgotten (Forget). A node the cache does not judge takes it
+// without a record; a refusal (the state changed since Filter) is
+// returned and nothing is recorded.
+func (c *Cache) Reserve(uid, name string, req alloc.Request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[name]
+	if n == nil || n.pub.err != nil || n.st == nil {
+		return nil
+	}
+	if prev, ok := c.pods[uid]; ok {
+		c.forgetLocked(uid, prev)
+		n = c.nodes[name]
+	}
+	req, _ = nodestate.RequestOn(n.pub.j.Settings, req)
+	if n.pub.exclusiveOnly && req.QoS != alloc.LSE && req.QoS != alloc.LSR {
+		return nil // the state does not count shared pods' quotas
+	}
+	req.ID = reservationID(uid)
+	st := n.st.Clone()
+	if _, err := st.Admit(req); err != nil {
+		return err
+	}
+	reserved := append(append([]reservation(nil), n.reserved...), reservation{uid: uid, req: req})
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: st, sum: summarize(st), free: st.Pools().LS.Size()}
+	c.pods[uid] = name
+	return nil
+}
+
+// Bound records that the reserved pod uid was bound to its node.
+func (c *Cache) Bound(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name, ok := c.pods[uid]
+	if !ok {
+		return
+	}
+	n := c.nodes[name]
+	reserved := append([]reservation(nil), n.reserved...)
+	c.seq++
+	for i := range reserved {
+		if reserved[i].uid == uid {
+			reserved[i].bound = c.seq
+		}
+	}
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: n.st, sum: n.sum, free: n.free}
+}
+
+// Forget releases the pod uid's reservation, if any: Unreserve, and a pod
+// deleted or finished before its node published it.
+func (c *Cache) Forget(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.pods[uid]; ok {
+		c.forgetLocked(uid, name)
+	}
+}
+
+func (c *Cache) forgetLocked(uid, name string) {
+	delete(c.pods, uid)
+	n := c.nodes[name]
+	if n == nil {
+		return
+	}
+	kept := make([]reservation, 0, len(n.reserved))
+	for _, r := range n.reserved {
+		if r.uid != uid {
+			kept = append(kept, r)
+		}
+	}
+	c.nodes[name] = build(n.pub, kept)
+}
+
+// Reserved is the number of pods reserved on nodes and not yet published
+// there.
+func (c *Cache) Reserved() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pods)
+}

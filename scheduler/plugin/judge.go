@@ -1,0 +1,76 @@
+package plugin
+
+import (
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodestate"
+)
+
+// verdict is one node's answer for a pod, as the extender answers it.
+type verdict struct {
+	ok     bool
+	reason string // why not, when !ok
+	// unresolvable: preempting the node's pods would not help (the pod's
+	// metadata or the node's state is bad, or the node refuses the
+	// request even with nothing held).
+	unresolvable bool
+	// score is nodestate.Score of the placement, 0 to nodestate.MaxScore.
+	score int64
+	// byAllocator says the allocator ran (the summary could not decide).
+	byAllocator bool
+}
+
+// judge answers req (reqErr: the pod's metadata did not read) on node n
+// (nil: the node publishes no corepin state, not ours to judge): by n's
+// summary where it proves a refusal, else by placing req on a copy of n's
+// state as the node's plugin admits it.
+func judge(n *node, req alloc.Request, reqErr error) verdict {
+	var stateErr error
+	var hasState bool
+	if n != nil {
+		stateErr, hasState = n.pub.err, n.st != nil
+	}
+	if pv, ok := nodestate.Prejudge(n != nil, req, reqErr, stateErr, hasState); ok {
+		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
+	}
+	p := n.pub
+	req, nodeDefault := nodestate.RequestOn(p.j.Settings, req)
+	v := verdict{}
+	err := n.sum.refuses(req, p.wholeCores)
+	if err == nil {
+		v.byAllocator = true
+		pl, aerr := n.st.Clone().Admit(req)
+		if aerr == nil {
+			return verdict{ok: true, score: nodestate.Score(pl, n.free), byAllocator: true}
+		}
+		err = aerr
+	}
+	v.reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
+	if len(n.reserved) > 0 {
+		if _, err := p.j.State.Clone().Admit(req); err == nil {
+			// The CPUs are free on what the node published: say who
+			// takes them.
+			v.reason += nodestate.ComingSuffix
+		}
+	}
+	v.unresolvable = p.refusesEmpty(req)
+	return v
+}
+
+// refusesEmpty reports whether the node of state p refuses req even with
+// nothing held but its reserved CPUs; false when p does not say what it
+// holds. The answer is kept per request shape for as long as p lasts.
+func (p *published) refusesEmpty(req alloc.Request) bool {
+	if p.j.Empty == nil {
+		return false
+	}
+	if p.empty.refuses(req, p.wholeCores) != nil {
+		return true
+	}
+	k := nodestate.ShapeOf(req)
+	if v, ok := p.unresolvable.Load(k); ok {
+		return v.(bool)
+	}
+	_, err := p.j.Empty.Clone().Admit(req)
+	p.unresolvable.Store(k, err != nil)
+	return err != nil
+}

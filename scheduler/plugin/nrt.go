@@ -1,0 +1,110 @@
+package plugin
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/corepin/corepin/kube/nodestate"
+)
+
+// nrtObject is what the cache reads of a node's NodeResourceTopology
+// object.
+type nrtObject struct {
+	rv     string // its resourceVersion: a new one is a new state
+	fields nodestate.NRTFields
+}
+
+// koordLabelsOf are n's Koordinator labels (bind policy, NUMA topology
+// policy, NUMA allocate strategy), "" when absent.
+func koordLabelsOf(n *corev1.Node) [3]string {
+	return [3]string{n.Labels[nodestate.LabelKoordCPUBindPolicy], n.Labels[nodestate.LabelKoordNUMATopologyPolicy],
+		n.Labels[nodestate.LabelKoordNUMAAllocateStrategy]}
+}
+
+// SetNRT records a node's NodeResourceTopology object u (its name is the
+// node's): a node publishing no corepin annotations is judged by it, as
+// the extender judges it (nodestate.NRTFields.Read, then
+// nodestate.JudgeKoord for Koordinator's description or
+// nodestate.JudgeFree for zones). An object whose fields do not read
+// leaves its node unjudged.
+func (c *Cache) SetNRT(u *unstructured.Unstructured) {
+	name := u.GetName()
+	fields, err := nodestate.FieldsOf(u)
+	c.mu.Lock()
+	if err != nil {
+		delete(c.nrt, name)
+	} else {
+		c.nrt[name] = &nrtObject{rv: u.GetResourceVersion(), fields: fields}
+	}
+	c.mu.Unlock()
+	c.refreshNRT(name)
+}
+
+// DeleteNRT forgets node name's NodeResourceTopology object.
+func (c *Cache) DeleteNRT(name string) {
+	c.mu.Lock()
+	delete(c.nrt, name)
+	c.mu.Unlock()
+	c.refreshNRT(name)
+}
+
+// refreshNRT judges node name by its NodeResourceTopology object when the
+// node is known and publishes no corepin annotations.
+func (c *Cache) refreshNRT(name string) {
+	c.mu.RLock()
+	o := c.nrt[name]
+	labels, plain := c.plain[name]
+	old := c.nodes[name]
+	c.mu.RUnlock()
+	if !plain {
+		return // unknown yet, or judged by its annotations
+	}
+	var p *published
+	if o != nil {
+		fp := fmt.Sprintf("nrt\x00%s\x00%q", o.rv, labels)
+		if old != nil && old.pub.fp == fp {
+			return
+		}
+		p = decodeNRT(o.fields, labels, fp)
+	}
+	if p == nil {
+		c.mu.Lock()
+		if n := c.nodes[name]; n != nil {
+			for _, r := range n.reserved {
+				delete(c.pods, r.uid)
+			}
+		}
+		delete(c.nodes, name)
+		c.mu.Unlock()
+		return
+	}
+	c.replace(name, old, p)
+}
+
+// decodeNRT decodes a NodeResourceTopology object's fields under its
+// node's Koordinator labels; nil when the object leaves the node
+// unjudged (its settings or zones do not read).
+func decodeNRT(o nodestate.NRTFields, labels [3]string, fp string) *published {
+	n, koordErr, err := o.Read()
+	if err != nil {
+		return nil
+	}
+	p := &published{fp: fp, exclusiveOnly: true}
+	switch {
+	case koordErr != nil:
+		p.err = fmt.Errorf("%w: NodeResourceTopology: %w", nodestate.ErrNode, koordErr)
+	case n.Koord != nil:
+		var l nodestate.KoordLabels
+		if l, p.err = nodestate.ParseKoordLabels(labels[0], labels[1], labels[2]); p.err != nil {
+			p.err = fmt.Errorf("%w: %w", nodestate.ErrNode, p.err)
+			break
+		}
+		p.j, p.err = nodestate.JudgeKoord(n.Koord, n.Settings.TopologyPolicy, l)
+	default:
+		p.j, p.err = nodestate.JudgeFree(n.Free, "NodeResourceTopology", n.Settings)
+	}
+	p.finish()
+	return p
+}

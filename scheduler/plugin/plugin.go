@@ -1,0 +1,291 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/podreq"
+)
+
+// Name is the plugin's name in a scheduler profile.
+const Name = "Corepin"
+
+// stateKey is the plugin's key in a scheduling cycle's CycleState.
+const stateKey fwk.StateKey = Name
+
+// Plugin is corepin's kube-scheduler framework plugin: PreFilter reads the
+// pod's CPU wish once (kube/podreq, through kube/podmeta as the extender
+// and the NRI plugin read it), Filter keeps the nodes whose state can
+// place it (refusing with the extender's reasons), Score rates the
+// placement Filter found, Reserve places the pod on the node's cached
+// state at once and Unreserve releases it, PostBind notes the binding.
+type Plugin struct {
+	cache *Cache
+}
+
+var (
+	_ fwk.PreFilterPlugin = (*Plugin)(nil)
+	_ fwk.FilterPlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin     = (*Plugin)(nil)
+	_ fwk.ReservePlugin   = (*Plugin)(nil)
+	_ fwk.PostBindPlugin  = (*Plugin)(nil)
+)
+
+// New is the plugin's factory (app.WithPlugin(Name, New)): it keeps the
+// cache up to date from the handle's Node and Pod informers and, when the
+// API server serves them, the NodeResourceTopology objects (watchNRT).
+func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	p := NewWithCache(NewCache())
+	f := h.SharedInformerFactory()
+	if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler()); err != nil {
+		return nil, fmt.Errorf("watching nodes: %w", err)
+	}
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(p.PodHandler()); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	if cfg := h.KubeConfig(); cfg != nil {
+		if err := p.watchNRT(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// watchNRT keeps the cache's NodeResourceTopology objects (Cache.SetNRT)
+// from the version the API server serves (nodestate.NRTResourceOf) until
+// ctx ends; none served is logged, not an error: the nodes publishing
+// corepin's annotations are judged all the same.
+func (p *Plugin) watchNRT(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	res, err := nodestate.NRTResourceOf(dc)
+	if errors.Is(err, nodestate.ErrNoNRT) {
+		klog.FromContext(ctx).Info("corepin: not reading NodeResourceTopology objects", "reason", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	if _, err := f.ForResource(res).Informer().AddEventHandler(p.NRTHandler()); err != nil {
+		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
+	}
+	f.Start(ctx.Done())
+	return nil
+}
+
+// NRTHandler keeps the cache's NodeResourceTopology objects.
+func (p *Plugin) NRTHandler() toolscache.ResourceEventHandler {
+	set := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			p.cache.SetNRT(u)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				p.cache.DeleteNRT(t.Key) // cluster-scoped: the key is the name
+				return
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				p.cache.DeleteNRT(u.GetName())
+			}
+		},
+	}
+}
+
+// NewWithCache is a Plugin judging by c.
+func NewWithCache(c *Cache) *Plugin { return &Plugin{cache: c} }
+
+// NodeHandler keeps the cache's node states: each change of a node's
+// corepin annotations is decoded once (Cache.SetNode).
+func (p *Plugin) NodeHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.setNode(obj) },
+		UpdateFunc: func(_, obj any) { p.setNode(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				p.cache.DeleteNode(n.Name)
+			}
+		},
+	}
+}
+
+func (p *Plugin) setNode(obj any) {
+	if n, ok := obj.(*corev1.Node); ok {
+		p.cache.SetNode(n)
+	}
+}
+
+// PodHandler releases the reservation of a pod deleted, or finished,
+// before its node published it.
+func (p *Plugin) PodHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+				p.cache.Forget(string(pod.UID))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				p.cache.Forget(string(pod.UID))
+			}
+		},
+	}
+}
+
+// Name is Name.
+func (p *Plugin) Name() string { return Name }
+
+// cycle is what the plugin keeps in a scheduling cycle: the pod's request
+// (or why it does not read) and the verdicts Filter found, for Score.
+type cycle struct {
+	req alloc.Request
+	err error
+	mu  sync.Mutex
+	// verdicts are Filter's by node name, with the entry they judged.
+	verdicts map[string]judged
+}
+
+type judged struct {
+	n *node
+	v verdict
+}
+
+// Clone shares the cycle: its request never changes, and a verdict is
+// the node's whoever asks.
+func (c *cycle) Clone() fwk.StateData { return c }
+
+func cycleOf(state fwk.CycleState) (*cycle, error) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pod's corepin request: %w", err)
+	}
+	c, ok := d.(*cycle)
+	if !ok {
+		return nil, fmt.Errorf("the cycle's %s state is a %T", Name, d)
+	}
+	return c, nil
+}
+
+// PreFilter reads the pod's request once for the cycle.
+func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	req, err := podreq.Of(pod)
+	state.Write(stateKey, &cycle{req: req, err: err, verdicts: map[string]judged{}})
+	return nil, nil
+}
+
+// PreFilterExtensions is nil: the plugin judges CPUs the scheduler's own
+// pod accounting does not see.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter keeps a node that publishes no corepin state, or whose state
+// places the pod; else it fails it with the extender's reason,
+// UnschedulableAndUnresolvable when preempting the node's pods would not
+// help.
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	c, err := cycleOf(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := ni.Node()
+	name := node.Name
+	n := p.cache.get(name)
+	if n == nil && publishes(node) {
+		// The scheduler's snapshot has the node before this plugin's
+		// informer handler ran: decode it now, once.
+		p.cache.SetNode(node)
+		n = p.cache.get(name)
+	}
+	v := judge(n, c.req, c.err)
+	c.mu.Lock()
+	c.verdicts[name] = judged{n: n, v: v}
+	c.mu.Unlock()
+	switch {
+	case v.ok:
+		return nil
+	case v.unresolvable:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.reason)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, v.reason)
+}
+
+// scoreScale turns nodestate.Score's range into the framework's.
+const scoreScale = fwk.MaxNodeScore / nodestate.MaxScore
+
+// Score rates the placement Filter found on the node in this cycle (the
+// node's state unchanged since), else places the pod again; a node that
+// publishes no corepin state scores 0, as with the extender.
+func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	c, err := cycleOf(state)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	name := ni.Node().Name
+	n := p.cache.get(name)
+	c.mu.Lock()
+	j, ok := c.verdicts[name]
+	c.mu.Unlock()
+	if !ok || j.n != n {
+		j.v = judge(n, c.req, c.err)
+	}
+	return j.v.score * scoreScale, nil
+}
+
+// ScoreExtensions is nil: scores are in the framework's range already.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve places the pod on the node's cached state at once
+// (Cache.Reserve), so the next pod of a burst is judged on what is left.
+func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	c, err := cycleOf(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if c.err != nil {
+		return nil // Filter let it through: not a corepin node
+	}
+	if err := p.cache.Reserve(string(pod.UID), nodeName, c.req); err != nil {
+		return fwk.NewStatus(fwk.Unschedulable, nodestate.Reason(c.req, err))
+	}
+	return nil
+}
+
+// Unreserve releases the pod's reservation.
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	p.cache.Forget(string(pod.UID))
+}
+
+// PostBind notes that the pod is bound (Cache.Bound).
+func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	p.cache.Bound(string(pod.UID))
+}

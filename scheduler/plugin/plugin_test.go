@@ -1,0 +1,414 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/podmeta"
+	"github.com/corepin/corepin/topology"
+)
+
+// machine is a node's own state: 2 NUMA nodes of 2 two-thread cores
+// (8 CPUs), nothing held.
+func machine(t *testing.T) *alloc.State {
+	t.Helper()
+	topo, err := topology.Synthetic(topology.Shape{Sockets: 1, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := alloc.NewState(topo, alloc.NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// publish sets on node the annotations its NRI plugin publishes for st,
+// naming the pod UID of each assignment (pods, by assignment id), with
+// topology policy policy by default.
+func publish(t *testing.T, node *corev1.Node, st *alloc.State, policy alloc.TopologyPolicy, pods map[string]string) *corev1.Node {
+	t.Helper()
+	ann, coarse, err := nodestate.NodeAnnotations(st, policy, pods)
+	if err != nil || coarse {
+		t.Fatalf("NodeAnnotations: coarse %v, %v", coarse, err)
+	}
+	node = node.DeepCopy()
+	node.Annotations = map[string]string{}
+	for k, v := range ann {
+		if v != nil {
+			node.Annotations[k] = *v
+		}
+	}
+	return node
+}
+
+// guaranteed is a Guaranteed pod of cpus whole CPUs asking for one NUMA
+// node.
+func guaranteed(name string, cpus int64) *corev1.Pod {
+	rl := corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpus, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name),
+			Annotations: map[string]string{podmeta.AnnotationNUMAPolicy: string(alloc.TopologySingleNUMANode)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}},
+	}
+}
+
+// harness is a framework running the plugin against a fake API server's
+// informers.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	fw     framework.Framework
+	client *fake.Clientset
+	p      *Plugin
+}
+
+func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	objs := make([]runtime.Object, 0, len(nodes))
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	client := fake.NewSimpleClientset(objs...)
+	f := informers.NewSharedInformerFactory(client, 0)
+	h := &harness{t: t, ctx: ctx, client: client}
+	factory := func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+		p, err := New(ctx, obj, handle)
+		if err == nil {
+			h.p = p.(*Plugin)
+		}
+		return p, err
+	}
+	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+		tf.RegisterPluginAsExtensions(Name, factory, "PreFilter", "Filter", "Score", "Reserve", "PostBind"),
+	}, "", frameworkruntime.WithInformerFactory(f), frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot(nil, nodes)))
+	if err != nil {
+		t.Fatalf("NewFramework: %v", err)
+	}
+	h.fw = fw
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return h
+}
+
+// update writes node to the API server and waits until the plugin's
+// cache holds what it publishes.
+func (h *harness) update(node *corev1.Node) {
+	h.t.Helper()
+	if _, err := h.client.CoreV1().Nodes().Update(h.ctx, node, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	fp, _ := fingerprint(node)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n := h.p.cache.get(node.Name); n != nil && n.pub.fp == fp {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the plugin's cache never saw node %s's new state", node.Name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// schedule runs one scheduling cycle of pod on node through the
+// framework, up to Reserve and PostBind when Filter keeps the node; it
+// returns Filter's status (nil: kept and reserved).
+func (h *harness) schedule(pod *corev1.Pod, node *corev1.Node) *fwk.Status {
+	h.t.Helper()
+	state := framework.NewCycleState()
+	if _, s, _ := h.fw.RunPreFilterPlugins(h.ctx, state, pod); !s.IsSuccess() {
+		h.t.Fatalf("PreFilter %s: %v", pod.Name, s)
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	if s := h.fw.RunFilterPlugins(h.ctx, state, pod, ni); !s.IsSuccess() {
+		return s
+	}
+	if _, s := h.fw.RunScorePlugins(h.ctx, state, pod, []fwk.NodeInfo{ni}); !s.IsSuccess() {
+		h.t.Fatalf("Score %s: %v", pod.Name, s)
+	}
+	if s := h.fw.RunReservePluginsReserve(h.ctx, state, pod, node.Name); !s.IsSuccess() {
+		h.t.Fatalf("Reserve %s: %v", pod.Name, s)
+	}
+	h.fw.RunPostBindPlugins(h.ctx, state, pod, node.Name)
+	return nil
+}
+
+// scheduleAll schedules pods on node one after the other, each kept.
+func (h *harness) scheduleAll(node *corev1.Node, pods ...*corev1.Pod) {
+	h.t.Helper()
+	for _, p := range pods {
+		if s := h.schedule(p, node); s != nil {
+			h.t.Fatalf("%s refused: %v", p.Name, s)
+		}
+	}
+}
+
+func baseNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// TestBurstNeverDoubleBooked: pods reserved on a node before its
+// annotations catch up take their CPUs at once; the node's new state
+// replaces the cache with the pods it does not include yet placed again,
+// and once it includes them all, their reservations go.
+func TestBurstNeverDoubleBooked(t *testing.T) {
+	own := machine(t)
+	node := publish(t, baseNode("n1"), own, alloc.TopologySingleNUMANode, map[string]string{})
+	h := newHarness(t, node)
+	h.update(node)
+
+	p1, p2, p3 := guaranteed("p1", 4), guaranteed("p2", 4), guaranteed("p3", 4)
+	h.scheduleAll(node, p1, p2)
+	wantComing := "no NUMA node with 4 free CPUs" + nodestate.ComingSuffix
+	if s := h.schedule(p3, node); s == nil || s.Code() != fwk.Unschedulable || s.Message() != wantComing {
+		t.Fatalf("third 4-CPU pod on a node of two 4-CPU NUMA nodes: status %v, want Unschedulable %q", s, wantComing)
+	}
+	if got := h.p.cache.Reserved(); got != 2 {
+		t.Fatalf("Reserved() = %d, want 2", got)
+	}
+
+	// The node admits p1 and publishes: p2 stays reserved, p3 stays out.
+	req := func(p *corev1.Pod) alloc.Request {
+		return alloc.Request{ID: p.Namespace + "/" + p.Name, CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}
+	}
+	if _, err := own.Admit(req(p1)); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{"default/p1": string(p1.UID)}
+	node = publish(t, node, own, alloc.TopologySingleNUMANode, uids)
+	h.update(node)
+	if got := h.p.cache.Reserved(); got != 1 {
+		t.Fatalf("after the node published p1: Reserved() = %d, want 1 (p2)", got)
+	}
+	if s := h.schedule(p3, node); s == nil || s.Message() != wantComing {
+		t.Fatalf("p3 after the node published p1 only: status %v, want %q", s, wantComing)
+	}
+
+	// The node admits p2: nothing is reserved, and p3 is refused by what
+	// the node publishes alone.
+	if _, err := own.Admit(req(p2)); err != nil {
+		t.Fatal(err)
+	}
+	uids["default/p2"] = string(p2.UID)
+	node = publish(t, node, own, alloc.TopologySingleNUMANode, uids)
+	h.update(node)
+	if got := h.p.cache.Reserved(); got != 0 {
+		t.Fatalf("after the node published p1 and p2: Reserved() = %d, want 0", got)
+	}
+	want := "no NUMA node with 4 free CPUs"
+	if s := h.schedule(p3, node); s == nil || s.Message() != want || s.Code() != fwk.Unschedulable {
+		t.Fatalf("p3 on a full node: status %v, want Unschedulable %q", s, want)
+	}
+}
+
+// TestUnreserve: a reservation released gives its CPUs back at once.
+func TestUnreserve(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
+	h := newHarness(t, node)
+	h.update(node)
+	p1, p2, p3 := guaranteed("p1", 4), guaranteed("p2", 4), guaranteed("p3", 4)
+	h.scheduleAll(node, p1, p2)
+	if s := h.schedule(p3, node); s == nil {
+		t.Fatal("p3 kept on a node whose 8 CPUs p1 and p2 hold")
+	}
+	h.fw.RunReservePluginsUnreserve(h.ctx, framework.NewCycleState(), p2, node.Name)
+	if got := h.p.cache.Reserved(); got != 1 {
+		t.Fatalf("after Unreserve(p2): Reserved() = %d, want 1", got)
+	}
+	if s := h.schedule(p3, node); s != nil {
+		t.Fatalf("p3 after p2 was unreserved: %v", s)
+	}
+}
+
+// TestPodDeletedReleases: a reserved pod deleted before its node
+// published it gives its CPUs back.
+func TestPodDeletedReleases(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
+	h := newHarness(t, node)
+	h.update(node)
+	p1 := guaranteed("p1", 4)
+	if _, err := h.client.CoreV1().Pods("default").Create(h.ctx, p1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.schedule(p1, node); s != nil {
+		t.Fatalf("p1: %v", s)
+	}
+	if err := h.client.CoreV1().Pods("default").Delete(h.ctx, p1.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.p.cache.Reserved() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted pod's reservation was never released")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestNotCorepinNode: a node publishing no corepin state is not judged.
+func TestNotCorepinNode(t *testing.T) {
+	node := baseNode("plain")
+	h := newHarness(t, node)
+	if s := h.schedule(guaranteed("p1", 64), node); s != nil {
+		t.Fatalf("a plain node refused a pod: %v", s)
+	}
+	if got := h.p.cache.Reserved(); got != 0 {
+		t.Fatalf("Reserved() = %d on a plain node, want 0", got)
+	}
+}
+
+// TestHeartbeatDecodesNothing: an update of a node that leaves its corepin
+// annotations alone keeps the decoded state.
+func TestHeartbeatDecodesNothing(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
+	c := NewCache()
+	c.SetNode(node)
+	before := c.get("n1")
+	beat := node.DeepCopy()
+	beat.Labels = map[string]string{"heartbeat": "1"}
+	beat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	c.SetNode(beat)
+	if c.get("n1") != before {
+		t.Fatal("a heartbeat decoded the node's state again")
+	}
+	plain := beat.DeepCopy()
+	delete(plain.Annotations, nodestate.AnnotationTopology)
+	c.SetNode(plain)
+	if c.get("n1") != nil {
+		t.Fatal("a node that stopped publishing is still judged")
+	}
+}
+
+// TestSummaryRefuses: the summary refuses what the node cannot hold
+// without running the allocator, with the words the allocator's refusal
+// gets; where it cannot decide, the allocator does.
+func TestSummaryRefuses(t *testing.T) {
+	own := machine(t)
+	// One thread of a core on each NUMA node is held: 6 CPUs free, 3 on
+	// each NUMA node, 4 of them in whole cores (2 on each).
+	topo := own.Topology()
+	held := cpuset.New(topo.CoreCPUs(0).List()[0], topo.CoreCPUs(2).List()[0])
+	if err := own.Assign(alloc.Assignment{ID: "x/held", QoS: alloc.LSE, CPUs: held}); err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []alloc.TopologyPolicy{"", alloc.TopologySingleNUMANode, alloc.TopologyRestricted} {
+		node := publish(t, baseNode("n1"), own, policy, map[string]string{})
+		c := NewCache()
+		c.SetNode(node)
+		n := c.get("n1")
+		for _, tc := range []struct {
+			name       string
+			req        alloc.Request
+			bySummary  bool
+			wantReason string
+		}{
+			{name: "7 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 7, QoS: alloc.LSE}, bySummary: true},
+			{name: "6 whole of 4 whole", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}, bySummary: true},
+			{name: "4 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
+			{name: "4 whole of 2 whole per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
+				bySummary: policy == alloc.TopologySingleNUMANode},
+			{name: "3 whole-core", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}},
+			{name: "3 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE}},
+			{name: "6 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
+			{name: "LS", req: alloc.Request{ID: "a/b", MilliCPUs: 1500, QoS: alloc.LS}},
+		} {
+			t.Run(string(policy)+"/"+tc.name, func(t *testing.T) {
+				v := judge(n, tc.req, nil)
+				if v.byAllocator == tc.bySummary {
+					t.Errorf("byAllocator = %v, want %v", v.byAllocator, !tc.bySummary)
+				}
+				// The allocator's own answer, with the summary left out.
+				req, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, tc.req)
+				_, err := n.st.Clone().Admit(req)
+				if (err == nil) != v.ok {
+					t.Fatalf("ok = %v, allocator's error %v", v.ok, err)
+				}
+				if err != nil {
+					if want := nodestate.Refusal(req, err, nodeDefault, "", ""); v.reason != want {
+						t.Errorf("reason = %q, want the allocator's %q", v.reason, want)
+					}
+					if strings.Contains(v.reason, nodestate.ComingSuffix) {
+						t.Errorf("reason %q counts pods on their way on a node with none", v.reason)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestNodeBeforeItsEvent: a node the scheduler's snapshot holds before
+// the plugin's informer handler has run is judged by what it publishes,
+// not passed as a plain node.
+func TestNodeBeforeItsEvent(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
+	p := NewWithCache(NewCache())
+	state := framework.NewCycleState()
+	pod := guaranteed("big", 9)
+	if _, s := p.PreFilter(context.Background(), state, pod, nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	s := p.Filter(context.Background(), state, pod, ni)
+	if want := "no NUMA node with 9 free CPUs"; s.IsSuccess() || s.Message() != want {
+		t.Fatalf("a 9-CPU single-numa-node pod on an 8-CPU node unseen by the informer: status %v, want %q", s, want)
+	}
+}
+
+// TestNodeNamingNoPods: a node whose annotations name no pod UIDs (an
+// older corepin) is taken to include the pods bound before it published
+// again; a pod reserved and not yet bound stays placed on the new state.
+func TestNodeNamingNoPods(t *testing.T) {
+	own := machine(t)
+	node := publish(t, baseNode("n1"), own, alloc.TopologySingleNUMANode, nil)
+	h := newHarness(t, node)
+	h.update(node)
+	p1, p2, p3 := guaranteed("p1", 4), guaranteed("p2", 4), guaranteed("p3", 4)
+	h.scheduleAll(node, p1) // reserved and bound
+	state := framework.NewCycleState()
+	if _, s, _ := h.fw.RunPreFilterPlugins(h.ctx, state, p2); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if s := h.fw.RunReservePluginsReserve(h.ctx, state, p2, node.Name); !s.IsSuccess() {
+		t.Fatalf("Reserve p2: %v", s) // reserved, its binding under way
+	}
+	// The node admits p1 and publishes, naming no pods.
+	if _, err := own.Admit(alloc.Request{ID: "default/p1", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
+		t.Fatal(err)
+	}
+	node = publish(t, node, own, alloc.TopologySingleNUMANode, nil)
+	h.update(node)
+	if got := h.p.cache.Reserved(); got != 1 {
+		t.Fatalf("after the node published again: Reserved() = %d, want 1 (p2, not bound yet)", got)
+	}
+	if s := h.schedule(p3, node); s == nil {
+		t.Fatal("p3 kept on a node whose published state holds p1 and where p2 is reserved")
+	}
+}
