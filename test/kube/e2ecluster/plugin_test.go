@@ -15,8 +15,8 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/podreq"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
+	"github.com/corepin/corepin/kube/podreq"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
