@@ -23,6 +23,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/kube/extender"
+	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
@@ -69,6 +70,26 @@ func filterKeeps(t *testing.T, url string, pod *corev1.Pod, nodes []corev1.Node)
 	return names
 }
 
+// createNRTNodes installs the NodeResourceTopology CRD (v1alpha2) and
+// creates three nodes that publish no corepin annotation, only a
+// NodeResourceTopology each, with free CPUs per NUMA node [5,5]
+// (nrt-split), [3,5] (nrt-lopsided) and [8,0] (nrt-aligned).
+func (c *cluster) createNRTNodes(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha2")
+	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
+	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
+		n := kubetest.Node(t, name, "")
+		n.Annotations = nil // only the NodeResourceTopology speaks for it
+		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating node %s: %v", name, err)
+		}
+		if _, err := dyn.Resource(nodestate.NRTResource).Create(ctx, nodestatetest.NRT(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
+		}
+	}
+}
+
 // TestRealSchedulerWithNRT runs the real kube-scheduler (the shipped
 // configuration) with the real `corepin extender --nrt` on three nodes
 // that publish no corepin annotation, only a NodeResourceTopology each
@@ -84,19 +105,7 @@ func TestRealSchedulerWithNRT(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha2")
-
-	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
-	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
-		n := kubetest.Node(t, name, "")
-		n.Annotations = nil // only the NodeResourceTopology speaks for it
-		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating node %s: %v", name, err)
-		}
-		if _, err := dyn.Resource(extender.NRTResource).Create(ctx, nodestatetest.NRT(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
-		}
-	}
+	c.createNRTNodes(ctx, t, dyn)
 
 	port, ext := c.startNRTExtender(corepin)
 	c.startScheduler("kube-scheduler", kubetest.ShippedSchedulerConfig(t, c.kubeconfig(), port))

@@ -15,7 +15,6 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
-	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/kube/podreq"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
@@ -170,18 +169,7 @@ func TestPluginWithNRT(t *testing.T) {
 	defer cancel()
 	// Installed before the scheduler starts: it discovers the version
 	// served once, at start.
-	kubetest.InstallNRTCRD(ctx, t, dyn, "v1alpha2")
-	free := map[string][]int{"nrt-split": {5, 5}, "nrt-lopsided": {3, 5}, "nrt-aligned": {8, 0}}
-	for _, name := range []string{"nrt-split", "nrt-lopsided", "nrt-aligned"} {
-		n := kubetest.Node(t, name, "")
-		n.Annotations = nil // only the NodeResourceTopology speaks for it
-		if _, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating node %s: %v", name, err)
-		}
-		if _, err := dyn.Resource(nodestate.NRTResource).Create(ctx, nodestatetest.NRT(t, name, free[name]...), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating the NodeResourceTopology of %s: %v", name, err)
-		}
-	}
+	c.createNRTNodes(ctx, t, dyn)
 	c.startPluginScheduler(t)
 	time.Sleep(time.Second) // the scheduler's informers see the nodes and objects
 
