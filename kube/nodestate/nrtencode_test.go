@@ -12,14 +12,7 @@ import (
 )
 
 func TestBuildCountsFreeCPUsPerNUMANode(t *testing.T) {
-	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0, 8)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
-		t.Fatal(err)
-	}
+	topo, st := heldFourOnNodeZero(t)
 	got := BuildNRT("n1", topo, st.Pools(), "single-numa-node")
 	var avail []string
 	for _, z := range got.Zones {
@@ -36,4 +29,19 @@ func TestBuildCountsFreeCPUsPerNUMANode(t *testing.T) {
 	if got.APIVersion != NRTAPIVersion || got.Kind != NRTKind || got.Metadata.Name != "n1" || got.Attributes[0].Value != "single-numa-node" {
 		t.Errorf("object header %s %s %s %v", got.APIVersion, got.Kind, got.Metadata.Name, got.Attributes)
 	}
+}
+
+// heldFourOnNodeZero is the twoNodes machine with CPUs 0 and 8 reserved
+// and a 4-CPU single-numa-node LSE workload placed.
+func heldFourOnNodeZero(t *testing.T) (*topology.Topology, *alloc.State) {
+	t.Helper()
+	topo := topology.MustSynthetic(twoNodes)
+	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0, 8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
+		t.Fatal(err)
+	}
+	return topo, st
 }

@@ -14,14 +14,7 @@ import (
 )
 
 func TestFreeCPUsReadsBuild(t *testing.T) {
-	topo := topology.MustSynthetic(twoNodes)
-	st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0, 8)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(alloc.Request{ID: "a", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}); err != nil {
-		t.Fatal(err)
-	}
+	topo, st := heldFourOnNodeZero(t)
 	o := BuildNRT("n1", topo, st.Pools(), "single-numa-node")
 	got, err := FreeCPUs(o.Zones)
 	if err != nil {
