@@ -82,7 +82,7 @@ func (f *ctlFlags) readState(path string) ([]agent.Workload, error) {
 	}
 	ws, err := agent.ReadState(path, t)
 	if err != nil {
-		return nil, fmt.Errorf("--state %s: %w", path, err)
+		return nil, fmt.Errorf("reading the state file %s: %w", path, err)
 	}
 	return ws, nil
 }
