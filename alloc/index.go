@@ -49,17 +49,12 @@ func (b bitset) each(f func(int)) {
 	}
 }
 
-func (b bitset) toSet() cpuset.CPUSet {
-	var bl cpuset.Builder
-	b.each(bl.Add)
-	return bl.Result()
-}
+func (b bitset) toSet() cpuset.CPUSet { return cpuset.FromWords(b) }
 
+// fromSet adds the members of s that fit in b.
 func (b bitset) fromSet(s cpuset.CPUSet) {
-	for c := range s.All() {
-		if c>>6 < len(b) {
-			b.set(c)
-		}
+	for i := range b {
+		b[i] |= s.Word(i)
 	}
 }
 

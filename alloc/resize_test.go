@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -198,6 +199,41 @@ func TestAssignAdded(t *testing.T) {
 			t.Errorf("Assign(%+v) = %v, want ErrInvalid", a, err)
 		}
 	}
+}
+
+// TestAssignRefusesTakenCPUs: an assignment naming a CPU another one holds,
+// or a reserved CPU, is refused by name and leaves the state as it was,
+// whichever word of a wide machine the CPU sits in.
+func TestAssignRefusesTakenCPUs(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 40, ThreadsPerCore: 2})
+	s, err := NewState(topo, NodeSettings{Reserved: cpuset.MustParse("0,100")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []Assignment{{ID: "low", CPUs: cpuset.MustParse("2-3")}, {ID: "high", CPUs: cpuset.MustParse("70,130")}} {
+		if err := s.Assign(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, pools := s.Assignments(), s.Pools()
+	for _, tc := range []struct {
+		cpus, want string
+	}{
+		{"3-4", `cpu 3 is already assigned to low`},
+		{"66,130", `cpu 130 is already assigned to high`},
+		{"70", `cpu 70 is already assigned to high`},
+		{"5,100", `cpu 100 is reserved`},
+		{"0-1", `cpu 0 is reserved`},
+	} {
+		err := s.Assign(Assignment{ID: "new", CPUs: cpuset.MustParse(tc.cpus)})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Assign(cpus %s) = %v, want ErrInvalid saying %q", tc.cpus, err, tc.want)
+		}
+	}
+	if b, a := fmt.Sprintf("%+v %+v", before, pools), fmt.Sprintf("%+v %+v", s.Assignments(), s.Pools()); a != b {
+		t.Errorf("refused assignments changed the state:\n%s\nwas\n%s", a, b)
+	}
+	checkInvariants(t, s)
 }
 
 // FuzzResize resizes random assignments of a random state on a random

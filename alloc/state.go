@@ -243,11 +243,16 @@ func (s *State) Assign(a Assignment) error {
 		if a.CPUs.Max() >= len(s.ix.cpuCore) || !a.CPUs.IsSubsetOf(s.ix.topo.Online()) {
 			return invalid("assignment %q: cpus %s are not all online", a.ID, a.CPUs)
 		}
-		for c := range a.CPUs.All() {
-			if s.reserved.has(c) {
-				return invalid("assignment %q: cpu %d is reserved", a.ID, c)
-			}
-			if s.used.has(c) {
+		// A word at a time: a node's state is rebuilt from every
+		// assignment it holds, per decision, in the extender and the
+		// scheduler plugin.
+		for i := range s.ix.words {
+			w := a.CPUs.Word(i)
+			if bad := w & (s.reserved[i] | s.used[i]); bad != 0 {
+				c := i<<6 | bits.TrailingZeros64(bad)
+				if s.reserved.has(c) {
+					return invalid("assignment %q: cpu %d is reserved", a.ID, c)
+				}
 				return invalid("assignment %q: cpu %d is already assigned to %s", a.ID, c, s.holder(c))
 			}
 		}
@@ -255,8 +260,10 @@ func (s *State) Assign(a Assignment) error {
 			return err
 		}
 		a.Added = slices.Clone(a.Added)
-		for c := range a.CPUs.All() {
-			s.holdCPU(c, a.QoS, a.Exclusive, 1)
+		for i := range s.ix.words {
+			for w := a.CPUs.Word(i); w != 0; w &= w - 1 {
+				s.holdCPU(i<<6|bits.TrailingZeros64(w), a.QoS, a.Exclusive, 1)
+			}
 		}
 	default:
 		if len(a.Added) > 0 {
@@ -275,10 +282,13 @@ func (s *State) Assign(a Assignment) error {
 // record adds a to the assignments held.
 func (s *State) record(a Assignment) {
 	if s.recs == nil {
-		// Skip the first doublings of both: a node holds a few at least.
+		// Skip the first doublings of both: a node holds a few at least,
+		// and a fresh state rebuilt per decision (the extender, the
+		// scheduler plugin) would otherwise grow and rehash its map twice
+		// for a node of some 30 pods.
 		s.recs = make([]Assignment, 0, 16)
 		if len(s.asg) == 0 {
-			s.asg = make(map[string]int32, 16)
+			s.asg = make(map[string]int32, 48)
 		}
 	}
 	s.asg[a.ID] = int32(len(s.recs))

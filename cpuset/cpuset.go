@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -97,6 +98,22 @@ func (b *Builder) AddSet(s CPUSet) {
 // the returned set does not alias it.
 func (b *Builder) Result() CPUSet {
 	return fromWords(append([]uint64(nil), b.w...))
+}
+
+// Word returns word i of s: bit j of it is CPU i*64+j. Past the last CPU
+// it is 0. With FromWords it lets packages that keep their own bitmaps
+// convert a word at a time instead of a CPU at a time.
+func (s CPUSet) Word(i int) uint64 {
+	if i < 0 || i >= len(s.w) {
+		return 0
+	}
+	return s.w[i]
+}
+
+// FromWords returns the set whose CPU i*64+j is bit j of w[i]. It copies w.
+// Words past MaxCPU are dropped, as Parse refuses their ids.
+func FromWords(w []uint64) CPUSet {
+	return fromWords(slices.Clone(w[:min(len(w), (MaxCPU+1)/64)]))
 }
 
 func fromWords(w []uint64) CPUSet {

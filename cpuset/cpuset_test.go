@@ -170,6 +170,29 @@ func TestAlgebra(t *testing.T) {
 	}
 }
 
+func TestWords(t *testing.T) {
+	s := New(0, 63, 64, 130)
+	for i, want := range []uint64{1 | 1<<63, 1, 1 << 2, 0} {
+		if got := s.Word(i); got != want {
+			t.Errorf("Word(%d) of %s = %#x, want %#x", i, s, got, want)
+		}
+	}
+	if s.Word(-1) != 0 {
+		t.Error("Word(-1) is not 0")
+	}
+	w := []uint64{0, 1 << 5, 0}
+	got := FromWords(w)
+	w[1] = 1 // FromWords copies
+	if got.String() != "69" || !got.Equals(New(69)) {
+		t.Errorf("FromWords = %q, want 69 with no trailing words", got)
+	}
+	huge := make([]uint64, (MaxCPU+1)/64+3)
+	huge[len(huge)-1], huge[0] = 1, 1
+	if got := FromWords(huge); !got.Equals(New(0)) {
+		t.Errorf("FromWords past MaxCPU = %q, want 0", got)
+	}
+}
+
 func TestBuilderResultDoesNotAlias(t *testing.T) {
 	var b Builder
 	b.Add(1)

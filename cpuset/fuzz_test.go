@@ -23,6 +23,13 @@ func FuzzParse(f *testing.F) {
 		if m, err := ParseMask(set.Mask()); err != nil || !m.Equals(set) {
 			t.Fatalf("mask round trip of %q: %q, %v", set, m, err)
 		}
+		var w []uint64
+		for i := 0; set.Word(i) != 0 || i <= set.Max()>>6; i++ {
+			w = append(w, set.Word(i))
+		}
+		if got := FromWords(append(w, 0, 0)); !got.Equals(set) {
+			t.Fatalf("word round trip of %q: %q", set, got)
+		}
 	})
 }
 
