@@ -46,29 +46,33 @@ func isolatedNode(t *testing.T, name string, held ...alloc.Request) corev1.Node 
 
 // TestFilterIsolatedCPUs: a pod annotated corepin.io/isolated-cpus require
 // is kept on the node whose isolated CPUs are free, refused where another
-// pod holds them (preemption could help) and on a node without isolated
-// CPUs (it could not), with the one reason the scheduler plugin gives too
+// pod holds them (preemption could help), on a node without isolated CPUs
+// (it could not) and on one publishing only free CPUs per NUMA node (which
+// names no isolated CPUs), with the one reason the scheduler plugin gives too
 // (nodestate.Reason); without the annotation it fits everywhere.
 func TestFilterIsolatedCPUs(t *testing.T) {
 	free := isolatedNode(t, "free")
 	held := isolatedNode(t, "held", alloc.Request{ID: "a/rt", CPUs: 2, QoS: alloc.LSE, Isolated: alloc.IsolatedRequire})
 	plain := topoNode(t, "plain", "")
+	// The coarse form says no more than free CPUs per NUMA node: no
+	// isolated ones.
+	coarse := node("coarse", map[string]string{AnnotationNUMAFree: "[4,4]"})
 	pod := guaranteedPod("rt", "2", map[string]string{podmeta.AnnotationIsolatedCPUs: "require"}, nil)
 	h := New().Handler()
-	res := filter(t, h, args(t, pod, free, held, plain))
+	res := filter(t, h, args(t, pod, free, held, plain, coarse))
 	const reason = "fewer than 2 free isolated CPUs (the pod requires them)"
 	if diff := cmp.Diff([]string{"free"}, names(res.Nodes)); diff != "" {
 		t.Errorf("kept nodes (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"held": reason}, map[string]string(res.FailedNodes)); diff != "" {
+	if diff := cmp.Diff(map[string]string{"held": reason, "coarse": reason}, map[string]string(res.FailedNodes)); diff != "" {
 		t.Errorf("failed nodes (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]string{"plain": reason}, map[string]string(res.FailedAndUnresolvableNodes)); diff != "" {
 		t.Errorf("failed and unresolvable nodes (-want +got):\n%s", diff)
 	}
 	pod.Annotations = nil
-	res = filter(t, h, args(t, pod, free, held, plain))
-	if diff := cmp.Diff([]string{"free", "held", "plain"}, names(res.Nodes)); diff != "" {
+	res = filter(t, h, args(t, pod, free, held, plain, coarse))
+	if diff := cmp.Diff([]string{"free", "held", "plain", "coarse"}, names(res.Nodes)); diff != "" {
 		t.Errorf("without the annotation, kept nodes (-want +got):\n%s", diff)
 	}
 }
