@@ -92,11 +92,7 @@ func TestIsolatedRequests(t *testing.T) {
 			}
 			alloc := func(r Request) cpuset.CPUSet {
 				t.Helper()
-				p, err := s.Allocate(r)
-				if err != nil {
-					t.Fatalf("Allocate(%+v): %v", r, err)
-				}
-				return p.CPUs
+				return mustAllocate(t, s, r)
 			}
 			if got := alloc(Request{ID: "default", CPUs: 2}); got.Intersects(iso) {
 				t.Errorf("default LSE = %s, want no isolated cpu while others are free", got)

@@ -284,7 +284,8 @@ func (d *discoverer) run(o discoverOptions) (*Topology, error) {
 //     NO_HZ_FULL but booted without it
 //     (https://www.kernel.org/doc/html/latest/timers/no_hz.html);
 //   - cpuset.cpus.isolated of the cgroup v2 root: the CPUs of isolated
-//     cpuset partitions, Linux 6.7 and later
+//     cpuset partitions, Linux 6.7 and later (6.12 lists the isolcpus=
+//     CPUs there as well)
 //     (https://docs.kernel.org/admin-guide/cgroup-v2.html#cpuset-interface-files).
 const (
 	isolatedFile   = cpuDir + "/isolated"
@@ -312,6 +313,10 @@ func (d *discoverer) isolation(present cpuset.CPUSet) (Isolation, error) {
 		}
 		*f.set = set.Intersection(present)
 	}
+	// Linux 6.12 lists the isolcpus= CPUs in cpuset.cpus.isolated too,
+	// with no partition made (seen in testdata/vm): a partition is what
+	// the file holds beyond them.
+	iso.Partitions = iso.Partitions.Difference(iso.Isolcpus)
 	return iso, nil
 }
 

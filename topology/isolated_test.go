@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/internal/testutil"
@@ -169,4 +173,67 @@ func FuzzDiscoverIsolation(f *testing.F) {
 		}
 		checkDocRoundTrip(t, topo)
 	})
+}
+
+// TestVMDumpsIsolation reads the dumps of a real kernel booted with
+// isolcpus=6,7 nohz_full=6,7 (test/e2evm's isolcpus machine, 6.12; see
+// testdata/vm/*.note): as booted, and after CPUs 4-5 were made a cgroup v2
+// isolated partition. The kernel lists the isolcpus CPUs in the root's
+// cpuset.cpus.isolated even before any partition (read as isolcpus only,
+// not as a partition), adds the partition's CPUs there and takes them out
+// of the root's cpuset.cpus.effective (corepin, in the root, may not use
+// them). Each dump reads as corepin read the live machine
+// (the topo JSON printed there), and the text view names every source.
+func TestVMDumpsIsolation(t *testing.T) {
+	for _, tc := range []struct {
+		dump                           string
+		isolated, isolcpus, partitions string
+		nohz, notAllowed, line         string
+	}{
+		{dump: "qemu-2s2c2t-isolcpus6-7", isolated: "6-7", isolcpus: "6-7", nohz: "6-7",
+			line: "Isolated: 6-7 (isolcpus), nohz_full: 6-7"},
+		{dump: "qemu-2s2c2t-isolcpus6-7-partition4-5", isolated: "4-7", isolcpus: "6-7", partitions: "4-5", nohz: "6-7", notAllowed: "4-5",
+			line: "Isolated: 4-7 (isolcpus 6-7; cgroup isolated partition 4-5), nohz_full: 6-7"},
+	} {
+		t.Run(tc.dump, func(t *testing.T) {
+			topo, err := Discover(testutil.VMDump(t, tc.dump))
+			if err != nil {
+				t.Fatal(err)
+			}
+			iso := topo.Isolation()
+			for what, got := range map[string]cpuset.CPUSet{"Isolated()": topo.Isolated(), "Isolcpus": iso.Isolcpus,
+				"Partitions": iso.Partitions, "NohzFull()": topo.NohzFull(), "not allowed": topo.Online().Difference(topo.Allowed())} {
+				want := map[string]string{"Isolated()": tc.isolated, "Isolcpus": tc.isolcpus, "Partitions": tc.partitions,
+					"NohzFull()": tc.nohz, "not allowed": tc.notAllowed}[what]
+				if got.String() != want {
+					t.Errorf("%s = %q, want %q", what, got, want)
+				}
+			}
+			var text bytes.Buffer
+			if err := topo.Render(&text, RenderOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), "\n"+tc.line+"\n") {
+				t.Errorf("text view lacks the line %q:\n%s", tc.line, text.String())
+			}
+			live, err := os.ReadFile(filepath.Join(testutil.VMDumpsDir(), tc.dump+".topo.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.Marshal(topo.Doc())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			if err := json.Unmarshal(live, &a); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &b); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(a, b); d != "" {
+				t.Errorf("the dump reads differently from the live machine (-live +dump):\n%s", d)
+			}
+		})
+	}
 }

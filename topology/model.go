@@ -376,7 +376,7 @@ func (t *Topology) Distances() map[NodeID][]int {
 // the machine; each may be empty.
 type Isolation struct {
 	Isolcpus   cpuset.CPUSet // cpu/isolated
-	Partitions cpuset.CPUSet // cpuset.cpus.isolated of the cgroup v2 root
+	Partitions cpuset.CPUSet // cpuset.cpus.isolated of the cgroup v2 root, beyond Isolcpus
 	NohzFull   cpuset.CPUSet // cpu/nohz_full
 }
 

@@ -63,6 +63,27 @@ func SysfsFromTarBz2(tb testing.TB, name string) fstest.MapFS {
 	return fsys
 }
 
+// VMDumpsDir is the directory of the sysfs dumps this repository made
+// itself (topology/testdata/vm): machines booted under qemu by test/e2evm's
+// TestCaptureIsolcpusDump, each NAME.tar.bz2 in the layout of the hwloc
+// dumps beside NAME.note (how it was made) and NAME.topo.json (corepin topo
+// -o json in that machine).
+func VMDumpsDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "topology", "testdata", "vm")
+}
+
+// VMDump loads the named dump of VMDumpsDir as SysfsFromTarBz2 loads the
+// hwloc ones.
+func VMDump(tb testing.TB, name string) fstest.MapFS {
+	tb.Helper()
+	fsys, err := LoadTarBz2(filepath.Join(VMDumpsDir(), name+".tar.bz2"))
+	if err != nil {
+		tb.Fatalf("loading dump %s: %v", name, err)
+	}
+	return fsys
+}
+
 // LoadTarBz2 reads a bzip2-compressed tar into a MapFS, dropping the first
 // path element of every entry.
 func LoadTarBz2(file string) (fstest.MapFS, error) {

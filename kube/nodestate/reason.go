@@ -62,6 +62,11 @@ func TopologyCaused(req alloc.Request, err error) bool {
 	return ok && c == string(req.TopologyPolicy)
 }
 
+// isolatedConstraint is the constraint of alloc's refusal of a request
+// that requires isolated CPUs (alloc.IsolatedRequire) where too few are
+// free, none on a machine without any.
+const isolatedConstraint = "isolated CPUs"
+
 // Reason words a refusal the way the scheduler's own reasons read ("no
 // NUMA node with 9 free CPUs"), with the same text on every node refused
 // for the same cause.
@@ -97,6 +102,8 @@ func Reason(req alloc.Request, err error) string {
 		return fmt.Sprintf("shared CPU pool cannot take %d more millicpus", req.MilliCPUs)
 	case "BE pool":
 		return fmt.Sprintf("%d exclusive CPUs would leave no CPU for the node's BE pods", req.CPUs)
+	case isolatedConstraint:
+		return fmt.Sprintf("fewer than %d free isolated CPUs (the pod requires them)", req.CPUs)
 	}
 	return rj.Error()
 }
@@ -177,9 +184,10 @@ type Shape struct {
 	Exclusive       alloc.Exclusive
 	NUMA            alloc.NUMAStrategy
 	TopologyPolicy  alloc.TopologyPolicy
+	Isolated        alloc.IsolatedPolicy
 }
 
 // ShapeOf is r's Shape.
 func ShapeOf(r alloc.Request) Shape {
-	return Shape{CPUs: r.CPUs, MilliCPUs: r.MilliCPUs, QoS: r.QoS, Bind: r.Bind, Exclusive: r.Exclusive, NUMA: r.NUMA, TopologyPolicy: r.TopologyPolicy}
+	return Shape{CPUs: r.CPUs, MilliCPUs: r.MilliCPUs, QoS: r.QoS, Bind: r.Bind, Exclusive: r.Exclusive, NUMA: r.NUMA, TopologyPolicy: r.TopologyPolicy, Isolated: r.Isolated}
 }

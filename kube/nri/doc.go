@@ -61,7 +61,10 @@
 // preferredCPUExclusivePolicy (None, PCPULevel, NUMANodeLevel); the
 // annotation corepin.io/numa-policy (none, best-effort, restricted,
 // single-numa-node) is the container's topology policy, else the node's
-// configured default applies. The scheduler extender reads the same
+// configured default applies; the annotation corepin.io/isolated-cpus
+// (prefer, require) lets an LSE or LSR container take the CPUs the kernel
+// isolated first or only (a shared container never gets them). The
+// scheduler extender reads the same
 // metadata through the same code (package kube/podmeta). Without the
 // label the kubelet's QoS is read from the container's CPU resources:
 // Guaranteed with whole CPUs is LSE, Guaranteed with a fraction and

@@ -22,6 +22,9 @@ const (
 	// of its containers (none, best-effort, restricted, single-numa-node);
 	// without it the node's configured default applies.
 	AnnotationNUMAPolicy = podmeta.AnnotationNUMAPolicy
+	// AnnotationIsolatedCPUs is the pod annotation asking for isolated
+	// CPUs for its exclusive containers: prefer or require.
+	AnnotationIsolatedCPUs = podmeta.AnnotationIsolatedCPUs
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator
@@ -88,7 +91,9 @@ func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
 // SpecOf is the request for container ctr of pod, as podmeta.Read
 // decides it: the QoS class from the koordinator.sh/qosClass label, bind and
 // exclusive policies from the resource-spec annotation, the topology policy
-// from corepin.io/numa-policy (absent: the node's default), else the
+// from corepin.io/numa-policy (absent: the node's default), the use of
+// isolated CPUs of an LSE or LSR container from corepin.io/isolated-cpus
+// (prefer or require; a shared container never gets them), else the
 // kubelet's semantics from the container's CPU resources (Guaranteed with
 // whole CPUs: LSE; Guaranteed with a fraction and Burstable: LS;
 // BestEffort: BE). The size is the CPU limit where there is one, else the
@@ -120,5 +125,5 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, err
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
 	rs := w.RequestSpec()
-	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy}, w.Why, nil
+	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy, Isolated: rs.Isolated}, w.Why, nil
 }

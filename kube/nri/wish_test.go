@@ -57,6 +57,12 @@ func TestSpecOf(t *testing.T) {
 			ctr: container(2048, 200000), want: agent.Spec{QoS: "LSE", CPUs: f(2), TopologyPolicy: "single-numa-node"}},
 		{name: "bad numa policy", annotations: map[string]string{AnnotationNUMAPolicy: "numa"}, ctr: container(2048, 200000),
 			wantErr: "annotation corepin.io/numa-policy \"numa\" is not one of none, best-effort, restricted, single-numa-node"},
+		{name: "isolated CPUs required", annotations: map[string]string{AnnotationIsolatedCPUs: "require"}, ctr: container(2048, 200000),
+			want: agent.Spec{QoS: "LSE", CPUs: f(2), Isolated: "require"}},
+		{name: "isolated CPUs preferred by a shared container: ignored", annotations: map[string]string{AnnotationIsolatedCPUs: "prefer"},
+			ctr: container(1536, 150000), want: agent.Spec{QoS: "LS", CPUs: f(1.5)}},
+		{name: "isolated CPUs required by a shared container", annotations: map[string]string{AnnotationIsolatedCPUs: "require"},
+			ctr: container(2, 0), wantErr: "require is for LSE and LSR pods (exclusive, whole CPUs); this one is BE"},
 		{name: "huge quota is refused", ctr: container(1<<62, 1<<62), wantErr: "more than the 65536 CPUs"},
 		// Found by FuzzSpecOf: a request beyond alloc's bound was passed on.
 		{name: "period beyond the kernel's range", ctr: &api.Container{Id: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{

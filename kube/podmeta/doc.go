@@ -1,7 +1,8 @@
 // Package podmeta reads a pod's corepin metadata into one placement wish:
 // the QoS class (Koordinator's label, else the kubelet's QoS class), the
 // CPU bind and exclusive policies (Koordinator's resource-spec annotation,
-// strictly parsed), and the topology policy (corepin.io/numa-policy). The
+// strictly parsed), the topology policy (corepin.io/numa-policy) and the
+// use of isolated CPUs (corepin.io/isolated-cpus). The
 // scheduler extender (kube/extender, over corev1.Pod) and the NRI plugin
 // (kube/nri, over the runtime's PodSandbox and Container) both read pods
 // through it, so the cluster view and the node cannot disagree about what

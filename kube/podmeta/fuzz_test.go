@@ -60,11 +60,8 @@ func FuzzRead(f *testing.F) {
 		if policy != "" {
 			p.Annotations[AnnotationNUMAPolicy] = policy
 		}
-		w, err := Read(p)
-		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Read(%+v) = %v, not ErrInvalid", p, err)
-			}
+		w, ok := readChecked(t, p)
+		if !ok {
 			return
 		}
 		switch w.QoS {
@@ -75,8 +72,53 @@ func FuzzRead(f *testing.F) {
 		if w.MilliCPUs < 0 || w.MilliCPUs > MaxMilliCPUs || w.Why == "" {
 			t.Fatalf("Read(%+v) = %+v: size outside [0, %d] or no reason", p, w, MaxMilliCPUs)
 		}
-		if _, err := w.RequestSpec().Request("fuzz"); err != nil {
-			t.Fatalf("Read(%+v) = %+v, which the allocator refuses: %v", p, w, err)
+	})
+}
+
+// FuzzReadIsolatedCPUs checks that any value of corepin.io/isolated-cpus,
+// with any class and size, gives either an error wrapping ErrInvalid or a
+// wish the allocator takes as written, carrying prefer or require only for
+// an exclusive class (the shared pools never hold isolated CPUs).
+func FuzzReadIsolatedCPUs(f *testing.F) {
+	f.Add("prefer", "LSE", "", int64(2000))
+	f.Add("require", "", "Guaranteed", int64(1000))
+	f.Add("require", "LS", "", int64(1500))
+	f.Add("prefer", "", "BestEffort", int64(0))
+	f.Add("Require", "LSR", "", int64(4000))
+	f.Add("", "", "Guaranteed", int64(3000))
+	f.Fuzz(func(t *testing.T, value, label, kubelet string, milli int64) {
+		p := Pod{Labels: map[string]string{}, Annotations: map[string]string{AnnotationIsolatedCPUs: value}, Kubelet: KubeletQoS(kubelet), MilliCPUs: milli}
+		if label != "" {
+			p.Labels[LabelQoSClass] = label
+		}
+		w, ok := readChecked(t, p)
+		if !ok {
+			return
+		}
+		if value != "prefer" && value != "require" {
+			t.Fatalf("Read accepted %s %q", AnnotationIsolatedCPUs, value)
+		}
+		exclusive := w.QoS == alloc.LSE || w.QoS == alloc.LSR
+		if exclusive && w.Isolated != value || !exclusive && (w.Isolated != "" || value == "require") {
+			t.Fatalf("Read(%+v) = %+v: isolated %q for class %s from %q", p, w, w.Isolated, w.QoS, value)
 		}
 	})
+}
+
+// readChecked reads p as the fuzzers do: an error must wrap ErrInvalid (ok
+// is false then), and a wish must be a request the allocator takes as
+// written.
+func readChecked(t *testing.T, p Pod) (w Wish, ok bool) {
+	t.Helper()
+	w, err := Read(p)
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Read(%+v) = %v, not ErrInvalid", p, err)
+		}
+		return w, false
+	}
+	if _, err := w.RequestSpec().Request("fuzz"); err != nil {
+		t.Fatalf("Read(%+v) = %+v, which the allocator refuses: %v", p, w, err)
+	}
+	return w, true
 }

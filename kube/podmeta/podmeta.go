@@ -27,6 +27,15 @@ const (
 	// Topology Manager's names: none, best-effort, restricted or
 	// single-numa-node. Absent means the node's default.
 	AnnotationNUMAPolicy = "corepin.io/numa-policy"
+	// AnnotationIsolatedCPUs is how the pod's exclusive containers (LSE,
+	// LSR) use the CPUs the kernel keeps apart from general scheduling
+	// (isolcpus=, nohz_full=, isolated cgroup v2 partitions):
+	// "prefer" takes them first, "require" takes only them or refuses the
+	// pod. Absent, they are avoided while the other CPUs suffice. After
+	// nri-plugins' prefer-isolated-cpus.resource-policy.nri.io, but per
+	// pod only (a scheduler judges a pod as one request) and with
+	// corepin's request vocabulary (alloc.IsolatedPolicy).
+	AnnotationIsolatedCPUs = "corepin.io/isolated-cpus"
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator
@@ -146,6 +155,17 @@ func ParseNUMAPolicy(s string) (alloc.TopologyPolicy, error) {
 	return "", fmt.Errorf("%w: annotation %s %.40q is not one of none, best-effort, restricted, single-numa-node", ErrInvalid, AnnotationNUMAPolicy, s)
 }
 
+// ParseIsolatedCPUs checks the value of AnnotationIsolatedCPUs: prefer or
+// require, spelled exactly. Errors wrap ErrInvalid and name the annotation
+// and the allowed values.
+func ParseIsolatedCPUs(s string) (alloc.IsolatedPolicy, error) {
+	switch p := alloc.IsolatedPolicy(s); p {
+	case alloc.IsolatedPrefer, alloc.IsolatedRequire:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: annotation %s %.40q is not one of prefer, require (leave it out to keep off isolated CPUs while others suffice)", ErrInvalid, AnnotationIsolatedCPUs, s)
+}
+
 // KubeletQoS is the kubelet's QoS class of a pod (status.qosClass).
 type KubeletQoS string
 
@@ -178,6 +198,9 @@ type Wish struct {
 	Bind           string // "" is the allocator's default
 	Exclusive      string
 	TopologyPolicy string // "" is the node's default
+	// Isolated is "prefer" or "require" (AnnotationIsolatedCPUs) for an
+	// exclusive class, else "".
+	Isolated string
 	// Why says where the class came from ("label koordinator.sh/qosClass",
 	// "kubelet Guaranteed, whole CPUs", ...) and which annotations were
 	// read.
@@ -187,7 +210,7 @@ type Wish struct {
 // RequestSpec is w as the allocator's request document.
 func (w Wish) RequestSpec() alloc.RequestSpec {
 	cpus := float64(w.MilliCPUs) / 1000
-	return alloc.RequestSpec{CPUs: &cpus, QoS: string(w.QoS), Bind: w.Bind, Exclusive: w.Exclusive, TopologyPolicy: w.TopologyPolicy}
+	return alloc.RequestSpec{CPUs: &cpus, QoS: string(w.QoS), Bind: w.Bind, Exclusive: w.Exclusive, TopologyPolicy: w.TopologyPolicy, Isolated: w.Isolated}
 }
 
 // Read decides p's wish. The class is LabelQoSClass when set (LSE, LSR,
@@ -197,7 +220,10 @@ func (w Wish) RequestSpec() alloc.RequestSpec {
 // whole CPUs; an LS pod of no CPUs has nothing to hold in the shared pool
 // and is BE. Bind and exclusive policies come from AnnotationResourceSpec
 // (ParseResourceSpec), the topology policy from AnnotationNUMAPolicy
-// (ParseNUMAPolicy). Errors wrap ErrInvalid.
+// (ParseNUMAPolicy), the use of isolated CPUs from AnnotationIsolatedCPUs
+// (ParseIsolatedCPUs): taken by LSE and LSR, ignored as "prefer" by the
+// shared classes (LS, BE), whose pool never holds an isolated CPU, and
+// refused as "require" there. Errors wrap ErrInvalid.
 func Read(p Pod) (Wish, error) {
 	milli := max(p.MilliCPUs, 0)
 	if milli > MaxMilliCPUs {
@@ -247,6 +273,21 @@ func Read(p Pod) (Wish, error) {
 		}
 		w.TopologyPolicy = string(tp)
 		w.Why += ", annotation " + AnnotationNUMAPolicy
+	}
+	if a, ok := p.Annotations[AnnotationIsolatedCPUs]; ok {
+		ip, err := ParseIsolatedCPUs(a)
+		if err != nil {
+			return Wish{}, err
+		}
+		switch {
+		case w.QoS == alloc.LSE || w.QoS == alloc.LSR:
+			w.Isolated = string(ip)
+			w.Why += ", annotation " + AnnotationIsolatedCPUs
+		case ip == alloc.IsolatedRequire:
+			return Wish{}, fmt.Errorf("%w: annotation %s require is for LSE and LSR pods (exclusive, whole CPUs); this one is %s (%s), and the shared pool never holds isolated CPUs", ErrInvalid, AnnotationIsolatedCPUs, w.QoS, w.Why)
+		default:
+			w.Why += ", annotation " + AnnotationIsolatedCPUs + " prefer ignored (the shared pool never holds isolated CPUs)"
+		}
 	}
 	return w, nil
 }

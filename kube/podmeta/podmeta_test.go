@@ -98,6 +98,24 @@ func TestRead(t *testing.T) {
 			wantErr: "corepin.io/numa-policy"},
 		{name: "bad resource spec", pod: Pod{Kubelet: Guaranteed, MilliCPUs: 1000, Annotations: map[string]string{AnnotationResourceSpec: `{`}},
 			wantErr: AnnotationResourceSpec},
+		{name: "LSE requires isolated CPUs", pod: Pod{Kubelet: Guaranteed, MilliCPUs: 2000, Annotations: map[string]string{AnnotationIsolatedCPUs: "require"}},
+			want: Wish{QoS: alloc.LSE, MilliCPUs: 2000, Isolated: "require", Why: "kubelet Guaranteed, whole CPUs, annotation corepin.io/isolated-cpus"}},
+		{name: "LSR prefers isolated CPUs", pod: Pod{Labels: map[string]string{LabelQoSClass: "LSR"}, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: "prefer"}},
+			want: Wish{QoS: alloc.LSR, MilliCPUs: 1000, Isolated: "prefer", Why: "label koordinator.sh/qosClass, annotation corepin.io/isolated-cpus"}},
+		{name: "LS prefer is ignored", pod: Pod{Kubelet: Burstable, MilliCPUs: 500, Annotations: map[string]string{AnnotationIsolatedCPUs: "prefer"}},
+			want: Wish{QoS: alloc.LS, MilliCPUs: 500, Why: "kubelet Burstable or fractional Guaranteed, annotation corepin.io/isolated-cpus prefer ignored (the shared pool never holds isolated CPUs)"}},
+		{name: "BE prefer is ignored", pod: Pod{Kubelet: BestEffort, Annotations: map[string]string{AnnotationIsolatedCPUs: "prefer"}},
+			want: Wish{QoS: alloc.BE, Why: "kubelet BestEffort, annotation corepin.io/isolated-cpus prefer ignored (the shared pool never holds isolated CPUs)"}},
+		{name: "LS require is refused", pod: Pod{Kubelet: Guaranteed, MilliCPUs: 1500, Annotations: map[string]string{AnnotationIsolatedCPUs: "require"}},
+			wantErr: "annotation corepin.io/isolated-cpus require is for LSE and LSR pods (exclusive, whole CPUs); this one is LS (kubelet Burstable or fractional Guaranteed)"},
+		{name: "BE require is refused", pod: Pod{Labels: map[string]string{LabelQoSClass: "BE"}, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: "require"}},
+			wantErr: "this one is BE"},
+		{name: "isolated in another case", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: "Require"}},
+			wantErr: `annotation corepin.io/isolated-cpus "Require" is not one of prefer, require`},
+		{name: "isolated as a boolean", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: "true"}},
+			wantErr: `"true" is not one of prefer, require`},
+		{name: "empty isolated", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: ""}},
+			wantErr: "corepin.io/isolated-cpus"},
 		{name: "beyond every CPU", pod: Pod{Kubelet: Burstable, MilliCPUs: MaxMilliCPUs + 1}, wantErr: "more than the 65536 CPUs"},
 	}
 	for _, tc := range tests {
@@ -126,6 +144,19 @@ func TestParseNUMAPolicy(t *testing.T) {
 	for _, s := range []string{"none", "best-effort", "restricted", "single-numa-node"} {
 		if got, err := ParseNUMAPolicy(s); err != nil || string(got) != s {
 			t.Errorf("ParseNUMAPolicy(%q) = %q, %v; want it back", s, got, err)
+		}
+	}
+}
+
+func TestParseIsolatedCPUs(t *testing.T) {
+	for _, s := range []string{"prefer", "require"} {
+		if got, err := ParseIsolatedCPUs(s); err != nil || string(got) != s {
+			t.Errorf("ParseIsolatedCPUs(%q) = %q, %v; want it back", s, got, err)
+		}
+	}
+	for _, s := range []string{"", "none", "avoid", " prefer", "prefer\n", "PREFER", "1"} {
+		if _, err := ParseIsolatedCPUs(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseIsolatedCPUs(%q) error = %v, want ErrInvalid", s, err)
 		}
 	}
 }

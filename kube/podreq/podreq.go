@@ -15,7 +15,8 @@ import (
 // (status.qosClass, or computed from requests and limits: Guaranteed with
 // whole CPUs is LSE, Guaranteed with a fraction and Burstable are LS,
 // BestEffort is BE); its bind and exclusive policies from the resource-spec
-// annotation; its topology policy from AnnotationNUMAPolicy. The CPU count
+// annotation; its topology policy from AnnotationNUMAPolicy; its use of
+// isolated CPUs from AnnotationIsolatedCPUs (LSE and LSR only). The CPU count
 // is the pod's effective request (containers summed, or the largest init
 // container if more). Errors wrap podmeta.ErrInvalid and name the pod and the label or
 // annotation at fault.

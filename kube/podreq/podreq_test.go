@@ -1,0 +1,63 @@
+package podreq
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/podmeta"
+)
+
+// pod is a pod of one container requesting and limiting cpu (and 1Gi of
+// memory, so that equal cpu request and limit make it Guaranteed).
+func pod(cpuReq, cpuLim string, annotations map[string]string) *corev1.Pod {
+	mem := resource.MustParse("1Gi")
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: annotations},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuReq), corev1.ResourceMemory: mem},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuLim), corev1.ResourceMemory: mem}}}}}}
+}
+
+// TestOfIsolatedCPUs: a pod's corepin.io/isolated-cpus reaches the request
+// the scheduler judges as it reaches the node's (podmeta.Read): taken by a
+// Guaranteed pod of whole CPUs, ignored as prefer and refused as require
+// for a shared pod, refused when misspelt.
+func TestOfIsolatedCPUs(t *testing.T) {
+	ann := func(v string) map[string]string { return map[string]string{podmeta.AnnotationIsolatedCPUs: v} }
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		want    alloc.Request
+		wantErr string
+	}{
+		{name: "guaranteed requires", pod: pod("2", "2", ann("require")),
+			want: alloc.Request{ID: "ns/p", CPUs: 2, QoS: alloc.LSE, Isolated: alloc.IsolatedRequire}},
+		{name: "guaranteed prefers", pod: pod("4", "4", ann("prefer")),
+			want: alloc.Request{ID: "ns/p", CPUs: 4, QoS: alloc.LSE, Isolated: alloc.IsolatedPrefer}},
+		{name: "guaranteed without", pod: pod("2", "2", nil), want: alloc.Request{ID: "ns/p", CPUs: 2, QoS: alloc.LSE}},
+		{name: "burstable prefer ignored", pod: pod("1", "2", ann("prefer")), want: alloc.Request{ID: "ns/p", MilliCPUs: 1000, QoS: alloc.LS}},
+		{name: "burstable require refused", pod: pod("1", "2", ann("require")), wantErr: "pod ns/p: invalid pod metadata: annotation corepin.io/isolated-cpus require is for LSE and LSR pods"},
+		{name: "misspelt", pod: pod("2", "2", ann("required")), wantErr: `annotation corepin.io/isolated-cpus "required" is not one of prefer, require`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Of(tc.pod)
+			if tc.wantErr != "" {
+				if !errors.Is(err, podmeta.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Of error = %v, want ErrInvalid containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Of: %v", err)
+			}
+			if got.ID != tc.want.ID || got.CPUs != tc.want.CPUs || got.MilliCPUs != tc.want.MilliCPUs || got.QoS != tc.want.QoS || got.Isolated != tc.want.Isolated {
+				t.Errorf("Of = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
