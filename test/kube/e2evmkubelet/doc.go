@@ -3,10 +3,11 @@
 // through the API server (issue 21 §2 and §3).
 //
 // This host has 2 CPUs; a pod of 2 CPUs that grows to 4 on one NUMA node
-// in whole cores, beside one whole core of reserved CPUs, needs at least
-// 6, on two NUMA nodes with SMT to show anything. The machine has 8 vCPUs
-// (2 sockets x 2 cores x 2 threads, NUMA nodes 0-3 and 4-7) and boots
-// Debian's 6.1 cloud kernel with an initramfs holding busybox, the
+// in whole cores, beside one whole core of reserved CPUs and a second
+// pinned pod, needs 8, on two NUMA nodes with SMT. The machine has 8
+// vCPUs (2 sockets x 2 cores x 2 threads, NUMA nodes 0-3 and 4-7) and
+// boots Debian's 6.1 cloud kernel (its virtio network modules, from the
+// same package, loaded by /init) with an initramfs holding busybox, the
 // kubelet v1.36 (cpuManagerPolicy none: in-place resize is on by default
 // in 1.35+), the private containerd v2.4 with its runc shim, Debian's runc
 // (with the libraries ldd lists for it), corepin's static binary run as
@@ -15,6 +16,16 @@
 // at boot. containerd uses the native snapshotter (overlay is a module in
 // the cloud kernel) and runc no pivot_root (the root is the initramfs);
 // the pods use the host network, so no CNI plugin runs.
+//
+// The test: a first pinned pod of 2 CPUs takes NUMA node 0's free core;
+// the second, pin, lands on node 1 and is resized through the API
+// server's resize subresource (as `kubectl patch --subresource resize`)
+// to 4 (its own Cpus_allowed_list grows around the 2 it had, on one NUMA
+// node, in whole cores), back to 2 (the original CPUs stay) and to 6,
+// more than the node has free: refused with corepin's reason on the pod
+// (PodResizeInProgress, reason Error; a ResizeError event), nothing
+// changed; asked for 2 again, the kubelet clears the condition. The first
+// pod's CPUs never move, the containers never restart.
 //
 // etcd and kube-apiserver run on the host (kubetest.StartControlPlane);
 // the kubelet reaches the API server through qemu's user network at

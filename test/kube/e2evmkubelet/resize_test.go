@@ -47,9 +47,10 @@ sleep 1; done`
 // Guaranteed pod of 2 CPUs pinned by corepin nri is resized through the
 // API server's resize subresource to 4 (its cpuset grows around the 2 it
 // had, on one NUMA node, in whole cores), back to 2 (the original CPUs
-// stay) and to 7, more than the node has free (refused with a reason on
-// the pod, nothing changed). The container shows COREPIN_CPUSET,
-// COREPIN_THREADS and /run/corepin's files at each step.
+// stay) and to 6, more than the node has free (refused with corepin's
+// reason on the pod, nothing changed), beside a second pinned pod whose
+// CPUs never move (see the package doc). The containers show
+// COREPIN_CPUSET, COREPIN_THREADS and /run/corepin's files at each step.
 func TestVMKubeletResize(t *testing.T) {
 	h := prerequisites(t)
 	r := &report{t: t}
