@@ -265,3 +265,28 @@ e2e-deploy:
 e2e-vm: build
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -timeout 30m -v .
+
+# Issue 21's resize of pinned pods on a real kubelet node, inside a qemu
+# machine (software emulation, no root, no KVM): this host has 2 CPUs, and
+# a pod growing from 2 to 4 CPUs on one NUMA node in whole cores beside a
+# reserved core and a second pinned pod needs 8, on 2 NUMA nodes with SMT.
+# The machine (2 sockets x 2 cores x 2 threads, NUMA nodes 0-3 and 4-7,
+# Debian's 6.1 cloud kernel as make e2e-vm boots it, its virtio network
+# modules from the same package) runs e2e-kubelet-bin's kubelet
+# (cpuManagerPolicy none) and containerd, Debian's runc and `corepin nri
+# --info-dir` with CPUs 0-1 reserved, all from the initramfs; etcd and
+# kube-apiserver run on the host, reached at 10.0.2.2. Through the API
+# server's resize subresource a Guaranteed pod grows 2 -> 4 (its own
+# Cpus_allowed_list keeps its CPUs, one NUMA node, whole cores), shrinks
+# back to 2 (the original CPUs stay), and a resize to 6 is refused with
+# corepin's reason on the pod (PodResizeInProgress Error, ResizeError
+# event), nothing changed; the container prints COREPIN_CPUSET,
+# COREPIN_THREADS and /run/corepin's files at each step, and a second
+# pinned pod's CPUs stay disjoint and unmoved. The report has each phase's
+# wall time. See test/kube/e2evmkubelet.
+.PHONY: e2e-vm-kubelet
+e2e-vm-kubelet:
+	$(MAKE) e2e-kubelet-bin
+	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) \
+	  COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-kubelet-report.txt \
+	  $(GO) test -count=1 -timeout 20m -v -run '^TestVMKubeletResize$$' ./e2evmkubelet

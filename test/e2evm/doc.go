@@ -13,4 +13,13 @@
 // COREPIN_E2E_REQUIRED=1, which turns a missing prerequisite (qemu,
 // busybox, apt-get, the corepin binary) into a failure; run directly, the
 // tests skip then.
+//
+// The same machine shape (2 sockets x 2 cores x 2 threads, 2 NUMA nodes)
+// also runs a real kubelet node: test/kube/e2evmkubelet (make
+// e2e-vm-kubelet) boots the kubelet, containerd, runc and `corepin nri`
+// in it, with the control plane on the host, and resizes a pinned pod
+// through the API server (issue 21: grow 2 -> 4 on one NUMA node in whole
+// cores, shrink back keeping the original CPUs, an impossible resize
+// refused on the pod). It runs in a machine because this host has 2 CPUs;
+// it lives in test/kube's module for client-go and the control plane.
 package e2evm
