@@ -113,7 +113,7 @@ func ProtectBE(tk Tasks, pid int, id string) (BERoute, error) {
 	if err != nil {
 		return RouteMinWeight, fmt.Errorf("reading the cgroups of process %d: %w (run the plugin in the host's PID namespace: hostPID)", pid, err)
 	}
-	if !strings.Contains(cg, id) {
+	if !inContainer(cg, id) {
 		return RouteMinWeight, fmt.Errorf("process %d is not container %.12s's (run the plugin in the host's PID namespace: hostPID)", pid, id)
 	}
 	idle, err := tk.Idle(pid)
@@ -130,6 +130,21 @@ func ProtectBE(tk Tasks, pid int, id string) (BERoute, error) {
 		return RouteMinWeight, fmt.Errorf("SCHED_IDLE set on process %d did not hold (read back idle=%v: %v)", pid, idle, err)
 	}
 	return RoutePluginIdle, nil
+}
+
+// inContainer reports whether a /proc/<pid>/cgroup file names container
+// id as the process's own group: the last element of a line's path holds
+// the id (cgroupfs: the id itself; systemd: cri-containerd-<id>.scope,
+// crio-<id>.scope).
+func inContainer(cgroups, id string) bool {
+	for _, line := range strings.Split(cgroups, "\n") {
+		if _, path, ok := strings.Cut(line, ":"); ok {
+			if _, path, ok = strings.Cut(path, ":"); ok && strings.Contains(path[strings.LastIndexByte(path, '/')+1:], id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // idleScheduler is the scheduler a BE container's adjustment asks the

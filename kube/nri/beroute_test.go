@@ -77,6 +77,12 @@ func TestProtectBEChoosesTheBestRouteThatHolds(t *testing.T) {
 			want: RouteMinWeight, why: "hostPID"},
 		{name: "pid is another process: never touched", pid: 1, tasks: fakeTasks{cgroups: map[int]string{1: "0::/\n"}, idle: map[int]bool{}},
 			want: RouteMinWeight, why: "is not container"},
+		{name: "pid of a group below the container's name: not it", pid: 7,
+			tasks: fakeTasks{cgroups: map[int]string{7: "4:cpu:/kubepods/" + beID + "/other\n"}, idle: map[int]bool{}},
+			want:  RouteMinWeight, why: "is not container"},
+		{name: "systemd driver's scope", pid: 9,
+			tasks: fakeTasks{cgroups: map[int]string{9: "0::/kubepods.slice/kubepods-besteffort.slice/cri-containerd-" + beID + ".scope\n"}, idle: map[int]bool{}},
+			want:  RoutePluginIdle, wantSets: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := ProtectBE(&tc.tasks, tc.pid, beID)
@@ -184,4 +190,28 @@ func TestKernelTasksSetsEveryThreadIdle(t *testing.T) {
 	if _, err := k.Cgroups(1 << 30); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("Cgroups of no process = %v, want ENOENT", err)
 	}
+}
+
+// FuzzInContainer checks the reading of /proc/<pid>/cgroup that guards
+// every SCHED_IDLE the plugin sets: it never panics, and whenever it
+// says yes, some line is hierarchy-id:controllers:path with the id in the
+// path's last element.
+func FuzzInContainer(f *testing.F) {
+	f.Add(beCgroups, beID)
+	f.Add("0::/kubepods.slice/cri-containerd-"+beID+".scope\n", beID)
+	f.Add("0::/\n", beID)
+	f.Add("::", "")
+	f.Add("1:cpu:/a/b\x00\n2", "b")
+	f.Fuzz(func(t *testing.T, cgroups, id string) {
+		if !inContainer(cgroups, id) {
+			return
+		}
+		for _, line := range strings.Split(cgroups, "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) == 3 && strings.Contains(parts[2][strings.LastIndexByte(parts[2], '/')+1:], id) {
+				return
+			}
+		}
+		t.Errorf("inContainer(%q, %q) = true, but no line names the id as its group", cgroups, id)
+	})
 }
