@@ -210,6 +210,24 @@ e2e-kubelet:
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 30m -v \
 	  -run '^(TestKubeletRunsSweepPinned|TestOwnNodeIP)$$' ./e2ekubelet
 
+# Issue 21's colocation measurement on e2e-kubelet's node (root; not in
+# .ci/run: it measures): the built-in CPU service in an LS pod under
+# corepin's open-loop load, beside a CPU-saturating batch as a BE pod with
+# corepin's plugin, as a BE pod created while the plugin was detached, and
+# as `corepin run --qos BE` on the host, 5 interleaved repeats. The table
+# (p99 over alone, the batch's share of the idle CPU, PASS/FAIL per row) is
+# appended to $(COREPIN_CACHE)/e2e-colocation-report.txt; only corepin's
+# row, or its route not applied, fails the target. Run it as
+# flock /tmp/corepin-kubelet-e2e.lock make e2e-colocation. See
+# test/kube/e2ekubelet/colocation_test.go.
+.PHONY: e2e-colocation
+e2e-colocation:
+	@test "$$(id -u)" = 0 || { echo "e2e-colocation needs root (a kubelet and containerd run pods)"; exit 2; }
+	$(MAKE) e2e-kubelet-bin
+	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-colocation-report.txt $(GO) test -count=1 -timeout 30m -v \
+	  -run '^TestColocation$$' ./e2ekubelet
+
 # What e2e-kubelet and e2e-deploy run: corepin, the control plane, the
 # kubelet and kube-controller-manager, containerd (each cached by version).
 .PHONY: e2e-kubelet-bin

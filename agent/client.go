@@ -242,6 +242,8 @@ type TopRow struct {
 	CPUs       float64 `json:"cpus_used"`
 	ThrottledS float64 `json:"throttled_s"`
 	Pids       int     `json:"pids"`
+	// BERoute is Usage.BERoute.
+	BERoute string `json:"be_route,omitempty"`
 }
 
 // Top samples every workload's accounting twice, interval apart, and
@@ -265,7 +267,7 @@ func (c *Client) Top(interval time.Duration) ([]TopRow, *QoSStatus, error) {
 	var rows []TopRow
 	for _, u := range b.Usage {
 		if p, ok := before[u.Name]; ok {
-			rows = append(rows, TopRow{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids,
+			rows = append(rows, TopRow{Name: u.Name, QoS: u.QoS, Cpuset: u.Cpuset, Pids: u.Pids, BERoute: u.BERoute,
 				CPUs: (u.UsageS - p.UsageS) / interval.Seconds(), ThrottledS: u.ThrottledS - p.ThrottledS})
 		}
 	}

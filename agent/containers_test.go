@@ -76,3 +76,36 @@ func TestRunningNodeSeesContainersAdmittedAfterIt(t *testing.T) {
 		t.Errorf("/v1/workloads after the plugin released = %+v, want none", ws)
 	}
 }
+
+// A BE container's route, recorded by the plugin after the agent
+// started, is in the agent's usage (what `corepin ctl top` shows);
+// other workloads have none.
+func TestUsagesShowABEContainersRoute(t *testing.T) {
+	n, _ := newNode(t)
+	c, err := nodecore.OpenContainers(n.StatePath(), n.Topology(), alloc.NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, id := range []string{"batch", "svc"} {
+		q := map[string]string{"batch": "BE", "svc": "LSE"}[id]
+		cpus := map[string]float64{"batch": 0.001, "svc": 1}[id]
+		if _, err := c.Admit(nodecore.ContainerRef{ID: id, Pod: "default/" + id}, Spec{QoS: q, CPUs: f64(cpus)}, cpuset.CPUSet{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetBERoute("batch", "plugin-sched-idle"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, u := range n.Usages() {
+		got[u.Name] = u.BERoute
+	}
+	want := map[string]string{nodecore.ContainerName("batch"): "plugin-sched-idle", nodecore.ContainerName("svc"): ""}
+	if len(got) != 2 || got[nodecore.ContainerName("batch")] != want[nodecore.ContainerName("batch")] || got[nodecore.ContainerName("svc")] != "" {
+		t.Errorf("usage routes = %v, want %v", got, want)
+	}
+}

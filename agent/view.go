@@ -154,6 +154,11 @@ type Usage struct {
 	NrPeriods     uint64  `json:"nr_periods"`
 	Pids          int     `json:"pids"`
 	StatsReadable bool    `json:"stats_readable"`
+	// BERoute is how a BE container of the NRI plugin is kept out of the
+	// other workloads' way (nodecore.Record.BERoute: runtime-sched-idle,
+	// plugin-sched-idle, min-weight); empty for every other workload and
+	// for a BE container the plugin did not see start.
+	BERoute string `json:"be_route,omitempty"`
 }
 
 // Usages reads every workload's group accounting (what `corepin ctl top`
@@ -162,7 +167,7 @@ func (n *Node) Usages() []Usage {
 	hs := n.Node.Snapshot()
 	out := make([]Usage, 0, len(hs))
 	for _, h := range hs {
-		u := Usage{Name: h.Assignment.Name, QoS: h.Assignment.QoS, Cpuset: h.CPUs.String()}
+		u := Usage{Name: h.Assignment.Name, QoS: h.Assignment.QoS, Cpuset: h.CPUs.String(), BERoute: h.Record.BERoute}
 		if h.Group != nil {
 			if st, err := h.Group.Stats(); err == nil {
 				u.StatsReadable = true

@@ -3,6 +3,7 @@ package nodecore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -48,6 +49,9 @@ type ContainerAssignment struct {
 	// its exclusive CPUs, its quota rounded up, or a BE container's pool
 	// when it was admitted.
 	Threads int
+	// BERoute is Record.BERoute: how a BE container is protected, once
+	// SetBERoute recorded it.
+	BERoute string
 }
 
 // Containers admits and releases runtime containers on the node's state
@@ -220,6 +224,31 @@ func nodesOf(t *topology.Topology, set cpuset.CPUSet) cpuset.CPUSet {
 	return cpuset.New(ids...)
 }
 
+// SetBERoute records route as how container id is protected
+// (Record.BERoute), changing nothing else of its assignment; ErrNotFound
+// when it holds none.
+func (c *Containers) SetBERoute(id, route string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.db.Replace(ContainerName(id), func(_ []store.Assignment, old store.Assignment) (store.Assignment, error) {
+		rec, _, err := DecodeAssignment(old)
+		if err != nil {
+			return store.Assignment{}, err
+		}
+		rec.BERoute = route
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return store.Assignment{}, err
+		}
+		old.Request = doc
+		return old, nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: container %.80q", ErrNotFound, id)
+	}
+	return err
+}
+
 // Release gives container id's CPUs back. Releasing a container that
 // holds none is not an error (the runtime reports stop and remove both).
 func (c *Containers) Release(id string) error {
@@ -308,7 +337,7 @@ func (c *Containers) list() ([]ContainerAssignment, error) {
 
 // resolve is a's assignment as the runtime applies it under pools.
 func (c *Containers) resolve(a store.Assignment, rec Record, pools alloc.Pools) ContainerAssignment {
-	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS), Threads: rec.Threads}
+	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS), Threads: rec.Threads, BERoute: rec.BERoute}
 	if rec.Container != nil {
 		ca.Ref = *rec.Container
 	}

@@ -49,3 +49,32 @@ func TestContainersAdmitIsIdempotentAndReleases(t *testing.T) {
 		t.Errorf("List after Release = %v (%v), want none", l, err)
 	}
 }
+
+func TestContainersSetBERouteKeepsTheAssignment(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
+	c, err := OpenContainers(filepath.Join(t.TempDir(), "state.db"), topo, alloc.NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	be, err := c.Admit(ContainerRef{ID: "be", Pod: "default/batch"}, Spec{QoS: "BE", CPUs: f64(0.001)}, cpuset.CPUSet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if be.BERoute != "" {
+		t.Fatalf("BERoute of a container just admitted = %q, want none", be.BERoute)
+	}
+	if err := c.SetBERoute("be", "plugin-sched-idle"); err != nil {
+		t.Fatalf("SetBERoute: %v", err)
+	}
+	got, err := c.Get("be")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.BERoute != "plugin-sched-idle" || !got.CPUs.Equals(be.CPUs) || got.QoS != alloc.BE || got.Ref != be.Ref {
+		t.Errorf("after SetBERoute: %+v, want %+v with BERoute plugin-sched-idle", got, be)
+	}
+	if err := c.SetBERoute("gone", "min-weight"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetBERoute of a container holding nothing = %v, want ErrNotFound", err)
+	}
+}

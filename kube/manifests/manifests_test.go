@@ -222,9 +222,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 		}
 	}
 	sc := c.SecurityContext
+	// The one capability: CAP_SYS_NICE with the host's PID namespace, to
+	// set SCHED_IDLE on BE containers' processes (beSchedIdle).
+	nice := []corev1.Capability(nil)
+	if pod.HostPID {
+		nice = []corev1.Capability{"SYS_NICE"}
+	}
 	if sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0 {
-		t.Errorf("securityContext %+v: the plugin writes no cgroup and needs no privilege or capability", sc)
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, nice) {
+		t.Errorf("securityContext %+v (hostPID %v): the plugin writes no cgroup and needs no privilege or capability but CAP_SYS_NICE with hostPID", sc, pod.HostPID)
 	}
 	if len(pod.Tolerations) == 0 || pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("the plugin must run on every node (tolerations %v) at system-node-critical (%q)", pod.Tolerations, pod.PriorityClassName)

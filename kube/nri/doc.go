@@ -5,15 +5,18 @@
 // allocator the agent shares (one state, one set of node settings:
 // policy, options, reserved CPUs), so `corepin agent`, local `corepin
 // run`s and the plugin never hand out one CPU twice. The plugin writes no cgroup and needs no root
-// for its decisions: the runtime applies the adjustments.
+// for its decisions: the runtime applies the adjustments. It sets one
+// thing itself, where the runtime did not: SCHED_IDLE on a BE container's
+// process (BERoute, ProtectBE).
 //
 // # Events
 //
 //   - CreateContainer admits the container and answers its cpuset cpus and
 //     mems (memory follows the CPUs: the NUMA nodes of its CPUs), its CPU
 //     shares (kubelet's mapping, 1024 per CPU) and, for LS, a CFS quota of
-//     its size. A BE container gets the BE pool and cpu.shares 2 (BEShares),
-//     the lowest weight: NRI has no cpu.idle field, so BE is not SCHED_IDLE.
+//     its size. A BE container gets the BE pool, cpu.shares 2 (BEShares)
+//     and the scheduler SCHED_IDLE (SetLinuxScheduler: the OCI
+//     linux.scheduler field, applied by runc >= 1.2 and crun).
 //     The same answer carries updates for shared (LS, BE) containers whose
 //     pool the admission shrank, and the environment variables
 //     COREPIN_CPUSET and COREPIN_THREADS (EnvCPUSet, EnvThreads): what the
@@ -22,6 +25,14 @@
 //     whose files cpuset and threads the plugin rewrites at every resize
 //     and pool change (info.go), so they stay current where the
 //     environment can not.
+//   - StartContainer checks a BE container's process (it exists and has
+//     not run the container's command yet): SCHED_IDLE from the runtime
+//     is RouteRuntimeIdle; else the plugin sets it on the process's
+//     threads (RoutePluginIdle: the host's PID namespace needed, the pid
+//     checked to be the container's first); else RouteMinWeight. The
+//     route is recorded in the state file (Record.BERoute: `corepin ctl
+//     top`) and counted by the metric corepin_nri_be_protection
+//     (Options.MetricsAddr). A start is never failed for it.
 //   - UpdateContainer (kubelet's UpdateContainerResources) is answered with
 //     the container's pin, which would otherwise be overwritten. New CPU
 //     resources of another size (an in-place pod resize, which the kubelet

@@ -28,8 +28,9 @@ const (
 	// PluginIdx orders corepin among the runtime's plugins.
 	PluginIdx = "10"
 	// BEShares is the cpu.shares of a BE container: the kernel's lowest
-	// cgroup v1 weight (cgroup v2 weight 1). NRI has no cpu.idle field, so
-	// BE gets the lowest weight instead of SCHED_IDLE.
+	// cgroup v1 weight (cgroup v2 weight 1). Its tasks are SCHED_IDLE
+	// besides, where a route allows (BERoute); the weight is what is left
+	// where none does.
 	BEShares = 2
 )
 
@@ -75,6 +76,12 @@ type Options struct {
 	// InfoThreads, rewritten at every resize and pool change, and mounts
 	// them read-only into the container at InfoMount.
 	InfoDir string
+	// Tasks reads and sets the policy of a BE container's process
+	// (ProtectBE); nil is KernelTasks.
+	Tasks Tasks
+	// MetricsAddr, when not empty, is the TCP address Run serves
+	// Prometheus metrics on (GET /metrics): corepin_nri_be_protection.
+	MetricsAddr string
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -100,6 +107,8 @@ type Plugin struct {
 	annotate func(context.Context, *alloc.State, map[string]string) error
 	changed  chan struct{} // capacity 1: a change not yet published
 	info     string        // Options.InfoDir
+	tasks    Tasks
+	metrics  string // Options.MetricsAddr
 }
 
 // New opens the state file and returns a plugin over it.
@@ -111,7 +120,10 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr}
+	if p.tasks == nil {
+		p.tasks = KernelTasks{}
+	}
 	p.changed <- struct{}{} // publish once at start
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -136,7 +148,16 @@ const (
 // closed", then "connection refused" until the socket is back), it waits
 // with a doubling back-off and connects again; every connect begins with
 // Synchronize. opts add to the plugin's name and index (a socket path).
+// With Options.MetricsAddr it serves the metrics there too (an address
+// that can not be listened on fails Run).
 func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
+	if p.metrics != "" {
+		stop, err := p.serveMetrics(ctx, p.metrics)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if p.publish != nil || p.annotate != nil {
 		done := make(chan struct{})
 		defer func() { <-done }()
@@ -233,6 +254,7 @@ var (
 	_ stub.StopContainerInterface      = (*Plugin)(nil)
 	_ stub.RemoveContainerInterface    = (*Plugin)(nil)
 	_ stub.PostStartContainerInterface = (*Plugin)(nil)
+	_ stub.StartContainerInterface     = (*Plugin)(nil)
 )
 
 // refOf names ctr of pod for the state file.
@@ -356,7 +378,8 @@ type Resources struct {
 // class (qos.ClassResources, the rule `corepin run` and the agent use) in
 // the runtime's fields. Its CPUs and the NUMA nodes they span; shares of
 // its size (kubelet's mapping) for LSE, LSR and LS, the class's quota for
-// LS, and BEShares for BE (an idle group: NRI has no cpu.idle field).
+// LS, and BEShares for BE (the class is idle: its tasks are SCHED_IDLE
+// where a BERoute allows, and the weight is the lowest either way).
 func ResourcesOf(ca nodecore.ContainerAssignment) Resources {
 	milli := int64(ca.MilliCPUs)
 	if ca.QoS != alloc.LS && ca.QoS != alloc.BE {
@@ -431,6 +454,9 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, err
 	}
 	adj := adjustmentOf(ca)
+	if ca.QoS == alloc.BE {
+		adj.SetLinuxScheduler(idleScheduler())
+	}
 	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
 	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
 	if m := p.infoMount(ca); m != nil {
@@ -481,6 +507,30 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, err
 	}
 	return append([]*api.ContainerUpdate{updateOf(ca)}, ups...), nil
+}
+
+// StartContainer protects a BE container (ProtectBE), now that its
+// process exists and before it runs the container's command, and records
+// the route in the state file (`corepin ctl top` shows it). It never
+// fails the start: a container no route reaches keeps the minimal weight,
+// and the reason is logged.
+func (p *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ca, err := p.c.Get(ctr.GetId())
+	if err != nil || ca.QoS != alloc.BE {
+		return nil
+	}
+	route, why := ProtectBE(p.tasks, int(ctr.GetPid()), ctr.GetId())
+	if why != nil {
+		p.log.Warn("BE container left at the minimal weight", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "route", route, "why", why)
+	} else {
+		p.log.Info("BE container protected", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "route", route)
+	}
+	if err := p.c.SetBERoute(ctr.GetId(), string(route)); err != nil {
+		p.log.Warn("recording a BE container's route", "id", ctr.GetId(), "err", err)
+	}
+	return nil
 }
 
 // PostStartContainer sends a container that Synchronize updated before

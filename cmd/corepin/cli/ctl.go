@@ -267,9 +267,13 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 				return e.PrintJSON(out)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tQOS\tCPUSET\tCPUS USED\tTHROTTLED\tPIDS")
+			fmt.Fprintln(tw, "NAME\tQOS\tCPUSET\tCPUS USED\tTHROTTLED\tPIDS\tBE ROUTE")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\n", shown(r.Name), shown(r.QoS), shown(r.Cpuset), r.CPUs, r.ThrottledS, r.Pids)
+				route := r.BERoute
+				if route == "" {
+					route = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.3fs\t%d\t%s\n", shown(r.Name), shown(r.QoS), shown(r.Cpuset), r.CPUs, r.ThrottledS, r.Pids, shown(route))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -80,6 +80,8 @@ type cluster struct {
 	ctd        *kubetest.Proc // containerd
 	cs         kubernetes.Interface
 	notes      []string
+	// metrics is where corepin nri serves its metrics (--metrics-addr).
+	metrics string
 }
 
 func (c *cluster) note(format string, args ...any) {
@@ -203,9 +205,18 @@ func (c *cluster) startNode() *cri {
 	rt := c.startRuntime(cniConfig)
 	// No reserved CPU: the 2-CPU machine must fit two pinned pods at once.
 	writeFile(t, c.path("corepin.yaml"), []byte("reserved_cpus: \"\"\npolicy: corepin\n"))
+	c.metrics = fmt.Sprintf("127.0.0.1:%d", kubetest.FreePort(t))
+	c.startPlugin()
+	return rt
+}
+
+// startPlugin starts (or restarts) `corepin nri` on the node's runtime
+// and waits for its first Synchronize.
+func (c *cluster) startPlugin() {
+	t := c.t
 	plugin := c.ps.Start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
 		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"),
-		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig)
+		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig, "--metrics-addr", c.metrics)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(plugin.Log.String(), "msg=synchronized") {
 		select {
@@ -218,7 +229,6 @@ func (c *cluster) startNode() *cri {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return rt
 }
 
 // kubeletConfig is the node's KubeletConfiguration; every field set here
@@ -265,9 +275,15 @@ evictionHard: {memory.available: 50Mi}
 
 // startKubelet starts the kubelet and waits for its Node to be Ready.
 func (c *cluster) startKubelet() {
+	makeCgroupRoot(c.t, c.cgroupRoot)
+	c.launchKubelet()
+}
+
+// launchKubelet starts the kubelet on the cgroup root made already (a
+// first start, or a restart) and waits for its Node to be Ready.
+func (c *cluster) launchKubelet() {
 	t := c.t
 	ip := nodeIP(t)
-	makeCgroupRoot(t, c.cgroupRoot)
 	port, healthz := kubetest.FreePort(t), kubetest.FreePort(t)
 	cfg := writeFile(t, c.path("kubelet.yaml"), []byte(c.kubeletConfig(ip, port, healthz)))
 	begin := time.Now()
@@ -734,10 +750,13 @@ func (c *cluster) collect(logs string, pods int) {
 	c.note("corepin results: %d jobs; corepin report: index.html %d bytes", len(res.Jobs), len(html))
 }
 
-func TestKubeletRunsSweepPinned(t *testing.T) {
+// startCluster starts the control plane, the node (containerd and
+// corepin nri) and the kubelet in a new directory named after prefix,
+// and tears all of it down when the test ends.
+func startCluster(t *testing.T, prefix string) (*cluster, *cri) {
 	c := need(t)
 	before := takeSnapshot(t)
-	dir, err := os.MkdirTemp("", "kl-")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -750,6 +769,11 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	c.startControlPlane()
 	rt = c.startNode()
 	c.startKubelet()
+	return c, rt
+}
+
+func TestKubeletRunsSweepPinned(t *testing.T) {
+	c, rt := startCluster(t, "kl-")
 	js := c.sweepJobs()
 	logs := c.path("logs")
 	ctx, stop := context.WithCancel(context.Background())
@@ -760,6 +784,7 @@ func TestKubeletRunsSweepPinned(t *testing.T) {
 	c.checkExtender(len(byPod))
 	c.collect(logs, len(byPod))
 	c.checkPinnedTogether(rt)
+	c.checkBEIdle(rt)
 }
 
 // checkExtender checks the loop the cluster side closes: the node

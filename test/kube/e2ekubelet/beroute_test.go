@@ -1,0 +1,211 @@
+package e2ekubelet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/corepin/corepin/test/kube/kubetest"
+)
+
+// schedIdle is SCHED_IDLE, the policy number /proc/<tid>/sched shows
+// (sched(7)).
+const schedIdle = 5
+
+// qosReconcile is one period of the kubelet's QoS cgroup update
+// (periodicQOSCgroupUpdateInterval in pkg/kubelet/cm
+// qos_container_manager_linux.go: 1 minute), with a margin.
+const qosReconcile = 70 * time.Second
+
+// batchCmd saturates the node's two CPUs from two child processes of
+// the container's shell: what runs in the container besides the process
+// the runtime started.
+const batchCmd = "yes >/dev/null & yes >/dev/null & wait"
+
+// checkBEIdle is issue 21 §1 on the real kubelet: a BestEffort pod running
+// a CPU-saturating batch has every task SCHED_IDLE (on this node through
+// the plugin: Debian's runc 1.1.5 does not apply the OCI linux.scheduler
+// the plugin asks for), the plugin's metric counts it on its route, and
+// the protection is still on every task after one of the kubelet's QoS
+// reconciles and after a kubelet restart (whose start rewrites the QoS
+// cgroups at once).
+func (c *cluster) checkBEIdle(rt *cri) {
+	t := c.t
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const name = "be-batch"
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true, TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "main", Image: corepinImage, Command: []string{"/bin/sh", "-c", batchCmd}}}},
+	}
+	if _, err := c.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s: %v", name, err)
+	}
+	defer func() {
+		if err := c.cs.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Errorf("deleting pod %s: %v", name, err)
+		}
+	}()
+	pid := rt.waitPod(ctx, t, name)
+	tasks := waitTasks(ctx, t, pid, 3)
+	if got := notIdle(tasks); len(got) > 0 {
+		t.Fatalf("BE pod %s: tasks %v of %v are not SCHED_IDLE right after start", name, got, tasks)
+	}
+	m := kubetest.Scrape(t, "http://"+c.metrics+"/metrics")
+	if got := m[`corepin_nri_be_protection{route="plugin-sched-idle"}`] + m[`corepin_nri_be_protection{route="runtime-sched-idle"}`]; got != 1 {
+		t.Errorf("corepin_nri_be_protection: %v BE containers on a SCHED_IDLE route, want 1 (%v)", got, routes(m))
+	}
+	c.note("BE pod %s: all %d tasks (the container's shell and its two busy children) SCHED_IDLE at start; plugin metric %v", name, len(tasks), routes(m))
+
+	begin := time.Now()
+	time.Sleep(qosReconcile)
+	if got := notIdle(waitTasks(ctx, t, pid, 3)); len(got) > 0 {
+		t.Errorf("BE pod %s: tasks %v no longer SCHED_IDLE after one QoS reconcile period (%s)", name, got, fmtDur(time.Since(begin)))
+	}
+	shares := readTrim(filepath.Join("/sys/fs/cgroup/cpu", c.cgroupRoot, "kubepods/besteffort/cpu.shares"))
+	if shares != "2" {
+		t.Errorf("the kubelet's besteffort cpu.shares = %q, want its own 2 (corepin must leave its QoS cgroups alone)", shares)
+	}
+
+	c.ps.StopNamed("kubelet")
+	c.launchKubelet()
+	again := waitTasks(ctx, t, pid, 3)
+	if got := notIdle(again); len(got) > 0 {
+		t.Errorf("BE pod %s: tasks %v no longer SCHED_IDLE after a kubelet restart", name, got)
+	}
+	if now := rt.waitPod(ctx, t, name); now != pid {
+		t.Errorf("BE pod %s runs as pid %d after the kubelet restart, was %d: the test looked at another container", name, now, pid)
+	}
+	c.note("BE pod %s: all tasks still SCHED_IDLE after %s (one kubelet QoS reconcile, besteffort cpu.shares %s as the kubelet writes it) and after a kubelet restart",
+		name, fmtDur(time.Since(begin)), shares)
+}
+
+// routes is the plugin's corepin_nri_be_protection series, for messages.
+func routes(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if r, ok := strings.CutPrefix(k, "corepin_nri_be_protection"); ok {
+			out[r] = v
+		}
+	}
+	return out
+}
+
+// waitPod waits for the running container of pod name and returns its
+// process (the runtime's view, through the CRI).
+func (c *cri) waitPod(ctx context.Context, t interface{ Fatalf(string, ...any) }, name string) int {
+	for {
+		l, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			LabelSelector: map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": namespace}}})
+		if err == nil && len(l.Containers) == 1 {
+			st, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.Containers[0].Id, Verbose: true})
+			var info struct {
+				Pid int `json:"pid"`
+			}
+			if err == nil && json.Unmarshal([]byte(st.Info["info"]), &info) == nil && info.Pid > 0 {
+				return info.Pid
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pod %s: no running container: %v", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitTasks waits until the cpu cgroup of process pid holds at least n
+// tasks and returns them.
+func waitTasks(ctx context.Context, t interface{ Fatalf(string, ...any) }, pid, n int) []int {
+	var tasks []int
+	for {
+		tasks = cgroupTasks(pid)
+		if len(tasks) >= n {
+			return tasks
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cgroup of process %d holds tasks %v, want at least %d", pid, tasks, n)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cgroupDir is the directory of process pid's cgroup in the v1
+// hierarchy of controller ctrl, "" when it has none.
+func cgroupDir(pid int, ctrl string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), ctrl) {
+			return filepath.Join("/sys/fs/cgroup", ctrl, parts[2])
+		}
+	}
+	return ""
+}
+
+// cgroupTasks lists the tasks of the cpu cgroup (v1) of process pid.
+func cgroupTasks(pid int) []int {
+	dir := cgroupDir(pid, "cpu")
+	if dir == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "tasks"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(raw)) {
+		if id, err := strconv.Atoi(f); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// notIdle returns the tasks whose policy is not SCHED_IDLE, each with
+// the policy it has (tasks that ended meanwhile are left out).
+func notIdle(tasks []int) []string {
+	var out []string
+	for _, tid := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/sched", tid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || strings.TrimSpace(k) != "policy" {
+				continue
+			}
+			if p, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || p != schedIdle {
+				out = append(out, fmt.Sprintf("%d (policy %s)", tid, strings.TrimSpace(v)))
+			}
+		}
+	}
+	return out
+}
+
+// readTrim is a file's content without surrounding space, or the error.
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(string(b))
+}
