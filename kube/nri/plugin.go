@@ -304,6 +304,9 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			continue
 		}
 		have[ca.Ref.ID] = true
+		if ca.QoS == alloc.LSE || ca.QoS == alloc.LSR {
+			p.followSize(podOf[running[ca.Ref.ID].GetPodSandboxId()], running[ca.Ref.ID], ca)
+		}
 	}
 	// Exclusive containers first, so that a pinned container keeps its
 	// CPUs before a shared one's admission shrinks the pools.
@@ -333,6 +336,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 	}
 	ups, err := p.repair(func(string) bool { return true })
+	p.refreshInfo(running)
 	p.unstarted = map[string]bool{}
 	for _, u := range ups {
 		if running[u.GetContainerId()].GetState() == api.ContainerState_CONTAINER_CREATED {
@@ -342,6 +346,44 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	p.log.Info("synchronized", "containers", len(running), "managed", len(have), "updates", len(ups))
 	p.touched()
 	return ups, err
+}
+
+// followSize brings a known exclusive container's assignment back to the
+// size the runtime now gives it. An in-place resize recorded here can
+// still miss the container: the runtime gives up on a plugin that answers
+// after its timeout and applies the kubelet's resources alone, and a
+// resize made while the plugin was away never reaches it. The container's
+// resources (its shares, as the kubelet wrote them) are then the truth;
+// a grow that no longer fits keeps the recorded size and says so. Only
+// exclusive containers: the plugin rewrites a shared container's quota,
+// so its resources no longer say what the pod asked.
+func (p *Plugin) followSize(pod *api.PodSandbox, ctr *api.Container, ca nodecore.ContainerAssignment) {
+	s, _, err := SpecOf(pod, ctr)
+	if err != nil || s.CPUs == nil || int(*s.CPUs) == ca.CPUs.Size() {
+		return
+	}
+	got, err := p.c.Resize(ctr.GetId(), s)
+	if err != nil {
+		p.log.Warn("keeping a container's recorded size, which its resources no longer say", "id", ctr.GetId(),
+			"recorded", ca.CPUs.Size(), "resources", *s.CPUs, "err", err)
+		return
+	}
+	p.log.Info("followed a resize the plugin missed", "id", ctr.GetId(), "cpuset", got.CPUs, "was", ca.CPUs)
+}
+
+// refreshInfo rewrites the files of every live container the plugin
+// manages: one written before a crash, or for a resize the runtime then
+// dropped, may say what the container does not have.
+func (p *Plugin) refreshInfo(running map[string]*api.Container) {
+	all, err := p.c.List()
+	if err != nil {
+		return
+	}
+	for _, ca := range all {
+		if running[ca.Ref.ID] != nil {
+			p.noteInfo(ca)
+		}
+	}
 }
 
 // repair answers an update for each container (chosen by want) whose

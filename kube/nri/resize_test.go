@@ -182,3 +182,63 @@ func TestInfoFilesFollowResizes(t *testing.T) {
 		t.Errorf("the removed container's directory: %v, want it gone", err)
 	}
 }
+
+// TestSynchronizeFollowsADroppedResize: the plugin recorded a resize
+// (2 -> 4) that the runtime then dropped (it gives up on a plugin that
+// answers late and applies the kubelet's resources alone), and the kubelet
+// resized back to 2 while the plugin was away. On reconnect the record
+// follows the container's resources again: the container keeps the CPUs
+// it has, no update moves it, and its cpuset and threads files say what it
+// has. A container whose dropped grow the kubelet kept gets the grown set.
+func TestSynchronizeFollowsADroppedResize(t *testing.T) {
+	info := t.TempDir()
+	f := newRuntime(t, socketDir(t))
+	t.Cleanup(f.r.Stop)
+	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), InfoDir: info})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	s := f.connect(p)
+	back := f.mustCreate(podSpec{name: "back", shares: 2048, quota: 200000})
+	kept := f.mustCreate(podSpec{name: "kept", shares: 2048, quota: 200000})
+	sets := f.cpusets()
+	for _, ctr := range []*api.Container{back, kept} {
+		f.mu.Lock()
+		pod := f.pods[ctr.PodSandboxId]
+		f.mu.Unlock()
+		// The plugin answers the grow; the runtime never applies the answer.
+		res := &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15", Shares: api.UInt64(4096), Quota: api.Int64(400000), Period: api.UInt64(100000)}}
+		if _, err := p.UpdateContainer(context.Background(), pod, ctr, res); err != nil {
+			t.Fatalf("UpdateContainer %s to 4: %v", ctr.Id, err)
+		}
+	}
+	s.Stop()
+	f.mu.Lock()
+	setCPU(kept, &api.LinuxCPU{Shares: api.UInt64(4096), Quota: api.Int64(400000)}) // the kubelet's grow, applied alone
+	f.mu.Unlock()
+	f.connect(p)
+
+	now := f.cpusets()
+	if now[back.Id] != sets[back.Id] {
+		t.Errorf("the container resized back to 2 while the plugin was away: cpuset %q, want the %q it kept", now[back.Id], sets[back.Id])
+	}
+	grown := cpuset.MustParse(now[kept.Id])
+	if grown.Size() != 4 || !cpuset.MustParse(sets[kept.Id]).IsSubsetOf(grown) {
+		t.Errorf("the container the kubelet grew to 4: cpuset %q, want 4 CPUs holding %s", now[kept.Id], sets[kept.Id])
+	}
+	if grown.Intersects(cpuset.MustParse(now[back.Id])) {
+		t.Errorf("cpusets overlap: %v", now)
+	}
+	for _, tc := range []struct {
+		ctr            *api.Container
+		cpuset, thread string
+	}{{back, now[back.Id], "2"}, {kept, now[kept.Id], "4"}} {
+		dir := filepath.Join(info, nodecore.ContainerName(tc.ctr.Id))
+		c, _ := os.ReadFile(filepath.Join(dir, InfoCPUSet))
+		th, _ := os.ReadFile(filepath.Join(dir, InfoThreads))
+		if strings.TrimSpace(string(c)) != tc.cpuset || strings.TrimSpace(string(th)) != tc.thread {
+			t.Errorf("%s's files say cpuset %q threads %q, want %q and %s", tc.ctr.Id, c, th, tc.cpuset, tc.thread)
+		}
+	}
+}
