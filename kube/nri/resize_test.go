@@ -124,11 +124,10 @@ func TestCreateContainerSetsTheEnvironment(t *testing.T) {
 	}
 }
 
-// TestInfoFilesFollowResizes (issue 21 §3): with an InfoDir, a container
-// gets its directory mounted read-only at InfoMount, and the files there
-// follow a resize of its own and a change of its shared pool; they go
-// with the container.
-func TestInfoFilesFollowResizes(t *testing.T) {
+// withInfoDir is a runtime and a plugin on twoNodes keeping its
+// containers' files in the directory it returns; not yet connected.
+func withInfoDir(t *testing.T) (*fakeRuntime, *Plugin, string) {
+	t.Helper()
 	info := t.TempDir()
 	f := newRuntime(t, socketDir(t))
 	t.Cleanup(f.r.Stop)
@@ -137,6 +136,15 @@ func TestInfoFilesFollowResizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	return f, p, info
+}
+
+// TestInfoFilesFollowResizes (issue 21 §3): with an InfoDir, a container
+// gets its directory mounted read-only at InfoMount, and the files there
+// follow a resize of its own and a change of its shared pool; they go
+// with the container.
+func TestInfoFilesFollowResizes(t *testing.T) {
+	f, p, info := withInfoDir(t)
 	f.connect(p)
 	read := func(id, file string) string {
 		t.Helper()
@@ -191,14 +199,7 @@ func TestInfoFilesFollowResizes(t *testing.T) {
 // it has, no update moves it, and its cpuset and threads files say what it
 // has. A container whose dropped grow the kubelet kept gets the grown set.
 func TestSynchronizeFollowsADroppedResize(t *testing.T) {
-	info := t.TempDir()
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes), InfoDir: info})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	f, p, info := withInfoDir(t)
 	s := f.connect(p)
 	back := f.mustCreate(podSpec{name: "back", shares: 2048, quota: 200000})
 	kept := f.mustCreate(podSpec{name: "kept", shares: 2048, quota: 200000})
