@@ -254,7 +254,9 @@ func (n *newcomer) linkStandard(std, target string) {
 }
 
 // keepDir records what dir holds (or that it, and which of its parents,
-// are missing) so that undoHost removes what the run added.
+// are missing) so that undoHost removes what the run added: kubelet
+// e2e runs are serialised (make's callers hold a lock), so what appears
+// there meanwhile is this run's.
 func (n *newcomer) keepDir(dir string) {
 	var absent []string
 	for d := dir; d != "/"; d = filepath.Dir(d) {
