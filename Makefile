@@ -17,7 +17,7 @@ CLI      := github.com/corepin/corepin/cmd/corepin/cli
 LDFLAGS  := -s -w -X $(CLI).Version=$(VERSION) -X $(CLI).Commit=$(COMMIT) -X $(CLI).Date=$(DATE)
 FUZZTIME ?= 60s
 
-.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet e2e-deploy test-chart \
+.PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet e2e-deploy e2e-newcomer test-chart \
 	sched test-sched \
 	dist-bin image image-push image-check dist
 
@@ -270,6 +270,52 @@ e2e-deploy:
 	  COREPIN_HELM_RENDER=$(CURDIR)/$(DEPLOY_BIN)/render COREPIN_STATEFILE=$(CURDIR)/$(DEPLOY_BIN)/statefile \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-deploy-report.txt $(GO) test -count=1 -timeout 20m -v \
 	  -run '^TestChartInstalledOnTheNode$$' ./e2ekubelet
+
+# docs/kubernetes.md's "From a clone to a pinned pod", run as a newcomer
+# runs it (root; not in .ci/run): e2e-kubelet's node made to look like a
+# standard one (containerd's socket at /run/containerd/containerd.sock and
+# NRI's at /var/run/nri/nri.sock, links to the private containerd's, the
+# chart's default stateDir /var/lib/corepin, a bridge pod network, busybox:1.36
+# tagged from the locally built busybox), then each command of that code
+# block, read from the doc, in a fresh git clone of HEAD through bash -c,
+# with real helm and kubectl (each built once per version into
+# $(COREPIN_CACHE)), the private containerd's ctr, make build's corepin and
+# sudo (a shim that execs its arguments where sudo is absent). Each
+# command's wall time, exit code and last lines go to
+# $(COREPIN_CACHE)/e2e-newcomer-report.txt and stdout. Refuses to run where
+# /var/lib/corepin already holds a state file. See
+# test/kube/e2ekubelet/newcomer_test.go.
+# Helm's CLI, its version stamped as Helm's own build stamps it.
+HELM_VERSION ?= v4.3.1
+HELM    := $(COREPIN_CACHE)/bin/helm-$(HELM_VERSION)/helm
+KUBECTL := $(COREPIN_CACHE)/bin/kubectl-$(KUBE_VERSION)/kubectl
+$(HELM):
+	@mkdir -p $(@D)
+	cd /tmp && GOBIN=$(@D) $(GO) install -ldflags '-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+# kubectl's main (k8s.io/kubernetes/cmd/kubectl's: cli.Run of
+# NewDefaultKubectlCommand) in a scratch module of its own, test/kube's
+# go.sum lacking kustomize's modules, which kubectl needs; its version
+# stamped as Kubernetes' build stamps it.
+KUBECTL_SRC := $(COREPIN_CACHE)/src/kubectl-$(KUBE_VERSION)
+$(KUBECTL):
+	@mkdir -p $(@D) $(KUBECTL_SRC)
+	printf 'package main\n\nimport (\n\t"os"\n\n\t"k8s.io/component-base/cli"\n\t"k8s.io/kubectl/pkg/cmd"\n)\n\nfunc main() { os.Exit(cli.Run(cmd.NewDefaultKubectlCommand())) }\n' > $(KUBECTL_SRC)/main.go
+	cd $(KUBECTL_SRC) && { test -f go.mod || $(GO) mod init kubectl; } && \
+	  $(GO) get k8s.io/kubectl@$(subst v1.,v0.,$(KUBE_VERSION)) k8s.io/component-base@$(subst v1.,v0.,$(KUBE_VERSION)) && \
+	  $(GO) mod tidy && \
+	  $(GO) build -ldflags '-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)' \
+	    -o $@.tmp . && mv $@.tmp $@
+e2e-newcomer:
+	@test "$$(id -u)" = 0 || { echo "e2e-newcomer needs root (a kubelet and containerd run pods)"; exit 2; }
+	@command -v ip >/dev/null && command -v git >/dev/null && test -x /usr/lib/cni/bridge && test -x /usr/lib/cni/host-local && test -x /usr/lib/cni/loopback || \
+	  { echo "e2e-newcomer needs: apt-get install git iproute2 containernetworking-plugins"; exit 2; }
+	$(MAKE) e2e-kubelet-bin $(HELM) $(KUBECTL)
+	@mkdir -p $(DEPLOY_BIN)
+	cd test/e2enode && $(GO) build -o $(CURDIR)/$(DEPLOY_BIN)/statefile ./statefile
+	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	  COREPIN_HELM=$(HELM) COREPIN_KUBECTL=$(KUBECTL) COREPIN_REPO=$(CURDIR) COREPIN_STATEFILE=$(CURDIR)/$(DEPLOY_BIN)/statefile \
+	  COREPIN_NEWCOMER_REPORT=$(COREPIN_CACHE)/e2e-newcomer-report.txt $(GO) test -count=1 -timeout 25m -v \
+	  -run '^TestNewcomerCommands$$' ./e2ekubelet
 
 # Real kernels under qemu's software emulation (no root, no KVM): Debian's
 # 6.1 and 6.12 cloud kernels (apt-get download, cached by version in
