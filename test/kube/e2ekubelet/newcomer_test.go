@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -206,8 +207,20 @@ func (n *newcomer) standardPaths(start func()) {
 	t := n.t
 	state := filepath.Join(n.values.StateDir, "agent.db")
 	if _, err := os.Lstat(state); err == nil {
-		t.Fatalf("%s already holds a state file: the docs' commands would run on that node's state. Move it aside (and back after the run); "+
-			"the test removes what it adds there", state)
+		// A state file recording nothing (left by an earlier corepin on
+		// this host) is set aside for the run and put back after it; one
+		// that records workloads is this host's own, never touched.
+		var as []assignment
+		if out := run(t, nil, n.statefile, state); json.Unmarshal([]byte(out), &as) != nil || len(as) > 0 {
+			t.Fatalf("%s already holds a state file recording workloads (%s): the docs' commands would run on that node's state. "+
+				"Move it aside (and back after the run); the test removes what it adds there", state, kubetest.Tail(out, 512))
+		}
+		aside := state + ".e2e-newcomer-aside"
+		if err := os.Rename(state, aside); err != nil {
+			t.Fatalf("setting the empty state file %s aside: %v", state, err)
+		}
+		n.note("set the empty state file %s aside for the run", state)
+		n.host = append(n.host, hostChange{what: "state file " + state, undo: func() error { return os.Rename(aside, state) }})
 	}
 	socks := map[string]string{standardContainerdSock: n.path("run/containerd.sock"), n.values.NRISocket: n.path("run/nri.sock")}
 	for std := range socks {
