@@ -30,11 +30,49 @@ type Cache struct {
 	// seq orders what the cache learns: each published state and each
 	// binding takes the next number.
 	seq uint64
+	// keys number the request keys seen (keyID).
+	keys map[key]int32
+}
+
+// keyID numbers k, once per pod (PreFilter), so that a node entry's kept
+// verdicts are found by a small integer rather than by hashing the
+// request's strings at every node.
+func (c *Cache) keyID(k key) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.keys[k]
+	if !ok {
+		id = int32(len(c.keys))
+		c.keys[k] = id
+	}
+	return id
+}
+
+// verdicts are a node entry's kept verdicts by key number.
+type verdicts struct {
+	mu sync.RWMutex
+	m  map[int32]verdict
+}
+
+func newVerdicts() *verdicts { return &verdicts{m: map[int32]verdict{}} }
+
+func (vs *verdicts) load(id int32) (verdict, bool) {
+	vs.mu.RLock()
+	defer vs.mu.RUnlock()
+	v, ok := vs.m[id]
+	return v, ok
+}
+
+func (vs *verdicts) store(id int32, v verdict) {
+	vs.mu.Lock()
+	vs.m[id] = v
+	vs.mu.Unlock()
 }
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}}
+	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{},
+		keys: map[key]int32{}}
 }
 
 // published is one state a node published, decoded, with what is counted
@@ -67,6 +105,11 @@ type node struct {
 	st       *alloc.State // pub.j.State with reserved placed; nil when pub has none
 	sum      summary
 	free     int
+	// kept are the verdicts found on this entry, by request (its
+	// Cache.keyID): the entry never changes, so a burst of pods of a few
+	// shapes runs the allocator once per shape and node change, not once
+	// per pod.
+	kept *verdicts
 }
 
 // reservation is a pod this scheduler reserved on a node and the node has
@@ -218,7 +261,7 @@ func (c *Cache) included(p *published, r reservation) bool {
 // in order; one that no longer fits stays reserved but unplaced (the node
 // will refuse the pod).
 func build(p *published, reserved []reservation) *node {
-	n := &node{pub: p, reserved: reserved, st: p.j.State, free: p.j.Free}
+	n := &node{pub: p, reserved: reserved, st: p.j.State, free: p.j.Free, kept: newVerdicts()}
 	if p.err != nil || p.j.State == nil {
 		return n
 	}
@@ -283,7 +326,7 @@ func (c *Cache) Reserve(uid, name string, req alloc.Request) error {
 		return err
 	}
 	reserved := append(append([]reservation(nil), n.reserved...), reservation{uid: uid, req: req})
-	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: st, sum: summarize(st), free: st.Pools().LS.Size()}
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: st, sum: summarize(st), free: st.Pools().LS.Size(), kept: newVerdicts()}
 	c.pods[uid] = name
 	return nil
 }
@@ -304,7 +347,8 @@ func (c *Cache) Bound(uid string) {
 			reserved[i].bound = c.seq
 		}
 	}
-	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: n.st, sum: n.sum, free: n.free}
+	// A binding changes no verdict: the entry's verdicts stay.
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: n.st, sum: n.sum, free: n.free, kept: n.kept}
 }
 
 // Forget releases the pod uid's reservation, if any: Unreserve, and a pod
