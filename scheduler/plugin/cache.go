@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -85,8 +86,9 @@ type published struct {
 	j   nodestate.Judged
 	err error
 	// seq is when the cache learnt it (Cache.seq).
-	seq        uint64
-	wholeCores bool
+	seq uint64
+	// opts are the node's options the summary reads.
+	opts nodeOpts
 	// exclusiveOnly: the state counts exclusive CPUs only (a
 	// NodeResourceTopology object's), so a shared pod's quota is not
 	// placed on it, as the extender does not.
@@ -185,9 +187,15 @@ func (p *published) finish() {
 	if p.err != nil {
 		return
 	}
-	for _, o := range p.j.Settings.Options {
-		p.wholeCores = p.wholeCores || o == alloc.OptFullPCPUsOnly
+	p.opts = nodeOpts{
+		fullPCPUs:     slices.Contains(p.j.Settings.Options, alloc.OptFullPCPUsOnly),
+		alignBySocket: slices.Contains(p.j.Settings.Options, alloc.OptAlignBySocket),
 	}
+	// The kubelet engine under full-pcpus-only still takes the free
+	// threads of a core partly held (by reserved CPUs, or a workload
+	// placed before the option): only the corepin engine's placements are
+	// whole cores alone.
+	p.opts.wholeCores = p.opts.fullPCPUs && p.j.Settings.Policy != alloc.PolicyKubelet
 	if p.j.Empty != nil {
 		s := summarize(p.j.Empty)
 		p.empty = &s

@@ -67,7 +67,7 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	p := n.pub
 	req, nodeDefault := nodestate.RequestOn(p.j.Settings, req)
 	v := verdict{}
-	err := n.sum.refuses(req, p.wholeCores)
+	err := n.sum.refuses(req, p.opts)
 	if err == nil {
 		v.byAllocator = true
 		pl, aerr := n.st.Clone().Admit(req)
@@ -95,7 +95,7 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	if p.j.Empty == nil {
 		return false
 	}
-	if p.empty.refuses(req, p.wholeCores) != nil {
+	if p.empty.refuses(req, p.opts) != nil {
 		return true
 	}
 	k := nodestate.ShapeOf(req)

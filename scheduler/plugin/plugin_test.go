@@ -331,9 +331,11 @@ func TestSummaryRefuses(t *testing.T) {
 		}{
 			{name: "7 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 7, QoS: alloc.LSE}, bySummary: true},
 			{name: "6 whole of 4 whole", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}, bySummary: true},
-			{name: "4 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
+			// Under restricted, 4 CPUs fit one NUMA node of the empty
+			// machine, and neither has 4 free.
+			{name: "4 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE}, bySummary: policy != ""},
 			{name: "4 whole of 2 whole per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
-				bySummary: policy == alloc.TopologySingleNUMANode},
+				bySummary: policy != ""},
 			{name: "3 whole-core", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}},
 			{name: "3 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE}},
 			{name: "6 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
