@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,9 +55,11 @@ var (
 func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	p := NewWithCache(NewCache())
 	f := h.SharedInformerFactory()
-	if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler()); err != nil {
+	reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler())
+	if err != nil {
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
+	go p.logDecoded(ctx, reg)
 	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(p.PodHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
@@ -66,6 +69,21 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		}
 	}
 	return p, nil
+}
+
+// logDecoded says once when the plugin's cache holds every node the
+// scheduler started with (its Node handler saw the informer's first list,
+// each node decoded), and how long that took: until then a node's state
+// may still be decoded in Filter, at a pod's expense.
+func (p *Plugin) logDecoded(ctx context.Context, reg toolscache.ResourceEventHandlerRegistration) {
+	begin := time.Now()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return
+	}
+	p.cache.mu.RLock()
+	n := len(p.cache.nodes)
+	p.cache.mu.RUnlock()
+	klog.FromContext(ctx).Info("corepin: node states decoded", "nodes", n, "seconds", time.Since(begin).Seconds())
 }
 
 // watchNRT keeps the cache's NodeResourceTopology objects (Cache.SetNRT)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -81,11 +83,14 @@ type harness struct {
 	fw     framework.Framework
 	client *fake.Clientset
 	p      *Plugin
+	// log is what the plugin logged.
+	log ktesting.Buffer
 }
 
 func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	t.Cleanup(cancel)
 	objs := make([]runtime.Object, 0, len(nodes))
 	for _, n := range nodes {
@@ -93,7 +98,7 @@ func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 	}
 	client := fake.NewSimpleClientset(objs...)
 	f := informers.NewSharedInformerFactory(client, 0)
-	h := &harness{t: t, ctx: ctx, client: client}
+	h := &harness{t: t, ctx: ctx, client: client, log: logger.GetSink().(ktesting.Underlier).GetBuffer()}
 	factory := func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 		p, err := New(ctx, obj, handle)
 		if err == nil {
@@ -412,5 +417,23 @@ func TestNodeNamingNoPods(t *testing.T) {
 	}
 	if s := h.schedule(p3, node); s == nil {
 		t.Fatal("p3 kept on a node whose published state holds p1 and where p2 is reserved")
+	}
+}
+
+// TestSaysWhenNodesDecoded: once its Node handler has seen the informer's
+// first list, the plugin logs that every node's state is decoded, with
+// their count (make bench-sched waits for it before a burst).
+func TestSaysWhenNodesDecoded(t *testing.T) {
+	var nodes []*corev1.Node
+	for _, name := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, publish(t, baseNode(name), machine(t), "", map[string]string{}))
+	}
+	h := newHarness(t, nodes...)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(h.log.String(), "corepin: node states decoded nodes=3 ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line saying the 3 nodes are decoded in:\n%s", h.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
