@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,23 +50,41 @@ func (c *Cache) keyID(k key) int32 {
 	return id
 }
 
-// verdicts are a node entry's kept verdicts by key number.
+// verdicts are a node entry's kept verdicts by key number: the first
+// keys (a burst's few shapes) in slots read without a lock, by every
+// Filter and Score of the cycle at once; the others in a map.
 type verdicts struct {
-	mu sync.RWMutex
-	m  map[int32]verdict
+	slots [verdictSlots]atomic.Pointer[verdict]
+	mu    sync.Mutex
+	m     map[int32]verdict
 }
 
-func newVerdicts() *verdicts { return &verdicts{m: map[int32]verdict{}} }
+const verdictSlots = 32
+
+func newVerdicts() *verdicts { return &verdicts{} }
 
 func (vs *verdicts) load(id int32) (verdict, bool) {
-	vs.mu.RLock()
-	defer vs.mu.RUnlock()
+	if id < verdictSlots {
+		if v := vs.slots[id].Load(); v != nil {
+			return *v, true
+		}
+		return verdict{}, false
+	}
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
 	v, ok := vs.m[id]
 	return v, ok
 }
 
 func (vs *verdicts) store(id int32, v verdict) {
+	if id < verdictSlots {
+		vs.slots[id].Store(&v)
+		return
+	}
 	vs.mu.Lock()
+	if vs.m == nil {
+		vs.m = map[int32]verdict{}
+	}
 	vs.m[id] = v
 	vs.mu.Unlock()
 }

@@ -119,3 +119,17 @@ func TestVerdictKeptPerEntry(t *testing.T) {
 		t.Fatal("a request of another shape got a kept verdict")
 	}
 }
+
+// TestVerdictsBeyondTheSlots: keys past the lock-free slots are kept too.
+func TestVerdictsBeyondTheSlots(t *testing.T) {
+	vs := newVerdicts()
+	for _, id := range []int32{0, verdictSlots - 1, verdictSlots, verdictSlots + 9} {
+		if _, ok := vs.load(id); ok {
+			t.Fatalf("key %d kept before it was stored", id)
+		}
+		vs.store(id, verdict{ok: true, score: int64(id)})
+		if v, ok := vs.load(id); !ok || v.score != int64(id) {
+			t.Fatalf("key %d: %+v, %v", id, v, ok)
+		}
+	}
+}
