@@ -164,14 +164,19 @@ func (w *watcher) settled() (bound, unsched int) {
 }
 
 // wait returns when all m pods are bound or Unschedulable, or at limit
-// (false).
-func (w *watcher) wait(ctx context.Context, m int, limit time.Duration) bool {
+// (false), calling progress every 30 s meanwhile.
+func (w *watcher) wait(ctx context.Context, m int, limit time.Duration, progress func(bound, unsched int)) bool {
 	deadline := time.After(limit)
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
 	for {
-		if b, u := w.settled(); b+u >= m {
+		b, u := w.settled()
+		if b+u >= m {
 			return true
 		}
 		select {
+		case <-tick.C:
+			progress(b, u)
 		case <-w.changed:
 		case <-time.After(time.Second):
 		case <-deadline:
