@@ -67,7 +67,13 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	p := n.pub
 	req, nodeDefault := nodestate.RequestOn(p.j.Settings, req)
 	v := verdict{}
-	err := n.sum.refuses(req, p.opts)
+	err, decided := n.sum.shared(req)
+	if decided && err == nil {
+		return verdict{ok: true, score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}
+	}
+	if !decided {
+		err = n.sum.refuses(req, p.opts)
+	}
 	if err == nil {
 		v.byAllocator = true
 		pl, aerr := n.st.Clone().Admit(req)

@@ -344,7 +344,7 @@ func TestSummaryRefuses(t *testing.T) {
 			{name: "3 whole-core", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}},
 			{name: "3 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE}},
 			{name: "6 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
-			{name: "LS", req: alloc.Request{ID: "a/b", MilliCPUs: 1500, QoS: alloc.LS}},
+			{name: "LS", req: alloc.Request{ID: "a/b", MilliCPUs: 1500, QoS: alloc.LS}, bySummary: true}, // the pool holds it
 		} {
 			t.Run(string(policy)+"/"+tc.name, func(t *testing.T) {
 				v := judge(n, tc.req, nil)

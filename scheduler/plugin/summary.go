@@ -25,6 +25,11 @@ type summary struct {
 	// NUMA node (the allocator's extra locality, not counted here).
 	online   []int
 	noneCPUs bool
+	// ls and be are the shared pools' CPUs, lsMilli the LS quotas
+	// committed, ids the assignment ids held: what the allocator reads of
+	// a shared (LS, BE) request.
+	ls, be, lsMilli int
+	ids             map[string]struct{}
 }
 
 // summarize counts st's summary.
@@ -56,7 +61,54 @@ func summarize(st *alloc.State) summary {
 		s.sockWhole = append(s.sockWhole, cpus.Intersection(whole).Size())
 	}
 	s.noneCPUs = !t.NoNodeCPUs().IsEmpty()
+	s.ls, s.be = p.LS.Size(), p.BE.Size()
+	s.ids = map[string]struct{}{}
+	for _, a := range st.Assignments() {
+		s.ids[a.ID] = struct{}{}
+		if a.QoS == alloc.LS {
+			s.lsMilli += a.MilliCPUs
+		}
+	}
 	return s
+}
+
+// shared answers a shared (LS, BE) request of the usual form as the
+// allocator does, without placing it: the shared pools only hold the
+// quota (an LS quota within the LS pool's CPUs, a pool not empty), and
+// such a placement always scores nodestate.Score's shared 5. decided is
+// false for a request the allocator must read (another class, a bind,
+// exclusive or NUMA strategy, isolated CPUs, an id already held, no LS
+// quota).
+func (s summary) shared(req alloc.Request) (err error, decided bool) {
+	if req.QoS != alloc.LS && req.QoS != alloc.BE || req.ID == "" || req.Isolated != alloc.IsolatedAvoid ||
+		req.Bind != "" && req.Bind != alloc.BindDefault || req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone ||
+		req.NUMA != "" && req.NUMA != alloc.MostAllocated || req.CPUs < 0 || req.MilliCPUs < 0 {
+		return nil, false
+	}
+	if _, err := alloc.ParseTopologyPolicy(string(req.TopologyPolicy)); err != nil {
+		return nil, false
+	}
+	if _, held := s.ids[req.ID]; held {
+		return nil, false
+	}
+	milli := req.MilliCPUs
+	if milli == 0 {
+		milli = req.CPUs * 1000
+	}
+	size := s.be
+	if req.QoS == alloc.LS {
+		if milli == 0 {
+			return nil, false
+		}
+		size = s.ls
+		if s.lsMilli+milli > size*1000 {
+			return alloc.Rejection{Constraint: "LS pool", Reason: "the node's summary"}, true
+		}
+	}
+	if size == 0 {
+		return alloc.Rejection{Constraint: string(req.QoS) + " pool", Reason: "the node's summary"}, true
+	}
+	return nil, true
 }
 
 // topSum is the sum of the k largest of counts.

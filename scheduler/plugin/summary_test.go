@@ -101,3 +101,69 @@ func TestSummaryNeverRefusesWhatTheAllocatorTakes(t *testing.T) {
 	}
 	t.Logf("refusals the summary decided: %v, %d by the restricted rule", bySummary, byRestrictedRule)
 }
+
+// TestSharedAnsweredAsTheAllocator: a shared (LS, BE) request is answered
+// from the summary exactly as the allocator answers it (taken or refused,
+// in the same words, scored 5), on random states of both engines, with
+// reserved CPUs under strict-cpu-reservation and without, LS quotas and
+// exclusive CPUs held; the allocator runs for none of the usual ones.
+func TestSharedAnsweredAsTheAllocator(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
+	settings := []alloc.NodeSettings{
+		{},
+		{ReservedCount: 1},
+		{ReservedCount: 2, Options: []string{alloc.OptStrictCPUReservation}},
+		{Policy: alloc.PolicyKubelet, ReservedCount: 1},
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	decided := 0
+	for _, set := range settings {
+		for round := range 60 {
+			st, err := alloc.NewState(topo, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range rng.IntN(6) {
+				req := alloc.Request{ID: fmt.Sprintf("held/%d", k), QoS: alloc.LSE, CPUs: 1 + rng.IntN(2)}
+				if rng.IntN(2) == 0 {
+					req = alloc.Request{ID: req.ID, QoS: alloc.LS, MilliCPUs: 250 * (1 + rng.IntN(8))}
+				}
+				_, _ = st.Admit(req)
+			}
+			if round%5 == 0 { // every CPU exclusive: the shared pools empty
+				_ = st.Assign(alloc.Assignment{ID: "held/all", QoS: alloc.LSE, CPUs: st.Pools().LS})
+			}
+			node := publish(t, baseNode("n1"), st, "", map[string]string{})
+			c := NewCache()
+			c.SetNode(node)
+			n := c.get("n1")
+			for _, q := range []alloc.QoS{alloc.LS, alloc.BE} {
+				for _, milli := range []int{0, 100, 1000, 2500, 4000, 9000} {
+					for _, id := range []string{"a/b", "held/0"} {
+						req := alloc.Request{ID: id, QoS: q, MilliCPUs: milli}
+						v := judge(n, req, nil)
+						r, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, req)
+						pl, aerr := n.st.Clone().Admit(r)
+						if !v.byAllocator {
+							decided++
+						}
+						if (aerr == nil) != v.ok {
+							t.Fatalf("%v round %d %+v: ok %v (%s), the allocator: %v", set, round, req, v.ok, v.reason, aerr)
+						}
+						if aerr == nil && v.score != nodestate.Score(pl, n.free) {
+							t.Fatalf("%v %+v: score %d, the allocator's placement scores %d", set, req, v.score, nodestate.Score(pl, n.free))
+						}
+						if aerr != nil {
+							if want := nodestate.Refusal(r, aerr, nodeDefault, "", ""); v.reason != want {
+								t.Fatalf("%v %+v: reason %q, the allocator's %q", set, req, v.reason, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if decided == 0 {
+		t.Fatal("the summary answered no shared request")
+	}
+}
