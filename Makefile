@@ -194,9 +194,9 @@ test-sched:
 # creation to binding, the share of bound pods their node's allocator
 # refuses on replay) and writes $(COREPIN_CACHE)/bench-sched-report.json.
 # A burst still settling after BENCH_LIMIT (5m) is reported as timed out
-# (the extender's at 1000 and 5000 nodes here). The defaults take about 30
-# minutes on this loaded 2-CPU machine; BENCH_NODES=100 BENCH_PODS=100
-# about 3. See test/kube/benchsched.
+# (the extender's at 5000 nodes here). The defaults took 13 minutes on
+# this loaded 2-CPU machine; BENCH_NODES=100 BENCH_PODS=100 about 1.5.
+# See test/kube/benchsched.
 BENCH_NODES ?= 100,1000,5000
 BENCH_PODS  ?= 300
 BENCH_SEED  ?= 1
