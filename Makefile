@@ -184,6 +184,36 @@ sched:
 test-sched:
 	cd scheduler && $(GO) vet ./... && $(GO) test -count=1 -race ./...
 
+# corepin's scheduling at fleet scale (issue 22 §4; figures for the
+# closing note, not in CI): etcd + kube-apiserver, N nodes as API objects
+# publishing the sysfs fixtures' machines at random occupancy, a burst of
+# M pods (LSE whole cores, single-numa-node, LS, BE) created at once and
+# bound by stock kube-scheduler, corepin-scheduler (the plugin) and
+# kube-scheduler + corepin extender (the shipped configuration) in turn,
+# each with client qps/burst BENCH_QPS. Prints a table (pods/s, p50/p99
+# creation to binding, the share of bound pods their node's allocator
+# refuses on replay) and writes $(COREPIN_CACHE)/bench-sched-report.json.
+# A burst still settling after BENCH_LIMIT (5m) is reported as timed out
+# (the extender's at 5000 nodes here). The defaults took 13 minutes on
+# this loaded 2-CPU machine; BENCH_NODES=100 BENCH_PODS=100 about 1.5.
+# See test/kube/benchsched.
+BENCH_NODES ?= 100,1000,5000
+BENCH_PODS  ?= 300
+BENCH_SEED  ?= 1
+BENCH_QPS   ?= 1000
+BENCH_SCHEDULERS ?= stock,plugin,extender
+# A directory: each scheduler's CPU profile over 15 s of its burst.
+BENCH_PROFILE ?=
+BENCH_LIMIT ?= 5m
+.PHONY: bench-sched
+bench-sched: build sched kube-bin
+	cd test/kube && COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_SCHED_BIN=$(CURDIR)/$(SCHED_BIN) \
+	  COREPIN_BENCH_NODES=$(BENCH_NODES) COREPIN_BENCH_PODS=$(BENCH_PODS) COREPIN_BENCH_SEED=$(BENCH_SEED) \
+	  COREPIN_BENCH_QPS=$(BENCH_QPS) COREPIN_BENCH_SCHEDULERS=$(BENCH_SCHEDULERS) \
+	  COREPIN_BENCH_REPORT=$(COREPIN_CACHE)/bench-sched-report.json COREPIN_BENCH_PROFILE=$(BENCH_PROFILE) \
+	  COREPIN_BENCH_LIMIT=$(BENCH_LIMIT) \
+	  $(GO) test -count=1 -timeout 180m -v -run '^TestBenchSched$$' ./benchsched
+
 # The Helm chart checked by Helm itself, in the nested module test/helm
 # (helm.sh/helm/v4: its Kubernetes libraries never enter the product's
 # go.mod, nor test/kube's): helm lint --strict and helm template for every

@@ -1,8 +1,10 @@
 package plugin
 
 import (
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,11 +32,67 @@ type Cache struct {
 	// seq orders what the cache learns: each published state and each
 	// binding takes the next number.
 	seq uint64
+	// keys number the request keys seen (keyID).
+	keys map[key]int32
+}
+
+// keyID numbers k, once per pod (PreFilter), so that a node entry's kept
+// verdicts are found by a small integer rather than by hashing the
+// request's strings at every node.
+func (c *Cache) keyID(k key) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.keys[k]
+	if !ok {
+		id = int32(len(c.keys))
+		c.keys[k] = id
+	}
+	return id
+}
+
+// verdicts are a node entry's kept verdicts by key number: the first
+// keys (a burst's few shapes) in slots read without a lock, by every
+// Filter and Score of the cycle at once; the others in a map.
+type verdicts struct {
+	slots [verdictSlots]atomic.Pointer[verdict]
+	mu    sync.Mutex
+	m     map[int32]verdict
+}
+
+const verdictSlots = 32
+
+func newVerdicts() *verdicts { return &verdicts{} }
+
+func (vs *verdicts) load(id int32) (verdict, bool) {
+	if id < verdictSlots {
+		if v := vs.slots[id].Load(); v != nil {
+			return *v, true
+		}
+		return verdict{}, false
+	}
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	v, ok := vs.m[id]
+	return v, ok
+}
+
+func (vs *verdicts) store(id int32, v verdict) {
+	if id < verdictSlots {
+		vs.slots[id].Store(&v)
+		return
+	}
+	vs.mu.Lock()
+	if vs.m == nil {
+		vs.m = map[int32]verdict{}
+	}
+	vs.m[id] = v
+	vs.mu.Unlock()
 }
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}}
+	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{},
+		keys: map[key]int32{}}
 }
 
 // published is one state a node published, decoded, with what is counted
@@ -47,8 +105,9 @@ type published struct {
 	j   nodestate.Judged
 	err error
 	// seq is when the cache learnt it (Cache.seq).
-	seq        uint64
-	wholeCores bool
+	seq uint64
+	// opts are the node's options the summary reads.
+	opts nodeOpts
 	// exclusiveOnly: the state counts exclusive CPUs only (a
 	// NodeResourceTopology object's), so a shared pod's quota is not
 	// placed on it, as the extender does not.
@@ -67,6 +126,11 @@ type node struct {
 	st       *alloc.State // pub.j.State with reserved placed; nil when pub has none
 	sum      summary
 	free     int
+	// kept are the verdicts found on this entry, by request (its
+	// Cache.keyID): the entry never changes, so a burst of pods of a few
+	// shapes runs the allocator once per shape and node change, not once
+	// per pod.
+	kept *verdicts
 }
 
 // reservation is a pod this scheduler reserved on a node and the node has
@@ -142,9 +206,15 @@ func (p *published) finish() {
 	if p.err != nil {
 		return
 	}
-	for _, o := range p.j.Settings.Options {
-		p.wholeCores = p.wholeCores || o == alloc.OptFullPCPUsOnly
+	p.opts = nodeOpts{
+		fullPCPUs:     slices.Contains(p.j.Settings.Options, alloc.OptFullPCPUsOnly),
+		alignBySocket: slices.Contains(p.j.Settings.Options, alloc.OptAlignBySocket),
 	}
+	// The kubelet engine under full-pcpus-only still takes the free
+	// threads of a core partly held (by reserved CPUs, or a workload
+	// placed before the option): only the corepin engine's placements are
+	// whole cores alone.
+	p.opts.wholeCores = p.opts.fullPCPUs && p.j.Settings.Policy != alloc.PolicyKubelet
 	if p.j.Empty != nil {
 		s := summarize(p.j.Empty)
 		p.empty = &s
@@ -218,7 +288,7 @@ func (c *Cache) included(p *published, r reservation) bool {
 // in order; one that no longer fits stays reserved but unplaced (the node
 // will refuse the pod).
 func build(p *published, reserved []reservation) *node {
-	n := &node{pub: p, reserved: reserved, st: p.j.State, free: p.j.Free}
+	n := &node{pub: p, reserved: reserved, st: p.j.State, free: p.j.Free, kept: newVerdicts()}
 	if p.err != nil || p.j.State == nil {
 		return n
 	}
@@ -283,7 +353,7 @@ func (c *Cache) Reserve(uid, name string, req alloc.Request) error {
 		return err
 	}
 	reserved := append(append([]reservation(nil), n.reserved...), reservation{uid: uid, req: req})
-	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: st, sum: summarize(st), free: st.Pools().LS.Size()}
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: st, sum: summarize(st), free: st.Pools().LS.Size(), kept: newVerdicts()}
 	c.pods[uid] = name
 	return nil
 }
@@ -304,7 +374,8 @@ func (c *Cache) Bound(uid string) {
 			reserved[i].bound = c.seq
 		}
 	}
-	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: n.st, sum: n.sum, free: n.free}
+	// A binding changes no verdict: the entry's verdicts stay.
+	c.nodes[name] = &node{pub: n.pub, reserved: reserved, st: n.st, sum: n.sum, free: n.free, kept: n.kept}
 }
 
 // Forget releases the pod uid's reservation, if any: Unreserve, and a pod

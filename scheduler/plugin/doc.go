@@ -9,8 +9,12 @@
 // Node states are decoded once per change, in the Node and
 // NodeResourceTopology informers' event handlers (Cache.SetNode,
 // Cache.SetNRT), never per pod. Each node keeps a summary (free
-// CPUs per NUMA node, CPUs in whole free cores) that refuses most requests
-// a node cannot take without running the allocator. Reserve places the pod
+// CPUs per NUMA node and per socket, CPUs in whole free cores) that
+// refuses most requests a node cannot take without running the allocator,
+// and the verdicts found on its current state by request shape: the pods
+// of a burst run the allocator once per shape and node change, and Score
+// finds Filter's placement there. A pod the plugin refused is requeued
+// only by events that could help (EventsToRegister). Reserve places the pod
 // on the node's cached state at once and Unreserve releases it; a newly
 // published state replaces the cache with the reserved pods it does not
 // yet include (by pod UID, nodestate.Allocator.PodUIDs) placed again, so a burst

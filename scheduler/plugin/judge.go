@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"sync/atomic"
+
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
 )
@@ -19,11 +21,41 @@ type verdict struct {
 	byAllocator bool
 }
 
+// key is what a node entry's verdict depends on besides the entry: the
+// request's shape and its use of isolated CPUs.
+type key struct {
+	shape    nodestate.Shape
+	isolated alloc.IsolatedPolicy
+}
+
+// keyOf is req's key.
+func keyOf(req alloc.Request) key { return key{nodestate.ShapeOf(req), req.Isolated} }
+
+// judgeKept is judge, kept on the entry n (node.kept) under id (the
+// Cache.keyID of keyOf(req)) for Score and the next pod of the same shape
+// while n lasts.
+func judgeKept(n *node, req alloc.Request, reqErr error, id int32) verdict {
+	if n == nil || reqErr != nil || n.kept == nil {
+		return judge(n, req, reqErr)
+	}
+	if v, ok := n.kept.load(id); ok {
+		return v
+	}
+	v := judge(n, req, reqErr)
+	n.kept.store(id, v)
+	return v
+}
+
+// judgeRuns counts judge's calls, for the tests and benchmarks of what
+// is kept.
+var judgeRuns atomic.Int64
+
 // judge answers req (reqErr: the pod's metadata did not read) on node n
 // (nil: the node publishes no corepin state, not ours to judge): by n's
 // summary where it proves a refusal, else by placing req on a copy of n's
 // state as the node's plugin admits it.
 func judge(n *node, req alloc.Request, reqErr error) verdict {
+	judgeRuns.Add(1)
 	var stateErr error
 	var hasState bool
 	if n != nil {
@@ -35,7 +67,13 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	p := n.pub
 	req, nodeDefault := nodestate.RequestOn(p.j.Settings, req)
 	v := verdict{}
-	err := n.sum.refuses(req, p.wholeCores)
+	err, decided := n.sum.shared(req)
+	if decided && err == nil {
+		return verdict{ok: true, score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}
+	}
+	if !decided {
+		err = n.sum.refuses(req, p.opts)
+	}
 	if err == nil {
 		v.byAllocator = true
 		pl, aerr := n.st.Clone().Admit(req)
@@ -63,7 +101,7 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	if p.j.Empty == nil {
 		return false
 	}
-	if p.empty.refuses(req, p.wholeCores) != nil {
+	if p.empty.refuses(req, p.opts) != nil {
 		return true
 	}
 	k := nodestate.ShapeOf(req)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +36,9 @@ const stateKey fwk.StateKey = Name
 // state at once and Unreserve releases it, PostBind notes the binding.
 type Plugin struct {
 	cache *Cache
+	// nrt is the NodeResourceTopology resource the plugin reads, as the
+	// scheduler names an event's resource ("" when none is served).
+	nrt fwk.EventResource
 }
 
 var (
@@ -52,9 +55,11 @@ var (
 func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	p := NewWithCache(NewCache())
 	f := h.SharedInformerFactory()
-	if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler()); err != nil {
+	reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler())
+	if err != nil {
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
+	go p.logDecoded(ctx, reg)
 	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(p.PodHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
@@ -64,6 +69,21 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		}
 	}
 	return p, nil
+}
+
+// logDecoded says once when the plugin's cache holds every node the
+// scheduler started with (its Node handler saw the informer's first list,
+// each node decoded), and how long that took: until then a node's state
+// may still be decoded in Filter, at a pod's expense.
+func (p *Plugin) logDecoded(ctx context.Context, reg toolscache.ResourceEventHandlerRegistration) {
+	begin := time.Now()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return
+	}
+	p.cache.mu.RLock()
+	n := len(p.cache.nodes)
+	p.cache.mu.RUnlock()
+	klog.FromContext(ctx).Info("corepin: node states decoded", "nodes", n, "seconds", time.Since(begin).Seconds())
 }
 
 // watchNRT keeps the cache's NodeResourceTopology objects (Cache.SetNRT)
@@ -83,6 +103,7 @@ func (p *Plugin) watchNRT(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
 	}
+	p.nrt = fwk.EventResource(res.Resource + "." + res.Version + "." + res.Group)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
@@ -167,22 +188,15 @@ func (p *Plugin) PodHandler() toolscache.ResourceEventHandler {
 func (p *Plugin) Name() string { return Name }
 
 // cycle is what the plugin keeps in a scheduling cycle: the pod's request
-// (or why it does not read) and the verdicts Filter found, for Score.
+// (or why it does not read) and its key among the verdicts each node
+// entry keeps (node.kept), where Score finds Filter's placement.
 type cycle struct {
 	req alloc.Request
 	err error
-	mu  sync.Mutex
-	// verdicts are Filter's by node name, with the entry they judged.
-	verdicts map[string]judged
+	key int32 // Cache.keyID
 }
 
-type judged struct {
-	n *node
-	v verdict
-}
-
-// Clone shares the cycle: its request never changes, and a verdict is
-// the node's whoever asks.
+// Clone shares the cycle: it never changes.
 func (c *cycle) Clone() fwk.StateData { return c }
 
 func cycleOf(state fwk.CycleState) (*cycle, error) {
@@ -200,7 +214,7 @@ func cycleOf(state fwk.CycleState) (*cycle, error) {
 // PreFilter reads the pod's request once for the cycle.
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
-	state.Write(stateKey, &cycle{req: req, err: err, verdicts: map[string]judged{}})
+	state.Write(stateKey, &cycle{req: req, err: err, key: p.cache.keyID(keyOf(req))})
 	return nil, nil
 }
 
@@ -226,10 +240,7 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 		p.cache.SetNode(node)
 		n = p.cache.get(name)
 	}
-	v := judge(n, c.req, c.err)
-	c.mu.Lock()
-	c.verdicts[name] = judged{n: n, v: v}
-	c.mu.Unlock()
+	v := judgeKept(n, c.req, c.err, c.key)
 	switch {
 	case v.ok:
 		return nil
@@ -242,23 +253,19 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 // scoreScale turns nodestate.Score's range into the framework's.
 const scoreScale = fwk.MaxNodeScore / nodestate.MaxScore
 
-// Score rates the placement Filter found on the node in this cycle (the
-// node's state unchanged since), else places the pod again; a node that
+// Score rates the placement Filter found on the node in this cycle (kept
+// on the node's entry, the node's state unchanged since), else places the
+// pod again; a node that
 // publishes no corepin state scores 0, as with the extender.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	c, err := cycleOf(state)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	name := ni.Node().Name
-	n := p.cache.get(name)
-	c.mu.Lock()
-	j, ok := c.verdicts[name]
-	c.mu.Unlock()
-	if !ok || j.n != n {
-		j.v = judge(n, c.req, c.err)
-	}
-	return j.v.score * scoreScale, nil
+	// Filter's verdict, kept on the node's entry; judged again only when
+	// the node's state changed since.
+	v := judgeKept(p.cache.get(ni.Node().Name), c.req, c.err, c.key)
+	return v.score * scoreScale, nil
 }
 
 // ScoreExtensions is nil: scores are in the framework's range already.

@@ -1,21 +1,35 @@
 package plugin
 
 import (
+	"slices"
+
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
 )
 
 // summary is what a node's state leaves an exclusive request, counted once
-// per change of the state: per NUMA node, the CPUs it could still take
-// (allowed, not reserved, not held by LSE or LSR) and those of them in
-// wholly free physical cores. Each count is an upper bound of what the
-// allocator can give, so a request it refuses is refused by the allocator
-// too; the allocator runs only where the summary cannot decide.
+// per change of the state: per NUMA node and per socket, the CPUs it could
+// still take (allowed, not reserved, not held by LSE or LSR) and those of
+// them in wholly free physical cores. Each count is an upper bound of what
+// the allocator can give, so a request it refuses is refused by the
+// allocator too; the allocator runs only where the summary cannot decide.
 type summary struct {
 	free, whole                []int
 	total, wholeTotal          int
 	maxFree, maxWhole, coreMax int
+	// sockFree and sockWhole are the counts per socket.
+	sockFree, sockWhole []int
+	// online are the online CPUs per NUMA node, as the allocator sizes
+	// the fewest nodes a request needs; noneCPUs says some CPUs are in no
+	// NUMA node (the allocator's extra locality, not counted here).
+	online   []int
+	noneCPUs bool
+	// ls and be are the shared pools' CPUs, lsMilli the LS quotas
+	// committed, ids the assignment ids held: what the allocator reads of
+	// a shared (LS, BE) request.
+	ls, be, lsMilli int
+	ids             map[string]struct{}
 }
 
 // summarize counts st's summary.
@@ -39,21 +53,135 @@ func summarize(st *alloc.State) summary {
 		s.free, s.whole = append(s.free, f), append(s.whole, w)
 		s.total, s.wholeTotal = s.total+f, s.wholeTotal+w
 		s.maxFree, s.maxWhole = max(s.maxFree, f), max(s.maxWhole, w)
+		s.online = append(s.online, cpus.Size())
+	}
+	for so := range t.NumSockets() {
+		cpus := t.SocketCPUs(topology.SocketID(so))
+		s.sockFree = append(s.sockFree, cpus.Intersection(avail).Size())
+		s.sockWhole = append(s.sockWhole, cpus.Intersection(whole).Size())
+	}
+	s.noneCPUs = !t.NoNodeCPUs().IsEmpty()
+	s.ls, s.be = p.LS.Size(), p.BE.Size()
+	s.ids = map[string]struct{}{}
+	for _, a := range st.Assignments() {
+		s.ids[a.ID] = struct{}{}
+		if a.QoS == alloc.LS {
+			s.lsMilli += a.MilliCPUs
+		}
 	}
 	return s
+}
+
+// shared answers a shared (LS, BE) request of the usual form as the
+// allocator does, without placing it: the shared pools only hold the
+// quota (an LS quota within the LS pool's CPUs, a pool not empty), and
+// such a placement always scores nodestate.Score's shared 5. decided is
+// false for a request the allocator must read (another class, a bind,
+// exclusive or NUMA strategy, isolated CPUs, an id already held, no LS
+// quota).
+func (s summary) shared(req alloc.Request) (err error, decided bool) {
+	if req.QoS != alloc.LS && req.QoS != alloc.BE || req.ID == "" || req.Isolated != alloc.IsolatedAvoid ||
+		req.Bind != "" && req.Bind != alloc.BindDefault || req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone ||
+		req.NUMA != "" && req.NUMA != alloc.MostAllocated || req.CPUs < 0 || req.MilliCPUs < 0 {
+		return nil, false
+	}
+	if _, err := alloc.ParseTopologyPolicy(string(req.TopologyPolicy)); err != nil {
+		return nil, false
+	}
+	if _, held := s.ids[req.ID]; held {
+		return nil, false
+	}
+	milli := req.MilliCPUs
+	if milli == 0 {
+		milli = req.CPUs * 1000
+	}
+	size := s.be
+	if req.QoS == alloc.LS {
+		if milli == 0 {
+			return nil, false
+		}
+		size = s.ls
+		if s.lsMilli+milli > size*1000 {
+			return alloc.Rejection{Constraint: "LS pool", Reason: "the node's summary"}, true
+		}
+	}
+	if size == 0 {
+		return alloc.Rejection{Constraint: string(req.QoS) + " pool", Reason: "the node's summary"}, true
+	}
+	return nil, true
+}
+
+// topSum is the sum of the k largest of counts.
+func topSum(counts []int, k int) int {
+	sorted := slices.Sorted(slices.Values(counts))
+	sum := 0
+	for i := len(sorted) - 1; i >= 0 && i >= len(sorted)-k; i-- {
+		sum += sorted[i]
+	}
+	return sum
+}
+
+// fewest is the fewest of counts whose sum reaches n, 0 when all of them
+// do not (as the allocator counts the NUMA nodes a request needs).
+func fewest(counts []int, n int) int {
+	for k := 1; k <= len(counts); k++ {
+		if topSum(counts, k) >= n {
+			return k
+		}
+	}
+	return 0
+}
+
+// refusesRestricted reports whether the summary proves that a request of
+// n CPUs under the restricted topology policy is refused: kubelet's
+// Topology Manager, as the allocator reproduces it, admits it only on the
+// fewest NUMA nodes that could hold n on the empty machine, or (option
+// align-by-socket) on nodes spanning the fewest sockets that could; the
+// free CPUs there are at most the largest counts. The free CPUs are
+// counted whatever the bind, an upper bound of every engine's capacity.
+func (s summary) refusesRestricted(n int, alignBySocket bool) bool {
+	if s.noneCPUs || len(s.free) < 2 {
+		return false
+	}
+	minAff := fewest(s.online, n)
+	if minAff == 0 {
+		minAff = len(s.online)
+	}
+	if topSum(s.free, minAff) >= n {
+		return false
+	}
+	if !alignBySocket {
+		return true
+	}
+	perSocket := len(s.free) / max(len(s.sockFree), 1)
+	if perSocket == 0 {
+		return true // no mask can be socket-aligned
+	}
+	minSockets := (minAff + perSocket - 1) / perSocket
+	return topSum(s.sockFree, minSockets) < n
+}
+
+// nodeOpts are what the summary reads of a node's options.
+type nodeOpts struct {
+	// fullPCPUs: the option full-pcpus-only (a request must be whole
+	// cores); wholeCores: the node also places exclusive CPUs in whole
+	// free cores only (the corepin engine under it).
+	fullPCPUs, wholeCores bool
+	// alignBySocket: the option align-by-socket (restricted also admits
+	// socket-aligned masks).
+	alignBySocket bool
 }
 
 // refuses is the refusal of req (as alloc.NodeSettings.Apply made it)
 // that the summary alone proves, in the form the allocator gives it
 // (alloc.Rejection, worded by nodestate.Reason), or nil when the
-// allocator must decide. wholeCores says the node places exclusive CPUs
-// in whole cores whatever the request asks (the option full-pcpus-only).
-func (s summary) refuses(req alloc.Request, wholeCores bool) error {
+// allocator must decide, under the node's options o.
+func (s summary) refuses(req alloc.Request, o nodeOpts) error {
 	if req.QoS != alloc.LSE && req.QoS != alloc.LSR || req.CPUs <= 0 {
 		return nil
 	}
-	whole := wholeCores || req.Bind == alloc.BindFullPCPUs
-	if whole && s.coreMax > 0 && req.CPUs%s.coreMax != 0 {
+	whole := o.wholeCores || req.Bind == alloc.BindFullPCPUs
+	if (whole || o.fullPCPUs) && s.coreMax > 0 && req.CPUs%s.coreMax != 0 {
 		return nil // the allocator words a request of the wrong shape
 	}
 	have, haveOne := s.total, s.maxFree
@@ -67,6 +195,8 @@ func (s summary) refuses(req alloc.Request, wholeCores bool) error {
 		return alloc.Rejection{Constraint: constraint, Reason: "the node's summary"}
 	case req.TopologyPolicy == alloc.TopologySingleNUMANode && haveOne < req.CPUs:
 		return alloc.Rejection{Constraint: string(alloc.TopologySingleNUMANode), Reason: "the node's summary"}
+	case req.TopologyPolicy == alloc.TopologyRestricted && s.refusesRestricted(req.CPUs, o.alignBySocket):
+		return alloc.Rejection{Constraint: string(alloc.TopologyRestricted), Reason: "the node's summary"}
 	}
 	return nil
 }
