@@ -19,7 +19,7 @@ FUZZTIME ?= 60s
 
 .PHONY: all build demo test bench fuzz fuzz-ci clean soak e2e-node test-kube e2e-cluster kube-bin e2e-kubelet e2e-deploy test-chart \
 	sched test-sched \
-	dist-bin image image-push image-check dist
+	dist-bin dist-sched image image-push image-check dist
 
 all: build
 
@@ -76,24 +76,45 @@ dist-bin:
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOAMD64=v1 GOARM64=v8.0 $(GO) build -trimpath -buildvcs=false \
 	    -ldflags '$(LDFLAGS)' -o $(DIST)/corepin-$(VERSION)-$${p%/*}-$${p#*/} ./cmd/corepin; \
 	done
+	$(MAKE) dist-sched
 
-# The image, without a container daemon or a registry: one layer with the
+# corepin-scheduler for each platform, from the nested module scheduler/
+# (make sched's build, reproducible the same way). The arm64 build is a
+# cold cross-compile of kube-scheduler's packages the first time; later
+# runs reuse GOCACHE.
+dist-sched:
+	@mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+	  echo "$(DIST)/corepin-scheduler-$(VERSION)-$${p%/*}-$${p#*/}"; \
+	  (cd scheduler && CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOAMD64=v1 GOARM64=v8.0 $(GO) build -trimpath -buildvcs=false \
+	    -ldflags '-s -w' -o ../$(DIST)/corepin-scheduler-$(VERSION)-$${p%/*}-$${p#*/} ./cmd/corepin-scheduler); \
+	done
+
+# The images, without a container daemon or a registry: one layer with the
 # static binary per platform and an OCI index of both, every time from
 # SOURCE_DATE_EPOCH (the commit's), named the chart's image.repository
-# tagged VERSION (its appVersion). Writes dist/image/oci (an OCI layout: skopeo copy oci:...) and one
-# docker-archive per platform (ctr images import, kind load image-archive;
-# the format holds one platform), and prints the name and index digest.
+# (corepin) and scheduler.repository (corepin-scheduler), tagged VERSION
+# (its appVersion). Writes dist/image/oci (an OCI layout: skopeo copy
+# oci:...) and one docker-archive per platform (ctr images import, kind
+# load image-archive; the format holds one platform), the same for
+# corepin-scheduler in dist/image/scheduler, and prints the names and
+# index digests.
 image: dist-bin
 	cd tools && $(GO) run ./image build --chart ../deploy/helm/corepin --version $(VERSION) \
 	  --revision $(COMMIT) --epoch $(SOURCE_DATE_EPOCH) --out ../$(DIST)/image \
 	  $(foreach p,$(PLATFORMS),--bin $(p)=../$(DIST)/corepin-$(VERSION)-$(subst /,-,$(p)))
+	cd tools && $(GO) run ./image build --name corepin-scheduler --chart ../deploy/helm/corepin --version $(VERSION) \
+	  --revision $(COMMIT) --epoch $(SOURCE_DATE_EPOCH) --out ../$(DIST)/image/scheduler \
+	  $(foreach p,$(PLATFORMS),--bin $(p)=../$(DIST)/corepin-scheduler-$(VERSION)-$(subst /,-,$(p)))
 
 # Pushes the index make image wrote: make image-push IMAGE=registry/name:tag
-# (credentials from docker's config, as docker login writes them).
+# (credentials from docker's config, as docker login writes them), and
+# corepin-scheduler's with SCHEDULER_IMAGE=registry/corepin-scheduler:tag.
 image-push:
-	@test -n "$(IMAGE)" || { echo "usage: make image-push IMAGE=registry/name:tag"; exit 2; }
+	@test -n "$(IMAGE)" || { echo "usage: make image-push IMAGE=registry/name:tag [SCHEDULER_IMAGE=registry/corepin-scheduler:tag]"; exit 2; }
 	$(MAKE) image
 	cd tools && $(GO) run ./image push --layout ../$(DIST)/image/oci $(IMAGE)
+	$(if $(SCHEDULER_IMAGE),cd tools && $(GO) run ./image push --layout ../$(DIST)/image/scheduler/oci $(SCHEDULER_IMAGE))
 
 # dist/: the binaries, the image archives, a CycloneDX SBOM of the Go
 # module graph (cyclonedx-gomod's generator, in tools/sbom: the version,
@@ -102,7 +123,9 @@ image-push:
 dist: image
 	cd tools && $(GO) run ./sbom --module .. --version $(VERSION) --revision $(COMMIT) \
 	  --epoch $(SOURCE_DATE_EPOCH) --out ../$(DIST)/corepin-$(VERSION).cdx.json
-	cd $(DIST) && sha256sum corepin-$(VERSION)-* corepin-$(VERSION).cdx.json image/corepin-$(VERSION)-*.tar image/oci/index.json > SHA256SUMS
+	cd $(DIST) && sha256sum corepin-$(VERSION)-* corepin-scheduler-$(VERSION)-* corepin-$(VERSION).cdx.json \
+	  image/corepin-$(VERSION)-*.tar image/oci/index.json \
+	  image/scheduler/corepin-scheduler-$(VERSION)-*.tar image/scheduler/oci/index.json > SHA256SUMS
 	@cat $(DIST)/SHA256SUMS
 
 # make dist twice, the second time in a fresh clone of HEAD at another
