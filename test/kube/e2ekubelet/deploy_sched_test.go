@@ -27,6 +27,10 @@ const (
 	// leaderLine is kube-scheduler's log line once it holds its lease.
 	leaderLine = "Successfully acquired lease"
 	sweepLabel = "corepin.io/sweep=concurrency"
+	// heldFor is how long every pod not done must stay Unschedulable on
+	// the idle node to count as held by corepin (the node republishes
+	// its state at least every 30 s).
+	heldFor = 40 * time.Second
 )
 
 // schedulerValues are the chart values that run corepin-scheduler here:
@@ -162,6 +166,7 @@ func (d *deploy) sweepThroughScheduler() {
 	defer d.deleteSweep(js)
 	var pods []corev1.Pod
 	var done, held, refused []string
+	var still time.Time // since when every pod is done or held
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		d.sampleAssigned(ctx)
 		if refused = d.refusedByNode(ctx); len(refused) > 0 {
@@ -180,11 +185,20 @@ func (d *deploy) sweepThroughScheduler() {
 				held = append(held, p.Name)
 			}
 		}
-		// Held pods count once no other pod is left to finish and the
+		// Held pods count once no other pod is left to finish, the
 		// scheduler's last word is not a resource short (a pod waiting
-		// for another to finish): on the idle node what holds them is
-		// corepin.
-		return len(pods) == want && len(done)+len(held) == want, nil
+		// for another to finish), and nothing moved for heldFor: the
+		// node republishes its state within seconds of a change (and
+		// every 30 s), and the scheduler tries its pods again then. On
+		// the idle node what holds them is corepin.
+		if len(pods) != want || len(done)+len(held) != want {
+			still = time.Time{}
+			return false, nil
+		}
+		if still.IsZero() {
+			still = time.Now()
+		}
+		return len(held) == 0 || time.Since(still) >= heldFor, nil
 	})
 	took := time.Since(begin)
 	stop()
