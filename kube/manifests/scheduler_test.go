@@ -89,7 +89,7 @@ func parseSchedulerConfig(t *testing.T, data string) schedconfig.KubeSchedulerCo
 // of the same pod; the profile carries the scheduler name pods opt in with;
 // its own lease is grantable; and the nodes publish their state for it.
 func TestChartShipsTheScheduler(t *testing.T) {
-	objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "name": "pinned", "extenderPort": 19999}}))
+	objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "name": "pinned", "extenderPort": 19999}}))
 	ns := defaultRelease.Namespace
 	cm, ok := objs["ConfigMap/"+ns+"/corepin-scheduler"].(*corev1.ConfigMap)
 	if !ok {
@@ -223,7 +223,7 @@ func TestChartSchedulerNRT(t *testing.T) {
 	ns := defaultRelease.Namespace
 	for _, nrt := range []bool{false, true} {
 		t.Run(fmt.Sprint("nrt=", nrt), func(t *testing.T) {
-			objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "nrt": nrt}}))
+			objs := named(t, render(t, map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "nrt": nrt}}))
 			dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
 			var args []string
 			for _, c := range dep.Spec.Template.Spec.Containers {
@@ -274,8 +274,8 @@ func TestChartSchedulerTrackPods(t *testing.T) {
 		values map[string]any
 		want   bool
 	}{
-		{map[string]any{"enabled": true}, true},
-		{map[string]any{"enabled": true, "trackPods": false}, false},
+		{map[string]any{"enabled": true, "mode": "extender"}, true},
+		{map[string]any{"enabled": true, "mode": "extender", "trackPods": false}, false},
 	} {
 		objs := named(t, render(t, map[string]any{"scheduler": tc.values}))
 		dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
@@ -318,8 +318,8 @@ func TestChartSchedulerExtenderMemoryLimit(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		{map[string]any{"enabled": true}, "256Mi"},
-		{map[string]any{"enabled": true, "extenderResources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}}, "1Gi"},
+		{map[string]any{"enabled": true, "mode": "extender"}, "256Mi"},
+		{map[string]any{"enabled": true, "mode": "extender", "extenderResources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}}, "1Gi"},
 	} {
 		objs := named(t, render(t, map[string]any{"scheduler": tc.values}))
 		dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
@@ -346,6 +346,129 @@ func TestChartSchedulerExtenderMemoryLimit(t *testing.T) {
 		}
 		if ref == nil || ref.ContainerName != "extender" || ref.Resource != "limits.memory" || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
 			t.Errorf("scheduler %v: extender --memory-limit=%q with env %+v, want the variable of its own limits.memory in bytes", tc.values, flag, ext.Env)
+		}
+	}
+}
+
+// schedulerPod is the corepin-scheduler Deployment's pod and the
+// KubeSchedulerConfiguration it runs, rendered with values.
+func schedulerPod(t *testing.T, values map[string]any) (corev1.PodSpec, schedconfig.KubeSchedulerConfiguration) {
+	t.Helper()
+	objs := named(t, render(t, values))
+	ns := defaultRelease.Namespace
+	dep, ok := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("no Deployment corepin-scheduler; objects: %v", keys(objs))
+	}
+	cm := objs["ConfigMap/"+ns+"/corepin-scheduler"].(*corev1.ConfigMap)
+	var cfg schedconfig.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+		t.Fatalf("scheduler config: %v\n%s", err, cm.Data["scheduler-config.yaml"])
+	}
+	return dep.Spec.Template.Spec, cfg
+}
+
+// TestChartShipsThePluginScheduler checks scheduler.mode plugin, the
+// default: one container running make image's corepin-scheduler image
+// (scheduler.repository at the plugin image's tag), a profile enabling
+// corepin's plugin ("Corepin", scheduler/plugin's Name) with the chart's
+// weight and no extender, and a client sized for a burst of pods.
+func TestChartShipsThePluginScheduler(t *testing.T) {
+	app := chartAppVersion(t)
+	for _, tc := range []struct {
+		name      string
+		scheduler map[string]any
+		image     map[string]any
+		want      string
+	}{
+		{"default", map[string]any{"enabled": true}, nil, "ghcr.io/corepin/corepin-scheduler:" + app},
+		{"image.tag", map[string]any{"enabled": true}, map[string]any{"tag": "1.2.3"}, "ghcr.io/corepin/corepin-scheduler:1.2.3"},
+		{"scheduler.image", map[string]any{"enabled": true, "image": "example.com/s:9"}, nil, "example.com/s:9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{"scheduler": tc.scheduler}
+			if tc.image != nil {
+				values["image"] = tc.image
+			}
+			pod, cfg := schedulerPod(t, values)
+			if len(pod.Containers) != 1 || pod.Containers[0].Name != "corepin-scheduler" {
+				t.Fatalf("containers %+v, want corepin-scheduler alone", pod.Containers)
+			}
+			c := pod.Containers[0]
+			if c.Image != tc.want || len(c.Command) != 0 || !slices.Equal(c.Args, []string{"--config=/etc/corepin-scheduler/scheduler-config.yaml"}) {
+				t.Errorf("container image %q command %v args %v, want %s run by its entrypoint with the ConfigMap's --config", c.Image, c.Command, c.Args, tc.want)
+			}
+			if len(cfg.Extenders) != 0 || len(cfg.Profiles) != 1 || cfg.Profiles[0].Plugins == nil {
+				t.Fatalf("config %+v: want one profile with plugins and no extender", cfg)
+			}
+			mp := cfg.Profiles[0].Plugins.MultiPoint.Enabled
+			if len(mp) != 1 || mp[0].Name != "Corepin" || mp[0].Weight == nil || *mp[0].Weight != 5 {
+				t.Errorf("profile multiPoint plugins %+v, want Corepin at weight 5 (scheduler.weight)", mp)
+			}
+			if cc := cfg.ClientConnection; cc.QPS != 500 || cc.Burst != 1000 {
+				t.Errorf("clientConnection qps %v burst %v, want 500 and 1000 (kube-scheduler's 50 caps binding)", cc.QPS, cc.Burst)
+			}
+		})
+	}
+	pod, cfg := schedulerPod(t, map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "qps": 80, "burst": 160}})
+	if len(pod.Containers) != 2 || pod.Containers[0].Image != "registry.k8s.io/kube-scheduler:v1.36.3" {
+		t.Errorf("mode extender: containers %+v, want kube-scheduler's image and the extender", pod.Containers)
+	}
+	if cc := cfg.ClientConnection; cc.QPS != 80 || cc.Burst != 160 {
+		t.Errorf("mode extender: clientConnection qps %v burst %v, want the values' 80 and 160", cc.QPS, cc.Burst)
+	}
+}
+
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/helm/corepin/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion %q: %v", c.AppVersion, err)
+	}
+	return c.AppVersion
+}
+
+// TestChartAPIServerWithoutKubeProxy checks apiServer.host and
+// hostNetwork: every corepin container gets KUBERNETES_SERVICE_HOST and
+// _PORT (over the kubelet's) and both pods the node's network; by
+// default neither.
+func TestChartAPIServerWithoutKubeProxy(t *testing.T) {
+	ns := defaultRelease.Namespace
+	for _, mode := range []string{"plugin", "extender"} {
+		for _, set := range []bool{false, true} {
+			values := map[string]any{"scheduler": map[string]any{"enabled": true, "mode": mode}}
+			if set {
+				values["apiServer"] = map[string]any{"host": "10.0.0.1", "port": 7443}
+				values["hostNetwork"] = true
+			}
+			objs := named(t, render(t, values))
+			ds := objs["DaemonSet/"+ns+"/corepin-nri"].(*appsv1.DaemonSet)
+			dep := objs["Deployment/"+ns+"/corepin-scheduler"].(*appsv1.Deployment)
+			// Two pods can not both hold the node's port 10259.
+			if ru := dep.Spec.Strategy.RollingUpdate; set && (ru == nil || ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0) {
+				t.Errorf("mode %s on the host's network: rolling update %+v, want no surge", mode, ru)
+			}
+			for _, pod := range []corev1.PodSpec{ds.Spec.Template.Spec, dep.Spec.Template.Spec} {
+				if pod.HostNetwork != set || (set && pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet) {
+					t.Errorf("mode %s, set %v: hostNetwork %v dnsPolicy %q", mode, set, pod.HostNetwork, pod.DNSPolicy)
+				}
+				for _, c := range pod.Containers {
+					env := map[string]string{}
+					for _, e := range c.Env {
+						env[e.Name] = e.Value
+					}
+					host, port := env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
+					if set && (host != "10.0.0.1" || port != "7443") || !set && (host != "" || port != "") {
+						t.Errorf("mode %s, apiServer set %v: container %s has KUBERNETES_SERVICE_HOST %q _PORT %q", mode, set, c.Name, host, port)
+					}
+				}
+			}
 		}
 	}
 }

@@ -35,18 +35,33 @@ const (
 
 // switches are the chart's documented switches (values.yaml and the
 // README), each as Helm --set arguments: the default first, then the
-// other setting. Every combination is linted, rendered and dry-run.
-var switches = [][]string{
-	{"scheduler.enabled=false", "scheduler.enabled=true"},
-	{"scheduler.nrt=false", "scheduler.nrt=true"},
-	{"scheduler.trackPods=true", "scheduler.trackPods=false"},
-	{"nodeResourceTopology.publish=false", "nodeResourceTopology.publish=true"},
-	{"annotateNode=false", "annotateNode=true"},
+// other setting. Every combination is linted, rendered and dry-run, but
+// a switch that changes nothing given the settings before it (when, if
+// set, is false) is taken at its default only: the scheduler's switches
+// without the scheduler, the extender's in mode plugin, annotateNode
+// with the scheduler (which implies it).
+var switches = []struct {
+	settings []string
+	when     func(before []string) bool
+}{
+	{settings: []string{"scheduler.enabled=false", "scheduler.enabled=true"}},
+	{settings: []string{"scheduler.mode=plugin", "scheduler.mode=extender"}, when: with("scheduler.enabled=true")},
+	{settings: []string{"scheduler.nrt=false", "scheduler.nrt=true"}, when: with("scheduler.mode=extender")},
+	{settings: []string{"scheduler.trackPods=true", "scheduler.trackPods=false"}, when: with("scheduler.mode=extender")},
+	{settings: []string{"nodeResourceTopology.publish=false", "nodeResourceTopology.publish=true"}},
+	{settings: []string{"annotateNode=false", "annotateNode=true"}, when: with("scheduler.enabled=false")},
 	// The migration from the kubelet's static policy, as the README
 	// describes it.
-	{"policy=corepin", "policy=kubelet,policyOptions={full-pcpus-only,strict-cpu-reservation},topologyPolicy=single-numa-node,reservedCPUs=0-1"},
-	{"rbac.create=true", "rbac.create=false"},
-	{"rbac.ownNodeOnly=true", "rbac.ownNodeOnly=false"},
+	{settings: []string{"policy=corepin", "policy=kubelet,policyOptions={full-pcpus-only,strict-cpu-reservation},topologyPolicy=single-numa-node,reservedCPUs=0-1"}},
+	{settings: []string{"rbac.create=true", "rbac.create=false"}},
+	{settings: []string{"rbac.ownNodeOnly=true", "rbac.ownNodeOnly=false"}},
+	// A cluster without kube-proxy, as make e2e-deploy's node is.
+	{settings: []string{"hostNetwork=false,apiServer.host=", "hostNetwork=true,apiServer.host=10.0.0.1,apiServer.port=6443"}},
+}
+
+// with is a switch's when: the setting s is among those before it.
+func with(s string) func([]string) bool {
+	return func(before []string) bool { return slices.Contains(before, s) }
 }
 
 // combination is one setting of every switch.
@@ -61,7 +76,11 @@ func combinations() []combination {
 	for _, sw := range switches {
 		var next []combination
 		for _, c := range out {
-			for _, s := range sw {
+			settings := sw.settings
+			if sw.when != nil && !sw.when(c.sets) {
+				settings = settings[:1]
+			}
+			for _, s := range settings {
 				next = append(next, combination{sets: append(slices.Clone(c.sets), s)})
 			}
 		}
@@ -241,6 +260,11 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "zero weight", set: "scheduler.weight=0", want: "/scheduler/weight"},
 		{name: "port out of range", set: "scheduler.extenderPort=70000", want: "/scheduler/extenderPort"},
 		{name: "string for a boolean", set: "scheduler.enabled=yes", want: "/scheduler/enabled"},
+		{name: "unknown scheduler mode", set: "scheduler.mode=builtin", want: "/scheduler/mode"},
+		{name: "zero client qps", set: "scheduler.qps=0", want: "/scheduler/qps"},
+		{name: "zero client burst", set: "scheduler.burst=0", want: "/scheduler/burst"},
+		{name: "API server as a URL", set: "apiServer.host=https://10.0.0.1", want: "/apiServer/host"},
+		{name: "API server port out of range", set: "apiServer.port=0", want: "/apiServer/port"},
 		{name: "misspelt key", set: "schedular.enabled=true", want: "schedular"},
 		{name: "unknown nested key", set: "nodeResourceTopology.publsh=true", want: "publsh"},
 		{name: "bad quantity", set: "resources.requests.cpu=lots", want: "/resources/requests/cpu"},
@@ -277,6 +301,7 @@ func TestSchemaTakesTheValuesUsersType(t *testing.T) {
 		"reservedCPUs=2", "reservedCPUs=", "reservedCPUs=0-1\\,32-33", "resources.requests.cpu=1",
 		"resources.limits.memory=1.5Gi", "image.tag=1.2.3", "nodeSelector.corepin\\.io/enabled=true",
 		"policyOptions=null", "global.imageRegistry=example.com", "containerInfoDir=", "containerInfoDir=/var/run/corepin",
+		"scheduler.qps=250", "apiServer.host=fd00::1", "apiServer.host=api.example.com", "scheduler.image=registry.example.com/ks:1",
 	} {
 		if _, err := template(t, values(t, set)); err != nil {
 			t.Errorf("helm template --set %s: %v", set, err)

@@ -20,13 +20,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// Entrypoint is where the binary lives in the image; the chart's pods give
-// only args (nri ..., extender ...).
-const Entrypoint = "/usr/local/bin/corepin"
+// BinDir is where the binary lives in the image, named as the image
+// (Spec.Name); the chart's pods give only args (nri ..., extender ...,
+// --config=...).
+const BinDir = "/usr/local/bin/"
 
 // Spec is what an image is made of. The same Spec with the same binaries
 // gives the same digests.
 type Spec struct {
+	Name       string            // the binary and the image's title: corepin or corepin-scheduler
 	Repository string            // e.g. ghcr.io/corepin/corepin
 	Version    string            // the tag and the version label
 	Revision   string            // the commit
@@ -38,13 +40,16 @@ type Spec struct {
 // Labels are the image's OCI labels (config labels and index annotations).
 func (s Spec) Labels() map[string]string {
 	return map[string]string{
-		"org.opencontainers.image.title":    "corepin",
+		"org.opencontainers.image.title":    s.Name,
 		"org.opencontainers.image.source":   s.Source,
 		"org.opencontainers.image.revision": s.Revision,
 		"org.opencontainers.image.version":  s.Version,
 		"org.opencontainers.image.created":  s.Created.Format(time.RFC3339),
 	}
 }
+
+// Entrypoint is the image's binary.
+func (s Spec) Entrypoint() string { return BinDir + s.Name }
 
 // Result is a built image: the index and its images by os/arch.
 type Result struct {
@@ -56,6 +61,9 @@ type Result struct {
 
 // Build makes one image per binary and the index of them, in memory.
 func Build(s Spec) (*Result, error) {
+	if s.Name == "" || strings.ContainsAny(s.Name, "/ ") {
+		return nil, fmt.Errorf("image name %q: want the binary's name, e.g. corepin", s.Name)
+	}
 	ref, err := name.NewTag(s.Repository + ":" + s.Version)
 	if err != nil {
 		return nil, fmt.Errorf("naming the image %s:%s: %w", s.Repository, s.Version, err)
@@ -124,7 +132,7 @@ func buildImage(s Spec, plat *v1.Platform, bin string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the binary: %w", err)
 	}
-	tarb, err := layerTar(b, s.Created)
+	tarb, err := layerTar(s.Entrypoint(), b, s.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +145,7 @@ func buildImage(s Spec, plat *v1.Platform, bin string) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	created := v1.Time{Time: s.Created}
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: created, CreatedBy: "corepin tools/image: " + Entrypoint + " (static)", Comment: "corepin " + s.Version,
+		Created: created, CreatedBy: "corepin tools/image: " + s.Entrypoint() + " (static)", Comment: s.Name + " " + s.Version,
 	}})
 	if err != nil {
 		return nil, err
@@ -151,7 +159,7 @@ func buildImage(s Spec, plat *v1.Platform, bin string) (v1.Image, error) {
 	cf.Created = created
 	cf.Author = ""
 	cf.Config = v1.Config{
-		Entrypoint: []string{Entrypoint},
+		Entrypoint: []string{s.Entrypoint()},
 		Env:        []string{"PATH=/usr/local/bin"},
 		WorkingDir: "/",
 		Labels:     s.Labels(),
@@ -159,11 +167,11 @@ func buildImage(s Spec, plat *v1.Platform, bin string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// layerTar is the image's only layer: the binary and what a pod needs
-// besides it. The pods run it with a read-only root and mount what they
+// layerTar is the image's only layer: the binary (at entrypoint) and what
+// a pod needs besides it. The pods run it with a read-only root and mount what they
 // write (the state directory, the NRI socket); /tmp is an empty mount
 // point for a volume. No shell, no libc: the binary is static.
-func layerTar(bin []byte, created time.Time) ([]byte, error) {
+func layerTar(entrypoint string, bin []byte, created time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	entries := []tar.Header{
@@ -171,7 +179,7 @@ func layerTar(bin []byte, created time.Time) ([]byte, error) {
 		{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755},
 		{Name: "usr/local/", Typeflag: tar.TypeDir, Mode: 0o755},
 		{Name: "usr/local/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: strings.TrimPrefix(Entrypoint, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))},
+		{Name: strings.TrimPrefix(entrypoint, "/"), Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))},
 	}
 	for _, h := range entries {
 		h.ModTime = created
@@ -193,7 +201,7 @@ func layerTar(bin []byte, created time.Time) ([]byte, error) {
 
 // Archive is the docker-archive file name of one platform's image.
 func (r *Result) Archive(plat string) string {
-	return fmt.Sprintf("corepin-%s-%s.tar", r.spec.Version, strings.ReplaceAll(plat, "/", "-"))
+	return fmt.Sprintf("%s-%s-%s.tar", r.spec.Name, r.spec.Version, strings.ReplaceAll(plat, "/", "-"))
 }
 
 // Write writes out/oci (an OCI layout whose index.json holds the index,

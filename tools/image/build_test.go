@@ -31,7 +31,7 @@ func testSpec(t *testing.T) Spec {
 		}
 		bins[p] = f
 	}
-	return Spec{Repository: "ghcr.io/corepin/corepin", Version: "0.1.0", Revision: "a26a50b",
+	return Spec{Name: "corepin", Repository: "ghcr.io/corepin/corepin", Version: "0.1.0", Revision: "a26a50b",
 		Source: "https://github.com/corepin/corepin", Created: time.Unix(1795000000, 0).UTC(), Binaries: bins}
 }
 
@@ -107,7 +107,7 @@ func TestImageContents(t *testing.T) {
 		if !cf.Created.Time.Equal(s.Created) || len(cf.History) != 1 || !cf.History[0].Created.Time.Equal(s.Created) {
 			t.Errorf("%s: created %v, history %+v; want every time %v", p, cf.Created, cf.History, s.Created)
 		}
-		if diff := cmp.Diff([]string{Entrypoint}, cf.Config.Entrypoint); diff != "" {
+		if diff := cmp.Diff([]string{"/usr/local/bin/corepin"}, cf.Config.Entrypoint); diff != "" {
 			t.Errorf("%s entrypoint (-want +got):\n%s", p, diff)
 		}
 		if diff := cmp.Diff(s.Labels(), cf.Config.Labels); diff != "" {
@@ -227,15 +227,51 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestChartDefaultImageIsMakeImage renders the chart's image lines with its
-// default values: each names the image make image builds, the chart's
-// image.repository tagged with its appVersion (the Makefile's VERSION).
-func TestChartDefaultImageIsMakeImage(t *testing.T) {
-	const chart = "../../deploy/helm/corepin"
-	repo, err := chartRepository(chart)
+// TestSchedulerImage: corepin-scheduler's image is corepin's but for its
+// binary's name (its entrypoint and only file), its title and its
+// archives' names.
+func TestSchedulerImage(t *testing.T) {
+	s := testSpec(t)
+	s.Name, s.Repository = "corepin-scheduler", "ghcr.io/corepin/corepin-scheduler"
+	res, err := Build(s)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := s.Labels()["org.opencontainers.image.title"]; got != "corepin-scheduler" {
+		t.Errorf("title label %q, want corepin-scheduler", got)
+	}
+	if got := res.Archive("linux/arm64"); got != "corepin-scheduler-0.1.0-linux-arm64.tar" {
+		t.Errorf("archive %q, want corepin-scheduler-0.1.0-linux-arm64.tar", got)
+	}
+	img := res.Images["linux/amd64"]
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/usr/local/bin/corepin-scheduler"}, cf.Config.Entrypoint); diff != "" {
+		t.Errorf("entrypoint (-want +got):\n%s", diff)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	}
+	files := listLayer(t, layers[0], s.Created)
+	if _, ok := files["usr/local/bin/corepin-scheduler"]; !ok || len(files) != 5 {
+		t.Errorf("layer %v, want corepin's directories and usr/local/bin/corepin-scheduler", files)
+	}
+	s.Name = ""
+	if _, err := Build(s); err == nil {
+		t.Errorf("an image without a name accepted")
+	}
+}
+
+// TestChartDefaultImageIsMakeImage renders the chart's image lines with its
+// default values (the scheduler in mode plugin): each names an image make
+// image builds, the chart's image.repository or scheduler.repository
+// tagged with its appVersion (the Makefile's VERSION), and the scheduler's
+// line names corepin-scheduler's.
+func TestChartDefaultImageIsMakeImage(t *testing.T) {
+	const chart = "../../deploy/helm/corepin"
 	var meta struct {
 		AppVersion string `yaml:"appVersion"`
 	}
@@ -249,15 +285,23 @@ func TestChartDefaultImageIsMakeImage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := testSpec(t)
-	s.Repository, s.Version = repo, meta.AppVersion
-	res, err := Build(s)
-	if err != nil {
-		t.Fatal(err)
+	built := map[string]string{} // image name -> reference
+	for name, key := range images {
+		repo, err := chartRepository(chart, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := testSpec(t)
+		s.Name, s.Repository, s.Version = name, repo, meta.AppVersion
+		res, err := Build(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		built[name] = res.Ref.String()
 	}
 	data := map[string]any{"Values": values, "Chart": map[string]any{"AppVersion": meta.AppVersion}}
 	files, _ := filepath.Glob(filepath.Join(chart, "templates", "*.yaml"))
-	n := 0
+	seen := map[string]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -267,7 +311,6 @@ func TestChartDefaultImageIsMakeImage(t *testing.T) {
 			if !strings.Contains(line, ".Values.image.") || !strings.Contains(line, "image:") {
 				continue
 			}
-			n++
 			tmpl, err := template.New(f).Parse(line)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
@@ -277,12 +320,20 @@ func TestChartDefaultImageIsMakeImage(t *testing.T) {
 				t.Fatalf("%s: %v", f, err)
 			}
 			_, img, _ := strings.Cut(out.String(), "image:")
-			if got := strings.Trim(strings.TrimSpace(img), `"`); got != res.Ref.String() {
-				t.Errorf("%s: the chart's default image is %q, make image builds %q", filepath.Base(f), got, res.Ref)
+			got := strings.Trim(strings.TrimSpace(img), `"`)
+			want := built["corepin"]
+			if strings.Contains(line, ".Values.scheduler.repository") {
+				want = built["corepin-scheduler"]
 			}
+			if got != want {
+				t.Errorf("%s: the chart's default image is %q, make image builds %q", filepath.Base(f), got, want)
+			}
+			seen[got] = true
 		}
 	}
-	if n == 0 {
-		t.Fatalf("no image line naming .Values.image in %s/templates", chart)
+	for name, ref := range built {
+		if !seen[ref] {
+			t.Errorf("no image line of %s/templates names %s, make image's %s", chart, ref, name)
+		}
 	}
 }

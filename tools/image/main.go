@@ -1,5 +1,5 @@
-// Command image builds corepin's container image without a container daemon
-// or a registry: one layer holding the static binary, per platform, and an
+// Command image builds corepin's container images (corepin, and
+// corepin-scheduler: --name) without a container daemon or a registry: one layer holding the static binary, per platform, and an
 // OCI image index of them, every time fixed from SOURCE_DATE_EPOCH so that
 // the same commit gives the same digest. It writes an OCI image layout and,
 // per platform, a docker-archive tarball (the format has no index: one
@@ -11,6 +11,8 @@
 //	  --revision $(git rev-parse HEAD) --epoch $(git log -1 --format=%ct) \
 //	  --bin linux/amd64=../dist/corepin-0.1.0-linux-amd64 \
 //	  --bin linux/arm64=../dist/corepin-0.1.0-linux-arm64 --out ../dist/image
+//	go run ./image build --name corepin-scheduler --chart ../deploy/helm/corepin ... \
+//	  --bin linux/amd64=../dist/corepin-scheduler-0.1.0-linux-amd64 ... --out ../dist/image/scheduler
 //	go run ./image push --layout ../dist/image/oci ghcr.io/me/corepin:0.1.0
 //
 // It is a nested module (tools/) so that go-containerregistry never enters
@@ -71,11 +73,20 @@ func (b binFlags) Set(s string) error {
 	return nil
 }
 
+// images are the images make image builds, by name (the binary's), each
+// with the chart value naming its repository: the one place that names
+// it, for the chart and for make image.
+var images = map[string]string{
+	"corepin":           "image.repository",
+	"corepin-scheduler": "scheduler.repository",
+}
+
 func buildCmd(args []string) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	bins := binFlags{}
 	fs.Var(bins, "bin", "os/arch=path of a static binary (repeat per platform)")
-	chart := fs.String("chart", "", "the Helm chart whose values.yaml names the image repository (image.repository)")
+	imageName := fs.String("name", "corepin", "the image: corepin or corepin-scheduler (its binary's name and the title label)")
+	chart := fs.String("chart", "", "the Helm chart whose values.yaml names the image repository (image.repository, scheduler.repository)")
 	version := fs.String("version", "", "the version: the image's tag and its version label")
 	revision := fs.String("revision", "", "the commit (revision label)")
 	source := fs.String("source", "https://github.com/corepin/corepin", "the source label")
@@ -91,11 +102,15 @@ func buildCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--epoch (or SOURCE_DATE_EPOCH) %q: want seconds since 1970, e.g. $(git log -1 --format=%%ct)", *epoch)
 	}
-	repo, err := chartRepository(*chart)
+	key, ok := images[*imageName]
+	if !ok {
+		return fmt.Errorf("--name %q: want corepin or corepin-scheduler", *imageName)
+	}
+	repo, err := chartRepository(*chart, key)
 	if err != nil {
 		return err
 	}
-	spec := Spec{Repository: repo, Version: *version, Revision: *revision, Source: *source,
+	spec := Spec{Name: *imageName, Repository: repo, Version: *version, Revision: *revision, Source: *source,
 		Created: time.Unix(secs, 0).UTC(), Binaries: bins}
 	res, err := Build(spec)
 	if err != nil {
@@ -112,25 +127,27 @@ func buildCmd(args []string) error {
 	return nil
 }
 
-// chartRepository reads image.repository from the chart's values.yaml.
-func chartRepository(chart string) (string, error) {
+// chartRepository reads the value key (dotted, e.g. image.repository)
+// from the chart's values.yaml.
+func chartRepository(chart, key string) (string, error) {
 	p := filepath.Join(chart, "values.yaml")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return "", fmt.Errorf("reading the chart's values: %w", err)
 	}
-	var v struct {
-		Image struct {
-			Repository string `yaml:"repository"`
-		} `yaml:"image"`
-	}
+	var v any
 	if err := yaml.Unmarshal(b, &v); err != nil {
 		return "", fmt.Errorf("parsing %s: %w", p, err)
 	}
-	if v.Image.Repository == "" {
-		return "", fmt.Errorf("%s names no image.repository", p)
+	for _, k := range strings.Split(key, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
 	}
-	return v.Image.Repository, nil
+	repo, _ := v.(string)
+	if repo == "" {
+		return "", fmt.Errorf("%s names no %s", p, key)
+	}
+	return repo, nil
 }
 
 func pushCmd(args []string) error {

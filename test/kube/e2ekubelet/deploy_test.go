@@ -51,9 +51,13 @@ const (
 	releaseNS = "corepin-system"
 	dsName    = "corepin-nri"
 	dsLabel   = "app.kubernetes.io/name=corepin-nri"
-	// The plugin's pod is not on the host network (the chart does not ask
-	// for it), so it needs a network interface with an address: the
-	// runtime refuses a sandbox whose network has none. The host-device
+	// The network of a pod not on the host's: the chart's pods ask for
+	// the host's here (hostNetwork, to reach the API server on loopback),
+	// as every test pod does, so none uses it; it is the runtime's network
+	// configuration, which the node needs to be Ready, and the one a
+	// plugin pod off the host network gets. Such a pod needs a network
+	// interface with an address: the runtime refuses a sandbox whose
+	// network has none. The host-device
 	// CNI plugin moves this interface (one end of a veth pair whose other
 	// end, peerLink, stays down on the host: kernels without the dummy
 	// driver have veth) into the pod and back out when the sandbox goes,
@@ -76,17 +80,19 @@ var deployCNI = fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "corepin-e2e-dev", 
 // deploy is what the install test adds to the cluster.
 type deploy struct {
 	*cluster
-	rt        *cri
-	render    string
-	statefile string
-	chart     string
-	image     string // the chart's image as make image named it
-	version   string // its tag, the chart's appVersion
-	stateDir  string
-	dyn       dynamic.Interface
-	mapper    meta.RESTMapper
-	objs      []*unstructured.Unstructured // the last rendering applied
-	pluginCtr string                       // the plugin pod's container ID
+	rt         *cri
+	render     string
+	statefile  string
+	chart      string
+	image      string // the chart's image as make image named it
+	schedImage string // corepin-scheduler's, likewise
+	version    string // their tag, the chart's appVersion
+	stateDir   string
+	dyn        dynamic.Interface
+	mapper     meta.RESTMapper
+	objs       []*unstructured.Unstructured // the last rendering applied
+	pluginCtr  string                       // the plugin pod's container ID
+	schedCtr   string                       // corepin-scheduler's
 	// groupsBefore are the cgroups named corepin before the test (other
 	// runs' on a shared machine): not the release's.
 	groupsBefore []string
@@ -102,10 +108,14 @@ type deploy struct {
 // plugin is up; the uninstall leaves no plugin connection and no cgroup,
 // only the state file.
 //
-// Not here: the chart's corepin-scheduler Deployment (scheduler.enabled)
-// runs kube-scheduler's image, which no registry serves to this machine;
-// make e2e-cluster and e2e-kubelet run the scheduler binary with the
-// shipped configuration beside the cluster instead.
+// The chart runs with scheduler.enabled (mode plugin): corepin-scheduler
+// runs as the Deployment's pod from make image's corepin-scheduler image
+// and leads; the quick sweep's Jobs, created at once after the upgrade,
+// are bound by it and admitted by the plugin. Pods mount service-account
+// tokens (the plugin annotates its node, the scheduler watches the
+// cluster) and reach the API server through apiServer.host on the host's
+// network, this node having no kube-proxy. The uninstall leaves no
+// Deployment, and no lease once the namespace goes.
 func TestChartInstalledOnTheNode(t *testing.T) {
 	c := need(t)
 	imageDir, version := os.Getenv(envImageDir), os.Getenv(envImageVersion)
@@ -114,8 +124,11 @@ func TestChartInstalledOnTheNode(t *testing.T) {
 		missing(t, "run through make e2e-deploy (%s, %s, %s, %s or %s unset)", envRender, envStatefile, envChart, envImageDir, envImageVersion)
 	}
 	archive := filepath.Join(imageDir, fmt.Sprintf("corepin-%s-linux-%s.tar", version, runtime.GOARCH))
-	if _, err := os.Stat(archive); err != nil {
-		t.Fatalf("%v (make image writes it)", err)
+	schedArchive := filepath.Join(imageDir, "scheduler", fmt.Sprintf("corepin-scheduler-%s-linux-%s.tar", version, runtime.GOARCH))
+	for _, a := range []string{archive, schedArchive} {
+		if _, err := os.Stat(a); err != nil {
+			t.Fatalf("%v (make image writes it)", err)
+		}
 	}
 	before := takeSnapshot(t)
 	d.groupsBefore = cgroupsNow(t, "/nonexistent-root")
@@ -130,31 +143,43 @@ func TestChartInstalledOnTheNode(t *testing.T) {
 		delLink(t)
 	})
 
-	// The DaemonSet controller rolls the plugin; the garbage collector
-	// removes its pods when the DaemonSet goes, as on any cluster.
-	c.startControlPlaneWith("job,podgc,daemonset,garbagecollector")
+	// The DaemonSet controller rolls the plugin, the Deployment and
+	// ReplicaSet controllers the scheduler; the garbage collector removes
+	// their pods when they go, the namespace controller a deleted
+	// namespace's objects, as on any cluster. Pods mount their service
+	// account's token.
+	c.serviceAccounts = true
+	c.startControlPlaneWith("job,podgc,daemonset,garbagecollector,deployment-controller,replicaset-controller," +
+		"serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller")
 	addLink(t)
 	d.rt = c.startRuntime(deployCNI)
 	c.ctr("images", "import", archive)
-	d.image = d.imageOf(d.renderChart())
-	if !strings.HasSuffix(d.image, ":"+version) {
-		t.Fatalf("the chart names the image %s, make image tagged it %s", d.image, version)
+	c.ctr("images", "import", schedArchive)
+	objs := d.renderChart()
+	d.image, d.schedImage = d.imageOf(objs), d.schedImageOf(objs)
+	for _, img := range []string{d.image, d.schedImage} {
+		if !strings.HasSuffix(img, ":"+version) {
+			t.Fatalf("the chart names the image %s, make image tagged it %s", img, version)
+		}
+		c.ctr("images", "tag", img, img+upgradeSuffix)
 	}
-	c.ctr("images", "tag", d.image, d.image+upgradeSuffix)
 	c.startKubelet()
 	d.connectAPI()
 
 	d.install()
 	pinned := d.pinnedPod()
 	d.upgrade(pinned)
+	d.sweepThroughScheduler()
 	d.uninstall()
 }
 
-// values are the chart's values on this node: the image make image
+// values are the chart's values on this node: the images make image
 // imported (never pulled: there is no registry), the private containerd's
-// NRI socket and a state directory of the run's own.
+// NRI socket, a state directory of the run's own, and corepin-scheduler
+// (schedulerValues).
 func (d *deploy) values(extra ...string) []string {
-	return append([]string{"image.pullPolicy=Never", "nriSocket=" + d.path("run/nri.sock"), "stateDir=" + d.stateDir}, extra...)
+	vals := append([]string{"image.pullPolicy=Never", "nriSocket=" + d.path("run/nri.sock"), "stateDir=" + d.stateDir}, d.schedulerValues()...)
+	return append(vals, extra...)
 }
 
 // renderChart is helm template of the chart with values(extra) in
@@ -263,6 +288,7 @@ func (d *deploy) install() {
 		if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		d.waitServiceAccount(ctx, ns)
 	}
 	objs := d.renderChart()
 	var kinds []string
@@ -274,6 +300,9 @@ func (d *deploy) install() {
 	p := d.waitPlugin(ctx, d.image, "")
 	d.note("chart installed (Helm's rendering, %d objects: %s); plugin pod %s Running from %s and synchronised with containerd %s after the apply",
 		len(objs), strings.Join(kinds, ", "), p.Name, d.image, fmtDur(time.Since(begin)))
+	s := d.waitScheduler(ctx, d.schedImage, "")
+	d.note("corepin-scheduler pod %s Running, Ready and leader (lease %s/%s) from %s %s after the apply",
+		s.Name, releaseNS, schedName, d.schedImage, fmtDur(time.Since(begin)))
 }
 
 // waitPlugin waits for the DaemonSet's one pod running image, other than
@@ -487,6 +516,7 @@ func (d *deploy) upgrade(pinned running) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	old := d.waitPlugin(ctx, d.image, "")
+	oldSched := d.waitScheduler(ctx, d.schedImage, "")
 	tag, newTag := d.image+upgradeSuffix, d.version+upgradeSuffix
 	begin := time.Now()
 	d.apply(ctx, d.renderChart("image.tag="+newTag))
@@ -541,6 +571,9 @@ func (d *deploy) upgrade(pinned running) {
 		gap = "in the gap (created fail-open on every CPU; the new plugin's Synchronize, or its PostStartContainer where the start came after, moved it)"
 	}
 	refused := d.refusedRequired(ctx, "required")
+	sched := d.waitScheduler(ctx, d.schedImage+upgradeSuffix, oldSched.Name)
+	_, d.schedCtr, _ = strings.Cut(sched.Status.ContainerStatuses[0].ContainerID, "://")
+	d.note("corepin-scheduler rolled to %s: pod %s leads %s after the apply", sched.Spec.Containers[0].Image, sched.Name, fmtDur(time.Since(begin)))
 	d.note("rolling upgrade to %s: old pod gone %s and the new plugin synchronised %s after the apply; the pinned pod stayed on %s (state file alike), "+
 		"0 CPUs doubled; pod \"during\" started %s, pod \"required\" (%s) refused %d time(s) while no plugin ran; both then on the shared pool %s",
 		tag, fmtDur(gone), fmtDur(up), pinned.live.CPUs, gap, requiredPlugins, refused, want)
@@ -623,19 +656,30 @@ func (d *deploy) uninstall() {
 	t := d.t
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for _, p := range []string{"pinned", "during", "required"} {
-		d.deletePod(ctx, namespace, p)
-	}
-	// What stays is the plugin's own container (the chart's pod, LS).
-	own := func() bool {
-		as := d.assignments(d.pluginCtr)
-		return len(as) == 1 && as[0].Container == d.pluginCtr
+	d.deleteTestPods(ctx)
+	// What stays is the chart's containers' (LS): the plugin's own and
+	// corepin-scheduler's. Once the release goes, the scheduler's may
+	// stay too, when its pod outlived the plugin's.
+	chart := func(schedMayGo bool) bool {
+		var plugin, sched, other int
+		for _, a := range d.assignments(d.pluginCtr, d.schedCtr) {
+			switch a.Container {
+			case d.pluginCtr:
+				plugin++
+			case d.schedCtr:
+				sched++
+			default:
+				other++
+			}
+		}
+		return plugin == 1 && other == 0 && (sched == 1 || schedMayGo && sched == 0)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return own(), nil
+		return chart(false), nil
 	})
 	if err != nil {
-		t.Errorf("the plugin did not release the deleted pods' CPUs: the state file records %+v, want its own container %s only", d.assignments(d.pluginCtr), d.pluginCtr)
+		t.Errorf("the plugin did not release the deleted pods' CPUs: the state file records %+v, want the plugin's container %s and the scheduler's %s only",
+			d.assignments(d.pluginCtr, d.schedCtr), d.pluginCtr, d.schedCtr)
 	}
 	if n := d.corepinConnected(); n != 1 {
 		t.Errorf("containerd's log shows %d corepin plugins connected while the plugin runs, want one", n)
@@ -659,6 +703,7 @@ func (d *deploy) uninstall() {
 	if err := d.cs.CoreV1().Namespaces().Delete(ctx, releaseNS, metav1.DeleteOptions{}); err != nil {
 		t.Errorf("deleting namespace %s: %v", releaseNS, err)
 	}
+	d.schedulerGone(ctx)
 
 	// No plugin: containerd's default validator refuses a pod that
 	// requires corepin; a pod that does not runs fail-open on every CPU.
@@ -694,13 +739,22 @@ func (d *deploy) uninstall() {
 	if err != nil {
 		t.Fatalf("the state file is gone after the uninstall: %v", err)
 	}
-	if !own() {
-		t.Errorf("the state file after the uninstall records %+v, want the last plugin container's own (%s) only", d.assignments(d.pluginCtr), d.pluginCtr)
+	if !chart(true) {
+		t.Errorf("the state file after the uninstall records %+v, want the last plugin container's own (%s), and the scheduler's (%s) at most",
+			d.assignments(d.pluginCtr, d.schedCtr), d.pluginCtr, d.schedCtr)
 	}
 	d.note("uninstall: containerd holds 0 corepin plugins (a pod requiring corepin refused %d time(s) by the default validator; one that does not ran fail-open on %s), "+
-		"0 corepin or pod cgroups left on the node; the state file %s stays (%d bytes; its one assignment is the last plugin container's own, "+
+		"0 corepin or pod cgroups left on the node; the state file %s stays (%d bytes; its %d assignment(s) are the last plugin container's own and the scheduler's where its pod outlived the plugin's, "+
 		"which a reinstall's Synchronize releases as gone): rm -r %s on each node removes it",
-		d.refusedRequired(ctx, "after-required"), after.live.CPUs, d.stateFile(), st.Size(), d.stateDir)
+		d.refusedRequired(ctx, "after-required"), after.live.CPUs, d.stateFile(), st.Size(), len(d.assignments()), d.stateDir)
+}
+
+// deleteTestPods deletes the pods pinnedPod and upgrade created, if they
+// are still there.
+func (d *deploy) deleteTestPods(ctx context.Context) {
+	for _, p := range []string{"pinned", "during", "required"} {
+		d.deletePod(ctx, namespace, p)
+	}
 }
 
 // deletePod deletes a pod at once and waits until it is gone.

@@ -76,10 +76,14 @@ type cluster struct {
 	// named while the Jobs ran (sampleAssigned), with how often.
 	podUIDs    map[string]int
 	cgroupRoot string
-	ps         *kubetest.Procs
-	ctd        *kubetest.Proc // containerd
-	cs         kubernetes.Interface
-	notes      []string
+	// serviceAccounts: pods mount their service account's token
+	// (kubetest.WithServiceAccounts; the controllers must include
+	// serviceaccount-controller and root-ca-certificate-publisher-controller).
+	serviceAccounts bool
+	ps              *kubetest.Procs
+	ctd             *kubetest.Proc // containerd
+	cs              kubernetes.Interface
+	notes           []string
 	// metrics is where corepin nri serves its metrics (--metrics-addr).
 	metrics string
 }
@@ -129,22 +133,31 @@ func (c *cluster) startControlPlane() { c.startControlPlaneWith("job,podgc") }
 // kube-controller-manager's --controllers.
 func (c *cluster) startControlPlaneWith(controllers string) {
 	t := c.t
-	cp := kubetest.StartControlPlane(t, c.ps, c.kubeBin, c.dir,
-		// Pod logs: reach the kubelet at its node IP; the node's name
-		// (--hostname-override) resolves nowhere.
-		"--kubelet-preferred-address-types=InternalIP")
+	// Pod logs: reach the kubelet at its node IP; the node's name
+	// (--hostname-override) resolves nowhere.
+	flags := []string{"--kubelet-preferred-address-types=InternalIP"}
+	if c.serviceAccounts {
+		flags = append(flags, kubetest.WithServiceAccounts)
+	}
+	cp := kubetest.StartControlPlane(t, c.ps, c.kubeBin, c.dir, flags...)
+	var kcmFlags []string
+	if c.serviceAccounts {
+		kcmFlags = append(kcmFlags, "--root-ca-file="+cp.RootCA)
+	}
 	c.note("kube-apiserver ready %s after etcd started", fmtDur(cp.Ready))
 	c.api, c.token, c.cs, c.kubeconfig = cp.API, cp.Token, cp.Client, cp.Kubeconfig
 
 	// kube-controller-manager: the Job controller creates the pods and
 	// tracks completions; pod GC removes pods of a deleted node. No
-	// service-account or token controllers: the pods mount no token.
+	// service-account or token controllers unless serviceAccounts (the
+	// caller names them): the pods mount no token.
 	begin := time.Now()
 	kubetest.StartServing(t, 1, 90*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
-		return c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"),
-			"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
-			"--controllers="+controllers, "--leader-elect=false", "--use-service-account-credentials=false",
-			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1"), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+		args := append([]string{"--kubeconfig=" + c.kubeconfig, "--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
+			"--controllers=" + controllers, "--leader-elect=false", "--use-service-account-credentials=false",
+			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1"}, kcmFlags...)
+		return c.ps.Start("kube-controller-manager", nil, filepath.Join(c.kubeBin, "kube-controller-manager"), args...),
+			fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
 	})
 	c.note("kube-controller-manager healthy %s after start", fmtDur(time.Since(begin)))
 
@@ -326,10 +339,10 @@ func (c *cluster) launchKubelet() {
 }
 
 // sweepJobs runs `corepin kube jobs` for this machine with
-// --host-network: the node has no network plugin.
-func (c *cluster) sweepJobs() []batchv1.Job {
+// --host-network (the node has no network plugin) and extra flags.
+func (c *cluster) sweepJobs(extra ...string) []batchv1.Job {
 	t := c.t
-	args := append(append([]string{"kube", "jobs"}, sweepFlags...), "--namespace", namespace, "-o", "json")
+	args := append(append(append([]string{"kube", "jobs"}, sweepFlags...), extra...), "--namespace", namespace, "-o", "json")
 	out := run(t, nil, c.corepin, args...)
 	var list struct {
 		Kind  string            `json:"kind"`

@@ -30,13 +30,29 @@ type ControlPlane struct {
 	Client     kubernetes.Interface
 	// Ready is the time from etcd's start to the API server's /readyz.
 	Ready time.Duration
+	// RootCA is the API server's self-signed serving certificate and the
+	// CA that signed it (one PEM file, written at its start), for
+	// kube-controller-manager's --root-ca-file: the ca.crt of the pods'
+	// service-account token volumes.
+	RootCA string
 }
+
+// WithServiceAccounts is the API server flag that leaves the
+// ServiceAccount admission on (StartControlPlane turns it off unless
+// given a --disable-admission-plugins= of its own): pods then mount a
+// projected token of their service account, which needs the
+// kube-controller-manager's serviceaccount-controller (each namespace's
+// default account) and root-ca-certificate-publisher-controller
+// (--root-ca-file=RootCA: the kube-root-ca.crt ConfigMap).
+const WithServiceAccounts = "--disable-admission-plugins=TaintNodesByCondition"
 
 // StartControlPlane starts etcd and kube-apiserver, binaries from bin,
 // files in dir, as components of ps: bearer-token admin, AlwaysAllow
 // unless apiserverFlags gives an --authorization-mode= (the API server
 // would append a second one to the first), no ServiceAccount admission
-// (pods mount no token), and apiserverFlags beside these.
+// (pods mount no token) unless apiserverFlags gives a
+// --disable-admission-plugins= (WithServiceAccounts), and apiserverFlags
+// beside these.
 func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags ...string) *ControlPlane {
 	t.Helper()
 	write := func(name string, data []byte) string {
@@ -56,7 +72,7 @@ func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags 
 	}
 	saKey := write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	saPub := write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
-	cp := &ControlPlane{Token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano())}
+	cp := &ControlPlane{Token: "corepin-e2e-" + fmt.Sprint(time.Now().UnixNano()), RootCA: filepath.Join(dir, "certs", "apiserver.crt")}
 	tokens := write("tokens.csv", []byte(cp.Token+",admin,admin,system:masters\n"))
 
 	begin := time.Now()
@@ -79,10 +95,13 @@ func StartControlPlane(t *testing.T, ps *Procs, bin, dir string, apiserverFlags 
 			"--token-auth-file=" + tokens,
 			"--service-cluster-ip-range=10.96.0.0/16", "--service-account-issuer=https://kubernetes.default.svc",
 			"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
-			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		}, apiserverFlags...)
-		if !slices.ContainsFunc(apiserverFlags, func(f string) bool { return strings.HasPrefix(f, "--authorization-mode=") }) {
-			args = append(args, "--authorization-mode=AlwaysAllow")
+		// Both are lists the API server appends to when given twice.
+		for _, def := range []string{"--authorization-mode=AlwaysAllow", "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"} {
+			flag, _, _ := strings.Cut(def, "=")
+			if !slices.ContainsFunc(apiserverFlags, func(f string) bool { return strings.HasPrefix(f, flag+"=") }) {
+				args = append(args, def)
+			}
 		}
 		return ps.Start("kube-apiserver", nil, filepath.Join(bin, "kube-apiserver"), args...), cp.API + "/readyz", cp.Token
 	})
