@@ -45,10 +45,9 @@ func Of(pod *corev1.Pod) (alloc.Request, error) {
 	return r, nil
 }
 
-// podMilliCPU is the pod's effective CPU request in millicpus, as the
-// scheduler counts it: the containers' requests summed, or the largest init
-// container's if that is more. A container with a limit and no request
-// requests its limit. A negative request or limit, or one above every CPU
+// podMilliCPU is the pod's CPU in millicpus as its node's plugin admits
+// it: the containers' limits (a container without one: its request)
+// summed, or the largest init container's if that is more. A negative request or limit, or one above every CPU
 // corepin can place (a value that does not even fit in 64 bits included,
 // which Quantity.MilliValue would wrap), is an error naming the container
 // and the value: it is never read as 0.
@@ -77,8 +76,12 @@ func podMilliCPU(pod *corev1.Pod) (int64, error) {
 // corepin can place.
 var maxCPU = resource.NewMilliQuantity(podmeta.MaxMilliCPUs, resource.DecimalSI)
 
-// containerMilliCPU is c's CPU request, else its limit, in millicpus;
-// either one present is checked, whether or not it is the one used.
+// containerMilliCPU is c's CPU limit, else its request, in millicpus, as
+// the node's plugin sizes the container (nri.SpecOf): a shared-pool (LS)
+// container holds its limit of the pool, so a scheduler counting only its
+// request would bind a burst the node then refuses. (Guaranteed
+// containers request what they limit; BE ones ask for nothing.) Either
+// one present is checked, whether or not it is the one used.
 func containerMilliCPU(c corev1.Container) (int64, error) {
 	for _, r := range []struct {
 		what string
@@ -93,10 +96,10 @@ func containerMilliCPU(c corev1.Container) (int64, error) {
 			}
 		}
 	}
-	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok && !q.IsZero() {
 		return q.MilliValue(), nil
 	}
-	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 		return q.MilliValue(), nil
 	}
 	return 0, nil

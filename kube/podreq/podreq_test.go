@@ -40,7 +40,7 @@ func TestOfIsolatedCPUs(t *testing.T) {
 		{name: "guaranteed prefers", pod: pod("4", "4", ann("prefer")),
 			want: alloc.Request{ID: "ns/p", CPUs: 4, QoS: alloc.LSE, Isolated: alloc.IsolatedPrefer}},
 		{name: "guaranteed without", pod: pod("2", "2", nil), want: alloc.Request{ID: "ns/p", CPUs: 2, QoS: alloc.LSE}},
-		{name: "burstable prefer ignored", pod: pod("1", "2", ann("prefer")), want: alloc.Request{ID: "ns/p", MilliCPUs: 1000, QoS: alloc.LS}},
+		{name: "burstable prefer ignored", pod: pod("1", "2", ann("prefer")), want: alloc.Request{ID: "ns/p", MilliCPUs: 2000, QoS: alloc.LS}},
 		{name: "burstable require refused", pod: pod("1", "2", ann("require")), wantErr: "pod ns/p: invalid pod metadata: annotation corepin.io/isolated-cpus require is for LSE and LSR pods"},
 		{name: "misspelt", pod: pod("2", "2", ann("required")), wantErr: `annotation corepin.io/isolated-cpus "required" is not one of prefer, require`},
 	} {
@@ -59,5 +59,40 @@ func TestOfIsolatedCPUs(t *testing.T) {
 				t.Errorf("Of = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOfSizesSharedPodsByLimit: a shared-pool pod is judged at the size
+// its node's plugin admits it (nri.SpecOf: each container's CPU limit,
+// else its request), not at its request: the scheduler counting requests
+// bound a burst of request-1 limit-2 pods that the node then refused
+// ("LS pool: 2000 millicpus requested", e2e-deploy).
+func TestOfSizesSharedPodsByLimit(t *testing.T) {
+	ctr := func(req, lim string) corev1.Container {
+		c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
+		if req != "" {
+			c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse(req)
+		}
+		if lim != "" {
+			c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse(lim)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name       string
+		ctrs, init []corev1.Container
+		want       int
+	}{
+		{name: "request and limit", ctrs: []corev1.Container{ctr("1", "2")}, want: 2000},
+		{name: "request only", ctrs: []corev1.Container{ctr("1500m", "")}, want: 1500},
+		{name: "limit only", ctrs: []corev1.Container{ctr("", "750m")}, want: 750},
+		{name: "summed", ctrs: []corev1.Container{ctr("1", "2"), ctr("500m", "")}, want: 2500},
+		{name: "init larger", ctrs: []corev1.Container{ctr("1", "2")}, init: []corev1.Container{ctr("1", "3")}, want: 3000},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: tc.ctrs, InitContainers: tc.init}}
+		got, err := Of(p)
+		if err != nil || got.MilliCPUs != tc.want || got.QoS != alloc.LS {
+			t.Errorf("%s: Of = %+v, %v; want LS of %d millicpus", tc.name, got, err, tc.want)
+		}
 	}
 }
