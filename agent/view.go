@@ -43,6 +43,11 @@ type Workload struct {
 	// (CheckOnline): they stay the workload's, but it does not run on
 	// them until they are back.
 	OfflineCPUs string `json:"offline_cpus,omitempty"`
+	// Pod (namespace/name) and Container name the pod and container of a
+	// container workload (source container), which Name names only by a
+	// hash of the runtime's container id.
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
 }
 
 // Node is the agent's node: nodecore's Node (the state file, the
@@ -89,6 +94,7 @@ func view(h nodecore.Held) Workload {
 	switch {
 	case rec.Container != nil:
 		w.Source = "container"
+		w.Pod, w.Container = rec.Container.Pod, rec.Container.Name
 	case rec.Owner != nil:
 		w.Source = "run"
 		w.PID = rec.Owner.PID

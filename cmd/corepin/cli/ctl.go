@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -296,10 +297,16 @@ const maxField = 256
 // Whoever answers on the socket, ctl's output stays the agent's data.
 func shown(s string) string { return agent.Printable(s, maxField) }
 
-// printWorkloads writes a kubectl-like table.
+// printWorkloads writes a kubectl-like table; with containers of the NRI
+// plugin among ws, a POD and a CONTAINER column say whose they are.
 func printWorkloads(e *env, ws []agent.Workload) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tQOS\tCPUS\tCPUSET\tNUMA\tSOURCE\tAGE")
+	pods := slices.ContainsFunc(ws, func(w agent.Workload) bool { return w.Pod != "" })
+	head := "NAME\tQOS\tCPUS\tCPUSET\tNUMA\tSOURCE\tAGE"
+	if pods {
+		head += "\tPOD\tCONTAINER"
+	}
+	fmt.Fprintln(tw, head)
 	for _, w := range ws {
 		numa := w.NUMANodes
 		if numa == "" {
@@ -312,8 +319,12 @@ func printWorkloads(e *env, ws []agent.Workload) error {
 		if w.OfflineCPUs != "" {
 			set += " (offline: " + w.OfflineCPUs + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", shown(w.Name), shown(w.QoS), w.CPUs, shown(set), shown(numa),
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s", shown(w.Name), shown(w.QoS), w.CPUs, shown(set), shown(numa),
 			shown(w.Source), time.Since(w.CreatedAt).Round(time.Second))
+		if pods {
+			fmt.Fprintf(tw, "\t%s\t%s", shown(cmp.Or(w.Pod, "-")), shown(cmp.Or(w.Container, "-")))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

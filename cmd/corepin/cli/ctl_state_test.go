@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,8 +43,8 @@ func TestCtlReadsTheStateFile(t *testing.T) {
 			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want the one container as JSON", name, code, stdout, stderr)
 		}
 		w := doc.Workloads[0]
-		if w.Source != "container" || w.QoS != "LS" || w.Cpuset != ca.CPUs.String() || w.CPUs != 0.5 {
-			t.Errorf("%s: %+v, want the container (LS, 0.5 CPUs) on the shared pool %s", name, w, ca.CPUs)
+		if w.Source != "container" || w.QoS != "LS" || w.Cpuset != ca.CPUs.String() || w.CPUs != 0.5 || w.Pod != "default/web" || w.Container != "app" {
+			t.Errorf("%s: %+v, want the container app of pod default/web (LS, 0.5 CPUs) on the shared pool %s", name, w, ca.CPUs)
 		}
 	}
 	stdout, stderr, code := runCLI(t, "ctl", "list", "--state", state, "-o", "json")
@@ -54,6 +55,11 @@ func TestCtlReadsTheStateFile(t *testing.T) {
 	check("no agent's socket", stdout, stderr, code)
 	if !strings.Contains(stderr, "no agent at") || !strings.Contains(stderr, state) {
 		t.Errorf("no agent's socket: stderr %q, want a note naming the file read", stderr)
+	}
+
+	if stdout, _, code := runCLI(t, "ctl", "list", "--state", state); code != 0 || !strings.Contains(stdout, "POD") ||
+		!regexp.MustCompile(`container\s+\S+\s+default/web\s+app\n`).MatchString(stdout) {
+		t.Errorf("ctl list --state as text: exit %d, %q; want the pod and container named in columns of their own", code, stdout)
 	}
 
 	var doc struct{ Workloads []agent.Workload }
