@@ -115,14 +115,15 @@ func startControlPlane(t *testing.T, bin string) *cluster {
 func (c *cluster) kubeconfig() string { return c.kc }
 
 // chartSchedulerConfig is the scheduler configuration the Helm chart ships
-// for its second scheduler (scheduler.enabled), rendered with the
-// extender's port, with the kubeconfig the pod's service account stands in
-// for here.
+// for its second scheduler in extender mode (scheduler.enabled,
+// scheduler.mode extender: kube-scheduler beside corepin's extender),
+// rendered with the extender's port, with the kubeconfig the pod's service
+// account stands in for here (the chart's client qps and burst kept).
 func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 	t.Helper()
 	stream, err := manifests.Render(os.DirFS(filepath.Join(repoRoot, "deploy/helm/corepin")),
 		manifests.Release{Name: "corepin", Namespace: "kube-system"},
-		map[string]any{"scheduler": map[string]any{"enabled": true, "extenderPort": extPort}})
+		map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "extenderPort": extPort}})
 	if err != nil {
 		t.Fatalf("rendering the chart: %v", err)
 	}
@@ -135,7 +136,12 @@ func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 		if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
 			t.Fatalf("the chart's scheduler config: %v", err)
 		}
-		cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+		cc, _ := cfg["clientConnection"].(map[string]any)
+		if cc == nil {
+			cc = map[string]any{}
+		}
+		cc["kubeconfig"] = kubeconfig
+		cfg["clientConnection"] = cc
 		out, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
