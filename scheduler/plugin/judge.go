@@ -22,14 +22,11 @@ type verdict struct {
 }
 
 // key is what a node entry's verdict depends on besides the entry: the
-// request's shape and its use of isolated CPUs.
-type key struct {
-	shape    nodestate.Shape
-	isolated alloc.IsolatedPolicy
-}
+// request's shape (nodestate.Shape, its use of isolated CPUs included).
+type key = nodestate.Shape
 
 // keyOf is req's key.
-func keyOf(req alloc.Request) key { return key{nodestate.ShapeOf(req), req.Isolated} }
+func keyOf(req alloc.Request) key { return nodestate.ShapeOf(req) }
 
 // judgeKept is judge, kept on the entry n (node.kept) under id (the
 // Cache.keyID of keyOf(req)) for Score and the next pod of the same shape
