@@ -73,7 +73,7 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	}
 	if err == nil {
 		v.byAllocator = true
-		pl, aerr := n.st.Clone().Admit(req)
+		pl, aerr := n.st.Try(req)
 		if aerr == nil {
 			return verdict{ok: true, score: nodestate.Score(pl, n.free), byAllocator: true}
 		}
@@ -81,7 +81,7 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	}
 	v.reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
 	if len(n.reserved) > 0 {
-		if _, err := p.j.State.Clone().Admit(req); err == nil {
+		if _, err := p.j.State.Try(req); err == nil {
 			// The CPUs are free on what the node published: say who
 			// takes them.
 			v.reason += nodestate.ComingSuffix
@@ -98,14 +98,14 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	if p.j.Empty == nil {
 		return false
 	}
-	if p.empty.refuses(req, p.opts) != nil {
+	if p.empty.sum.refuses(req, p.opts) != nil {
 		return true
 	}
 	k := nodestate.ShapeOf(req)
-	if v, ok := p.unresolvable.Load(k); ok {
+	if v, ok := p.empty.refuses.Load(k); ok {
 		return v.(bool)
 	}
-	_, err := p.j.Empty.Clone().Admit(req)
-	p.unresolvable.Store(k, err != nil)
+	_, err := p.empty.st.Try(req)
+	p.empty.refuses.Store(k, err != nil)
 	return err != nil
 }
