@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
 )
 
@@ -71,6 +72,10 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	if !decided {
 		err = n.sum.refuses(req, p.opts)
 	}
+	if err == nil && n.sum.placesWhole(req) {
+		pl := alloc.Placement{QoS: req.QoS, CPUs: firstCPUs(req.CPUs), Quality: n.sum.wholeQuality()}
+		return verdict{ok: true, score: nodestate.Score(pl, n.free)}
+	}
 	if err == nil {
 		v.byAllocator = true
 		pl, aerr := n.st.Try(req)
@@ -108,4 +113,14 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	_, err := p.empty.st.Try(req)
 	p.empty.refuses.Store(k, err != nil)
 	return err != nil
+}
+
+// firstCPUs is a set of n CPUs, standing for a placement's size where
+// only its size and quality are known (nodestate.Score reads no more).
+func firstCPUs(n int) cpuset.CPUSet {
+	var b cpuset.Builder
+	for c := range n {
+		b.Add(c)
+	}
+	return b.Result()
 }
