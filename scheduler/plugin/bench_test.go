@@ -210,7 +210,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 	p, infos := cached(nodes)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	runs := judgeRuns.Load()
+	runs, allocs := judgeRuns.Load(), allocatorRuns.Load()
 	want, start, i, bound := feasibleToFind(n), 0, 0, 0
 	feasible := make([]fwk.NodeInfo, 0, want)
 	cpu0 := cpuTime(b)
@@ -235,6 +235,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 		}
 	}
 	b.ReportMetric(float64(judgeRuns.Load()-runs)/float64(i), "judgements/op")
+	b.ReportMetric(float64(allocatorRuns.Load()-allocs)/float64(i), "allocator/op")
 	b.ReportMetric(float64(bound)/float64(i), "bound/op")
 	// The process's CPU time (GC included) tells more than the wall
 	// clock on a machine others load.

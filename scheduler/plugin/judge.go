@@ -45,8 +45,8 @@ func judgeKept(n *node, req alloc.Request, reqErr error, id int32) verdict {
 }
 
 // judgeRuns counts judge's calls, for the tests and benchmarks of what
-// is kept.
-var judgeRuns atomic.Int64
+// is kept; allocatorRuns those of them the summary left to the allocator.
+var judgeRuns, allocatorRuns atomic.Int64
 
 // judge answers req (reqErr: the pod's metadata did not read) on node n
 // (nil: the node publishes no corepin state, not ours to judge): by n's
@@ -78,6 +78,7 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	}
 	if err == nil {
 		v.byAllocator = true
+		allocatorRuns.Add(1)
 		pl, aerr := n.st.Try(req)
 		if aerr == nil {
 			return verdict{ok: true, score: nodestate.Score(pl, n.free), byAllocator: true}
