@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -75,6 +76,11 @@ func FuzzKubeletTerminates(f *testing.F) {
 		}
 		done := make(chan outcome, 1)
 		go func() {
+			// Try answers as Admit on a copy, and leaves s alone.
+			want, werr := s.Clone().Admit(r)
+			if got, gerr := s.Try(r); fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
+				t.Errorf("Try = %v, %v; Admit on a clone %v, %v", got, gerr, want, werr)
+			}
 			p, err := s.Allocate(r)
 			done <- outcome{p, err}
 		}()

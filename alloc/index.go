@@ -132,6 +132,8 @@ type topoIndex struct {
 	kubeAccs sync.Pool
 	// scratches pools the buffers of a State's calls (see State.borrow).
 	scratches sync.Pool
+	// trials pools the copies State.Try places on.
+	trials sync.Pool
 }
 
 // topoIndexes caches the topoIndex of every topology a State was built on,
@@ -247,6 +249,7 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 		sc.init(ix)
 		return sc
 	}
+	ix.trials.New = func() any { return ix.newTrial() }
 	return ix
 }
 

@@ -46,6 +46,9 @@ type State struct {
 	// topology's pool (borrow) and nil between calls, so that a State
 	// allocates none for its own.
 	sc *scratch
+	// trying: a copy Try places on, sharing its original's assignments,
+	// which it must never change (record does nothing).
+	trying bool
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
@@ -281,6 +284,9 @@ func (s *State) Assign(a Assignment) error {
 
 // record adds a to the assignments held.
 func (s *State) record(a Assignment) {
+	if s.trying {
+		return
+	}
 	if s.recs == nil {
 		// Skip the first doublings of both: a node holds a few at least,
 		// and a fresh state rebuilt per decision (the extender, the

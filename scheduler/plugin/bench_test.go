@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,21 +16,19 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
 )
 
-// benchNodes are n nodes of a 2-socket, 4-NUMA-node, 64-core, 128-thread
-// machine, each holding exclusive workloads up to a random share (0 to
+// benchNodes are n nodes cycling through the machines topos, each
+// holding exclusive workloads of 1 to 8 CPUs up to a random share (0 to
 // 75%) of its CPUs, published as a corepin node publishes them.
-func benchNodes(b *testing.B, n int) []*corev1.Node {
-	topo, err := topology.Synthetic(topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 8, ThreadsPerCore: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
+func benchNodes(b *testing.B, n int, topos ...*topology.Topology) []*corev1.Node {
 	rng := rand.New(rand.NewPCG(1, 2))
 	out := make([]*corev1.Node, n)
 	for i := range out {
+		topo := topos[i%len(topos)]
 		st, err := alloc.NewState(topo, alloc.NodeSettings{})
 		if err != nil {
 			b.Fatal(err)
@@ -41,7 +41,7 @@ func benchNodes(b *testing.B, n int) []*corev1.Node {
 				pods[id] = fmt.Sprintf("uid-%d-%d", i, k)
 			}
 		}
-		out[i] = publishB(b, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%04d", i)}}, st, pods)
+		out[i] = publishB(b, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%05d", i)}}, st, pods)
 	}
 	return out
 }
@@ -80,20 +80,55 @@ func benchPod(i int, rng *rand.Rand) *corev1.Pod {
 	}
 }
 
+// cached is a plugin whose cache holds nodes, and the nodes as the
+// scheduler's snapshot hands them to it.
+func cached(nodes []*corev1.Node) (*Plugin, []fwk.NodeInfo) {
+	p := NewWithCache(NewCache())
+	infos := make([]fwk.NodeInfo, len(nodes))
+	for i, node := range nodes {
+		p.cache.SetNode(node)
+		ni := framework.NewNodeInfo()
+		ni.SetNode(node)
+		infos[i] = ni
+	}
+	return p, infos
+}
+
+// bindBest scores the feasible nodes, then reserves the pod on the best
+// and notes it bound there, as kube-scheduler does; false when none is.
+func bindBest(b *testing.B, p *Plugin, state fwk.CycleState, pod *corev1.Pod, feasible []fwk.NodeInfo) bool {
+	ctx := context.Background()
+	best, bestScore := "", int64(-1)
+	for _, ni := range feasible {
+		sc, s := p.Score(ctx, state, pod, ni)
+		if !s.IsSuccess() {
+			b.Fatal(s)
+		}
+		if sc > bestScore {
+			best, bestScore = ni.Node().Name, sc
+		}
+	}
+	if best == "" {
+		return false
+	}
+	if s := p.Reserve(ctx, state, pod, best); !s.IsSuccess() {
+		b.Fatal(s)
+	}
+	p.PostBind(ctx, state, pod, best)
+	return true
+}
+
 // BenchmarkBurst1000Nodes schedules the pods of a burst one after the
 // other on 1000 cached nodes as kube-scheduler calls the plugin: PreFilter,
 // Filter on every node, Score on those kept, Reserve and PostBind on the
 // best. One op is one pod.
 func BenchmarkBurst1000Nodes(b *testing.B) {
-	nodes := benchNodes(b, 1000)
-	p := NewWithCache(NewCache())
-	infos := make([]fwk.NodeInfo, len(nodes))
-	for i, n := range nodes {
-		p.cache.SetNode(n)
-		ni := framework.NewNodeInfo()
-		ni.SetNode(n)
-		infos[i] = ni
+	topo, err := topology.Synthetic(topology.Shape{Sockets: 2, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 8, ThreadsPerCore: 2})
+	if err != nil {
+		b.Fatal(err)
 	}
+	nodes := benchNodes(b, 1000, topo)
+	p, infos := cached(nodes)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	runs := judgeRuns.Load()
@@ -104,26 +139,117 @@ func BenchmarkBurst1000Nodes(b *testing.B) {
 		if _, s := p.PreFilter(ctx, state, pod, nil); !s.IsSuccess() {
 			b.Fatal(s)
 		}
-		best, bestScore := "", int64(-1)
+		var feasible []fwk.NodeInfo
 		for _, ni := range infos {
-			if s := p.Filter(ctx, state, pod, ni); !s.IsSuccess() {
-				continue
-			}
-			sc, s := p.Score(ctx, state, pod, ni)
-			if !s.IsSuccess() {
-				b.Fatal(s)
-			}
-			if sc > bestScore {
-				best, bestScore = ni.Node().Name, sc
+			if s := p.Filter(ctx, state, pod, ni); s.IsSuccess() {
+				feasible = append(feasible, ni)
 			}
 		}
-		if best == "" {
-			continue
-		}
-		if s := p.Reserve(ctx, state, pod, best); !s.IsSuccess() {
-			b.Fatal(s)
-		}
-		p.PostBind(ctx, state, pod, best)
+		bindBest(b, p, state, pod, feasible)
 	}
 	b.ReportMetric(float64(judgeRuns.Load()-runs)/float64(b.N), "judgements/op")
 }
+
+// fixtureMachines are the topologies of the sysfs fixtures (the six real
+// machines, the 2x64x2 8-NUMA one among them).
+func fixtureMachines(tb testing.TB) []*topology.Topology {
+	var out []*topology.Topology
+	for _, name := range testutil.Fixtures(tb) {
+		topo, err := topology.Discover(testutil.SysfsFromTarBz2(tb, name), topology.WithoutCgroup())
+		if err != nil {
+			tb.Fatalf("fixture %s: %v", name, err)
+		}
+		out = append(out, topo)
+	}
+	return out
+}
+
+// burstPod is pod i of make bench-sched's burst: 35% LSE whole cores (2,
+// 4 or 8 CPUs), 35% single-numa-node (2 to 12), 20% LS (0.5 to 2 CPUs
+// requested, limit 4), 10% BE.
+func burstPod(i int, rng *rand.Rand) *corev1.Pod {
+	ann := map[string]string{}
+	var rl, lim corev1.ResourceList
+	switch d := rng.IntN(100); {
+	case d < 35:
+		ann[podmeta.AnnotationResourceSpec] = `{"preferredCPUBindPolicy":"FullPCPUs"}`
+		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64([]int{2, 4, 8}[rng.IntN(3)]), resource.DecimalSI)}
+		lim = rl
+	case d < 70:
+		ann[podmeta.AnnotationNUMAPolicy] = string(alloc.TopologySingleNUMANode)
+		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(2+rng.IntN(11)), resource.DecimalSI)}
+		lim = rl
+	case d < 90:
+		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(500*(1+rng.IntN(4))), resource.DecimalSI)}
+		lim = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("uid-p%d", i)), Annotations: ann},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl, Limits: lim}}}},
+	}
+}
+
+// feasibleToFind is kube-scheduler's number of feasible nodes to find
+// before it stops filtering, with percentageOfNodesToScore unset (its
+// adaptive default: 50% less 1% per 125 nodes, at least 5% and 100 nodes).
+func feasibleToFind(n int) int {
+	if n < 100 {
+		return n
+	}
+	pct := max(50-n/125, 5)
+	return max(n*pct/100, 100)
+}
+
+// benchmarkScheduler schedules make bench-sched's burst on n fixture
+// nodes as kube-scheduler calls the plugin: each pod's Filter starts at
+// the node after the last one the previous pod's filtered and stops at
+// feasibleToFind nodes, Score rates those, Reserve and PostBind the best.
+// One op is one pod.
+func benchmarkScheduler(b *testing.B, n int) {
+	nodes := benchNodes(b, n, fixtureMachines(b)...)
+	p, infos := cached(nodes)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	runs, allocs := judgeRuns.Load(), allocatorRuns.Load()
+	want, start, i, bound := feasibleToFind(n), 0, 0, 0
+	feasible := make([]fwk.NodeInfo, 0, want)
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		pod := burstPod(i, rng)
+		i++
+		state := framework.NewCycleState()
+		if _, s := p.PreFilter(ctx, state, pod, nil); !s.IsSuccess() {
+			b.Fatal(s)
+		}
+		feasible = feasible[:0]
+		k := 0
+		for ; k < n && len(feasible) < want; k++ {
+			ni := infos[(start+k)%n]
+			if s := p.Filter(ctx, state, pod, ni); s.IsSuccess() {
+				feasible = append(feasible, ni)
+			}
+		}
+		start = (start + k) % n
+		if bindBest(b, p, state, pod, feasible) {
+			bound++
+		}
+	}
+	b.ReportMetric(float64(judgeRuns.Load()-runs)/float64(i), "judgements/op")
+	b.ReportMetric(float64(allocatorRuns.Load()-allocs)/float64(i), "allocator/op")
+	b.ReportMetric(float64(bound)/float64(i), "bound/op")
+	// The process's CPU time (GC included) tells more than the wall
+	// clock on a machine others load.
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu-µs/op")
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func BenchmarkScheduler1000Nodes(b *testing.B) { benchmarkScheduler(b, 1000) }
+func BenchmarkScheduler5000Nodes(b *testing.B) { benchmarkScheduler(b, 5000) }

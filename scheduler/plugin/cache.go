@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +36,9 @@ type Cache struct {
 	seq uint64
 	// keys number the request keys seen (keyID).
 	keys map[key]int32
+	// empties are the empty states shared by nodes (shareEmpty), by
+	// emptyKey.
+	empties sync.Map
 }
 
 // keyID numbers k, once per pod (PreFilter), so that a node entry's kept
@@ -112,10 +117,21 @@ type published struct {
 	// NodeResourceTopology object's), so a shared pod's quota is not
 	// placed on it, as the extender does not.
 	exclusiveOnly bool
-	empty         *summary // nil when the node does not say what it holds
-	// unresolvable memoizes, by request, whether the node refuses it even
-	// with nothing held but its reserved CPUs.
-	unresolvable sync.Map
+	empty         *empty // nil when the node does not say what it holds
+}
+
+// empty is a node's state with nothing held but its reserved CPUs
+// (nodestate.Judged.Empty), what is counted of it once, and by request
+// shape whether it refuses the request (published.refusesEmpty). It is
+// shared by every node publishing the same machine, settings and reserved
+// CPUs (Cache.shareEmpty): a burst asks each of a fleet's few machine
+// types once per shape, not each node.
+type empty struct {
+	st  *alloc.State
+	sum summary
+	// refuses memoizes, by request shape (nodestate.Shape), whether st
+	// refuses it.
+	refuses sync.Map
 }
 
 // node is one node's entry: its published state with the pods reserved
@@ -179,7 +195,7 @@ func publishes(n *corev1.Node) bool {
 
 // decode decodes what n publishes (fp: fingerprint) through kube/nodestate,
 // as the scheduler extender does.
-func decode(n *corev1.Node, fp string) *published {
+func (c *Cache) decode(n *corev1.Node, fp string) *published {
 	p := &published{fp: fp}
 	var set *string
 	if s, ok := n.Annotations[nodestate.AnnotationAllocator]; ok {
@@ -190,6 +206,9 @@ func decode(n *corev1.Node, fp string) *published {
 		if pub, p.err = nodestate.DecodeTopology(topo, n.Annotations[nodestate.AnnotationAssigned], set); p.err == nil {
 			p.j, p.err = nodestate.JudgeTopology(pub)
 		}
+		p.finish()
+		c.shareEmpty(p, topo, set)
+		return p
 	} else {
 		var pub nodestate.Published
 		if pub, p.err = nodestate.DecodeNUMAFree(n.Annotations[nodestate.AnnotationNUMAFree], set); p.err == nil {
@@ -216,9 +235,41 @@ func (p *published) finish() {
 	// whole cores alone.
 	p.opts.wholeCores = p.opts.fullPCPUs && p.j.Settings.Policy != alloc.PolicyKubelet
 	if p.j.Empty != nil {
-		s := summarize(p.j.Empty)
-		p.empty = &s
+		p.empty = &empty{st: p.j.Empty, sum: summarize(p.j.Empty)}
 	}
+}
+
+// emptyKey names what a node's empty state is made of: the topology and
+// settings it publishes (topo, set; set nil when it publishes none) and
+// the assignments left on it (its reserved CPUs).
+func emptyKey(topo string, set *string, st *alloc.State) [sha256.Size]byte {
+	h := sha256.New()
+	for _, part := range []string{topo, fmt.Sprint(set != nil), deref(set), st.Reserved().String(), fmt.Sprint(st.Assignments())} {
+		h.Write([]byte(part))
+		h.Write([]byte{0}) // a NUL never appears in JSON text unescaped
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// shareEmpty makes p's empty state the one of the first node that
+// published the same machine, settings and reserved CPUs (emptyKey), so
+// that what is found on it is found once for all of them and the copies
+// go. The states so kept are one per such combination seen: a fleet's
+// machine types.
+func (c *Cache) shareEmpty(p *published, topo string, set *string) {
+	if p.err != nil || p.empty == nil {
+		return
+	}
+	shared, _ := c.empties.LoadOrStore(emptyKey(topo, set, p.empty.st), p.empty)
+	p.empty = shared.(*empty)
+	p.j.Empty = p.empty.st
 }
 
 // SetNode records what n publishes: a change of its corepin annotations
@@ -243,7 +294,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 	if old != nil && old.pub.fp == fp {
 		return
 	}
-	c.replace(n.Name, old, decode(n, fp)) // decoded outside the lock: the expensive part
+	c.replace(n.Name, old, c.decode(n, fp)) // decoded outside the lock: the expensive part
 }
 
 // replace makes p the published state of node name, whose entry was old

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
 )
 
@@ -44,8 +45,8 @@ func judgeKept(n *node, req alloc.Request, reqErr error, id int32) verdict {
 }
 
 // judgeRuns counts judge's calls, for the tests and benchmarks of what
-// is kept.
-var judgeRuns atomic.Int64
+// is kept; allocatorRuns those of them the summary left to the allocator.
+var judgeRuns, allocatorRuns atomic.Int64
 
 // judge answers req (reqErr: the pod's metadata did not read) on node n
 // (nil: the node publishes no corepin state, not ours to judge): by n's
@@ -71,9 +72,14 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	if !decided {
 		err = n.sum.refuses(req, p.opts)
 	}
+	if err == nil && n.sum.placesWhole(req) {
+		pl := alloc.Placement{QoS: req.QoS, CPUs: firstCPUs(req.CPUs), Quality: n.sum.wholeQuality()}
+		return verdict{ok: true, score: nodestate.Score(pl, n.free)}
+	}
 	if err == nil {
 		v.byAllocator = true
-		pl, aerr := n.st.Clone().Admit(req)
+		allocatorRuns.Add(1)
+		pl, aerr := n.st.Try(req)
 		if aerr == nil {
 			return verdict{ok: true, score: nodestate.Score(pl, n.free), byAllocator: true}
 		}
@@ -81,7 +87,7 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	}
 	v.reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
 	if len(n.reserved) > 0 {
-		if _, err := p.j.State.Clone().Admit(req); err == nil {
+		if _, err := p.j.State.Try(req); err == nil {
 			// The CPUs are free on what the node published: say who
 			// takes them.
 			v.reason += nodestate.ComingSuffix
@@ -98,14 +104,24 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	if p.j.Empty == nil {
 		return false
 	}
-	if p.empty.refuses(req, p.opts) != nil {
+	if p.empty.sum.refuses(req, p.opts) != nil {
 		return true
 	}
 	k := nodestate.ShapeOf(req)
-	if v, ok := p.unresolvable.Load(k); ok {
+	if v, ok := p.empty.refuses.Load(k); ok {
 		return v.(bool)
 	}
-	_, err := p.j.Empty.Clone().Admit(req)
-	p.unresolvable.Store(k, err != nil)
+	_, err := p.empty.st.Try(req)
+	p.empty.refuses.Store(k, err != nil)
 	return err != nil
+}
+
+// firstCPUs is a set of n CPUs, standing for a placement's size where
+// only its size and quality are known (nodestate.Score reads no more).
+func firstCPUs(n int) cpuset.CPUSet {
+	var b cpuset.Builder
+	for c := range n {
+		b.Add(c)
+	}
+	return b.Result()
 }

@@ -437,3 +437,46 @@ func TestSaysWhenNodesDecoded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestEmptySharedByMachineType: nodes publishing the same machine and
+// settings share one empty state (what refusesEmpty asks), whatever they
+// hold; a node of other reserved CPUs or another machine has its own; and
+// each node's unresolvable answer is the one it gives decoded alone.
+func TestEmptySharedByMachineType(t *testing.T) {
+	own := machine(t)
+	other := own.Clone()
+	if _, err := other.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	reserved, err := alloc.NewState(own.Topology(), alloc.NodeSettings{ReservedCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 3, ThreadsPerCore: 2}), alloc.NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]*alloc.State{"n1": own, "n2": other, "n3": reserved, "n4": bigger}
+	c := NewCache()
+	for name, st := range states {
+		c.SetNode(publish(t, baseNode(name), st, alloc.TopologySingleNUMANode, map[string]string{}))
+	}
+	emptyOf := func(name string) *empty { return c.get(name).pub.empty }
+	if emptyOf("n1") == nil || emptyOf("n1") != emptyOf("n2") {
+		t.Fatalf("n1 and n2 (one machine, one setting) have empty states %p and %p, want one shared", emptyOf("n1"), emptyOf("n2"))
+	}
+	if emptyOf("n3") == emptyOf("n1") || emptyOf("n4") == emptyOf("n1") || emptyOf("n4") == emptyOf("n3") {
+		t.Fatal("a node of other reserved CPUs or another machine shares n1's empty state")
+	}
+	for name, st := range states {
+		alone := NewCache()
+		alone.SetNode(publish(t, baseNode(name), st, alloc.TopologySingleNUMANode, map[string]string{}))
+		for cpus := 1; cpus <= 14; cpus++ {
+			req := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: cpus, TopologyPolicy: alloc.TopologySingleNUMANode}
+			got, want := judge(c.get(name), req, nil), judge(alone.get(name), req, nil)
+			if got != want {
+				t.Fatalf("%s, %d CPUs: verdict %+v among the fleet, %+v alone", name, cpus, got, want)
+			}
+		}
+	}
+}

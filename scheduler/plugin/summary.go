@@ -30,6 +30,14 @@ type summary struct {
 	// a shared (LS, BE) request.
 	ls, be, lsMilli int
 	ids             map[string]struct{}
+	// exact says the node's engine and machine place an exclusive
+	// request that fits one L3 group's whole free cores there
+	// (placesWhole; exactUnits). unitWhole is the most CPUs in whole free
+	// cores of one L3 group; tpc the threads of every core, 0 when cores
+	// differ.
+	exact     bool
+	unitWhole int
+	tpc       int
 }
 
 // summarize counts st's summary.
@@ -61,6 +69,24 @@ func summarize(st *alloc.State) summary {
 		s.sockWhole = append(s.sockWhole, cpus.Intersection(whole).Size())
 	}
 	s.noneCPUs = !t.NoNodeCPUs().IsEmpty()
+	var units []cpuset.CPUSet
+	units, s.exact = exactUnits(st)
+	for _, u := range units {
+		s.unitWhole = max(s.unitWhole, u.Intersection(whole).Size())
+	}
+	uniform := true
+	for c := range t.NumCores() {
+		switch n := t.CoreCPUs(topology.CoreID(c)).Size(); {
+		case n == 0:
+		case s.tpc == 0:
+			s.tpc = n
+		case s.tpc != n:
+			uniform = false
+		}
+	}
+	if !uniform {
+		s.tpc = 0
+	}
 	s.ls, s.be = p.LS.Size(), p.BE.Size()
 	s.ids = map[string]struct{}{}
 	for _, a := range st.Assignments() {
@@ -199,4 +225,86 @@ func (s summary) refuses(req alloc.Request, o nodeOpts) error {
 		return alloc.Rejection{Constraint: string(alloc.TopologyRestricted), Reason: "the node's summary"}
 	}
 	return nil
+}
+
+// exactUnits are the units in which st's engine places an exclusive
+// request that one unit's whole free cores hold: the L3 groups. exact is
+// false where the summary does not predict the placement: the kubelet
+// engine, any option, isolated CPUs, allowed CPUs offline, in no NUMA node
+// or in no L3 group, or an L3 group spanning NUMA nodes or sockets.
+func exactUnits(st *alloc.State) (units []cpuset.CPUSet, exact bool) {
+	t := st.Topology()
+	if st.Policy() != alloc.PolicyCorepin || len(st.Options()) > 0 || !alloc.IsolatedCPUs(t).IsEmpty() ||
+		!t.Allowed().IsSubsetOf(t.Online()) || !t.NoNodeCPUs().IsEmpty() {
+		return nil, false
+	}
+	var all cpuset.Builder
+	for c := range t.NumL3() {
+		u := t.L3CPUs(topology.CacheID(c))
+		all.AddSet(u)
+		units = append(units, u)
+	}
+	if !t.Allowed().IsSubsetOf(all.Result()) {
+		return nil, false // no L3 groups, or CPUs in none
+	}
+	for _, u := range units {
+		if !within(u, t.NumSockets(), func(i int) cpuset.CPUSet { return t.SocketCPUs(topology.SocketID(i)) }) {
+			return nil, false
+		}
+		nodes := t.NodesWithCPUs()
+		if !within(u, len(nodes), func(i int) cpuset.CPUSet { return t.NodeCPUs(nodes[i]) }) {
+			return nil, false
+		}
+	}
+	return units, true
+}
+
+// within reports whether u's CPUs are those of at most one of the n sets
+// part(0..n-1).
+func within(u cpuset.CPUSet, n int, part func(int) cpuset.CPUSet) bool {
+	seen := 0
+	for i := range n {
+		if part(i).Intersects(u) {
+			seen++
+		}
+	}
+	return seen <= 1
+}
+
+// placesWhole reports whether the summary proves that the allocator
+// takes req (as alloc.NodeSettings.Apply made it) in whole free cores of
+// one L3 group (exactUnits), and so places it on one NUMA node, one socket
+// and one L3 group sharing no core, past GuardPools (the LS pool keeps a
+// CPU and its quotas): an exclusive request of the usual form (LSE, bind
+// Default or FullPCPUs in whole cores, no exclusive level, most-allocated,
+// no isolated CPUs, an id not held) that some unit's whole free cores hold,
+// under any topology policy (one NUMA node satisfies each).
+func (s summary) placesWhole(req alloc.Request) bool {
+	if !s.exact || req.QoS != alloc.LSE || req.CPUs <= 0 || req.MilliCPUs != 0 && req.MilliCPUs != req.CPUs*1000 || req.ID == "" ||
+		req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone || req.NUMA != "" && req.NUMA != alloc.MostAllocated ||
+		req.Isolated != alloc.IsolatedAvoid || len(req.Hint) > 0 {
+		return false
+	}
+	switch req.Bind {
+	case "", alloc.BindDefault:
+	case alloc.BindFullPCPUs:
+		if s.tpc == 0 || req.CPUs%s.tpc != 0 {
+			return false
+		}
+	default:
+		return false
+	}
+	if _, err := alloc.ParseTopologyPolicy(string(req.TopologyPolicy)); err != nil {
+		return false
+	}
+	if _, held := s.ids[req.ID]; held {
+		return false
+	}
+	left := s.ls - req.CPUs
+	return req.CPUs <= s.unitWhole && left > 0 && s.lsMilli <= left*1000
+}
+
+// wholeQuality is the quality of a placement placesWhole proves.
+func (s summary) wholeQuality() alloc.Quality {
+	return alloc.Quality{NUMANodes: 1, Sockets: 1, L3Groups: 1}
 }

@@ -66,7 +66,7 @@ func TestSummaryNeverRefusesWhatTheAllocatorTakes(t *testing.T) {
 						v := judge(n, req, nil)
 						r, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, req)
 						_, aerr := n.st.Clone().Admit(r)
-						if !v.byAllocator {
+						if !v.byAllocator && !v.ok {
 							bySummary[policy]++
 							if policy == alloc.TopologyRestricted && n.sum.refusesRestricted(r.CPUs, n.pub.opts.alignBySocket) {
 								byRestrictedRule++
@@ -166,4 +166,105 @@ func TestSharedAnsweredAsTheAllocator(t *testing.T) {
 	if decided == 0 {
 		t.Fatal("the summary answered no shared request")
 	}
+}
+
+// TestExactAnswersAsTheAllocator: on the six fixture machines (the 2x64x2
+// 8-NUMA one among them) under both engines, with and without reserved
+// CPUs and options, at random occupancy (whole workloads, LS quotas,
+// single threads of cores), every request kind of every policy is
+// answered by judge exactly as the allocator answers it: taken or not,
+// and scored as the allocator's placement scores. The summary answers
+// some takes without the allocator (placesWhole) on every machine whose
+// units it predicts.
+func TestExactAnswersAsTheAllocator(t *testing.T) {
+	settings := []alloc.NodeSettings{
+		{},
+		{ReservedCount: 2},
+		{Options: []string{alloc.OptFullPCPUsOnly}},
+		{Policy: alloc.PolicyKubelet},
+		{ReservedCount: 2, Options: []string{alloc.OptStrictCPUReservation}},
+	}
+	policies := []alloc.TopologyPolicy{alloc.TopologyNone, alloc.TopologyBestEffort, alloc.TopologyRestricted, alloc.TopologySingleNUMANode}
+	rng := rand.New(rand.NewPCG(11, 12))
+	rounds := 8
+	if testing.Short() {
+		rounds = 2
+	}
+	for _, topo := range fixtureMachines(t) {
+		exact, judged := 0, 0
+		_, predicted := exactUnits(mustState(t, topo, alloc.NodeSettings{}))
+		for _, set := range settings {
+			for round := range rounds {
+				st, err := alloc.NewState(topo, set)
+				if err != nil {
+					continue // settings this machine refuses
+				}
+				total := topo.Allowed().Size()
+				target := int(float64(total) * 0.9 * rng.Float64())
+				for k := 0; total-st.Pools().LS.Size() < target && k < 200; k++ {
+					req := alloc.Request{ID: fmt.Sprintf("held/w%d", k), QoS: alloc.LSE, CPUs: 1 + rng.IntN(8)}
+					switch rng.IntN(5) {
+					case 0:
+						req = alloc.Request{ID: req.ID, QoS: alloc.LS, MilliCPUs: 250 * (1 + rng.IntN(8))}
+					case 1:
+						req.CPUs = 1 // a thread: cores partly held
+					}
+					_, _ = st.Admit(req)
+				}
+				if round%2 == 1 { // LS quotas up to the pool's size: GuardPools refuses some
+					for k := 0; k < 64; k++ {
+						_, _ = st.Admit(alloc.Request{ID: fmt.Sprintf("held/q%d", k), QoS: alloc.LS, MilliCPUs: 250 * (1 + rng.IntN(8))})
+					}
+				}
+				node := publish(t, baseNode("n1"), st, "", map[string]string{})
+				c := NewCache()
+				c.SetNode(node)
+				n := c.get("n1")
+				for cpus := 1; cpus <= min(total, 24); cpus++ {
+					for _, policy := range policies {
+						for _, req := range []alloc.Request{
+							{ID: "a/b", CPUs: cpus, QoS: alloc.LSE, TopologyPolicy: policy},
+							{ID: "a/b", CPUs: cpus, QoS: alloc.LSE, TopologyPolicy: policy, Bind: alloc.BindFullPCPUs},
+							{ID: "a/b", CPUs: cpus, QoS: alloc.LSR, TopologyPolicy: policy},
+							{ID: "a/b", CPUs: cpus, QoS: alloc.LSE, TopologyPolicy: policy, NUMA: alloc.LeastAllocated},
+							{ID: "held/w0", CPUs: cpus, QoS: alloc.LSE, TopologyPolicy: policy},
+							{ID: "a/b", MilliCPUs: 250 * cpus, QoS: alloc.LS, TopologyPolicy: policy},
+						} {
+							if set.Policy == alloc.PolicyKubelet && (req.Bind != "" || req.NUMA != "") {
+								continue // the kubelet engine has no bind or strategy
+							}
+							v := judge(n, req, nil)
+							r, _ := nodestate.RequestOn(n.pub.j.Settings, req)
+							pl, aerr := n.st.Clone().Admit(r)
+							judged++
+							if v.ok && !v.byAllocator && r.QoS == alloc.LSE {
+								exact++
+							}
+							if (aerr == nil) != v.ok {
+								t.Fatalf("%s %+v round %d: %+v: ok %v (%s, by the allocator %v), the allocator: %v",
+									topo.Summary(), set, round, req, v.ok, v.reason, v.byAllocator, aerr)
+							}
+							if aerr == nil && v.score != nodestate.Score(pl, n.free) {
+								t.Fatalf("%s %+v round %d: %+v: score %d (by the allocator %v), the allocator's placement %s %+v scores %d",
+									topo.Summary(), set, round, req, v.score, v.byAllocator, pl.CPUs, pl.Quality, nodestate.Score(pl, n.free))
+							}
+						}
+					}
+				}
+			}
+		}
+		if predicted && exact == 0 {
+			t.Errorf("%s: the summary answered none of %d requests without the allocator", topo.Summary(), judged)
+		}
+		t.Logf("%s: %d of %d answered by the summary's exact rule (units predicted: %v)", topo.Summary(), exact, judged, predicted)
+	}
+}
+
+func mustState(t *testing.T, topo *topology.Topology, set alloc.NodeSettings) *alloc.State {
+	t.Helper()
+	st, err := alloc.NewState(topo, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
