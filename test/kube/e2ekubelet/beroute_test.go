@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,16 @@ const qosReconcile = 70 * time.Second
 // the container's shell: what runs in the container besides the process
 // the runtime started.
 const batchCmd = "yes >/dev/null & yes >/dev/null & wait"
+
+// TestKubeletKeepsBEIdleParent runs checkBEIdle alone (TestKubeletRunsSweepPinned
+// runs it after the sweep): a few minutes, for work on the BE routes.
+func TestKubeletKeepsBEIdleParent(t *testing.T) {
+	c, rt := startCluster(t, "kb-")
+	if _, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", namespace, err)
+	}
+	c.checkBEIdle(rt)
+}
 
 // checkBEIdle is issue 21 §1 on the real kubelet: a BestEffort pod running
 // a CPU-saturating batch runs under the plugin's idle parent
