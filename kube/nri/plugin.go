@@ -94,7 +94,8 @@ type Options struct {
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
 // and applies what it answers (cpuset cpus and mems, CPU shares and
 // quota). It admits through nodecore.Containers, the node's state and
-// allocator it shares with the agent, and writes no cgroup itself.
+// allocator it shares with the agent, and writes no cgroup itself but
+// the idle parent (Options.IdleParentMount).
 type Plugin struct {
 	c   *nodecore.Containers
 	log *slog.Logger
@@ -117,7 +118,8 @@ type Plugin struct {
 	tasks    Tasks
 	metrics  string // Options.MetricsAddr
 	idle     *IdleParents
-	// placed is the idle parent of each BE container created under one.
+	// placed is the cgroups path, under an idle parent, of each BE
+	// container created there.
 	placed map[string]string
 }
 
