@@ -26,8 +26,10 @@ import (
 // kernel then refuses cpu.shares there (EINVAL), which the kubelet writes
 // at every start and every minute (pkg/kubelet/cm
 // qos_container_manager_linux.go: a failed start update stops the
-// kubelet). So the routes are SCHED_IDLE for the container's tasks, by
-// whoever can set it, and the minimal weight (BEShares) where nobody can.
+// kubelet). So the best route is a group with cpu.idle of the plugin's
+// own beside the pods under kubepods (RouteIdleParent), where the plugin
+// keeps one; then SCHED_IDLE for the container's tasks, by whoever can
+// set it, and the minimal weight (BEShares) where nobody can.
 type BERoute string
 
 // The routes, best first.
@@ -50,7 +52,7 @@ const (
 
 // Routes are the routes, best first (the labels of the plugin's
 // corepin_nri_be_protection metric, with RouteUnchecked).
-var Routes = []BERoute{RouteRuntimeIdle, RoutePluginIdle, RouteMinWeight}
+var Routes = []BERoute{RouteIdleParent, RouteRuntimeIdle, RoutePluginIdle, RouteMinWeight}
 
 // RouteUnchecked labels, in the metric, a BE container the plugin did not
 // see start (it ran before the plugin connected): its policy is whatever

@@ -17,7 +17,7 @@ import (
 // beProtectionDesc is the metric of the BE containers' routes.
 var beProtectionDesc = prometheus.NewDesc("corepin_nri_be_protection",
 	"BE containers the plugin holds now, by how they are kept out of the other containers' way: "+
-		"runtime-sched-idle, plugin-sched-idle, min-weight, or unchecked (started before the plugin connected).",
+		"idle-parent, runtime-sched-idle, plugin-sched-idle, min-weight, or unchecked (started before the plugin connected).",
 	[]string{"route"}, nil)
 
 // collector reads the routes from the state file at each scrape.

@@ -82,12 +82,20 @@ type Options struct {
 	// MetricsAddr, when not empty, is the TCP address Run serves
 	// Prometheus metrics on (GET /metrics): corepin_nri_be_protection.
 	MetricsAddr string
+	// IdleParentMount, when not empty, is the host's cgroup mount (its
+	// /sys/fs/cgroup, as the plugin sees it) where the plugin keeps the
+	// idle parent (RouteIdleParent): BE containers are created under it,
+	// and the plugin removes their pod groups there. A mount it can not
+	// use is logged and the plugin goes on without the route. Empty
+	// leaves the cgroups to the runtime and the kubelet.
+	IdleParentMount string
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
 // and applies what it answers (cpuset cpus and mems, CPU shares and
 // quota). It admits through nodecore.Containers, the node's state and
-// allocator it shares with the agent, and writes no cgroup itself.
+// allocator it shares with the agent, and writes no cgroup itself but
+// the idle parent (Options.IdleParentMount).
 type Plugin struct {
 	c   *nodecore.Containers
 	log *slog.Logger
@@ -109,6 +117,10 @@ type Plugin struct {
 	info     string        // Options.InfoDir
 	tasks    Tasks
 	metrics  string // Options.MetricsAddr
+	idle     *IdleParents
+	// placed is the cgroups path, under an idle parent, of each BE
+	// container created there.
+	placed map[string]string
 }
 
 // New opens the state file and returns a plugin over it.
@@ -120,7 +132,8 @@ func New(o Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr}
+	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr,
+		placed: map[string]string{}}
 	if p.tasks == nil {
 		p.tasks = KernelTasks{}
 	}
@@ -128,11 +141,22 @@ func New(o Options) (*Plugin, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	if o.IdleParentMount != "" {
+		if p.idle, err = OpenIdleParents(o.IdleParentMount); err != nil {
+			p.log.Warn("BE containers get no idle parent: SCHED_IDLE routes only", "err", err)
+		}
+	}
 	return p, nil
 }
 
-// Close closes the state file. Assignments stay held.
-func (p *Plugin) Close() error { return p.c.Close() }
+// Close closes the state file (and the cgroup mount). Assignments stay
+// held.
+func (p *Plugin) Close() error {
+	if p.idle != nil {
+		p.idle.Close()
+	}
+	return p.c.Close()
+}
 
 // Containers is the admission core the plugin runs on.
 func (p *Plugin) Containers() *nodecore.Containers { return p.c }
@@ -255,6 +279,8 @@ var (
 	_ stub.RemoveContainerInterface    = (*Plugin)(nil)
 	_ stub.PostStartContainerInterface = (*Plugin)(nil)
 	_ stub.StartContainerInterface     = (*Plugin)(nil)
+	_ stub.StopPodInterface            = (*Plugin)(nil)
+	_ stub.RemovePodInterface          = (*Plugin)(nil)
 )
 
 // refOf names ctr of pod for the state file.
@@ -335,6 +361,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.Info("admitted a running container", "id", ctr.GetId(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
 		}
 	}
+	p.syncIdleParents(pods, running)
 	ups, err := p.repair(func(string) bool { return true })
 	p.refreshInfo(running)
 	p.unstarted = map[string]bool{}
@@ -498,6 +525,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	adj := adjustmentOf(ca)
 	if ca.QoS == alloc.BE {
 		adj.SetLinuxScheduler(idleScheduler())
+		p.placeIdle(adj, pod, ctr)
 	}
 	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
 	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
@@ -551,8 +579,9 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return append([]*api.ContainerUpdate{updateOf(ca)}, ups...), nil
 }
 
-// StartContainer protects a BE container (ProtectBE), now that its
-// process exists and before it runs the container's command, and records
+// StartContainer checks that a BE container created under the idle parent
+// runs there (RouteIdleParent), or else protects it (ProtectBE), now that
+// its process exists and before it runs the container's command, and records
 // the route in the state file (`corepin ctl top` shows it). It never
 // fails the start: a container no route reaches keeps the minimal weight,
 // and the reason is logged.
@@ -563,7 +592,10 @@ func (p *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *a
 	if err != nil || ca.QoS != alloc.BE {
 		return nil
 	}
-	route, why := ProtectBE(p.tasks, int(ctr.GetPid()), ctr.GetId())
+	route, why := RouteIdleParent, p.idleHolds(ctr.GetId())
+	if why != nil {
+		route, why = ProtectBE(p.tasks, int(ctr.GetPid()), ctr.GetId())
+	}
 	if why != nil {
 		p.log.Warn("BE container left at the minimal weight", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "route", route, "why", why)
 	} else {
@@ -644,6 +676,7 @@ func (p *Plugin) release(id string) ([]*api.ContainerUpdate, error) {
 		p.touched()
 	}
 	delete(p.applied, id)
+	delete(p.placed, id)
 	p.removeInfo(id)
 	delete(p.unstarted, id)
 	return p.repair(func(string) bool { return true })

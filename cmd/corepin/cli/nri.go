@@ -23,14 +23,20 @@ policy, policy_options, topology_policy) and the runtime applies the
 answer: cpuset cpus and mems, CPU shares, the LS quota, the BE pool at the
 lowest weight. UpdateContainer keeps the pin; stop and remove release it;
 every (re)connect resynchronises without moving correct containers. The
-plugin reconnects by itself when the runtime restarts. It writes no cgroup.
+plugin reconnects by itself when the runtime restarts. It writes no cgroup
+but its idle parent (--be-idle-parent).
 
 A BE container's tasks are SCHED_IDLE (a waking task of any other pod
 preempts them at once): the plugin asks the runtime for it (runc >= 1.2
 applies it), and where the runtime did not, sets it on the container's
 process before its command runs (this needs the host's PID namespace, and
 CAP_SYS_NICE for containers of another user); otherwise the container
-keeps the lowest weight. --metrics-addr serves which route each took
+keeps the lowest weight. With --be-idle-parent the plugin instead creates
+BE containers under kubepods/corepin-be, a group with cpu.idle 1 of its
+own beside the pods (the kubelet's cgroupfs driver; the plugin writes
+only that group and removes its pods' groups there): there the BE pods
+meet the other pods as one idle entity, as corepin run --qos BE does on a
+host. --metrics-addr serves which route each took
 (corepin_nri_be_protection); corepin ctl top shows it per container.
 
 Pods choose with the label koordinator.sh/qosClass (LSE|LSR|LS|BE) and the
@@ -61,12 +67,13 @@ Examples:
   corepin nri --nri-socket /run/containerd-test/nri.sock --sysfs-root /
   corepin nri --annotate-node --node-name "$NODE_NAME"
   corepin nri --metrics-addr 127.0.0.1:9465
+  corepin nri --be-idle-parent /sys/fs/cgroup
   corepin nri --annotate-node --node-name node-1 --kubeconfig /etc/kubernetes/kubelet.conf`
 
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
-	var state, config, socket, root, nodeName, infoDir, metricsAddr string
+	var state, config, socket, root, nodeName, infoDir, metricsAddr, idleMount string
 	var publishNRT, annotateNode bool
 	var kube kubeclient.Options
 	cmd := &cobra.Command{
@@ -94,7 +101,7 @@ func newNRICmd(e *env) *cobra.Command {
 			if c.LogFormat == "json" {
 				h = slog.NewJSONHandler(e.stderr, nil)
 			}
-			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr}
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr, IdleParentMount: idleMount}
 			if publishNRT {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
@@ -144,6 +151,7 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.StringVar(&root, "sysfs-root", "/", "directory holding sys/ of the machine to place on")
 	fl.StringVar(&infoDir, "info-dir", "", "host directory (seen by the plugin at the same path) of each container's files cpuset and threads, kept current across resizes and mounted read-only into the container at "+nri.InfoMount+" (empty: none; the variables COREPIN_CPUSET and COREPIN_THREADS are set either way)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "TCP address to serve Prometheus metrics on (GET /metrics: corepin_nri_be_protection, the BE containers by route); empty: none")
+	fl.StringVar(&idleMount, "be-idle-parent", "", "the host's cgroup mount (its /sys/fs/cgroup as the plugin sees it, writable) where BE containers are created under kubepods/"+nri.IdleGroup+", a group with cpu.idle 1 the plugin keeps (cgroupfs driver, cgroup v1 or v2); empty: none, BE containers stay in the kubelet's besteffort group")
 	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
 	fl.BoolVar(&annotateNode, "annotate-node", false, "publish the node's topology and assignments as the annotations corepin extender reads (in a pod, with its service account)")
 	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt and --annotate-node")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +33,24 @@ const qosReconcile = 70 * time.Second
 // the runtime started.
 const batchCmd = "yes >/dev/null & yes >/dev/null & wait"
 
+// TestKubeletKeepsBEIdleParent runs checkBEIdle alone (TestKubeletRunsSweepPinned
+// runs it after the sweep): a few minutes, for work on the BE routes.
+func TestKubeletKeepsBEIdleParent(t *testing.T) {
+	c, rt := startCluster(t, "kb-")
+	if _, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", namespace, err)
+	}
+	c.checkBEIdle(rt)
+}
+
 // checkBEIdle is issue 21 §1 on the real kubelet: a BestEffort pod running
-// a CPU-saturating batch has every task SCHED_IDLE (on this node through
-// the plugin: Debian's runc 1.1.5 does not apply the OCI linux.scheduler
-// the plugin asks for), the plugin's metric counts it on its route, and
-// the protection is still on every task after one of the kubelet's QoS
-// reconciles and after a kubelet restart (whose start rewrites the QoS
-// cgroups at once).
+// a CPU-saturating batch runs under the plugin's idle parent
+// (kubepods/corepin-be, cpu.idle 1: corepin nri --be-idle-parent), the
+// plugin's metric counts it on that route, and it is still there, the
+// parent still idle, after one of the kubelet's QoS reconciles and after a
+// kubelet restart (whose start rewrites the QoS cgroups at once); the
+// kubelet's own besteffort group keeps its cpu.shares. Deleting the pod
+// leaves no group of it under the idle parent.
 func (c *cluster) checkBEIdle(rt *cri) {
 	t := c.t
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -50,29 +62,35 @@ func (c *cluster) checkBEIdle(rt *cri) {
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true, TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{Name: "main", Image: corepinImage, Command: []string{"/bin/sh", "-c", batchCmd}}}},
 	}
-	if _, err := c.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := c.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating pod %s: %v", name, err)
 	}
+	deleted := false
 	defer func() {
+		if deleted {
+			return
+		}
 		if err := c.cs.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Errorf("deleting pod %s: %v", name, err)
 		}
 	}()
 	pid := rt.waitPod(ctx, t, name)
 	tasks := waitTasks(ctx, t, pid, 3)
-	if got := notIdle(tasks); len(got) > 0 {
-		t.Fatalf("BE pod %s: tasks %v of %v are not SCHED_IDLE right after start", name, got, tasks)
+	if why := underIdleParent(pid); why != "" {
+		t.Fatalf("BE pod %s right after start: %s", name, why)
 	}
 	m := kubetest.Scrape(t, "http://"+c.metrics+"/metrics")
-	if got := m[`corepin_nri_be_protection{route="plugin-sched-idle"}`] + m[`corepin_nri_be_protection{route="runtime-sched-idle"}`]; got != 1 {
-		t.Errorf("corepin_nri_be_protection: %v BE containers on a SCHED_IDLE route, want 1 (%v)", got, routes(m))
+	if got := m[`corepin_nri_be_protection{route="idle-parent"}`]; got != 1 {
+		t.Errorf("corepin_nri_be_protection: %v BE containers on the idle-parent route, want 1 (%v)", got, routes(m))
 	}
-	c.note("BE pod %s: all %d tasks (the container's shell and its two busy children) SCHED_IDLE at start; plugin metric %v", name, len(tasks), routes(m))
+	c.note("BE pod %s: all %d tasks (the container's shell and its two busy children) in %s, cpu.idle 1 there; plugin metric %v",
+		name, len(tasks), filepath.Dir(filepath.Dir(cgroupDir(pid, "cpu"))), routes(m))
 
 	begin := time.Now()
 	time.Sleep(qosReconcile)
-	if got := notIdle(waitTasks(ctx, t, pid, 3)); len(got) > 0 {
-		t.Errorf("BE pod %s: tasks %v no longer SCHED_IDLE after one QoS reconcile period (%s)", name, got, fmtDur(time.Since(begin)))
+	if why := underIdleParent(pid); why != "" {
+		t.Errorf("BE pod %s after one QoS reconcile period (%s): %s", name, fmtDur(time.Since(begin)), why)
 	}
 	shares := readTrim(filepath.Join("/sys/fs/cgroup/cpu", c.cgroupRoot, "kubepods/besteffort/cpu.shares"))
 	if shares != "2" {
@@ -81,15 +99,64 @@ func (c *cluster) checkBEIdle(rt *cri) {
 
 	c.ps.StopNamed("kubelet")
 	c.launchKubelet()
-	again := waitTasks(ctx, t, pid, 3)
-	if got := notIdle(again); len(got) > 0 {
-		t.Errorf("BE pod %s: tasks %v no longer SCHED_IDLE after a kubelet restart", name, got)
-	}
 	if now := rt.waitPod(ctx, t, name); now != pid {
 		t.Errorf("BE pod %s runs as pid %d after the kubelet restart, was %d: the test looked at another container", name, now, pid)
 	}
-	c.note("BE pod %s: all tasks still SCHED_IDLE after %s (one kubelet QoS reconcile, besteffort cpu.shares %s as the kubelet writes it) and after a kubelet restart",
+	time.Sleep(5 * time.Second) // the kubelet's start-up QoS update and pod sync
+	if why := underIdleParent(pid); why != "" {
+		t.Errorf("BE pod %s after a kubelet restart: %s", name, why)
+	}
+	c.note("BE pod %s: still under the idle parent after %s (one kubelet QoS reconcile, besteffort cpu.shares %s as the kubelet writes it) and after a kubelet restart",
 		name, fmtDur(time.Since(begin)), shares)
+
+	group := "pod" + string(created.UID)
+	if err := c.cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatalf("deleting pod %s: %v", name, err)
+	}
+	deleted = true
+	gone := time.Now()
+	for {
+		left := c.idlePodGroups(group)
+		if len(left) == 0 {
+			c.note("BE pod %s deleted: its group under the idle parent gone after %s", name, fmtDur(time.Since(gone)))
+			return
+		}
+		if time.Since(gone) > 90*time.Second {
+			t.Errorf("BE pod %s deleted %s ago: its groups %v are still under the idle parent", name, fmtDur(time.Since(gone)), left)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// underIdleParent says why process pid is not in a container group under
+// the plugin's idle parent with cpu.idle 1 ("" when it is).
+func underIdleParent(pid int) string {
+	dir := cgroupDir(pid, "cpu")
+	if dir == "" {
+		return fmt.Sprintf("process %d has no cpu cgroup", pid)
+	}
+	parent := filepath.Dir(filepath.Dir(dir))
+	if filepath.Base(parent) != "corepin-be" || filepath.Base(filepath.Dir(parent)) != "kubepods" {
+		return fmt.Sprintf("process %d is in %s, not under kubepods/corepin-be", pid, dir)
+	}
+	if idle := readTrim(filepath.Join(parent, "cpu.idle")); idle != "1" {
+		return fmt.Sprintf("the idle parent %s has cpu.idle %q, want 1", parent, idle)
+	}
+	return ""
+}
+
+// idlePodGroups lists the directories of pod group g (pod<uid>) under
+// the idle parent in every cgroup hierarchy.
+func (c *cluster) idlePodGroups(g string) []string {
+	var out []string
+	for _, ctrl := range cgroupControllers(c.t) {
+		d := filepath.Join("/sys/fs/cgroup", ctrl, c.cgroupRoot, "kubepods/corepin-be", g)
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // routes is the plugin's corepin_nri_be_protection series, for messages.

@@ -74,7 +74,7 @@ type coloSample struct {
 // CPU service, loaded by corepin's open-loop generator from the host, and
 // a CPU-saturating batch beside it in four variants, interleaved over
 // coloRepeats repeats: alone; a BE pod created with corepin's plugin
-// attached (its tasks SCHED_IDLE: the route is asserted); a BE pod
+// attached (under the plugin's idle parent: the route is asserted); a BE pod
 // created while the plugin was detached (the kubelet's own BestEffort
 // treatment); and the host path, `corepin run --qos BE`. The BE pods stay
 // up for the whole test and are frozen (cgroup freezer) while another
@@ -109,13 +109,18 @@ func TestColocation(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServing(ctx, t, url)
 
-	// The route: every task of corepin's BE pod SCHED_IDLE, none of the
-	// plain one's.
-	if bad := notIdle(waitTasks(ctx, t, bePid, 3)); len(bad) > 0 {
-		t.Fatalf("corepin's BE pod: tasks %v are not SCHED_IDLE: the route was not applied", bad)
+	// The route: corepin's BE pod under the plugin's idle parent, the
+	// plain one in the kubelet's besteffort group, its tasks not
+	// SCHED_IDLE.
+	waitTasks(ctx, t, bePid, 3)
+	if why := underIdleParent(bePid); why != "" {
+		t.Fatalf("corepin's BE pod: %s: the route was not applied", why)
+	}
+	if why := underIdleParent(plainPid); why == "" {
+		t.Fatalf("the plain BE pod is under the idle parent too: the comparison would compare nothing")
 	}
 	if bad := notIdle(waitTasks(ctx, t, plainPid, 3)); len(bad) == 0 {
-		t.Fatalf("the plain BE pod's tasks are SCHED_IDLE too: the comparison would compare nothing")
+		t.Fatalf("the plain BE pod's tasks are SCHED_IDLE: the comparison would compare nothing")
 	}
 	m := kubetest.Scrape(t, "http://"+c.metrics+"/metrics")
 	c.note("routes: %v (plain pod: started before the plugin came back)", routes(m))

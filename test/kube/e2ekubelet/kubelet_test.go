@@ -229,7 +229,8 @@ func (c *cluster) startPlugin() {
 	t := c.t
 	plugin := c.ps.Start("corepin nri", nil, c.corepin, "nri", "--nri-socket", c.path("run/nri.sock"),
 		"--config", c.path("corepin.yaml"), "--state", c.path("state.db"),
-		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig, "--metrics-addr", c.metrics)
+		"--annotate-node", "--node-name", nodeName, "--kubeconfig", c.kubeconfig, "--metrics-addr", c.metrics,
+		"--be-idle-parent", "/sys/fs/cgroup")
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(plugin.Log.String(), "msg=synchronized") {
 		select {
