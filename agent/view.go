@@ -161,7 +161,7 @@ type Usage struct {
 	Pids          int     `json:"pids"`
 	StatsReadable bool    `json:"stats_readable"`
 	// BERoute is how a BE container of the NRI plugin is kept out of the
-	// other workloads' way (nodecore.Record.BERoute: runtime-sched-idle,
+	// other workloads' way (nodecore.Record.BERoute: idle-parent, runtime-sched-idle,
 	// plugin-sched-idle, min-weight); empty for every other workload and
 	// for a BE container the plugin did not see start.
 	BERoute string `json:"be_route,omitempty"`

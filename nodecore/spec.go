@@ -189,7 +189,7 @@ type Record struct {
 	// those it was placed on, in the order added (alloc.Assignment.Added).
 	Added []int `json:"added_cpus,omitempty"`
 	// BERoute is how a BE container of the NRI plugin is kept out of the
-	// other workloads' way (the plugin's BERoute names: runtime-sched-idle,
+	// other workloads' way (the plugin's BERoute names: idle-parent, runtime-sched-idle,
 	// plugin-sched-idle, min-weight), set once it started; empty before,
 	// and for every other workload.
 	BERoute string `json:"be_route,omitempty"`
