@@ -166,8 +166,8 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 13, 19, 11, 24, 15),
 				pt(polCorepin, 1.4, 20, 12, 25, 14, 18)},
-			want:    []string{"cpu: use corepin (p99 1.80x alone, batch keeps 93% of the idle CPU); no policy measured 1.50x, not different beyond the noise (Mann-Whitney p=", "a tie goes to corepin's default"},
-			notWant: []string{"keep the default"},
+			want:    []string{"cpu: use corepin (p99 1.80x alone, batch keeps 93% of the idle CPU); no policy measured 1.50x, not different beyond the noise (Mann-Whitney p=", "a tie goes to corepin's default."},
+			notWant: []string{"keep the default", "so the tie goes to corepin's default"},
 		},
 		{
 			name: "corepin worse than none beyond the noise: never recommended",
