@@ -146,13 +146,54 @@ func TestColocationRecommendationNeedsSignificance(t *testing.T) {
 			notWant: []string{"use idle"},
 		},
 		{
-			name: "corepin not the pick: its comparison with none carries the test",
+			// The tie rule between corepin's default and no policy: a
+			// lower median inside the noise keeps corepin's default, as
+			// against another policy, so the headline does not flip
+			// between them on noise (issue 17 §3).
+			name: "corepin ties with none: its lower median keeps the headline",
 			pts: []experiment.PointResult{alone,
 				pt(polNone, 1.45, 20, 12, 25, 14, 18),
 				pt(polCorepin, 1.4, 13, 19, 11, 24, 15)},
-			want: []string{"corepin measured p99 1.50x alone against its 1.80x, a difference that is not significant",
+			want: []string{"cpu: use corepin (p99 1.50x alone, batch keeps 93% of the idle CPU); no policy measured 1.80x, not different beyond the noise (Mann-Whitney p=",
+				"and a tie goes to corepin's default",
 				"corepin's default misses the bar (p99 <= 1.10x alone with >= 90% of idle CPU to the batch): 1.50x, 93%."},
-			notWant: []string{"use corepin", "its p99 and no policy's"},
+			notWant: []string{"keep the default", "its p99 and no policy's"},
+		},
+		{
+			// Every policy measured alike (the tails measured other
+			// work): which median came out lower is noise.
+			name: "corepin ties with none at a higher median: still a tie",
+			pts: []experiment.PointResult{alone,
+				pt(polNone, 1.45, 13, 19, 11, 24, 15),
+				pt(polCorepin, 1.4, 20, 12, 25, 14, 18)},
+			want:    []string{"cpu: use corepin (p99 1.80x alone, batch keeps 93% of the idle CPU); no policy measured 1.50x, not different beyond the noise (Mann-Whitney p=", "a tie goes to corepin's default."},
+			notWant: []string{"keep the default", "so the tie goes to corepin's default"},
+		},
+		{
+			name: "corepin worse than none beyond the noise: never recommended",
+			pts: []experiment.PointResult{alone,
+				pt(polNone, 1.45, 11, 11.5, 10.5, 12, 10),
+				pt(polCorepin, 1.4, 30, 31, 29, 32, 28)},
+			want:    []string{"cpu: keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99 (none: 1.10x alone", "its p99 is higher than no policy's 1.10x beyond the noise (Mann-Whitney p=0.00794, n=5 vs 5)."},
+			notWant: []string{"use corepin"},
+		},
+		{
+			name: "another policy at a higher median than none: never recommended",
+			pts: []experiment.PointResult{alone,
+				pt(polNone, 1.45, 13, 19, 11, 24, 15),
+				pt(polIdle, 1.4, 20, 12, 25, 14, 18)},
+			want:    []string{"cpu: keep the default (none: no policy): none of the policies leaving the batch 90% of the idle CPU had a lower p99 (none: 1.50x alone"},
+			notWant: []string{"use idle"},
+		},
+		{
+			// Issue 17 §3: no policy must not win against a policy
+			// several times better only because five repeats overlap.
+			name: "several times better, five repeats overlapping",
+			pts: []experiment.PointResult{alone,
+				pt(polNone, 1.45, 12, 90, 60, 80, 100),
+				pt(polIdle, 1.4, 13, 19, 11, 24, 15)},
+			want:    []string{"cpu: use idle (p99 1.50x alone, batch keeps 93% of the idle CPU); no policy measured 8.00x, 5.3 times its p99, though the repeats overlap (Mann-Whitney p="},
+			notWant: []string{"keep the default"},
 		},
 		{
 			name: "corepin beside the pick: tested against none on its own",
@@ -507,9 +548,11 @@ func TestColocationVerdictOnABusyMachine(t *testing.T) {
 	runColocationCases(t, tests)
 }
 
-// Colocation asks for a second stage of repeats of the pick and no policy
-// while their p99s differ by openGap or more and the test cannot tell
-// them apart, and only then.
+// Colocation asks for a second stage of repeats of every point but the
+// batch alone while the pick's and no policy's p99s differ by openGap or
+// more and the test cannot tell them apart, and only then: a second stage
+// of the two alone measured them, and not the others, through a burst of
+// other work (issue 17 §3).
 func TestColocationOpen(t *testing.T) {
 	m := func(p99, batch float64) experiment.Metrics {
 		return experiment.Metrics{"p99_ms": p99, "batch_cpus": batch, "service_cpus": 0.5, "machine_cpus": 2}
@@ -528,14 +571,17 @@ func TestColocationOpen(t *testing.T) {
 	}{
 		{name: "twice as good, five repeats overlapping", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 40, 30), pt("cpu", polIdle, 50, 50, 50, 50, 50),
-			pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[1 3]"},
+			pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[0 1 2 3]"},
 		{name: "decided", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11)}, want: "[]"},
 		{name: "close medians", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 20, 12, 25, 14, 18), pt("cpu", polCorepin, 13, 19, 11, 24, 15)}, want: "[]"},
 		{name: "per service", pts: []experiment.PointResult{
 			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polNone, 30, 31, 29, 32, 28), pt("cpu", polCorepin, 11, 12, 10, 13, 11),
-			pt("nginx", polAlone, 1, 1, 1, 1, 1), pt("nginx", polCorepin, 0.6, 2.1, 0.7, 2.4, 1.3), pt("nginx", polNone, 2, 1.2, 2.5, 4, 3)}, want: "[4 5]"},
+			pt("nginx", polAlone, 1, 1, 1, 1, 1), pt("nginx", polCorepin, 0.6, 2.1, 0.7, 2.4, 1.3), pt("nginx", polNone, 2, 1.2, 2.5, 4, 3)}, want: "[3 4 5]"},
+		{name: "every point but the batch alone", pts: []experiment.PointResult{
+			pt("cpu", polAlone, 10, 10, 10, 10, 10), pt("cpu", polBatchAlone, 0, 0, 0, 0, 0), pt("cpu", polNone, 20, 12, 25, 40, 30),
+			pt("cpu", polQoS, 7, 20, 8, 22, 12), pt("cpu", polCorepin, 6, 21, 7, 24, 13)}, want: "[0 2 3 4]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

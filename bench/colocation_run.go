@@ -187,9 +187,11 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	work := pl.svcCPUs.Union(pl.batchCPUs)
 	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)
-	var svcBefore time.Duration
+	var svcBefore, waitBefore time.Duration
+	var waitErr error
 	if svcProc != nil {
 		svcBefore, _ = procCPU(svcProc.Pid())
+		waitBefore, waitErr = measure.RunDelay(os.DirFS("/proc"), svcProc.Pid())
 	}
 	start := time.Now()
 	if policy == polBatchAlone {
@@ -233,6 +235,13 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	if svcProc != nil {
 		if after, err := procCPU(svcProc.Pid()); err == nil {
 			m["service_cpus"] = (after - svcBefore).Seconds() / elapsed
+		}
+		// How long the service's threads waited on a run queue, in
+		// ms per second of the window: the share of its time the
+		// batch or other work on the machine held its CPU. A bad tail
+		// with little wait is not the scheduler's.
+		if after, err := measure.RunDelay(os.DirFS("/proc"), svcProc.Pid()); err == nil && waitErr == nil && after >= waitBefore {
+			m["service_wait_ms_per_s"] = msOf(after-waitBefore) / elapsed
 		}
 	}
 	m["machine_cpus"] = float64(work.Size())
