@@ -106,6 +106,7 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 		return ""
 	}
 	rec, tested := recommendColocation(svc, scores, none)
+	rec += leftOut(scores)
 	for _, s := range scores {
 		if s.pol == polCorepin {
 			verdict := "meets"
@@ -185,10 +186,17 @@ type scored struct {
 	ratio, share float64
 	p99          []float64 // per repeat, ms
 	tails        []Tail    // per repeat; nil unless every repeat has one
+	// other is the CPU other work on the machine used in each repeat
+	// (other_cpus); displaced says the policy's batch took CPU from that
+	// work (displacedBy), with the test that says so in displacedTest.
+	other         []float64
+	displaced     float64 // median other work alone minus under the policy, CPUs
+	displaces     bool
+	displacedTest Comparison
 }
 
 func scoredOf(pol string, ratio, share float64, p experiment.PointResult) scored {
-	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms")}
+	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms"), other: p.Values("other_cpus")}
 	for _, m := range p.Repeats {
 		t, ok := tailOf(m)
 		if !ok {
@@ -221,11 +229,11 @@ func tailTest(a, b scored) Comparison {
 // headline between two policies that measured alike). The pick is
 // recommended over the default (none: no policy) when its p99 is lower
 // beyond the noise; when the test cannot tell, it is still recommended,
-// saying so, if it is corepin's default (the same tie rule: corepin's
-// default stands unless beaten beyond the noise, by any policy or by
-// none) or its median is severalTimes lower. A pick whose p99 is higher
-// than no policy's beyond the noise is never recommended, nor any other
-// pick whose median is not lower. Otherwise the default stays, with the
+// saying so, if it is corepin's default with a median p99 no higher than
+// no policy's (the same tie rule: corepin's default stands unless beaten
+// beyond the noise) or its median is severalTimes lower. A pick whose
+// median p99 is higher than no policy's is never recommended: nothing
+// that measured worse than the default is. Otherwise the default stays, with the
 // test that kept it. Beside a CPU hog and other builds every policy
 // measured alike (0.65-0.87x alone, none 0.72x): the tails measured the
 // other work, and the headline must not flip on which median it lifted.
@@ -257,7 +265,7 @@ func recommendColocation(svc string, scores []scored, none *scored) (rec string,
 	case c.Significant():
 		return fmt.Sprintf("%s: use %s (p99 %.2fx alone, batch keeps %.0f%% of the idle CPU), lower than no policy's %.2fx beyond the noise (%s)%s.",
 			svc, best.pol, best.ratio, 100*best.share, none.ratio, c, tie), tested
-	case best.pol == polCorepin:
+	case best.pol == polCorepin && best.ratio <= none.ratio:
 		if strings.HasPrefix(tie, "; "+polNone+" ") {
 			tie = "" // the tie was with none: the text says it once
 		}
@@ -277,6 +285,29 @@ func recommendColocation(svc string, scores []scored, none *scored) (rec string,
 // several times better only because a few repeats overlap).
 const severalTimes = 2
 
+// minDisplaced is how much CPU (median over the repeats) a policy's batch
+// must take from other work on the machine, against the service alone,
+// for displacedBy to count it: below it, the difference is the other
+// work's own ebb and flow.
+const minDisplaced = 0.2
+
+// displacedBy says whether a policy's batch took CPU from other work on
+// the machine: the other work's CPU (other_cpus per repeat) under the
+// policy is lower than with the service alone by at least minDisplaced
+// CPUs (medians) and beyond the noise (Mann-Whitney over the repeats). A
+// best-effort batch uses only CPU nothing else wants; one that holds its
+// group's share against the machine's other processes (a batch under
+// cpu.idle inside the service's group, which keeps that group runnable)
+// can make the service's tail look better than alone on a busy machine,
+// by taking the CPU from work the run does not measure. Such a policy is
+// not recommended (issue 17 §3: demo 1 of session 9 said "use idle, p99
+// 0.29x alone" while its batch took 0.72 of the other work's 1.36 CPUs).
+func displacedBy(alone, under []float64) (cpus float64, displaces bool, c Comparison) {
+	c = MannWhitney(alone, under)
+	cpus = experiment.Median(alone) - experiment.Median(under)
+	return cpus, cpus >= minDisplaced && c.Significant(), c
+}
+
 // pickColocation returns the policy to weigh against no policy: among
 // those leaving the batch minBatchShare of the idle CPU, the lowest median
 // p99, unless corepin's default is not beaten beyond the noise; tie says
@@ -284,6 +315,9 @@ const severalTimes = 2
 func pickColocation(scores []scored) (best *scored, tie string) {
 	var def *scored
 	for i, s := range scores {
+		if s.displaces && s.pol != polNone {
+			continue // its batch is not best-effort to the rest of the machine
+		}
 		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
 			best = &scores[i]
 		}
@@ -361,14 +395,17 @@ func servicesOf(pts []experiment.PointResult) []string {
 // policy's score too (nil when it was not measured).
 func colocationScores(pts []experiment.PointResult) (scores []scored, none *scored) {
 	aloneP99 := math.NaN()
+	var aloneOther []float64
 	for _, p := range pts {
 		if p.Point.Get("policy") == polAlone {
-			aloneP99 = p.Median("p99_ms")
+			aloneP99, aloneOther = p.Median("p99_ms"), p.Values("other_cpus")
 		}
 	}
 	for _, p := range pts {
 		if pol := p.Point.Get("policy"); pol != polAlone && pol != polBatchAlone {
-			scores = append(scores, scoredOf(pol, p.Median("p99_ms")/aloneP99, batchShare(p), p))
+			s := scoredOf(pol, p.Median("p99_ms")/aloneP99, batchShare(p), p)
+			s.displaced, s.displaces, s.displacedTest = displacedBy(aloneOther, s.other)
+			scores = append(scores, s)
 		}
 	}
 	for i := range scores {
@@ -377,6 +414,19 @@ func colocationScores(pts []experiment.PointResult) (scores []scored, none *scor
 		}
 	}
 	return scores, none
+}
+
+// leftOut names the policies pickColocation passed over because their
+// batch took CPU from other work on the machine ("" when none did).
+func leftOut(scores []scored) string {
+	var out string
+	for _, s := range scores {
+		if s.displaces && s.pol != polNone {
+			out += fmt.Sprintf(" Not recommended: %s (p99 %.2fx alone), whose batch took %.2f CPUs from other work on the machine against the service alone (%s), which a best-effort batch must not.",
+				s.pol, s.ratio, s.displaced, s.displacedTest)
+		}
+	}
+	return out
 }
 
 // againstNone says whether s's p99 differs from no policy's beyond the
