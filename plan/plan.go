@@ -167,6 +167,25 @@ func (d Document) Place(load Loader) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.place(topo)
+}
+
+// PlaceOn is Place on the machine topo, already built: a node's published
+// topology that every node of the same machine shares read-only
+// (kube/nodestate), so that placing on it builds no copy. d.Topology must
+// be nil: the machine is given once.
+func (d Document) PlaceOn(topo *topology.Topology) (*Plan, error) {
+	if d.Topology != nil {
+		return nil, invalidf("topology: give the machine either in the document or to PlaceOn, not both")
+	}
+	if topo == nil {
+		return nil, invalidf("topology: PlaceOn needs a machine")
+	}
+	return d.place(topo)
+}
+
+// place builds the state of machine topo from d and places d's requests.
+func (d Document) place(topo *topology.Topology) (*Plan, error) {
 	reserved, err := parseSet("reserved", d.Reserved)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -28,6 +29,8 @@ import (
 // heapAfterGC is the bytes of live heap objects, after a collection.
 func heapAfterGC() int64 {
 	runtime.GC()
+	time.Sleep(10 * time.Millisecond) // the cleanups that collection queued (alloc's index of a topology gone)
+	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
@@ -35,8 +38,9 @@ func heapAfterGC() int64 {
 
 // TestStateBytesEstimate: the weight the state cache gives a decoded node
 // state (nodeState.bytes) is at least the heap it holds, measured, for
-// machines of 16 to 1024 CPUs published in full, so the cache's byte
-// bound is a bound of its memory; and for the largest, at most twice it.
+// machines of 16 to 1024 CPUs published in full, each node a different
+// machine, so the cache's byte bound is a bound of its memory; and for
+// the largest, at most twice it.
 func TestStateBytesEstimate(t *testing.T) {
 	for _, shape := range []topology.Shape{
 		{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2},
@@ -48,7 +52,15 @@ func TestStateBytesEstimate(t *testing.T) {
 			const n = 16
 			var nodes []*rawNode
 			for i := range n {
-				st, err := alloc.NewState(topo, alloc.NodeSettings{Reserved: cpuset.New(0)})
+				// Each node a different machine (its own isolated CPU):
+				// nodes of one machine share its decoded topology and
+				// index (kube/nodestate), which the weight counts for
+				// each entry, so the bound holds all the more there.
+				m, err := topo.WithIsolation(topology.Isolation{Isolcpus: cpuset.New(i % topo.Present().Size())})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := alloc.NewState(m, alloc.NodeSettings{Reserved: cpuset.New(0)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -75,6 +87,7 @@ func TestStateBytesEstimate(t *testing.T) {
 				weight += ns.bytes()
 			}
 			runtime.KeepAlive(states)
+			runtime.KeepAlive(nodes) // their JSON is not what the states hold
 			t.Logf("%d states hold %d bytes, weigh %d", n, held, weight)
 			if weight < held {
 				t.Errorf("%d states weigh %d bytes, less than the %d they hold", n, weight, held)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/topology"
 )
 
 // Node annotations a corepin node (the NRI plugin with --annotate-node)
@@ -127,22 +128,35 @@ func (c *cache[K, V]) len() int {
 	return len(c.m)
 }
 
-// stateBytesPerCPU and stateBytesFixed estimate the heap an alloc.State
-// holds (its topology and index included) per CPU of its machine and
-// besides; TestStateBytesEstimate checks them against the heap measured.
+// machineBytesPerCPU and machineBytesFixed estimate the heap a node's
+// machine holds (its decoded topology and alloc's index of it), which its
+// states share (and nodes of the same machine share with each other:
+// kube/nodestate); stateBytesPerCPU and stateBytesFixed that of each
+// alloc.State besides, per CPU of its machine and besides.
+// TestStateBytesEstimate checks them against the heap measured.
 const (
-	stateBytesPerCPU = 450
-	stateBytesFixed  = 8 << 10
+	machineBytesPerCPU = 400
+	machineBytesFixed  = 8 << 10
+	stateBytesPerCPU   = 32
+	stateBytesFixed    = 8 << 10
 )
 
-// bytes estimates the heap ns holds: its states (the one it shares with
-// another entry counted again) and its maps.
+// bytes estimates the heap ns holds: its machine, counted for each entry
+// although nodes of one machine share it, its states (the one it shares
+// with another entry counted again) and its maps.
 func (ns *nodeState) bytes() int64 {
 	n := int64(512)
+	var counted *topology.Topology
 	for _, st := range []*alloc.State{ns.st, ns.empty, ns.before} {
-		if st != nil {
-			n += stateBytesFixed + stateBytesPerCPU*int64(st.Topology().Present().Size())
+		if st == nil {
+			continue
 		}
+		cpus := int64(st.Topology().Present().Size())
+		if st.Topology() != counted {
+			n += machineBytesFixed + machineBytesPerCPU*cpus
+			counted = st.Topology()
+		}
+		n += stateBytesFixed + stateBytesPerCPU*cpus
 	}
 	return n + 64*int64(len(ns.published))
 }

@@ -1,12 +1,9 @@
 package nodestate
 
 import (
-	"errors"
-
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/plan"
-	"github.com/corepin/corepin/topology"
 )
 
 // Judged is a node's published state as a scheduler judges pods on it:
@@ -52,7 +49,7 @@ type Judged struct {
 // ErrNode and name the annotation at fault.
 func JudgeTopology(pub Published) (Judged, error) {
 	t, list, set := pub.Topology, pub.Assigned, pub.Settings
-	doc := plan.Document{Topology: plan.TopologyOf(t), Assigned: list}
+	doc := plan.Document{Assigned: list}
 	if pub.HasSettings {
 		// The machine-dependent checks of the settings (align-by-socket
 		// on fewer NUMA nodes than sockets), named as the settings' fault.
@@ -65,7 +62,7 @@ func JudgeTopology(pub Published) (Judged, error) {
 			return Judged{}, nodeErr("%s: %v", AnnotationAssigned, err)
 		}
 	}
-	p, err := doc.Place(noSysfsRoot)
+	p, err := doc.PlaceOn(t)
 	if err != nil {
 		return Judged{}, nodeErr("%s: %v", AnnotationAssigned, err)
 	}
@@ -76,7 +73,7 @@ func JudgeTopology(pub Published) (Judged, error) {
 		}
 	}
 	doc.Assigned = reserved
-	empty, err := doc.Place(noSysfsRoot)
+	empty, err := doc.PlaceOn(t)
 	if err != nil {
 		return Judged{}, nodeErr("%s: %v", AnnotationAssigned, err)
 	}
@@ -159,8 +156,8 @@ func JudgeKoord(k *Koord, topologyPolicy alloc.TopologyPolicy, labels KoordLabel
 	if err != nil {
 		return Judged{}, nodeErr("%v", err)
 	}
-	doc := plan.Document{Topology: plan.TopologyOf(k.Topology), Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: settings.Options}
-	empty, err := doc.Place(noSysfsRoot)
+	doc := plan.Document{Reserved: k.Reserved.String(), Policy: string(k.Settings.Policy), Options: settings.Options}
+	empty, err := doc.PlaceOn(k.Topology)
 	if err != nil {
 		return Judged{}, nodeErr("NodeResourceTopology annotations %s, %s: %v", AnnotationKoordCPUTopology, AnnotationKoordKubeletPolicy, err)
 	}
@@ -168,16 +165,10 @@ func JudgeKoord(k *Koord, topologyPolicy alloc.TopologyPolicy, labels KoordLabel
 	for _, a := range k.Held {
 		doc.Assigned = append(doc.Assigned, plan.Assigned{ID: a.ID, CPUSet: a.CPUs.String(), QoS: string(a.QoS)})
 	}
-	p, err := doc.Place(noSysfsRoot)
+	p, err := doc.PlaceOn(k.Topology)
 	if err != nil {
 		return Judged{}, nodeErr("NodeResourceTopology annotations %s, %s: %v", AnnotationKoordPodCPUAllocs, AnnotationKoordCPUSharedPools, err)
 	}
 	return Judged{State: p.State, Free: p.State.Pools().LS.Size(), Empty: empty.State, Settings: settings,
 		BindLabel: by.Bind, PolicyLabel: by.TopologyPolicy}, nil
-}
-
-// noSysfsRoot is the topology loader of a node's plan document: the
-// topology is in the document, never a sysfs root to read.
-func noSysfsRoot(string) (*topology.Topology, error) {
-	return nil, errors.New("a node's state never names a sysfs root")
 }

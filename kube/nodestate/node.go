@@ -125,12 +125,13 @@ func NodeTopology(node *corev1.Node) (t *topology.Topology, held []alloc.Assignm
 }
 
 // parseTopology decodes the two annotations of a node publishing its
-// topology and assignments.
+// topology and assignments. The machine is shared, read-only, by every
+// node publishing the same AnnotationTopology (machines).
 func parseTopology(topo, assigned string) (*topology.Topology, []plan.Assigned, error) {
 	if len(topo) > MaxAnnotationBytes || len(assigned) > MaxAnnotationBytes {
 		return nil, nil, fmt.Errorf("%w: annotation longer than %d bytes", ErrNode, MaxAnnotationBytes)
 	}
-	t, err := topology.ReadDoc(bytes.NewReader([]byte(topo)))
+	t, err := machines.read(topo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrNode, AnnotationTopology, err)
 	}

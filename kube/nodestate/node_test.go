@@ -62,8 +62,9 @@ func TestDecodeReadsWhatNodeAnnotationsWrite(t *testing.T) {
 }
 
 // FuzzDecodeNode feeds arbitrary annotations to both decoders: nothing may
-// panic, every error wraps ErrNode, and what is accepted is within the
-// limits the extender relies on.
+// panic, every error wraps ErrNode, what is accepted is within the limits
+// the extender relies on, its machine is shared with the next decode of
+// the same annotations, and judging it fails only with ErrNode.
 func FuzzDecodeNode(f *testing.F) {
 	st, err := alloc.NewState(topology.MustSynthetic(twoNodes), alloc.NodeSettings{Reserved: cpuset.New(0)})
 	if err != nil {
@@ -88,6 +89,15 @@ func FuzzDecodeNode(f *testing.F) {
 			}
 		} else if pub.Topology == nil || pub.HasSettings != hasSettings {
 			t.Errorf("DecodeTopology accepted with topology %v, HasSettings %v", pub.Topology, pub.HasSettings)
+		} else {
+			// The machine is shared with the next node publishing it,
+			// and judging places on it (plan.Document.PlaceOn).
+			if again, err := DecodeTopology(topo, assigned, set); err != nil || again.Topology != pub.Topology {
+				t.Errorf("DecodeTopology of the same annotations again: topology %p, error %v; want the shared %p", again.Topology, err, pub.Topology)
+			}
+			if _, err := JudgeTopology(pub); err != nil && !errors.Is(err, ErrNode) {
+				t.Errorf("JudgeTopology error %v does not wrap ErrNode", err)
+			}
 		}
 		pub, err := DecodeNUMAFree(free, set)
 		if err != nil {
