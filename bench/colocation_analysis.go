@@ -186,17 +186,15 @@ type scored struct {
 	ratio, share float64
 	p99          []float64 // per repeat, ms
 	tails        []Tail    // per repeat; nil unless every repeat has one
-	// other is the CPU other work on the machine used in each repeat
-	// (other_cpus); displaced says the policy's batch took CPU from that
-	// work (displacedBy), with the test that says so in displacedTest.
-	other         []float64
+	// displaces says the policy's batch took CPU from other work on the
+	// machine (displacedBy), with the test that says so in displacedTest.
 	displaced     float64 // median other work alone minus under the policy, CPUs
 	displaces     bool
 	displacedTest Comparison
 }
 
 func scoredOf(pol string, ratio, share float64, p experiment.PointResult) scored {
-	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms"), other: p.Values("other_cpus")}
+	s := scored{pol: pol, ratio: ratio, share: share, p99: p.Values("p99_ms")}
 	for _, m := range p.Repeats {
 		t, ok := tailOf(m)
 		if !ok {
@@ -315,8 +313,8 @@ func displacedBy(alone, under []float64) (cpus float64, displaces bool, c Compar
 func pickColocation(scores []scored) (best *scored, tie string) {
 	var def *scored
 	for i, s := range scores {
-		if s.displaces && s.pol != polNone {
-			continue // its batch is not best-effort to the rest of the machine
+		if s.passedOver() {
+			continue
 		}
 		if s.share >= minBatchShare && !math.IsNaN(s.ratio) && (best == nil || s.ratio < best.ratio) {
 			best = &scores[i]
@@ -404,7 +402,7 @@ func colocationScores(pts []experiment.PointResult) (scores []scored, none *scor
 	for _, p := range pts {
 		if pol := p.Point.Get("policy"); pol != polAlone && pol != polBatchAlone {
 			s := scoredOf(pol, p.Median("p99_ms")/aloneP99, batchShare(p), p)
-			s.displaced, s.displaces, s.displacedTest = displacedBy(aloneOther, s.other)
+			s.displaced, s.displaces, s.displacedTest = displacedBy(aloneOther, p.Values("other_cpus"))
 			scores = append(scores, s)
 		}
 	}
@@ -416,12 +414,17 @@ func colocationScores(pts []experiment.PointResult) (scores []scored, none *scor
 	return scores, none
 }
 
+// passedOver says s is not recommended because its batch is not
+// best-effort to the rest of the machine (displaces); no policy, the
+// default it is weighed against, never is.
+func (s scored) passedOver() bool { return s.displaces && s.pol != polNone }
+
 // leftOut names the policies pickColocation passed over because their
 // batch took CPU from other work on the machine ("" when none did).
 func leftOut(scores []scored) string {
 	var out string
 	for _, s := range scores {
-		if s.displaces && s.pol != polNone {
+		if s.passedOver() {
 			out += fmt.Sprintf(" Not recommended: %s (p99 %.2fx alone), whose batch took %.2f CPUs from other work on the machine against the service alone (%s), which a best-effort batch must not.",
 				s.pol, s.ratio, s.displaced, s.displacedTest)
 		}

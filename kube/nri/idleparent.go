@@ -99,9 +99,9 @@ const (
 // (os.Root).
 type IdleParents struct {
 	root *os.Root
-	// v2 is the unified hierarchy; else v1.
-	v2 bool
-	// cpu and cpuset are the v1 hierarchies' directories ("" on v2).
+	// cpu is the cpu controller's hierarchy directory (v2: ".", the
+	// unified one); cpuset that of v1's cpuset controller ("" on v2,
+	// where a new group's cpuset needs no setting).
 	cpu, cpuset string
 	// all are the directories of every hierarchy (v2: ".").
 	all []string
@@ -115,7 +115,7 @@ func OpenIdleParents(dir string) (*IdleParents, error) {
 	}
 	ip := &IdleParents{root: r}
 	if _, err := r.Stat(cgroupControllers); err == nil {
-		ip.v2, ip.all = true, []string{"."}
+		ip.cpu, ip.all = ".", []string{"."}
 		return ip, nil
 	}
 	ents, err := fs.ReadDir(r.FS(), ".")
@@ -150,9 +150,6 @@ func (ip *IdleParents) Close() error { return ip.root.Close() }
 
 // cpuDir is parent's directory in the cpu controller's hierarchy.
 func (ip *IdleParents) cpuDir(parent string) string {
-	if ip.v2 {
-		return strings.TrimPrefix(parent, "/")
-	}
 	return path.Join(ip.cpu, parent)
 }
 
@@ -165,7 +162,7 @@ func (ip *IdleParents) Ensure(parent string) error {
 	if path.Base(parent) != IdleGroup || !path.IsAbs(parent) || path.Clean(parent) != parent {
 		return fmt.Errorf("idle parent %q: want an absolute clean path ending in %s", parent, IdleGroup)
 	}
-	if !ip.v2 && ip.cpuset != "" {
+	if ip.cpuset != "" {
 		if err := ip.mkdir(path.Join(ip.cpuset, parent)); err != nil {
 			return err
 		}
@@ -262,9 +259,6 @@ func (ip *IdleParents) RemovePod(parent, pod string) error {
 	var errs []error
 	for _, h := range ip.all {
 		d := path.Join(h, parent, pod)
-		if ip.v2 {
-			d = path.Join(strings.TrimPrefix(parent, "/"), pod)
-		}
 		if err := ip.root.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing pod group %s: %w", d, err))
 		}

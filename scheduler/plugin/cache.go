@@ -201,21 +201,19 @@ func (c *Cache) decode(n *corev1.Node, fp string) *published {
 	if s, ok := n.Annotations[nodestate.AnnotationAllocator]; ok {
 		set = &s
 	}
-	if topo, ok := n.Annotations[nodestate.AnnotationTopology]; ok {
-		var pub nodestate.Published
+	topo, hasTopo := n.Annotations[nodestate.AnnotationTopology]
+	var pub nodestate.Published
+	if hasTopo {
 		if pub, p.err = nodestate.DecodeTopology(topo, n.Annotations[nodestate.AnnotationAssigned], set); p.err == nil {
 			p.j, p.err = nodestate.JudgeTopology(pub)
 		}
-		p.finish()
-		c.shareEmpty(p, topo, set)
-		return p
-	} else {
-		var pub nodestate.Published
-		if pub, p.err = nodestate.DecodeNUMAFree(n.Annotations[nodestate.AnnotationNUMAFree], set); p.err == nil {
-			p.j, p.err = nodestate.JudgeFree(pub.Free, nodestate.AnnotationNUMAFree, pub.Settings)
-		}
+	} else if pub, p.err = nodestate.DecodeNUMAFree(n.Annotations[nodestate.AnnotationNUMAFree], set); p.err == nil {
+		p.j, p.err = nodestate.JudgeFree(pub.Free, nodestate.AnnotationNUMAFree, pub.Settings)
 	}
 	p.finish()
+	if hasTopo { // a NUMA-free node's empty state names no machine to share by
+		c.shareEmpty(p, topo, set)
+	}
 	return p
 }
 

@@ -73,7 +73,8 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 		err = n.sum.refuses(req, p.opts)
 	}
 	if err == nil && n.sum.placesWhole(req) {
-		pl := alloc.Placement{QoS: req.QoS, CPUs: firstCPUs(req.CPUs), Quality: n.sum.wholeQuality()}
+		// nodestate.Score reads only the placement's size and quality.
+		pl := alloc.Placement{QoS: req.QoS, CPUs: cpuset.Range(0, req.CPUs-1), Quality: n.sum.wholeQuality()}
 		return verdict{ok: true, score: nodestate.Score(pl, n.free)}
 	}
 	if err == nil {
@@ -114,14 +115,4 @@ func (p *published) refusesEmpty(req alloc.Request) bool {
 	_, err := p.empty.st.Try(req)
 	p.empty.refuses.Store(k, err != nil)
 	return err != nil
-}
-
-// firstCPUs is a set of n CPUs, standing for a placement's size where
-// only its size and quality are known (nodestate.Score reads no more).
-func firstCPUs(n int) cpuset.CPUSet {
-	var b cpuset.Builder
-	for c := range n {
-		b.Add(c)
-	}
-	return b.Result()
 }

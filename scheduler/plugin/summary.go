@@ -247,11 +247,11 @@ func exactUnits(st *alloc.State) (units []cpuset.CPUSet, exact bool) {
 	if !t.Allowed().IsSubsetOf(all.Result()) {
 		return nil, false // no L3 groups, or CPUs in none
 	}
+	nodes := t.NodesWithCPUs()
 	for _, u := range units {
 		if !within(u, t.NumSockets(), func(i int) cpuset.CPUSet { return t.SocketCPUs(topology.SocketID(i)) }) {
 			return nil, false
 		}
-		nodes := t.NodesWithCPUs()
 		if !within(u, len(nodes), func(i int) cpuset.CPUSet { return t.NodeCPUs(nodes[i]) }) {
 			return nil, false
 		}
