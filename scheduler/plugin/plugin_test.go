@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -97,6 +100,26 @@ func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 		objs = append(objs, n)
 	}
 	client := fake.NewSimpleClientset(objs...)
+	// The fake clientset has no resource versions: an object created
+	// after an informer's list but before its watch opens is never seen
+	// (nor its deletion). The harness returns only once the node and pod
+	// watches are open.
+	var mu sync.Mutex
+	open := map[string]bool{}
+	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		mu.Lock()
+		open[action.GetResource().Resource] = true
+		mu.Unlock()
+		return true, w, nil
+	})
 	f := informers.NewSharedInformerFactory(client, 0)
 	h := &harness{t: t, ctx: ctx, client: client, log: logger.GetSink().(ktesting.Underlier).GetBuffer()}
 	factory := func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
@@ -118,7 +141,19 @@ func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 	h.fw = fw
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	return h
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		ready := open["nodes"] && open["pods"]
+		mu.Unlock()
+		if ready {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informers' node and pod watches never opened")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // update writes node to the API server and waits until the plugin's
