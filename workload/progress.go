@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type Progress struct {
 
 // maxProgressLine bounds one line of progress output; real lines are short.
 const maxProgressLine = 64 << 10
+
+// maxOutTimeUS is the largest out_time_us a time.Duration holds.
+const maxOutTimeUS = int64(math.MaxInt64 / time.Microsecond)
 
 // ParseProgress reads ffmpeg `-progress` output and returns its last
 // complete block. Unknown keys, lines without '=' and "N/A" values are
@@ -65,6 +69,11 @@ func ParseProgress(r io.Reader) (Progress, error) {
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
 				return done, fmt.Errorf("parsing progress out_time_us=%q: %w", val, err)
+			}
+			// A Duration holds about 292 years; a longer position is not
+			// ffmpeg's and would wrap negative.
+			if n > maxOutTimeUS {
+				return done, fmt.Errorf("parsing progress out_time_us=%q: more than %d microseconds", val, maxOutTimeUS)
 			}
 			// ffmpeg prints a negative time before the first frame.
 			cur.OutTime = time.Duration(max(n, 0)) * time.Microsecond
