@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +73,14 @@ type Options struct {
 	// HostNetwork runs the pods in their node's network namespace, for
 	// clusters without a network plugin.
 	HostNetwork bool
+	// NodeMilliCPU is the CPU a node can give the sweep's pods at once
+	// (its allocatable CPU, in millicores); 0 means every allowed CPU of
+	// Node. No Job asks for more at once: see Plan.
+	NodeMilliCPU int64
 }
+
+// MaxNodeMilliCPU bounds Options.NodeMilliCPU (a million CPUs).
+const MaxNodeMilliCPU = 1_000_000_000
 
 // Job is one point x repeat of a sweep, before it is a Kubernetes object.
 type Job struct {
@@ -83,6 +91,9 @@ type Job struct {
 	experiment.PodSpec
 	// Argv is the container's `corepin run` command (the workload after --).
 	Argv []string
+	// JobMilli is the CPU each pod's job is sized for (its threads) when
+	// Plan lowered the pods' requests to fit the node; 0 means MilliCPU.
+	JobMilli int64
 }
 
 // Sweep is a planned sweep: what the Jobs run and what collect needs to
@@ -98,6 +109,9 @@ type Sweep struct {
 	// job_seconds), for a simulated replay.
 	JobSeconds float64 `json:"-"`
 	Jobs       []Job   `json:"-"`
+	// Notes say, for people, what Plan changed or left out to fit the
+	// node: points skipped, requests lowered.
+	Notes []string `json:"-"`
 }
 
 // Plan resolves o into the Jobs of its sweep: the experiment's own
@@ -128,7 +142,15 @@ func Plan(o Options) (*Sweep, error) {
 	}
 	s := &Sweep{Name: o.Sweep, Spec: spec, Quick: o.Quick, Repeats: o.Repeats, TopologySummary: o.Node.Summary(), JobSeconds: exp.JobSeconds()}
 	n := o.Node.Allowed().Size()
-	for i, p := range exp.ClusterPoints(o.Node, o.Quick) {
+	node := int64(n) * 1000
+	if o.NodeMilliCPU < 0 || o.NodeMilliCPU > MaxNodeMilliCPU {
+		return nil, fmt.Errorf("%w: node CPU %dm: want above 0 and at most %dm", ErrInvalid, o.NodeMilliCPU, int64(MaxNodeMilliCPU))
+	}
+	if o.NodeMilliCPU > 0 {
+		node = o.NodeMilliCPU
+	}
+	i := -1
+	for _, p := range exp.ClusterPoints(o.Node, o.Quick) {
 		pods, err := exp.Pods(p, n)
 		if err != nil {
 			return nil, err
@@ -136,7 +158,15 @@ func Plan(o Options) (*Sweep, error) {
 		if pods.Pods < 1 || pods.Pods > maxPods {
 			return nil, fmt.Errorf("%w: point %s needs %d pods: want 1 to %d", ErrInvalid, p.Label(), pods.Pods, maxPods)
 		}
-		base := Job{PodSpec: pods}
+		jobMilli, note, ok := fitNode(&pods, node)
+		if note != "" {
+			s.Notes = append(s.Notes, fmt.Sprintf("point %s: %s", p.Label(), note))
+		}
+		if !ok {
+			continue
+		}
+		i++
+		base := Job{PodSpec: pods, JobMilli: jobMilli}
 		base.Argv = runArgv(o.Binary, exp, p, base)
 		for r := range o.Repeats {
 			j := base
@@ -148,16 +178,53 @@ func Plan(o Options) (*Sweep, error) {
 		}
 	}
 	if len(s.Jobs) == 0 {
-		return nil, fmt.Errorf("%w: sweep %s has no point that fits a node of %s", ErrInvalid, o.Sweep, s.TopologySummary)
+		return nil, fmt.Errorf("%w: sweep %s has no point that fits a node of %s (%s CPUs allocatable)", ErrInvalid, o.Sweep, s.TopologySummary, milliString(node))
 	}
 	return s, nil
+}
+
+// fitNode makes a point's pods ask for no more CPU at once than a node of
+// node millicores gives, so that its Parallel pods run together, as the
+// point means, never in waves that would measure less contention than it
+// names. Guaranteed (LSE) pods hold whole CPUs: a point whose pods cannot
+// all hold theirs at once is left out (ok false, note says why). Other
+// pods keep their limits (the quota, the burst) and share the node's CPU
+// in their requests: each asks for node/Parallel, and jobMilli keeps the
+// CPU the job's threads are sized for. note is "" when nothing changed.
+func fitNode(ps *experiment.PodSpec, node int64) (jobMilli int64, note string, ok bool) {
+	par := int64(max(ps.Parallel, 1))
+	if par*ps.MilliCPU <= node {
+		return 0, "", true
+	}
+	if ps.QoS == "LSE" {
+		return 0, fmt.Sprintf("left out: its %d pinned pods need %s CPUs at once, a node gives %s", par, milliString(par*ps.MilliCPU), milliString(node)), false
+	}
+	share := node / par
+	if share < 1 {
+		return 0, fmt.Sprintf("left out: its %d pods cannot share %s CPUs", par, milliString(node)), false
+	}
+	jobMilli = ps.MilliCPU
+	note = fmt.Sprintf("each of its %d pods requests %s CPUs (limit %s), not %s, so that all run at once on a node of %s CPUs",
+		par, milliString(share), limitString(ps.LimitMilli), milliString(ps.MilliCPU), milliString(node))
+	ps.MilliCPU = share
+	return jobMilli, note, true
+}
+
+// milliString writes millicores as CPUs ("1.5").
+func milliString(m int64) string { return strconv.FormatFloat(float64(m)/1000, 'f', -1, 64) }
+
+func limitString(m int64) string {
+	if m == 0 {
+		return "none"
+	}
+	return milliString(m)
 }
 
 // runArgv is the container's `corepin run` command: one job on the pod's
 // CPUs (the pod's cgroup enforces the mode, so inside it runs unbounded),
 // with the experiment's workload sized as the point says.
 func runArgv(bin string, exp experiment.Cluster, p experiment.Point, j Job) []string {
-	cpus := strconv.FormatFloat(float64(j.MilliCPU)/1000, 'f', -1, 64)
+	cpus := milliString(cmp.Or(j.JobMilli, j.MilliCPU))
 	runThreads, wThreads := "auto", "{threads}"
 	switch j.Threads {
 	case "":

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/corepin/corepin/kube/kubeclient"
@@ -137,6 +138,9 @@ type Runner struct {
 	Interval time.Duration
 	// JobTimeout bounds the wait for each Job; 0 means DefaultJobTimeout.
 	JobTimeout time.Duration
+	// CreateBackoff paces the tries of a Job's creation that failed
+	// without an answer (transient); zero means CreateBackoff.
+	CreateBackoff wait.Backoff
 	// KeepGoing goes on to the next Job after one fails or times out.
 	KeepGoing bool
 	// Progress, when not nil, gets every read of the Job waited for.
@@ -194,7 +198,7 @@ func (r Runner) one(ctx context.Context, n, total int, label string, obj *batchv
 	}
 	ns := r.Namespace
 	start := time.Now()
-	_, err := r.Client.CreateJob(ctx, ns, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+	err := r.create(ctx, obj)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		have, gerr := r.Client.GetJob(ctx, ns, obj.Name)
@@ -284,6 +288,53 @@ func (r Runner) one(ctx context.Context, n, total int, label string, obj *batchv
 	o.Status = StatusFailed
 	o.Reason = r.why(ctx, last)
 	return o, nil
+}
+
+// create creates obj, again after a failure that says nothing of the
+// request itself (a timeout, a server busy or restarting, a dropped
+// connection), at most createTries times with growing pauses: the Job may
+// have been created by a try whose answer was lost, which the caller's
+// AlreadyExists branch then finds and waits for.
+func (r Runner) create(ctx context.Context, obj *batchv1.Job) error {
+	b := r.CreateBackoff
+	if b.Steps == 0 {
+		b = CreateBackoff
+	}
+	var err error
+	for {
+		_, err = r.Client.CreateJob(ctx, r.Namespace, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if b.Steps <= 1 {
+			return fmt.Errorf("after %d tries: %w", createTries(r.CreateBackoff), err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(b.Step()):
+		}
+	}
+}
+
+// CreateBackoff is how Runner retries a Job's creation by default: 5
+// tries, 1 s apart at first, then doubling (about 15 s in all).
+var CreateBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 5}
+
+func createTries(b wait.Backoff) int {
+	if b.Steps == 0 {
+		return CreateBackoff.Steps
+	}
+	return b.Steps
+}
+
+// transient reports whether err says the API server did not answer the
+// request (it timed out, is busy or unavailable, the connection dropped),
+// not that it refused it.
+func transient(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 func orNone(s string) string {
@@ -412,4 +463,40 @@ func (r Runner) Delete(ctx context.Context, names []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckFit compares the sweep's Jobs with the cluster's nodes: a Job whose
+// pods together request more CPU than any node's allocatable runs them in
+// waves, which measures less contention than its point names. It returns
+// a note per such point (once), or one note saying the nodes could not be
+// read; none when every Job fits a node.
+func CheckFit(ctx context.Context, c kubeclient.Reader, s *Sweep) []string {
+	list, err := c.ListNodes(ctx, metav1.ListOptions{Limit: PageSize})
+	if err != nil {
+		return []string{fmt.Sprintf("not checked that the Jobs fit a node: listing the nodes: %v", err)}
+	}
+	var most int64
+	for _, n := range list.Items {
+		if n.Spec.Unschedulable {
+			continue
+		}
+		if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+			most = max(most, q.MilliValue())
+		}
+	}
+	if len(list.Items) == 0 || most == 0 {
+		return []string{"not checked that the Jobs fit a node: no schedulable node reports allocatable cpu"}
+	}
+	var notes []string
+	seen := map[string]bool{}
+	for _, j := range s.Jobs {
+		at := int64(max(j.Parallel, 1)) * j.MilliCPU
+		if at <= most || seen[j.Point.Label()] {
+			continue
+		}
+		seen[j.Point.Label()] = true
+		notes = append(notes, fmt.Sprintf("point %s: its %d pods request %s CPUs at once, the largest node has %s allocatable: they will run in waves, with less contention than the point names (pass --node-cpus %s to fit them)",
+			j.Point.Label(), j.Parallel, milliString(at), milliString(most), milliString(most)))
+	}
+	return notes
 }

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -367,6 +372,81 @@ func TestRunReadErrors(t *testing.T) {
 			switch {
 			case tc.wantErr == "" && (err != nil || len(sum.Outcomes) != 1 || sum.Outcomes[0].Status != StatusComplete):
 				t.Errorf("Run() = %+v, %v; want the Job complete despite the failed reads", sum, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Run() error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRunRetriesCreate: a creation that got no answer (a timeout, a busy
+// or restarting API server, a dropped connection) is tried again, and a
+// Job that the lost try did create is found and waited for; a refusal is
+// not tried again, and tries that never get an answer end the run with
+// the last error.
+func TestRunRetriesCreate(t *testing.T) {
+	s, objs := runSweep(t, 1)
+	fast := wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 4}
+	for _, tc := range []struct {
+		name string
+		// answer is the create's outcome at try n (from 1): created in
+		// the store or not, and the error the client sees.
+		answer  func(n int) (created bool, err error)
+		tries   int
+		wantErr string
+	}{
+		{name: "timeouts, then created", tries: 3, answer: func(n int) (bool, error) {
+			if n < 3 {
+				return false, apierrors.NewTimeoutError("request did not complete within 34s", 1)
+			}
+			return true, nil
+		}},
+		{name: "created but the answer lost", tries: 2, answer: func(n int) (bool, error) {
+			if n == 1 {
+				return true, apierrors.NewServerTimeout(schema.GroupResource{Group: "batch", Resource: "jobs"}, "create", 1)
+			}
+			return true, nil
+		}},
+		{name: "connection refused, then too many requests, then created", tries: 3, answer: func(n int) (bool, error) {
+			switch n {
+			case 1:
+				return false, &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}
+			case 2:
+				return false, apierrors.NewTooManyRequests("slow down", 1)
+			}
+			return true, nil
+		}},
+		{name: "refused", tries: 1, wantErr: "is invalid", answer: func(int) (bool, error) {
+			return false, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, "x", nil)
+		}},
+		{name: "never answered", tries: 4, wantErr: "after 4 tries", answer: func(int) (bool, error) {
+			return false, apierrors.NewServiceUnavailable("the server is shutting down")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cs := cluster(t, s, nil)
+			tries := 0
+			cs.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				tries++
+				created, err := tc.answer(tries)
+				if err == nil {
+					return false, nil, nil // the JobController's reactor and the store create it
+				}
+				if created {
+					j := a.(k8stesting.CreateActionImpl).Object.(*batchv1.Job)
+					if err := cs.Tracker().Create(batchv1.SchemeGroupVersion.WithResource("jobs"), j, a.GetNamespace()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return true, nil, err
+			})
+			sum, err := Runner{Client: kubeclienttest.Reader{Interface: cs}, Namespace: "bench", Interval: time.Millisecond, CreateBackoff: fast}.Run(context.Background(), s, objs)
+			if tries != tc.tries {
+				t.Errorf("%d tries to create, want %d", tries, tc.tries)
+			}
+			switch {
+			case tc.wantErr == "" && (err != nil || len(sum.Outcomes) != 1 || sum.Outcomes[0].Status != StatusComplete):
+				t.Errorf("Run() = %+v, %v; want the Job created once and complete", sum, err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("Run() error = %v, want %q", err, tc.wantErr)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/experiment"
@@ -176,6 +177,7 @@ func newKubeJobsCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printNotes(e.stderr, s)
 			if trace {
 				return sim.WriteTrace(e.stdout, s.Trace())
 			}
@@ -203,6 +205,7 @@ func newKubeJobsCmd(e *env) *cobra.Command {
 type sweepFlags struct {
 	o                             jobs.Options
 	specPath, sysfsRoot, topoPath string
+	nodeCPUs                      string
 }
 
 func (f *sweepFlags) add(fl *pflag.FlagSet) {
@@ -218,6 +221,7 @@ func (f *sweepFlags) add(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.o.HostNetwork, "host-network", false, "run the pods in their node's network namespace (clusters without a network plugin)")
 	fl.StringVar(&f.sysfsRoot, "sysfs-root", "", "directory holding sys/ of the node type (default: this machine)")
 	fl.StringVar(&f.topoPath, "topology", "", "the node type's corepin topo -o json document (- for stdin)")
+	fl.StringVar(&f.nodeCPUs, "node-cpus", "", "CPU a node can give the sweep's pods at once, as a Kubernetes quantity (its allocatable cpu, e.g. 62 or 1900m; default: every CPU of the topology)")
 }
 
 // plan checks the flags and plans the sweep; every error is bad input
@@ -230,6 +234,13 @@ func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 	}
 	if o.Repeats < 1 || o.Repeats > jobs.MaxRepeats {
 		return nil, Usagef("--repeats %d: want 1 to %d", o.Repeats, jobs.MaxRepeats)
+	}
+	if f.nodeCPUs != "" {
+		q, err := resource.ParseQuantity(f.nodeCPUs)
+		if err != nil || q.Sign() <= 0 || q.Cmp(*resource.NewMilliQuantity(jobs.MaxNodeMilliCPU, resource.DecimalSI)) > 0 {
+			return nil, Usagef("--node-cpus %q: want a CPU quantity above 0 and at most %d, such as 62 or 1900m (the node's allocatable cpu)", f.nodeCPUs, jobs.MaxNodeMilliCPU/1000)
+		}
+		o.NodeMilliCPU = q.MilliValue()
 	}
 	if f.specPath != "" {
 		data, err := readBounded(f.specPath, maxSpecBytes)
@@ -248,6 +259,13 @@ func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 		return nil, &UsageError{Err: err}
 	}
 	return s, err
+}
+
+// printNotes prints what planning changed or left out to fit the node.
+func printNotes(w io.Writer, s *jobs.Sweep) {
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "corepin: note: %s\n", n)
+	}
 }
 
 // objects builds the sweep's Jobs in f.o.Namespace.

@@ -91,6 +91,7 @@ func newKubeRunCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printNotes(e.stderr, s)
 			path, err := resultsPath(db)
 			if err != nil {
 				return err
@@ -103,6 +104,9 @@ func newKubeRunCmd(e *env) *cobra.Command {
 			objs, err := sf.objects(s)
 			if err != nil {
 				return err
+			}
+			for _, n := range jobs.CheckFit(contextOf(cmd), api, s) {
+				fmt.Fprintf(e.stderr, "corepin: note: %s\n", n)
 			}
 			return kubeRun(cmd, e, kubeRunSetup{api: api, ns: ns, host: host, sweep: s, objs: objs, db: path,
 				timeout: jobTimeout, keepGoing: keepGoing, delete: del})
