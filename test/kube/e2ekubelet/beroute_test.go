@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +15,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -43,31 +47,53 @@ func TestKubeletKeepsBEIdleParent(t *testing.T) {
 	c.checkBEIdle(rt)
 }
 
-// checkBEIdle is issue 21 §1 on the real kubelet: a BestEffort pod running
-// a CPU-saturating batch runs under the plugin's idle parent
-// (kubepods/corepin-be, cpu.idle 1: corepin nri --be-idle-parent), the
-// plugin's metric counts it on that route, and it is still there, the
-// parent still idle, after one of the kubelet's QoS reconciles and after a
-// kubelet restart (whose start rewrites the QoS cgroups at once); the
-// kubelet's own besteffort group keeps its cpu.shares. Deleting the pod
-// leaves no group of it under the idle parent.
+// checkBEIdle is issue 21 §1 on the real kubelet, and issue 27 §4 (what
+// Koordinator's users hit: koordinator #2732, cpu.idle where the kubelet
+// writes cpu.shares kept the kubelet from starting; #3129, NRI replies
+// that name no container let the kubelet's resync revert cpusets): a
+// BestEffort pod running a CPU-saturating batch runs under the plugin's
+// idle parent (kubepods/corepin-be, cpu.idle 1: corepin nri
+// --be-idle-parent) and the plugin's metric counts it on that route; a
+// pinned pod runs beside it. The kubelet is restarted (its start rewrites
+// the QoS cgroups and syncs every pod) and watched for a whole period of
+// its QoS update and pod resync (1 minute each): it stays healthy, the BE
+// pod stays under the idle parent, the pinned pod keeps its CPUs (kernel
+// affinity and cpuset cgroup alike), and the kubelet's own besteffort
+// group keeps its cpu.shares. Deleting the BE pod leaves no group of it
+// under the idle parent.
 func (c *cluster) checkBEIdle(rt *cri) {
 	t := c.t
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const name = "be-batch"
+	const name, pinned = "be-batch", "pinned-r"
 	zero := int64(0)
-	pod := &corev1.Pod{
+	one, mem := resource.MustParse("1"), resource.MustParse("64Mi")
+	res := corev1.ResourceList{corev1.ResourceCPU: one, corev1.ResourceMemory: mem}
+	pods := []*corev1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true, TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{Name: "main", Image: corepinImage, Command: []string{"/bin/sh", "-c", batchCmd}}}},
-	}
-	created, err := c.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating pod %s: %v", name, err)
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: pinned, Namespace: namespace, Labels: map[string]string{"koordinator.sh/qosClass": "LSE"}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true, TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "main", Image: corepinImage, Command: []string{"/bin/sleep", "3600"},
+				Resources: corev1.ResourceRequirements{Requests: res, Limits: res}}}},
+	}}
+	var created *corev1.Pod
+	for _, pod := range pods {
+		p, err := c.cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating pod %s: %v", pod.Name, err)
+		}
+		if pod.Name == name {
+			created = p
+		}
 	}
 	deleted := false
 	defer func() {
+		if err := c.cs.CoreV1().Pods(namespace).Delete(context.Background(), pinned, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Errorf("deleting pod %s: %v", pinned, err)
+		}
 		if deleted {
 			return
 		}
@@ -86,28 +112,43 @@ func (c *cluster) checkBEIdle(rt *cri) {
 	}
 	c.note("BE pod %s: all %d tasks (the container's shell and its two busy children) in %s, cpu.idle 1 there; plugin metric %v",
 		name, len(tasks), filepath.Dir(filepath.Dir(cgroupDir(pid, "cpu"))), routes(m))
+	ppid := rt.waitPod(ctx, t, pinned)
+	was, ok := liveOfPid(ppid)
+	if set, err := cpuset.Parse(was.CPUs); !ok || err != nil || set.Size() != 1 || was.Affinity != was.CPUs {
+		t.Fatalf("pinned pod %s runs with affinity %q and cpuset.cpus %q, want the same one CPU in both", pinned, was.Affinity, was.CPUs)
+	}
 
-	begin := time.Now()
-	time.Sleep(qosReconcile)
-	if why := underIdleParent(pid); why != "" {
-		t.Errorf("BE pod %s after one QoS reconcile period (%s): %s", name, fmtDur(time.Since(begin)), why)
+	c.ps.StopNamed("kubelet")
+	restarted := time.Now()
+	c.launchKubelet()
+	if now := rt.waitPod(ctx, t, name); now != pid {
+		t.Errorf("BE pod %s runs as pid %d after the kubelet restart, was %d: the test looked at another container", name, now, pid)
+	}
+	if now := rt.waitPod(ctx, t, pinned); now != ppid {
+		t.Errorf("pinned pod %s runs as pid %d after the kubelet restart, was %d: the test looked at another container", pinned, now, ppid)
+	}
+	// The observation is the test: a whole period of the kubelet's QoS
+	// update and pod resync from its start, sampled every second.
+	samples := 0
+	for watch := time.Now(); time.Since(watch) < qosReconcile; samples++ {
+		if why := underIdleParent(pid); why != "" {
+			t.Fatalf("BE pod %s %s after the kubelet restart: %s", name, fmtDur(time.Since(restarted)), why)
+		}
+		if now, ok := liveOfPid(ppid); !ok || now != was {
+			t.Fatalf("pinned pod %s %s after the kubelet restart: affinity %q cpuset.cpus %q, was %q and %q: reverted", pinned,
+				fmtDur(time.Since(restarted)), now.Affinity, now.CPUs, was.Affinity, was.CPUs)
+		}
+		if err := healthy(c.kubeletHealthz); err != nil {
+			t.Fatalf("the kubelet %s after its restart: healthz: %v", fmtDur(time.Since(restarted)), err)
+		}
+		time.Sleep(time.Second)
 	}
 	shares := readTrim(filepath.Join("/sys/fs/cgroup/cpu", c.cgroupRoot, "kubepods/besteffort/cpu.shares"))
 	if shares != "2" {
 		t.Errorf("the kubelet's besteffort cpu.shares = %q, want its own 2 (corepin must leave its QoS cgroups alone)", shares)
 	}
-
-	c.ps.StopNamed("kubelet")
-	c.launchKubelet()
-	if now := rt.waitPod(ctx, t, name); now != pid {
-		t.Errorf("BE pod %s runs as pid %d after the kubelet restart, was %d: the test looked at another container", name, now, pid)
-	}
-	time.Sleep(5 * time.Second) // the kubelet's start-up QoS update and pod sync
-	if why := underIdleParent(pid); why != "" {
-		t.Errorf("BE pod %s after a kubelet restart: %s", name, why)
-	}
-	c.note("BE pod %s: still under the idle parent after %s (one kubelet QoS reconcile, besteffort cpu.shares %s as the kubelet writes it) and after a kubelet restart",
-		name, fmtDur(time.Since(begin)), shares)
+	c.note("kubelet restarted with BE pod %s and pinned pod %s running, then watched %s (%d samples, one QoS update and pod resync period): healthz ok, the BE pod under the idle parent throughout, the pinned pod on %s (affinity and cpuset) throughout, besteffort cpu.shares %s as the kubelet writes it",
+		name, pinned, fmtDur(time.Since(restarted)), samples, was.CPUs, shares)
 
 	group := "pod" + string(created.UID)
 	if err := c.cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -127,6 +168,21 @@ func (c *cluster) checkBEIdle(rt *cri) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// healthy reads url and says why it did not answer 200 (nil when it did).
+func healthy(url string) error {
+	cl := http.Client{Timeout: 10 * time.Second}
+	rsp, err := cl.Get(url)
+	if err != nil {
+		return err
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
+		return fmt.Errorf("%s: %s", rsp.Status, b)
+	}
+	return nil
 }
 
 // underIdleParent says why process pid is not in a container group under

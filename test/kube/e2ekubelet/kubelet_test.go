@@ -86,6 +86,8 @@ type cluster struct {
 	notes           []string
 	// metrics is where corepin nri serves its metrics (--metrics-addr).
 	metrics string
+	// kubeletHealthz is the kubelet's healthz URL (launchKubelet).
+	kubeletHealthz string
 }
 
 func (c *cluster) note(format string, args ...any) {
@@ -304,7 +306,8 @@ func (c *cluster) launchKubelet() {
 	kl := c.ps.Start("kubelet", nil, filepath.Join(c.kubeBin, "kubelet"), "--config="+cfg,
 		"--kubeconfig="+c.kubeconfig, "--hostname-override="+nodeName, "--node-ip="+ip,
 		"--root-dir="+c.path("kubelet"), "--cert-dir="+c.path("kubelet/pki"))
-	kubetest.WaitOK(t, kl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "", 90*time.Second)
+	c.kubeletHealthz = fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz)
+	kubetest.WaitOK(t, kl, c.kubeletHealthz, "", 90*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var node *corev1.Node
@@ -386,7 +389,11 @@ var sweepFlags = []string{"--sweep", "concurrency", "--quick", "--repeats", "1",
 // each pod's log to logs/POD and returns the pods' logs by name.
 func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 	t := c.t
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// Each Job has its own budget (kube run's --job-timeout), and kube run
+	// all of theirs: a slow Job early in the sweep takes nothing from a
+	// later one. On this 2-CPU node a Job takes 10-40 s; a stalled one
+	// ends the run at its own timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(js))*sweepJobTimeout+time.Minute)
 	defer cancel()
 	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -398,7 +405,7 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 		t.Fatal(err)
 	}
 	args := append([]string{"kube", "run"}, sweepFlags...)
-	args = append(args, "--kubeconfig", c.kubeconfig, "--namespace", namespace, "--db", c.path("run.db"), "--job-timeout", "5m", "-o", "json")
+	args = append(args, "--kubeconfig", c.kubeconfig, "--namespace", namespace, "--db", c.path("run.db"), "--job-timeout", sweepJobTimeout.String(), "-o", "json")
 	cmd := exec.CommandContext(ctx, c.corepin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -439,27 +446,41 @@ func (c *cluster) runJobs(js []batchv1.Job, logs string) map[string]string {
 		}
 		ended = append(ended, l)
 	}
+	// What went wrong comes first: kube run's own error and output, then
+	// the Job it stopped at (its conditions and events), then every
+	// Job's pods. The reads have their own context: the run's may be
+	// spent.
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer rcancel()
+	if runErr != nil {
+		t.Errorf("corepin %s: %v (after %s)\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), runErr, fmtDur(took),
+			kubetest.Tail(stderr.String(), 4096), kubetest.Tail(stdout.String(), 2048))
+		if len(ended) < len(js) {
+			c.explainJob(rctx, js[len(ended)].Name)
+		}
+	}
 	out := map[string]string{}
 	for _, j := range js {
-		pods, err := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
+		pods, err := c.cs.CoreV1().Pods(namespace).List(rctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("listing the pods of job %s: %v", j.Name, err)
 		}
 		for _, p := range pods.Items {
-			log := c.podLog(ctx, p.Name)
+			log := c.podLog(rctx, p.Name)
 			out[p.Name] = log
 			writeFile(t, filepath.Join(logs, p.Name), []byte(log))
 		}
 		if runErr != nil {
-			c.explain(ctx, j.Name, pods.Items, out)
+			c.explain(rctx, j.Name, pods.Items, out)
 		}
 		if n := len(pods.Items); runErr == nil && int32(n) != *j.Spec.Completions {
+			c.explainJob(rctx, j.Name)
 			t.Fatalf("job %s: %d pods, want %d", j.Name, n, *j.Spec.Completions)
 		}
 		c.t.Logf("job %s (%s): %d pods; %s", j.Name, j.Annotations["corepin.io/point"], len(pods.Items), podTimes(begin, pods.Items))
 	}
 	if runErr != nil {
-		t.Fatalf("corepin %s: %v\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), runErr, kubetest.Tail(stderr.String(), 4096), kubetest.Tail(stdout.String(), 2048))
+		t.FailNow()
 	}
 	if len(ended) != len(js) {
 		t.Fatalf("corepin kube run reported %d Jobs, want the %d of kube jobs:\n%s", len(ended), len(js), stdout.String())
@@ -536,6 +557,43 @@ func (c *cluster) podLog(ctx context.Context, pod string) string {
 		c.t.Fatalf("reading logs of pod %s: %v", pod, err)
 	}
 	return string(b)
+}
+
+// sweepJobTimeout is each sweep Job's budget (kube run --job-timeout).
+const sweepJobTimeout = 4 * time.Minute
+
+// explainJob logs what the API server holds of Job name: its status and
+// conditions, and the events of the Job and of its pods.
+func (c *cluster) explainJob(ctx context.Context, name string) {
+	t := c.t
+	j, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("job %s: reading it: %v", name, err)
+		return
+	}
+	st := j.Status
+	t.Logf("job %s: created %s, active %d, ready %v, succeeded %d, failed %d, start %v, completion %v",
+		name, j.CreationTimestamp.UTC().Format(time.RFC3339), st.Active, ptrOr(st.Ready), st.Succeeded, st.Failed, st.StartTime, st.CompletionTime)
+	for _, cond := range st.Conditions {
+		t.Logf("job %s: condition %s=%s %s: %s (at %s)", name, cond.Type, cond.Status, cond.Reason, cond.Message, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	ev, err := c.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("job %s: listing the events: %v", name, err)
+		return
+	}
+	for _, e := range ev.Items {
+		if o := e.InvolvedObject; (o.Kind == "Job" && o.Name == name) || (o.Kind == "Pod" && strings.HasPrefix(o.Name, name+"-")) {
+			t.Logf("job %s: event %s/%s: %s %s (x%d, last %s)", name, o.Kind, o.Name, e.Reason, e.Message, e.Count, e.LastTimestamp.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+func ptrOr[T any](p *T) any {
+	if p == nil {
+		return "-"
+	}
+	return *p
 }
 
 // explain logs the pods' phases, logs and the namespace's events.

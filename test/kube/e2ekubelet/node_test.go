@@ -286,11 +286,17 @@ func (c *cri) liveOf(ctx context.Context, id string) (live, bool) {
 	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
 		return live{}, false
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", info.Pid))
+	return liveOfPid(info.Pid)
+}
+
+// liveOfPid is the kernel's view of process pid: its affinity and its
+// cpuset cgroup's cpuset.cpus.
+func liveOfPid(pid int) (live, bool) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return live{}, false
 	}
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return live{}, false
 	}
