@@ -40,19 +40,24 @@
 // # Engines
 //
 // Policy "kubelet" reproduces the kubelet static CPU manager policy
-// (Kubernetes v1.36, pkg/kubelet/cm/cpumanager) choice for choice: whole
-// NUMA nodes or sockets first (whichever is larger first), uncore caches
-// with prefer-align-cpus-by-uncorecache, whole cores (skipped with
+// (Kubernetes v1.36, pkg/kubelet/cm/cpumanager, with the fix of PR #140498
+// from v1.38: a socket or core is whole when all of its own CPUs are free,
+// not when its free count equals the machine-wide average, which on hybrid
+// P/E-core machines and machines with offline CPUs made a half-taken core
+// look whole) choice for choice: whole NUMA nodes or sockets first
+// (whichever is larger first), uncore caches with
+// prefer-align-cpus-by-uncorecache, whole cores (skipped with
 // distribute-cpus-across-cores), then single threads, always from the most
 // allocated unit first and the lowest id on ties; distribute-cpus-across-numa
 // with kubelet's balance score; full-pcpus-only with its SMT alignment
 // errors; align-by-socket; strict-cpu-reservation; --reserved-cpus or a
 // reserved count chosen the way kubelet chooses it; and the option pairs
 // kubelet refuses. The topology policies give the NUMA hint kubelet's
-// Topology Manager would merge from the CPU manager alone. The 95 cases of
+// Topology Manager would merge from the CPU manager alone. The 96 cases of
 // testdata/kubelet_cases.json are kubelet's own published expectations
 // (cpu_assignment_test.go and policy_static_test.go tables, with their
-// topologies); all pass. It departs from kubelet in four places:
+// topologies; one from v1.38 for the fix); all pass. It departs from
+// kubelet in three places:
 //
 //   - NUMA hints are computed directly, not by enumerating 2^n node masks:
 //     the narrowest mask that holds the request, lowest mask on ties, found
@@ -68,11 +73,6 @@
 //     remainder hold fewer free CPUs than a core; corepin does not score
 //     such a split (there is no kubelet answer to reproduce) and every one
 //     of its loops stops when it makes no progress (FuzzKubeletTerminates).
-//   - kubelet judges a socket or core "free" by comparing its free count with
-//     the machine-wide average size, and then claims all of its CPUs. On
-//     machines with uneven units (offline CPUs, hybrid cores) that can hand
-//     out a CPU another container holds. corepin claims only free CPUs, so
-//     it agrees with kubelet on every uniform machine and never double-books.
 //   - distribute-cpus-across-numa keeps kubelet's subset search, which is
 //     exponential in the number of NUMA nodes, as kubelet's is.
 //

@@ -8,8 +8,9 @@ import (
 )
 
 // This file re-implements the choices of the kubelet static CPU manager
-// policy (pkg/kubelet/cm/cpumanager, Kubernetes v1.36) so that
-// `policy: kubelet` places exactly where kubelet would, tie-breaks included.
+// policy (pkg/kubelet/cm/cpumanager, Kubernetes v1.36, with the whole-unit
+// test of PR #140498, released in v1.38) so that `policy: kubelet` places
+// exactly where kubelet would, tie-breaks included.
 // The algorithm is kubelet's; the code is corepin's own, written against
 // bitsets and per-unit free counters.
 //
@@ -100,8 +101,11 @@ func perUnit(total, units int) int {
 	return total / units
 }
 
+// cpusPerCore is kubelet's CPUsPerCore(), the machine-wide average, which
+// kubelet still uses for the SMT alignment of full-pcpus-only, the group
+// size of distribute-cpus-across-numa and the partial uncore cache; whether
+// a core or socket is whole is judged by its own size (takeFullCores).
 func (k *kubeTopo) cpusPerCore() int   { return perUnit(k.numCPUs, k.numCores) }
-func (k *kubeTopo) cpusPerSocket() int { return perUnit(k.numCPUs, k.numSockets) }
 func (k *kubeTopo) cpusPerUncore() int { return perUnit(k.numCPUs, k.numUncore) }
 
 // kubeAcc is kubelet's cpuAccumulator: the free CPUs it may still claim,
@@ -166,11 +170,11 @@ func (a *kubeAcc) done() {
 
 func (a *kubeAcc) numaFirst() bool { return a.k.numSockets >= a.k.numNodes }
 
-// take claims the free CPUs among cpus. kubelet claims a whole unit it
-// judged free by comparing counts with the machine-wide average size, which
-// on machines with uneven sockets or cores (offline CPUs, hybrid cores) can
-// hand out a CPU another container holds; corepin claims only free CPUs, so
-// the two agree on every uniform machine and corepin never double-assigns.
+// take claims the free CPUs among cpus. kubelet claims every CPU of a unit
+// it judged whole; since PR #140498 a unit is whole only when all of its own
+// CPUs are free, so the two agree. (Before it, kubelet compared a socket's or
+// core's free count with the machine-wide average size and could hand out a
+// CPU another container or the system held, kubernetes issue #140495.)
 func (a *kubeAcc) take(cpus []int) {
 	for _, c := range cpus {
 		a.takeOne(c)
@@ -373,7 +377,7 @@ func (a *kubeAcc) takeFullNodes() {
 }
 
 func (a *kubeAcc) takeFullSockets() {
-	a.takeWhole(a.sortSockets(), func(s int) bool { return a.freeSocket[s] == a.k.cpusPerSocket() }, a.k.socketCPUs)
+	a.takeWhole(a.sortSockets(), func(s int) bool { return a.freeSocket[s] == len(a.k.socketCPUs[s]) }, a.k.socketCPUs)
 }
 
 func (a *kubeAcc) takeFullUncores() {
@@ -427,9 +431,12 @@ func (a *kubeAcc) takeUncoreCache() {
 	}
 }
 
+// takeFullCores claims whole cores: those whose CPUs are all free, judged
+// by each core's own size (kubelet's isCoreFree since PR #140498). On a
+// hybrid machine the machine-wide average is 1 CPU per core, which made a
+// P-core with one thread taken look whole and left the free P-cores out.
 func (a *kubeAcc) takeFullCores() {
-	per := a.k.cpusPerCore()
-	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == per }, a.k.coreCPUs)
+	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == len(a.k.coreCPUs[c]) }, a.k.coreCPUs)
 }
 
 func (a *kubeAcc) takeRemaining() {
