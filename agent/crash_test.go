@@ -124,6 +124,7 @@ func TestCrashRestart(t *testing.T) {
 			t.Fatalf("round %d: listing after restart: %v", round, err)
 		}
 		checkConsistent(t, root, ws)
+		checkStored(t, state, ws)
 		if t.Failed() {
 			c.kill()
 			t.Fatalf("round %d: state and live groups disagree after restart", round)

@@ -3,15 +3,17 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"github.com/corepin/corepin/nodecore"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/nodecore"
 )
 
 // tinyDisk mounts a 1 MiB tmpfs on a fresh directory until t ends.
@@ -182,4 +184,68 @@ func markDeleting(t *testing.T, state, name string) {
 		return
 	}
 	t.Fatalf("no workload %s in %s", name, state)
+}
+
+// TestReconcileOnAFullDiskKeepsListingWhatItCanNotRelease (issue 27 §2):
+// a reconcile whose workload is gone but whose release the state file
+// refuses (a full disk) dropped it from the list while the file kept it,
+// its CPUs held by nobody listed. It stays listed until a sweep, once
+// space is freed, releases it in both.
+func TestReconcileOnAFullDiskKeepsListingWhatItCanNotRelease(t *testing.T) {
+	requireCgroups(t)
+	disk := tinyDisk(t)
+	root := testRoot(t)
+	state := filepath.Join(disk, "state.db")
+	n, err := openNode(t, root, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	pid := startSleep(t)
+	for _, s := range []Spec{
+		{Name: "gone", QoS: "LS", CPUs: f64(0.2), PID: pid},
+		{Name: "stays", QoS: "LS", CPUs: f64(0.2), Command: "sleep", Args: []string{"600"}},
+	} {
+		if _, err := n.Create(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone := groupDir(t, root, "gone")
+	for deadline := time.Now().Add(30 * time.Second); len(readPids(gone)) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed process %d is still in %s", pid, gone)
+		}
+		time.Sleep(10 * time.Millisecond) // the killed process leaves its group
+	}
+	full := fill(t, disk)
+	if _, err := n.Reconcile(); err == nil || !strings.Contains(err.Error(), `releasing "gone"`) {
+		t.Errorf("Reconcile on a full disk = %v, want the release of gone refused", err)
+	}
+	ws := n.List()
+	checkStored(t, state, ws)
+	if names := namesOf(ws); !cmp.Equal(names, []string{"gone", "stays"}) {
+		t.Errorf("listed on the full disk: %v, want gone and stays (the file holds both)", names)
+	}
+	if err := os.Remove(full); err != nil {
+		t.Fatal(err)
+	}
+	if released, err := n.Sweep(); err != nil || !cmp.Equal(released, []string{"gone"}) {
+		t.Errorf("Sweep once space is freed = %v, %v; want gone released", released, err)
+	}
+	ws = n.List()
+	checkStored(t, state, ws)
+	if names := namesOf(ws); !cmp.Equal(names, []string{"stays"}) {
+		t.Errorf("listed after the sweep: %v, want stays", names)
+	}
+}
+
+func namesOf(ws []Workload) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Name)
+	}
+	return out
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/topology"
@@ -206,6 +208,33 @@ func checkConsistent(t testing.TB, root string, ws []Workload) {
 	}
 	for name, gs := range live {
 		t.Errorf("live group(s) of %s without a workload in the state: %+v", name, gs)
+	}
+}
+
+// checkStored asserts that the state file holds exactly the workloads ws
+// (the agent's view) shows, each at its generation: a reconcile that
+// drops a workload from the view must release it in the file too (issue
+// 27 §2).
+func checkStored(t testing.TB, state string, ws []Workload) {
+	t.Helper()
+	db, err := store.Open(state)
+	if err != nil {
+		t.Fatalf("opening the state file: %v", err)
+	}
+	defer db.Close()
+	as, err := db.Assignments()
+	if err != nil {
+		t.Fatalf("reading the assignments: %v", err)
+	}
+	stored, listed := map[string]string{}, map[string]string{}
+	for _, a := range as {
+		stored[a.Name] = fmt.Sprintf("%s generation %d", a.QoS, a.Generation)
+	}
+	for _, w := range ws {
+		listed[w.Name] = fmt.Sprintf("%s generation %d", w.QoS, w.Generation)
+	}
+	if d := cmp.Diff(stored, listed); d != "" {
+		t.Errorf("the state file and the agent's list disagree (-stored +listed):\n%s", d)
 	}
 }
 

@@ -111,7 +111,7 @@ func TestExitedCommandIsReleased(t *testing.T) {
 // Reconcile at start: a live workload is adopted, one whose process died
 // is released, an assignment without a group is released, an empty group
 // is removed, and a live group without an assignment is admitted for the
-// CPUs it holds.
+// CPUs it holds. The state file then holds what List shows, no more.
 func TestReconcileAtStart(t *testing.T) {
 	requireCgroups(t)
 	root := testRoot(t)
@@ -175,10 +175,12 @@ func TestReconcileAtStart(t *testing.T) {
 		t.Errorf("workloads after reconcile (-want +got):\n%s", d)
 	}
 	checkConsistent(t, root, n2.List())
+	checkStored(t, state, n2.List())
 	rep, err := n2.Reconcile()
 	if err != nil || rep[nodecore.ActGone]+rep[nodecore.ActRemoved]+rep[nodecore.ActOrphan] != 0 {
 		t.Errorf("a second Reconcile = %v, %v; want only adoptions", rep, err)
 	}
+	checkStored(t, state, n2.List())
 }
 
 // startSleep starts a sleep that is not the agent's child and is killed

@@ -3,11 +3,15 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
@@ -164,3 +168,78 @@ func TestAgentSeesRunReservations(t *testing.T) {
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+// TestResizeOfARunsJobIsRefused (issue 27 §2.3): PATCH
+// /v1/workloads/{name} on a local run's job is 422 saying its size is the
+// run's --cpus, and changes nothing: not the agent's view, not the state
+// file's row, not the CPUs the run holds.
+func TestResizeOfARunsJobIsRefused(t *testing.T) {
+	requireCgroups(t)
+	topo := liveTopology(t)
+	root := testRoot(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	held, err := p.Place("job-0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := openNode(t, root, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cl := NewClient(serve(t, &Server{Node: n}), "")
+	before, err := cl.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job string
+	for _, w := range before {
+		if w.Source == "run" {
+			job = w.Name
+		}
+	}
+	if job == "" {
+		t.Fatalf("the agent lists %+v, want the run's job", before)
+	}
+	rows := func() []store.Assignment {
+		t.Helper()
+		db, err := store.Open(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		as, err := db.Assignments()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return as
+	}
+	stored := rows()
+
+	_, err = cl.Resize(job, 2)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity ||
+		!strings.Contains(ae.Message, "of a corepin run") || !strings.Contains(ae.Message, "its size is the run's --cpus") {
+		t.Errorf("PATCH %s {cpus: 2} = %v, want 422 saying its size is the run's --cpus", job, err)
+	}
+	after, err := cl.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Errorf("the refused resize changed the agent's view (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(stored, rows()); d != "" {
+		t.Errorf("the refused resize changed the state file (-before +after):\n%s", d)
+	}
+	for _, w := range after {
+		if w.Name == job && w.Cpuset != held.CPUs.String() {
+			t.Errorf("the run's job holds %s, want %s as placed", w.Cpuset, held.CPUs)
+		}
+	}
+}

@@ -201,6 +201,77 @@ func TestAssignAdded(t *testing.T) {
 	}
 }
 
+// TestResizeCloneIndependence (issue 27 §2.4): a state and its Clone
+// share each assignment's Added slice until one resizes it, so a resize
+// that appended to Added in place (into spare capacity) would write the
+// CPU it added into the other's Added too. Grown, or grown and shrunk,
+// then cloned, then grown differently in each (the clone first gives the
+// CPU the original takes to another workload), each must end as the same
+// steps give without a clone.
+func TestResizeCloneIndependence(t *testing.T) {
+	type step struct {
+		assign *Assignment // else resize w to cpus
+		cpus   int
+	}
+	grow := func(n int) step { return step{cpus: n} }
+	run := func(t *testing.T, s *State, steps []step) {
+		t.Helper()
+		for _, st := range steps {
+			var err error
+			if st.assign != nil {
+				err = s.Assign(*st.assign)
+			} else {
+				_, err = s.Resize(Request{ID: "w", QoS: LSE, CPUs: st.cpus})
+			}
+			if err != nil {
+				t.Fatalf("step %+v: %v", st, err)
+			}
+		}
+	}
+	show := func(s *State) string {
+		var b strings.Builder
+		for _, a := range s.Assignments() {
+			fmt.Fprintf(&b, "%s cpus %s added %v promised %s; ", a.ID, a.CPUs, a.Added, a.Promised())
+		}
+		return b.String()
+	}
+	start := Assignment{ID: "w", QoS: LSE, CPUs: cpuset.MustParse("0")}
+	for _, tc := range []struct {
+		name   string
+		before []step // before the clone
+		taken  string // the CPU the clone gives to o before both grow
+		to     int    // both then grow w to this size
+	}{
+		// 5 CPUs added at once: Added gets capacity 6, one spare.
+		{name: "grown", before: []step{grow(6)}, taken: "3", to: 7},
+		{name: "grown, then shrunk", before: []step{grow(6), grow(5)}, taken: "10", to: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			block := step{assign: &Assignment{ID: "o", QoS: LSE, CPUs: cpuset.MustParse(tc.taken)}}
+			// What each must end as: the same steps without a clone.
+			alone := resizeState(t, NodeSettings{}, start)
+			run(t, alone, append(tc.before, grow(tc.to)))
+			blocked := resizeState(t, NodeSettings{}, start)
+			run(t, blocked, append(tc.before, block, grow(tc.to)))
+			if held(alone, "w").Added[len(held(alone, "w").Added)-1] == held(blocked, "w").Added[len(held(blocked, "w").Added)-1] {
+				t.Fatalf("the two growths add the same CPU (%s, %s): the test shows nothing", show(alone), show(blocked))
+			}
+
+			s := resizeState(t, NodeSettings{}, start)
+			run(t, s, tc.before)
+			c := s.Clone()
+			run(t, s, []step{grow(tc.to)})
+			run(t, c, []step{block, grow(tc.to)})
+			if got, want := show(s), show(alone); got != want {
+				t.Errorf("original after both grew:\n got %s\nwant %s", got, want)
+			}
+			if got, want := show(c), show(blocked); got != want {
+				t.Errorf("clone after both grew:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
 // TestAssignRefusesTakenCPUs: an assignment naming a CPU another one holds,
 // or a reserved CPU, is refused by name and leaves the state as it was,
 // whichever word of a wide machine the CPU sits in.

@@ -105,6 +105,28 @@ func TestTailBootstrap(t *testing.T) {
 	}
 }
 
+// A bootstrap p-value is never below 1/(iterations+1): with every
+// resample on one side the observed data are one of iterations+1
+// equally likely orderings, not proof beyond all doubt (issue 27 §2.5).
+// Two-sided, two separated sets give 2/(iterations+1).
+func TestTailBootstrapPNeverZero(t *testing.T) {
+	x, y := tailsOf(t, 300, 30, 36, 33, 27, 31.5), tailsOf(t, 300, 10, 12, 11, 9, 10.5)
+	for _, tc := range []struct {
+		name string
+		x, y []Tail
+	}{{name: "x higher", x: x, y: y}, {name: "y higher", x: y, y: x}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := TailBootstrap(tc.x, tc.y, 99)
+			if want := 2.0 / (bootIters + 1); c.P != want {
+				t.Errorf("TailBootstrap of separated sets: p = %v, want %v (the floor, 2/(%d+1))", c.P, want, bootIters)
+			}
+			if !c.Significant() {
+				t.Errorf("TailBootstrap of separated sets = %v, want significant", c)
+			}
+		})
+	}
+}
+
 // simRepeats draws k repeats whose p99s scatter around median ms as a
 // busy machine scatters them: log-normal with sigma 0.5 (a repeat at 2x
 // the median is about as common as one at 0.5x), each with 150 requests.

@@ -117,6 +117,9 @@ type entry struct {
 	cmd        *exec.Cmd // the process the agent started, while it is the parent
 	// offline are the workload's CPUs that CheckOnline last found offline.
 	offline cpuset.CPUSet
+	// gone says its workload is gone but the state file still holds it
+	// (forget could not release it); Sweep tries again.
+	gone bool
 }
 
 // ErrLocked means another process holds the state file's lock.

@@ -231,8 +231,9 @@ func (n *Node) Sweep() (released []string, err error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(n.wl)) {
 		e := n.wl[name]
-		if e.rec.Deleting {
-			// A delete that could not finish (a full disk): again.
+		if e.rec.Deleting || e.gone {
+			// A delete or a release that could not finish (a full
+			// disk): again.
 			if err := n.release(e, ActGone); err != nil {
 				errs = append(errs, err)
 			} else {
@@ -332,10 +333,14 @@ func (n *Node) finishDelete(e *entry, gs []enforce.Listed, rep ReconcileReport) 
 	return nil
 }
 
-// forget releases an assignment whose workload is gone.
+// forget releases an assignment whose workload is gone. When the state
+// file can not drop it (a full disk), it stays listed, as the file holds
+// it, for Sweep to release later.
 func (n *Node) forget(e *entry, rep ReconcileReport) error {
 	if err := n.db.DeleteAssignment(e.a.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+		e.group, e.gone = nil, true
+		n.wl[e.a.Name] = e
+		return fmt.Errorf("releasing %q, whose workload is gone: %w", e.a.Name, err)
 	}
 	if err := n.st.Release(e.a.Name); err != nil && !errors.Is(err, alloc.ErrUnknownID) {
 		return err

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +55,24 @@ func run(args []string, logw io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--epoch (or SOURCE_DATE_EPOCH) %q: want seconds since 1970, e.g. $(git log -1 --format=%%ct)", *epoch)
 	}
+	b, err := build(*dir, *version, *revision, time.Unix(secs, 0).UTC(), logw)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, b, 0o666) // as os.Create made it
+}
+
+// build is the stamped SBOM of the module in dir (generate, then encode).
+func build(dir, version, revision string, created time.Time, logw io.Writer) ([]byte, error) {
+	bom, err := generate(dir, logw)
+	if err != nil {
+		return nil, err
+	}
+	return encode(bom, version, revision, created)
+}
+
+// generate is cyclonedx-gomod's BOM of the module in dir, warnings to logw.
+func generate(dir string, logw io.Writer) (*cdx.BOM, error) {
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: logw, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(zerolog.WarnLevel)
 	// cyclonedx-gomod reads the main module's version from git and warns
 	// when it cannot (a worktree); it is replaced below either way.
@@ -62,28 +81,30 @@ func run(args []string, logw io.Writer) error {
 			e.Discard()
 		}
 	}))
-	g, err := mod.NewGenerator(*dir, mod.WithLogger(logger), mod.WithLicenseDetector(local.NewDetector(logger)),
+	g, err := mod.NewGenerator(dir, mod.WithLogger(logger), mod.WithLicenseDetector(local.NewDetector(logger)),
 		mod.WithComponentType(cdx.ComponentTypeApplication))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bom, err := g.Generate()
 	if err != nil {
-		return fmt.Errorf("generating the SBOM: %w", err)
+		return nil, fmt.Errorf("generating the SBOM: %w", err)
 	}
-	if err := stamp(bom, "v"+*version, *revision, time.Unix(secs, 0).UTC()); err != nil {
-		return err
+	return bom, nil
+}
+
+// encode stamps bom (see stamp; version without its "v") and writes it as
+// CycloneDX 1.6 JSON. The same BOM, version, revision and time give the
+// same bytes.
+func encode(bom *cdx.BOM, version, revision string, created time.Time) ([]byte, error) {
+	if err := stamp(bom, "v"+version, revision, created); err != nil {
+		return nil, err
 	}
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
+	var buf bytes.Buffer
+	if err := cdx.NewBOMEncoder(&buf, cdx.BOMFileFormatJSON).SetPretty(true).EncodeVersion(bom, cdx.SpecVersion1_6); err != nil {
+		return nil, fmt.Errorf("writing the SBOM: %w", err)
 	}
-	enc := cdx.NewBOMEncoder(f, cdx.BOMFileFormatJSON).SetPretty(true)
-	if err := enc.EncodeVersion(bom, cdx.SpecVersion1_6); err != nil {
-		f.Close()
-		return fmt.Errorf("writing the SBOM: %w", err)
-	}
-	return f.Close()
+	return buf.Bytes(), nil
 }
 
 // withVersion is purl with its version set; "" stays "".

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestStampIsTheCommitsOwn(t *testing.T) {
@@ -44,5 +48,48 @@ func TestStampIsTheCommitsOwn(t *testing.T) {
 	}
 	if err := stamp(&cdx.BOM{}, "v0.1.0", "x", at); err == nil {
 		t.Error("a BOM without a main component stamped")
+	}
+}
+
+// builds is how many times the reproducibility tests build: a map ranged
+// unsorted gives two orders of two keys in about half the builds, so one
+// identical pair proves little, fifty nearly everything (issue 27 §2.6).
+const builds = 50
+
+// TestEncodeIsByteStable generates corepin's SBOM once (the module graph
+// and license scan are slow) and stamps and encodes a fresh copy of it
+// builds times: every copy must give the same bytes. make image-check
+// compares two whole builds, which catches a timestamp but a map ranged
+// unsorted only by chance.
+func TestEncodeIsByteStable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: generating the SBOM reads every module of the graph")
+	}
+	bom, err := generate("../..", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(bom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1795763977, 0).UTC()
+	var first []byte
+	for i := range builds {
+		var c cdx.BOM
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		b, err := encode(&c, "0.1.0", "b21889a4", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b
+			continue
+		}
+		if !bytes.Equal(b, first) {
+			t.Fatalf("build %d of the SBOM differs from the first (same BOM, version, commit, time):\n%s", i, cmp.Diff(string(first), string(b)))
+		}
 	}
 }
