@@ -267,6 +267,9 @@ func (s *State) growth(a Assignment, r Request, k int, whole bool) ([]int, error
 // checkAdded reports whether a's Added CPUs are its own, each once, and
 // leave it a promised CPU.
 func checkAdded(a Assignment) error {
+	if len(a.Added) == 0 {
+		return nil // the usual case, without the map
+	}
 	seen := map[int]bool{}
 	for _, c := range a.Added {
 		if !a.CPUs.Contains(c) || seen[c] {

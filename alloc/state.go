@@ -62,7 +62,8 @@ func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &State{policy: policy, optNames: slices.Clone(cfg.Options), asg: map[string]int32{}}
+	// asg and recs are made on the first record.
+	s := &State{policy: policy, optNames: slices.Clone(cfg.Options)}
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
 	}
@@ -263,11 +264,7 @@ func (s *State) Assign(a Assignment) error {
 			return err
 		}
 		a.Added = slices.Clone(a.Added)
-		for i := range s.ix.words {
-			for w := a.CPUs.Word(i); w != 0; w &= w - 1 {
-				s.holdCPU(i<<6|bits.TrailingZeros64(w), a.QoS, a.Exclusive, 1)
-			}
-		}
+		s.holdFresh(a.CPUs, a.QoS, a.Exclusive)
 	default:
 		if len(a.Added) > 0 {
 			return invalid("assignment %q: %s holds no cpuset, so no cpus were added to it", a.ID, a.QoS)
@@ -292,7 +289,7 @@ func (s *State) record(a Assignment) {
 		// and a fresh state rebuilt per decision (the extender, the
 		// scheduler plugin) would otherwise grow and rehash its map twice
 		// for a node of some 30 pods.
-		s.recs = make([]Assignment, 0, 16)
+		s.recs = make([]Assignment, 0, 32)
 		if len(s.asg) == 0 {
 			s.asg = make(map[string]int32, 48)
 		}
@@ -316,6 +313,39 @@ func (s *State) hold(b bitset, q QoS, ex Exclusive, d int) {
 	for i, w := range b {
 		for ; w != 0; w &= w - 1 {
 			s.holdCPU(i<<6|bits.TrailingZeros64(w), q, ex, d)
+		}
+	}
+}
+
+// holdFresh is hold(cpus, q, ex, 1) for cpus that are online, neither
+// reserved nor used (Assign has checked), a word at a time: a fresh State
+// per decision (the extender, the scheduler plugin) holds every assignment
+// of its node through it.
+func (s *State) holdFresh(cpus cpuset.CPUSet, q QoS, ex Exclusive) {
+	ix := s.ix
+	for i := range ix.words {
+		w := cpus.Word(i)
+		if w == 0 {
+			continue
+		}
+		s.used[i] |= w
+		if q == LSR {
+			s.lsr[i] |= w
+		}
+		for f := w & ix.allowed[i]; f != 0; f &= f - 1 {
+			s.adjust(i<<6|bits.TrailingZeros64(f), -1)
+		}
+		if ex == ExclusiveNone {
+			continue
+		}
+		for ; w != 0; w &= w - 1 {
+			c := i<<6 | bits.TrailingZeros64(w)
+			switch ex {
+			case ExclusivePCPULevel:
+				s.pcpuCore[ix.cpuCore[c]]++
+			case ExclusiveNUMANodeLevel:
+				s.numaExcl[ix.cpuNode[c]]++
+			}
 		}
 	}
 }

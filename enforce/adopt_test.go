@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -85,5 +86,46 @@ func TestListAndReopenV1(t *testing.T) {
 	}
 	if _, err := d.OpenExisting("../../etc"); err == nil {
 		t.Error("OpenExisting of a path above the mount succeeded")
+	}
+}
+
+// StartThread leaves the scheduler's hierarchy (cpu) to the child, which
+// joins it once started: the child must end up in the group in every
+// hierarchy, cpu included, whatever the kind of command, and one that has
+// exited before it could be moved is no error.
+func TestStartThreadJoinsEveryHierarchyV1(t *testing.T) {
+	d, _ := realV1(t)
+	g, err := d.Create("every", Resources{CPUs: highestCPU(t), Weight: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer RemoveWhenEmpty(g, 0)
+	cmd := exec.Command("sleep", "60")
+	if err := StartThread(g, cmd); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := dirName(d.self, "every")
+	for _, c := range []string{"cpuset", "cpu", "cpuacct"} {
+		var line string
+		for l := range strings.Lines(string(raw)) {
+			if f := strings.SplitN(strings.TrimSpace(l), ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), c) {
+				line = f[2]
+			}
+		}
+		if !strings.HasSuffix(line, "/"+dir) {
+			t.Errorf("child's %s group is %q, want .../%s (/proc/PID/cgroup:\n%s)", c, line, dir, raw)
+		}
+	}
+	for i := range 20 {
+		quick := exec.Command("true")
+		if err := StartThread(g, quick); err != nil {
+			t.Fatalf("round %d: StartThread(true) = %v, want nil", i, err)
+		}
+		quick.Wait()
 	}
 }

@@ -73,8 +73,9 @@ type Options struct {
 // one at a time.
 //
 // Each admission is decided by alloc on the assignments read inside the
-// store's write transaction and committed (SQLite WAL, synchronous=FULL)
-// before the group is made and Create returns; each release removes the
+// store's write transaction and committed (SQLite WAL, synchronous=NORMAL:
+// durable against a killed process; see store's "Crash safety" for a
+// power loss) before the group is made and Create returns; each release removes the
 // group before the assignment. So a crash at any instant leaves either an
 // assignment whose group is missing or empty (released by Reconcile) or a
 // live group with its assignment (adopted): never a live group whose CPUs

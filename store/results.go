@@ -148,7 +148,7 @@ func (db *DB) BeginRun(r Run) (int64, error) {
 	if r.StartedAt.IsZero() {
 		r.StartedAt = time.Now()
 	}
-	res, err := db.db.Exec(`INSERT INTO runs
+	res, err := db.durableExec(`INSERT INTO runs
 		(started_at, command, params, corepin_version, kernel, hostname, topology_summary, topology, owner)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		timeArg(r.StartedAt), r.Command, params, r.CorepinVersion, r.Kernel, r.Hostname, r.TopologySummary, topo, r.Owner)
@@ -169,7 +169,7 @@ func (db *DB) FinishRun(id int64, at time.Time) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	res, err := db.db.Exec(`UPDATE runs SET finished_at = ? WHERE id = ?`, timeArg(at), id)
+	res, err := db.durableExec(`UPDATE runs SET finished_at = ? WHERE id = ?`, timeArg(at), id)
 	if err != nil {
 		return fmt.Errorf("finishing run %d: %w", id, err)
 	}
@@ -187,7 +187,7 @@ func (db *DB) FinishRun(id int64, at time.Time) error {
 // whether it still runs.
 func (db *DB) MarkInterrupted() ([]int64, error) {
 	var ids []int64
-	err := db.tx(func(tx *sql.Tx) error {
+	err := db.durableTx(func(tx *sql.Tx) error {
 		rows, err := tx.Query(`SELECT id, owner FROM runs
 			WHERE finished_at IS NULL AND interrupted_at IS NULL AND owner != ''`)
 		if err != nil {
@@ -233,7 +233,7 @@ func (db *DB) AddJob(runID int64, j Job) error {
 	if err != nil {
 		return fmt.Errorf("adding job %d of run %d: %w", j.Job, runID, err)
 	}
-	_, err = db.db.Exec(`INSERT INTO jobs (`+jobColumns+`)
+	_, err = db.durableExec(`INSERT INTO jobs (`+jobColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		runID, j.Job, j.Cmd, j.Mode, j.QoS, j.CPUs, j.Threads, j.Cpuset,
 		j.WallS, j.UserS, j.SysS, j.MaxRSSKB, j.CPUsUsed, j.Migrations, j.CtxSwitches,
@@ -285,7 +285,7 @@ func (db *DB) AddMeasurement(runID int64, ms ...Measurement) error {
 			return fmt.Errorf("adding measurement %s/%s to run %d: value is %v: want a finite number", m.Experiment, m.Metric, runID, m.Value)
 		}
 	}
-	return db.tx(func(tx *sql.Tx) error {
+	return db.durableTx(func(tx *sql.Tx) error {
 		st, err := tx.Prepare(`INSERT INTO measurements (run_id, experiment, point, metric, value, repeat_index)
 			VALUES (?, ?, ?, ?, ?, ?)`)
 		if err != nil {

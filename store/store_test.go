@@ -70,7 +70,7 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 		{"application_id", "1668248165"}, // "core"
 		{"journal_mode", "wal"},
 		{"foreign_keys", "1"},
-		{"synchronous", "2"}, // FULL
+		{"synchronous", "1"}, // NORMAL; results sync the log themselves (syncLog)
 		{"busy_timeout", "10000"},
 	} {
 		if got := pragma(t, db, tc.pragma); got != tc.want {
