@@ -94,6 +94,7 @@ func TestWakeupJSONShape(t *testing.T) {
 	}
 	var got struct {
 		Notice  string           `json:"notice"`
+		Rec     string           `json:"recommendation"`
 		Rows    []map[string]any `json:"rows"`
 		Skipped []Skip           `json:"skipped"`
 	}
@@ -115,6 +116,9 @@ func TestWakeupJSONShape(t *testing.T) {
 	}
 	if len(got.Skipped) != 3 || strings.Count(got.Notice, "no right") != 1 || !strings.Contains(got.Notice, "ls_class rr, ls_class fifo: no right") {
 		t.Errorf("skipped %v, notice %q: want 3 skips, each reason said once", got.Skipped, got.Notice)
+	}
+	if !strings.Contains(got.Rec, "route sched_idle, LS class normal") || !strings.Contains(got.Rec, "40% of rounds stacked (4% with no batch)") {
+		t.Errorf("recommendation %q: want the sched_idle row beside its no-batch figure", got.Rec)
 	}
 }
 

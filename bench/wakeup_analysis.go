@@ -176,27 +176,32 @@ func skipNotice(skips []Skip) string {
 }
 
 // wakeupRecommendation names, among the rows beside a batch, the route
-// and class that stacked least, with its p99 wait; it recommends nothing
-// a run of one class can't compare.
+// and class that stacked least (a tie goes to the shorter p99 wait), with
+// the same class's figure without a batch beside it.
 func wakeupRecommendation(rows []Row) string {
 	best, bestV := Row(nil), math.Inf(1)
+	alone := map[any]float64{}
 	for _, r := range rows {
-		if r["be_route"] == topology.RouteNone {
-			continue
-		}
 		v, ok1 := r["stacked_pct"].(float64)
 		p99, ok2 := r["runq_wait_p99_us"].(float64)
 		if !ok1 || !ok2 {
 			continue
 		}
-		v += p99 / 1e9 // a tie goes to the shorter tail
-		if v < bestV {
+		if r["be_route"] == topology.RouteNone {
+			alone[r["ls_class"]] = v
+			continue
+		}
+		if v += p99 / 1e9; v < bestV {
 			best, bestV = r, v
 		}
 	}
 	if best == nil {
 		return "no route beside a batch was measured"
 	}
-	return fmt.Sprintf("least stacking beside a batch: %s route with %s LS threads (%v batch threads): %.0f%% of rounds stacked, run-queue wait p99 %.0f µs",
-		best["be_route"], best["ls_class"], best["batch_threads"], best["stacked_pct"], best["runq_wait_p99_us"])
+	base := ""
+	if v, ok := alone[best["ls_class"]]; ok {
+		base = fmt.Sprintf(" (%.0f%% with no batch)", v)
+	}
+	return fmt.Sprintf("fewest stacked wakes beside a batch: route %s, LS class %s, %v batch thread(s): %.0f%% of rounds stacked%s, run-queue wait p99 %.0f µs",
+		best["be_route"], best["ls_class"], best["batch_threads"], best["stacked_pct"], base, best["runq_wait_p99_us"])
 }

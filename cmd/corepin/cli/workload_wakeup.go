@@ -14,10 +14,10 @@ import (
 const wakeupUsage = `The wake-placement probe of corepin bench wakeup (hidden: the bench runs it
 as its latency-sensitive side). N threads in one scheduling class wake at the
 same instant every period, record the CPU they woke on, burn a fixed CPU time
-and read their run-queue wait; -o json prints every round.
+and read their run-queue wait; it prints every round as one line of JSON.
 
 Examples:
-  corepin workload wakeup --threads 2 --rounds 100 -o json
+  corepin workload wakeup --threads 2 --rounds 100
   corepin workload wakeup --threads 2 --class rr --burn 2ms --period 10ms`
 
 func newWakeupCmd(e *env) *cobra.Command {
