@@ -122,6 +122,11 @@ type Analysis struct {
 	Charts []Chart `json:"charts"`
 	// Recommendation says which configuration to use and what it buys.
 	Recommendation string `json:"recommendation"`
+	// Rows are the results as data, one per measured configuration, for
+	// an experiment whose contract names them (wakeup: design.md).
+	Rows []Row `json:"rows,omitempty"`
+	// Skipped are the configurations this machine could not run, and why.
+	Skipped []Skip `json:"skipped,omitempty"`
 }
 
 // ExperimentReport is one experiment's results and analysis.
@@ -306,7 +311,7 @@ func Experiments() []Experiment {
 }
 
 // Order is the canonical order of the experiments.
-var Order = []string{"concurrency", "threads", "throughput", "colocation", "oversubscription"}
+var Order = []string{"concurrency", "threads", "throughput", "colocation", "oversubscription", "wakeup"}
 
 func orderOf(name string) int {
 	if i := slices.Index(Order, name); i >= 0 {

@@ -118,17 +118,29 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 	if env.Driver == nil || env.Driver.Name() == enforce.NameAffinity {
 		return fmt.Errorf("colocation needs a writable cgroup (cgroup v1 or v2) to compare group priorities")
 	}
-	be, err := enforce.Detect(enforce.WithRoot("corepin-be"))
+	be, err := idleBERoot()
 	if err != nil {
 		return err
 	}
-	if rp, ok := be.(enforce.RootPrioritizer); ok {
-		if _, err := rp.SetRootIdle(); err != nil {
-			return err
-		}
-	}
 	e.be = be
 	return nil
+}
+
+// idleBERoot is corepin's own BE parent, as `corepin run --qos BE` sets
+// it up: the driver under the corepin-be root, that root made idle
+// against its siblings (cpu.idle 1, or the lowest weight where the kernel
+// lacks cpu.idle).
+func idleBERoot() (enforce.Driver, error) {
+	be, err := enforce.Detect(enforce.WithRoot("corepin-be"))
+	if err != nil {
+		return nil, err
+	}
+	if rp, ok := be.(enforce.RootPrioritizer); ok {
+		if _, err := rp.SetRootIdle(); err != nil {
+			return nil, err
+		}
+	}
+	return be, nil
 }
 
 func (e *colocationExp) Teardown(*Env) error { return nil }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -82,6 +83,33 @@ func TestTopoLive(t *testing.T) {
 	}
 	if !strings.Contains(out, "Package 0") || !strings.Contains(out, "cores:") {
 		t.Errorf("corepin topo output lacks the package/core view:\n%s", out)
+	}
+	if !strings.Contains(out, "\nWake placement: kernel ") {
+		t.Errorf("corepin topo output lacks the wake-placement line:\n%s", out)
+	}
+	out, errOut, code = run(t, "topo", "-o", "json")
+	if code != 0 {
+		t.Fatalf("topo -o json: exit %d: %s", code, errOut)
+	}
+	// The scheduler section's keys are a contract (design.md): every one
+	// present, null where unknown, inert_routes a list.
+	var doc struct {
+		Scheduler map[string]json.RawMessage `json:"scheduler"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"kernel", "features_readable", "features_writable", "sis_util", "sched_ext", "inert_routes"} {
+		if _, ok := doc.Scheduler[k]; !ok {
+			t.Errorf("topo -o json scheduler section lacks %q: %s", k, out)
+		}
+	}
+	var ext struct{ State, Ops json.RawMessage }
+	if err := json.Unmarshal(doc.Scheduler["sched_ext"], &ext); err != nil || ext.State == nil || ext.Ops == nil {
+		t.Errorf("scheduler.sched_ext = %s (%v), want state and ops", doc.Scheduler["sched_ext"], err)
+	}
+	if r := string(doc.Scheduler["inert_routes"]); !strings.HasPrefix(r, "[") {
+		t.Errorf("scheduler.inert_routes = %s, want a list", r)
 	}
 }
 

@@ -29,6 +29,11 @@ configuration to use:
   throughput        workers x CPUs per worker filling the machine
   colocation        a latency-sensitive service beside a CPU-hungry batch
   oversubscription  communication-heavy vs compute-only processes, 1-4 per CPU
+  wakeup            where the kernel wakes a service's threads beside a BE batch,
+                    per BE route (none, sched_idle, cpu_idle, idle_parent,
+                    weight), LS class (normal, rr, fifo) and batch size;
+                    what it cannot run here (rr/fifo without the right, the
+                    cgroup routes without root) it skips and says why
 
 Points run in a randomised, interleaved order after a warm-up, at least 5
 repeats each; results go to the results database and report/index.html.
@@ -36,6 +41,7 @@ repeats each; results go to the results database and report/index.html.
 Examples:
   corepin bench --quick
   corepin bench concurrency threads
+  corepin bench wakeup --quick -o json
   corepin bench --spec my-bench.yaml --repeats 7`
 
 func init() { register(newBenchCmd) }

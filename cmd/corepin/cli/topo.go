@@ -12,7 +12,12 @@ import (
 
 const topoUsage = `Show the machine's CPU topology: packages, NUMA nodes, L3 caches, physical
 cores and their logical CPUs, offline CPUs and CPUs outside corepin's own
-cpuset cgroup.
+cpuset cgroup. On this machine (no --sysfs-root) it adds what decides where a
+waking task lands: the kernel, whether the scheduler's features file
+(/sys/kernel/debug/sched/features, root and debugfs only) is readable and
+writable and whether SIS_UTIL is on, an attached sched_ext scheduler, and the
+BE routes such a scheduler leaves inert ("scheduler" in -o json, null where
+unknown). A dump of another machine has no running scheduler and no section.
 
 --sysfs-root reads a saved dump of another machine (its sys/ and proc/)
 exactly like this one: only regular files, each at most 1 MiB, and nothing
@@ -42,20 +47,33 @@ func newTopoCmd(e *env) *cobra.Command {
 			}
 			printWarnings(e.stderr, t)
 			var v *agent.TopologyView
+			var sched *topology.Scheduler
 			if root == "/" {
 				v = agentView(socket)
+				s, err := topology.OpenScheduler(root)
+				if err != nil {
+					return fmt.Errorf("reading this machine's scheduler: %w", err)
+				}
+				for _, n := range s.Notes {
+					fmt.Fprintf(e.stderr, "corepin: warning: %s\n", n)
+				}
+				sched = &s
 			}
 			if e.JSON() {
+				out := topoWithAgent{Doc: t.Doc(), Scheduler: sched}
 				if v != nil {
-					return e.PrintJSON(topoWithAgent{Doc: t.Doc(), Pools: &v.Pools, Workloads: v.Workloads})
+					out.Pools, out.Workloads = &v.Pools, v.Workloads
 				}
-				return e.PrintJSON(t.Doc())
+				return e.PrintJSON(out)
 			}
 			o := topology.RenderOptions{OmitWarnings: true}
 			if v != nil {
 				o.Mark = markHolders(v)
 			}
-			return t.Render(e.stdout, o)
+			if err := t.Render(e.stdout, o); err != nil || sched == nil {
+				return err
+			}
+			return topology.RenderScheduler(e.stdout, *sched, t)
 		},
 	}
 	cmd.Flags().StringVar(&root, "sysfs-root", "/", "directory holding sys/ (and proc/) of the machine to read")

@@ -8,13 +8,14 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-// topoWithAgent is `corepin topo -o json` of the live machine while an
-// agent runs: the topo document extended with the agent's workloads and
-// pools (keys added, none changed).
+// topoWithAgent is `corepin topo -o json`: the topo document, on the live
+// machine extended with its scheduler section and, while an agent runs,
+// the agent's workloads and pools (keys added, none changed).
 type topoWithAgent struct {
 	topology.Doc
-	Pools     *agent.PoolsView `json:"pools,omitempty"`
-	Workloads []agent.Workload `json:"workloads,omitempty"`
+	Scheduler *topology.Scheduler `json:"scheduler,omitempty"`
+	Pools     *agent.PoolsView    `json:"pools,omitempty"`
+	Workloads []agent.Workload    `json:"workloads,omitempty"`
 }
 
 // agentView asks the agent on socket for its assignments, for drawing the

@@ -72,7 +72,7 @@ func newWorkloadCmd(e *env) *cobra.Command {
 			return Usagef("workload needs a subcommand: transcode or spin")
 		},
 	}
-	cmd.AddCommand(newTranscodeCmd(e), newSpinCmd(e))
+	cmd.AddCommand(newTranscodeCmd(e), newSpinCmd(e), newWakeupCmd(e))
 	return cmd
 }
 
