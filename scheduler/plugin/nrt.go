@@ -71,12 +71,7 @@ func (c *Cache) refreshNRT(name string) {
 	}
 	if p == nil {
 		c.mu.Lock()
-		if n := c.nodes[name]; n != nil {
-			for _, r := range n.reserved {
-				delete(c.pods, r.uid)
-			}
-		}
-		delete(c.nodes, name)
+		c.forgetNodeLocked(name)
 		c.mu.Unlock()
 		return
 	}
