@@ -139,6 +139,14 @@ type ExperimentReport struct {
 	Error    string                   `json:"error,omitempty"`
 }
 
+// MaxRepeats bounds Options.Repeats: a point measured more often than
+// this gains nothing a report can show, and the run would not end.
+const MaxRepeats = 100
+
+// MaxRuns bounds the runs one experiment plans (its points times
+// Options.Repeats).
+const MaxRuns = 100_000
+
 // Options tunes a bench run.
 type Options struct {
 	// Repeats per point (at least 5 unless a test says otherwise).
@@ -179,6 +187,9 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 	if o.Repeats < 1 {
 		o.Repeats = 5
 	}
+	if o.Repeats > MaxRepeats {
+		return rep, fmt.Errorf("%w: %d repeats: at most %d", experiment.ErrUsage, o.Repeats, MaxRepeats)
+	}
 	if st, ok := e.(SetupTeardown); ok {
 		if err := st.Setup(ctx, env); err != nil {
 			return rep, fmt.Errorf("setting up %s: %w", e.Name(), err)
@@ -192,6 +203,9 @@ func RunExperiment(ctx context.Context, env *Env, e Experiment, o Options) (Expe
 	points := e.Points(env)
 	if len(points) == 0 {
 		return rep, fmt.Errorf("%s: no points to measure", e.Name())
+	}
+	if len(points) > MaxRuns/o.Repeats {
+		return rep, fmt.Errorf("%w: %s: %d points x %d repeats: at most %d runs; shorten the spec's lists or --repeats", experiment.ErrUsage, e.Name(), len(points), o.Repeats, MaxRuns)
 	}
 	rep.Points = make([]experiment.PointResult, len(points))
 	for i, p := range points {

@@ -264,3 +264,35 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Errorf("point = %q, want key order kept", got)
 	}
 }
+
+// Issue 27 §3: a billion repeats planned a billion tasks per point before
+// the first run (and before SIGTERM was looked at). RunExperiment refuses
+// more than MaxRepeats repeats, and more than MaxRuns runs however the
+// spec's lists multiply, before it plans or runs anything.
+func TestRunExperimentBoundsRuns(t *testing.T) {
+	many := make([]int, MaxRuns/MaxRepeats+1)
+	for i := range many {
+		many[i] = i + 1
+	}
+	tests := []struct {
+		name    string
+		sizes   []int
+		repeats int
+		msg     string
+	}{
+		{name: "a billion repeats", sizes: []int{1}, repeats: 1_000_000_000, msg: "1000000000 repeats: at most 100"},
+		{name: "points x repeats over MaxRuns", sizes: many, repeats: MaxRepeats, msg: "1001 points x 100 repeats: at most 100000 runs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &countExp{spec: countSpec{Sizes: tc.sizes}}
+			_, err := RunExperiment(context.Background(), &Env{}, e, Options{Repeats: tc.repeats, Warmup: true})
+			if !errors.Is(err, experiment.ErrUsage) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("RunExperiment error = %v, want %v saying %q", err, experiment.ErrUsage, tc.msg)
+			}
+			if len(e.order) != 0 {
+				t.Errorf("%d runs made, want none", len(e.order))
+			}
+		})
+	}
+}

@@ -61,19 +61,19 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 	for _, p := range pts {
 		pol := p.Point.Get("policy")
 		share := batchShare(p)
+		na := NotApplicable
 		if pol == polBatchAlone {
-			t.Rows = append(t.Rows, []string{pol, "-", "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%.2f", p.Median("batch_cpus")), "-"})
+			t.Rows = append(t.Rows, []string{pol, na, na, na, na, na, na, na, na, cell("%.2f", p.Median("batch_cpus")), na})
 			continue
 		}
 		ratio := p.Median("p99_ms") / aloneP99
-		shareS := "-"
+		batchS, shareS := na, na // no batch runs beside the service alone
 		if pol != polAlone {
-			shareS = fmt.Sprintf("%.0f%%", 100*share)
+			batchS, shareS = cell("%.2f", p.Median("batch_cpus")), cell("%.0f%%", 100*share)
 		}
 		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p90_ms")), fmtMs(p.Median("p99_ms")),
-			fmt.Sprintf("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
-			fmt.Sprintf("%.0f", p.Median("rps")), fmt.Sprintf("%.0f", p.Median("errors")),
-			fmt.Sprintf("%.2f", p.Median("batch_cpus")), shareS})
+			cell("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
+			cell("%.0f", p.Median("rps")), cell("%.0f", p.Median("errors")), batchS, shareS})
 		bars.XLabels = append(bars.XLabels, pol)
 		barS.Y = append(barS.Y, ratio)
 		cpuS.Y = append(cpuS.Y, nanTo(share, 0))
@@ -85,7 +85,10 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 		}
 		cdf.Series = append(cdf.Series, Series{Name: pol, X: xs, Y: ys})
 	}
-	t.Note = fmt.Sprintf("batch / idle CPU: the batch's CPU over what it used plus what stayed idle on the CPUs under test (so the service, the load generator where it shares the CPUs, and any other work on the machine are left out); batch alone used %.2f CPUs", batchAlone)
+	t.Note = "batch / idle CPU: the batch's CPU over what it used plus what stayed idle on the CPUs under test (so the service, the load generator where it shares the CPUs, and any other work on the machine are left out)"
+	if !math.IsNaN(batchAlone) { // the batch ran alone too (not in every policy list)
+		t.Note += fmt.Sprintf("; the batch alone used %.2f CPUs", batchAlone)
+	}
 	if other := medianOver(pts, "other_cpus"); other >= 0.1 {
 		t.Note += fmt.Sprintf("; other work on the machine used %.2f CPUs (median of the points): a batch under cpu.idle yields to it as to the service", other)
 	}
@@ -446,8 +449,8 @@ func againstNone(s, none scored) string {
 }
 
 func fmtMs(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return NotApplicable
 	}
 	if v < 1 {
 		return fmt.Sprintf("%.0fus", v*1000)

@@ -201,7 +201,7 @@ func qosTable(svc string, pts []experiment.PointResult) (Table, bool) {
 		if !slices.Contains(qosPolicies, pol) {
 			continue
 		}
-		slice := "-"
+		slice := NotApplicable
 		if v := p.Median("qos_slice_applied"); !math.IsNaN(v) {
 			slice = map[bool]string{true: "taken", false: "not taken"}[v >= 0.5]
 		}
@@ -212,9 +212,4 @@ func qosTable(svc string, pts []experiment.PointResult) (Table, bool) {
 	return t, len(t.Rows) > 0
 }
 
-func fmtF(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", v)
-}
+func fmtF(v float64) string { return cell("%.2f", v) }

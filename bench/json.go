@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 )
 
@@ -91,6 +92,63 @@ func (c *Chart) UnmarshalJSON(b []byte) error {
 	c.Grid = nil
 	for _, row := range j.Grid {
 		c.Grid = append(c.Grid, fromNullable(row))
+	}
+	return nil
+}
+
+// NotApplicable is a table cell whose figure does not apply to its row
+// (the batch's CPUs where the service ran alone) or was not measured: "-"
+// in text and HTML, null in JSON.
+const NotApplicable = "-"
+
+// cell formats v for a table, NotApplicable when it is not a number.
+func cell(format string, v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return NotApplicable
+	}
+	return fmt.Sprintf(format, v)
+}
+
+type tableAlias Table
+
+type tableJSON struct {
+	tableAlias
+	Rows [][]*string `json:"rows"`
+}
+
+// MarshalJSON writes NotApplicable cells as null.
+func (t Table) MarshalJSON() ([]byte, error) {
+	j := tableJSON{tableAlias: tableAlias(t), Rows: make([][]*string, 0, len(t.Rows))}
+	j.tableAlias.Rows = nil
+	for _, row := range t.Rows {
+		out := make([]*string, len(row))
+		for i := range row {
+			if row[i] != NotApplicable {
+				out[i] = &row[i]
+			}
+		}
+		j.Rows = append(j.Rows, out)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads null cells back as NotApplicable.
+func (t *Table) UnmarshalJSON(b []byte) error {
+	var j tableJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*t = Table(j.tableAlias)
+	t.Rows = nil
+	for _, row := range j.Rows {
+		out := make([]string, len(row))
+		for i, c := range row {
+			out[i] = NotApplicable
+			if c != nil {
+				out[i] = *c
+			}
+		}
+		t.Rows = append(t.Rows, out)
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func Configure[E Named](exps []E, data []byte, quick bool) error {
 		return fmt.Errorf("%w: parsing bench spec: %v", ErrUsage, err)
 	}
 	for name, node := range doc {
+		if err := checkLists(name, &node); err != nil {
+			return err
+		}
 		spec, ok := specs[name]
 		if !ok {
 			return fmt.Errorf("%w: bench spec names experiment %q, which is not selected or has no parameters", ErrUsage, name)
@@ -61,6 +64,25 @@ func Configure[E Named](exps []E, data []byte, quick bool) error {
 		dec.KnownFields(true)
 		if err := dec.Decode(spec); err != nil {
 			return fmt.Errorf("%w: bench spec %s: %v", ErrUsage, name, err)
+		}
+	}
+	return nil
+}
+
+// MaxSpecList bounds every list of a bench spec (modes, concurrency
+// levels, CPUs per job, ...): an experiment measures the product of its
+// lists, so a long one would plan more points than any run could measure.
+const MaxSpecList = 64
+
+// checkLists refuses a list of more than MaxSpecList values anywhere in
+// the spec node n of experiment name.
+func checkLists(name string, n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode && len(n.Content) > MaxSpecList {
+		return fmt.Errorf("%w: bench spec %s: a list of %d values at line %d: at most %d", ErrUsage, name, len(n.Content), n.Line, MaxSpecList)
+	}
+	for _, c := range n.Content {
+		if err := checkLists(name, c); err != nil {
+			return err
 		}
 	}
 	return nil

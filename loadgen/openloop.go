@@ -60,13 +60,17 @@ func (l Load) Validate() error {
 		return fmt.Errorf("duration %s: want more than 0", l.Duration)
 	case l.Warmup < 0:
 		return fmt.Errorf("warmup %s: want 0 or more", l.Warmup)
-	case l.Connections < 0:
-		return fmt.Errorf("connections %d: want 1 or more", l.Connections)
+	case l.Connections < 0 || l.Connections > MaxConnections:
+		return fmt.Errorf("connections %d: want 1 to %d", l.Connections, MaxConnections)
 	case l.Timeout < 0:
 		return fmt.Errorf("timeout %s: want more than 0", l.Timeout)
 	}
 	return nil
 }
+
+// MaxConnections bounds Load.Connections: each is a worker and a socket,
+// and far fewer saturate any one service.
+const MaxConnections = 10_000
 
 // maxRate is far above what one generator process can send; it keeps the
 // request count of absurd inputs finite.

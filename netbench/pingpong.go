@@ -15,6 +15,10 @@ import (
 // a small message, so latency rather than bandwidth is measured.
 const DefaultSize = 64
 
+// MaxSize bounds a ping-pong's message size: each side holds two buffers
+// of it, and a latency study needs nothing near it.
+const MaxSize = 16 << 20
+
 // ErrInvalid is wrapped by errors about invalid options.
 var ErrInvalid = errors.New("invalid netbench options")
 
@@ -58,8 +62,8 @@ func PingPong(ctx context.Context, opts Options) (Result, error) {
 	if opts.Size == 0 {
 		opts.Size = DefaultSize
 	}
-	if opts.Size < 1 {
-		return Result{}, fmt.Errorf("%w: size %d: want >= 1", ErrInvalid, opts.Size)
+	if opts.Size < 1 || opts.Size > MaxSize {
+		return Result{}, fmt.Errorf("%w: size %d: want 1 to %d bytes", ErrInvalid, opts.Size, MaxSize)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", opts.Addr)

@@ -61,8 +61,8 @@ func (o RankOptions) validate() error {
 		return bad("--conns %d: want >= 0", o.Conns)
 	case o.Role == RoleClient && o.Connect == "":
 		return bad("client needs --connect ADDR")
-	case o.Role == RoleClient && (o.Messages < 1 || o.Size < 1):
-		return bad("--messages %d --size %d: want both >= 1", o.Messages, o.Size)
+	case o.Role == RoleClient && (o.Messages < 1 || o.Size < 1 || o.Size > MaxSize):
+		return bad("--messages %d --size %d: want messages >= 1 and size 1 to %d bytes", o.Messages, o.Size, MaxSize)
 	case o.Role == RoleCompute && o.Ops < 1:
 		return bad("--ops %d: want >= 1", o.Ops)
 	case o.Role != RoleServer && o.Role != RoleClient && o.Role != RoleCompute:

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/corepin/corepin/internal/userfile"
 )
 
 // MaxFileSize caps every file discovery reads, in bytes. The largest real
@@ -108,7 +110,7 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: a %s", ErrNotRegular, fileKind(st.Mode()))}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: a %s", ErrNotRegular, userfile.Kind(st.Mode()))}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
@@ -118,21 +120,4 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w of %d bytes", ErrTooLarge, MaxFileSize)}
 	}
 	return b, nil
-}
-
-// fileKind names the type of a file that is not regular, for errors.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "block device"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m.IsDir():
-		return "directory"
-	}
-	return "file of mode " + m.Type().String()
 }

@@ -336,8 +336,8 @@ func (e *Extender) nrtStateOf(name string, lv koordLabelValues) (*nodeState, sta
 	}
 	var ns *nodeState
 	switch {
-	case ent.koordErr != nil:
-		ns = &nodeState{err: fmt.Errorf("%w: NodeResourceTopology: %w", ErrNode, ent.koordErr)}
+	case ent.readErr != nil:
+		ns = &nodeState{err: nodestate.NRTError(ent.readErr)}
 	case ent.koord != nil:
 		ns = judged(nodestate.JudgeKoord(ent.koord, ent.settings.TopologyPolicy, labels))
 	default:

@@ -39,11 +39,12 @@ var (
 // attribute, the default topology policy of its topologyPolicies
 // (nodestate.TopologyPolicyOfNRT); on a Koordinator object the engine and
 // options are the kubelet's that Koordinator reports, not corepin's
-// attributes. An object whose zones or settings do not read
-// is logged and leaves its node unjudged; one whose Koordinator
-// annotations do not read fails its node with an error naming the
-// annotation. It keeps at most max nodes: an object for one more is
-// logged and ignored until another is deleted. Its methods are safe for
+// attributes. An object that does not read (its zones, settings or
+// Koordinator annotations) is logged and fails its node, as a malformed
+// annotation does: the node takes no pod that needs aligned CPUs
+// (nodestate.Prejudge), and the error, naming what does not read, is the
+// reason. It keeps at most max nodes: an object for one more is logged
+// and ignored until another is deleted. Its methods are safe for
 // concurrent use.
 type NRTStore struct {
 	mu  sync.RWMutex
@@ -53,12 +54,12 @@ type NRTStore struct {
 }
 
 // nrtEntry is one node's free CPUs per NUMA node or Koordinator state (or
-// the error reading it), its allocator settings and the key of the state
-// they make.
+// the error reading the object), its allocator settings and the key of
+// the state they make.
 type nrtEntry struct {
 	free     []int
 	koord    *nodestate.Koord
-	koordErr error
+	readErr  error
 	settings alloc.NodeSettings
 	key      stateKey
 	// changed orders the last change of what the object publishes
@@ -75,7 +76,7 @@ func NewNRTStore(max int, log *slog.Logger) *NRTStore {
 	return &NRTStore{m: map[string]nrtEntry{}, max: max, log: log}
 }
 
-// Set records node's zones and attributes, or forgets the node (with a
+// Set records node's zones and attributes, or fails the node (with a
 // warning) when the zones do not read as whole free CPUs per NUMA node or
 // the attributes name an unknown topology policy, engine or option.
 func (s *NRTStore) Set(node string, zones []nodestate.Zone, attrs ...nodestate.Attribute) {
@@ -86,13 +87,12 @@ func (s *NRTStore) Set(node string, zones []nodestate.Zone, attrs ...nodestate.A
 func (s *NRTStore) set(node string, o nodestate.NRTFields) {
 	n, koordErr, err := o.Read()
 	if err != nil {
-		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", node, "err", err)
-		s.Delete(node)
+		s.failed(node, err)
 		return
 	}
 	settings := n.Settings
 	h := sha256.New()
-	ent := nrtEntry{settings: settings, koord: n.Koord, koordErr: koordErr, free: n.Free}
+	ent := nrtEntry{settings: settings, koord: n.Koord, readErr: koordErr, free: n.Free}
 	if o.KoordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
 		for _, name := range nodestate.KoordAnnotations {
@@ -116,6 +116,18 @@ func (s *NRTStore) set(node string, o nodestate.NRTFields) {
 		h.Write([]byte("\x00" + string(settings.Policy) + "\x00" + strings.Join(settings.Options, ",") + "\x00" + string(settings.TopologyPolicy)))
 	}
 	h.Sum(ent.key[:0])
+	s.put(node, ent)
+}
+
+// failed records that node's object does not read (err): the node takes
+// no pod that needs aligned CPUs until the object reads again.
+func (s *NRTStore) failed(node string, err error) {
+	s.log.Warn("NodeResourceTopology unreadable: its node takes no pod that needs aligned CPUs", "node", node, "err", err)
+	s.put(node, nrtEntry{readErr: err, key: sha256.Sum256([]byte("nrt unreadable\x00" + err.Error()))})
+}
+
+// put records ent as node's entry.
+func (s *NRTStore) put(node string, ent nrtEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.m[node]
@@ -236,8 +248,7 @@ func (s *NRTStore) onSet(obj any) {
 	}
 	o, err := nodestate.FieldsOf(u)
 	if err != nil {
-		s.log.Warn("NodeResourceTopology ignored: its node stays unjudged", "node", u.GetName(), "err", err)
-		s.Delete(u.GetName())
+		s.failed(u.GetName(), err)
 		return
 	}
 	s.set(u.GetName(), o)

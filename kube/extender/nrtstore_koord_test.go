@@ -227,8 +227,8 @@ func TestKoordinatorMalformedAnnotationFailsNode(t *testing.T) {
 			body := args(t, guaranteedPod("two", "2", nil, nil), node(tc.name, nil))
 			res := filter(t, h, body)
 			r := res.FailedAndUnresolvableNodes[tc.name]
-			if !strings.Contains(r, ErrNode.Error()) || !strings.Contains(r, tc.annotation) || !strings.Contains(r, tc.want) {
-				t.Errorf("unresolvable reason %q: want %q naming %s and saying %q (kept %v)", r, ErrNode, tc.annotation, tc.want, names(res.Nodes))
+			if !strings.Contains(r, nodestate.ErrNRT.Error()) || !strings.Contains(r, tc.annotation) || !strings.Contains(r, tc.want) {
+				t.Errorf("unresolvable reason %q: want %q naming %s and saying %q (kept %v)", r, nodestate.ErrNRT, tc.annotation, tc.want, names(res.Nodes))
 			}
 			typed := New(WithNRT(s)).Filter(decode(t, body))
 			if typed.FailedAndUnresolvableNodes[tc.name] != r {
@@ -290,8 +290,12 @@ func TestNRTTopologyPolicies(t *testing.T) {
 	)
 	res := filter(t, New(WithNRT(s)).Handler(), args(t, guaranteedPod("six", "6", nil, nil),
 		node("single", nil), node("none", nil), node("attr-wins", nil), node("bogus", nil)))
-	if diff := cmp.Diff([]string{"none", "attr-wins", "bogus"}, names(res.Nodes)); diff != "" {
+	// bogus's policies do not read: it takes no 6-CPU pinned pod (issue 27 §3).
+	if diff := cmp.Diff([]string{"none", "attr-wins"}, names(res.Nodes)); diff != "" {
 		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+	if r := res.FailedAndUnresolvableNodes["bogus"]; !strings.Contains(r, nodestate.ErrNRT.Error()) || !strings.Contains(r, "Sometimes") {
+		t.Errorf("bogus: unresolvable reason %q, want %q naming its policy", r, nodestate.ErrNRT)
 	}
 	if r, want := res.FailedNodes["single"], "no NUMA node with 6 free CPUs (the node's default topology policy single-numa-node)"; r != want {
 		t.Errorf("single: reason %q, want %q", r, want)

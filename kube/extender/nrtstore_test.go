@@ -171,7 +171,11 @@ func TestNRTAnnotationsWin(t *testing.T) {
 	}
 }
 
-func TestNRTMalformedZonesLeaveNodeUnjudged(t *testing.T) {
+// TestNRTMalformedZonesFailNode: an object whose zones do not read fails
+// its node for a pod that needs aligned CPUs, with the reason, and a
+// warning names the node (issue 27 §3: it used to leave the node
+// unjudged, so every pod passed it).
+func TestNRTMalformedZonesFailNode(t *testing.T) {
 	zone := func(name, typ, avail string) map[string]any {
 		return map[string]any{"name": name, "type": typ, "resources": []any{map[string]any{"name": "cpu", "capacity": "8", "allocatable": "8", "available": avail}}}
 	}
@@ -198,16 +202,16 @@ func TestNRTMalformedZonesLeaveNodeUnjudged(t *testing.T) {
 		objs = append(objs, obj(tc.name, tc.zones))
 	}
 	s, _, log := watchedStore(t, objs...)
-	if n := s.Len(); n != 0 {
-		t.Errorf("store kept %d nodes, want none", n)
+	if n := s.Len(); n != len(cases) {
+		t.Errorf("store kept %d nodes, want all %d, failed", n, len(cases))
 	}
 	h := New(WithNRT(s)).Handler()
 	pod := guaranteedPod("six", "6", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res := filter(t, h, args(t, pod, node(tc.name, nil)))
-			if diff := cmp.Diff([]string{tc.name}, names(res.Nodes)); diff != "" {
-				t.Errorf("kept (-want +got):\n%s", diff)
+			if r := res.FailedAndUnresolvableNodes[tc.name]; !strings.Contains(r, nodestate.ErrNRT.Error()) || !strings.Contains(r, tc.warn) {
+				t.Errorf("unresolvable reason %q (kept %v), want %q saying %q", r, names(res.Nodes), nodestate.ErrNRT, tc.warn)
 			}
 			found := false
 			for _, l := range strings.Split(log.String(), "\n") {

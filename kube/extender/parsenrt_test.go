@@ -17,7 +17,7 @@ import (
 
 // TestParseNRTAgreesWithTheStore: every object ParseNRT accepts, the
 // store judges by the same free counts or Koordinator state; every one it
-// refuses, the store leaves unjudged or fails.
+// refuses, the store fails (its node takes no pod that needs aligned CPUs).
 func TestParseNRTAgreesWithTheStore(t *testing.T) {
 	badZones := nodestatetest.NRT(t, "bad-zones", 4, 4)
 	badZones.Object["zones"] = "nope"
@@ -52,8 +52,8 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 			ent, inStore := s.get(tc.u.GetName())
 			n, err := nodestate.ParseNRT(tc.u)
 			if err == nil {
-				if !inStore || ent.koordErr != nil {
-					t.Fatalf("ParseNRT accepts what the store refuses (in store %v, koord error %v)", inStore, ent.koordErr)
+				if !inStore || ent.readErr != nil {
+					t.Fatalf("ParseNRT accepts what the store refuses (in store %v, koord error %v)", inStore, ent.readErr)
 				}
 				if diff := cmp.Diff(ent.free, n.Free); diff != "" {
 					t.Errorf("free counts differ from the store's (-store +ParseNRT):\n%s", diff)
@@ -75,7 +75,7 @@ func TestParseNRTAgreesWithTheStore(t *testing.T) {
 				if err == nil && (topoCPUs != tc.cpus || !cmp.Equal(held, tc.held, cmp.Comparer(func(a, b cpuset.CPUSet) bool { return a.Equals(b) }))) {
 					t.Errorf("Machine() = %d CPUs, held %v; want %d, %v", topoCPUs, held, tc.cpus, tc.held)
 				}
-			} else if inStore && ent.koordErr == nil {
+			} else if inStore && ent.readErr == nil {
 				t.Errorf("ParseNRT refuses (%v) what the store judges", err)
 			}
 			switch {

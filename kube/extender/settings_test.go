@@ -240,7 +240,8 @@ func rawOf(t *testing.T, n corev1.Node) rawNode {
 
 // A NodeResourceTopology's topologyManagerPolicy is the default of pods
 // naming none, and its corepin attributes choose the engine; an object
-// with an unknown name in them leaves its node unjudged, with a warning.
+// with an unknown name in them fails its node for pinned pods, with a
+// warning.
 func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	log := &logBuf{}
 	s := NewNRTStore(10, slog.New(slog.NewTextHandler(log, nil)))
@@ -253,8 +254,8 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	set("none", nodestate.Allocator{})
 	set("kubelet", nodestate.Allocator{Policy: "kubelet", Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: "restricted"})
 	s.Set("bad", nodestate.BuildNRT("bad", topo, alloc.Pools{}, "").Zones, nodestate.Attribute{Name: nodestate.AttrTopologyPolicy, Value: "SingleNUMANodeContainerLevel"})
-	if _, ok := s.get("bad"); ok || !strings.Contains(log.String(), "single-numa-node") {
-		t.Errorf("an unknown topologyManagerPolicy: node kept %v, log %q; want it unjudged with a warning listing the policies", ok, log.String())
+	if ent, ok := s.get("bad"); !ok || ent.readErr == nil || !strings.Contains(log.String(), "single-numa-node") {
+		t.Errorf("an unknown topologyManagerPolicy: entry %+v (kept %v), log %q; want it failed with a warning listing the policies", ent, ok, log.String())
 	}
 	if got, _ := s.get("kubelet"); !cmp.Equal(got.settings, alloc.NodeSettings{Policy: alloc.PolicyKubelet, Options: []string{alloc.OptFullPCPUsOnly}, TopologyPolicy: alloc.TopologyRestricted},
 		cmp.Comparer(cpuset.CPUSet.Equals)) {
@@ -266,7 +267,7 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	}
 	body := args(t, guaranteedPod("nine", "9", nil, nil), node("snn", nil), node("none", nil), node("bad", nil))
 	res := filter(t, e.Handler(), body)
-	if diff := cmp.Diff([]string{"none", "bad"}, names(res.Nodes)); diff != "" {
+	if diff := cmp.Diff([]string{"none"}, names(res.Nodes)); diff != "" {
 		t.Errorf("kept (-want +got):\n%s", diff)
 	}
 	if got, want := failedAll(res)["snn"], "no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)"; got != want {

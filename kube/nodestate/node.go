@@ -17,6 +17,16 @@ import (
 // ErrNode is wrapped by errors about a node's published state.
 var ErrNode = errors.New("invalid node annotation")
 
+// ErrNRT is wrapped by the error about a node's NodeResourceTopology
+// object that does not read (its fields, settings, zones or Koordinator
+// annotations): like a malformed annotation, it fails the node for the
+// pods that need aligned CPUs (Prejudge).
+var ErrNRT = errors.New("the node's NodeResourceTopology does not read")
+
+// NRTError is the error of a node whose NodeResourceTopology object does
+// not read (err), as both scheduler doors give it.
+func NRTError(err error) error { return fmt.Errorf("%w: %w", ErrNRT, err) }
+
 // nodeErr is an error about a node's published state.
 func nodeErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrNode, fmt.Sprintf(format, args...))

@@ -75,10 +75,10 @@ type NRTNode struct {
 
 // ParseNRT reads a NodeResourceTopology object (v1alpha1 or v1alpha2) the
 // way the scheduler extender's store does (FieldsOf, NRTFields.Read), so
-// that what judges a node and what replays over it agree. An object the
-// store would leave unjudged (zones or settings that
-// do not read, more than cpuset.MaxCPU+1 free CPUs) or whose Koordinator
-// annotations fail its node is an error wrapping ErrNode.
+// that what judges a node and what replays over it agree. An object whose
+// zones or settings do not read (more than cpuset.MaxCPU+1 free CPUs
+// included) or whose Koordinator annotations do not, which fails its node
+// in both scheduler doors (NRTError), is an error wrapping ErrNode.
 func ParseNRT(u *unstructured.Unstructured) (NRTNode, error) {
 	o, err := FieldsOf(u)
 	if err != nil {
@@ -164,8 +164,8 @@ type NRTFields struct {
 // topologyPolicies) and either Koordinator's description of the machine
 // (koordErr when its annotations do not read: that fails the node) or,
 // from its Node zones, the free CPUs per NUMA node. err is an object whose
-// node stays unjudged: settings or zones that do not read, or more than
-// cpuset.MaxCPU+1 free CPUs. Koordinator's annotations decide the engine
+// settings or zones do not read, or more than cpuset.MaxCPU+1 free CPUs:
+// that fails the node too (NRTError). Koordinator's annotations decide the engine
 // and options; its zones (capacity and allocatable only, or none) are not
 // read.
 func (o NRTFields) Read() (n NRTNode, koordErr, err error) {

@@ -153,16 +153,21 @@ type Prejudged struct {
 // Prejudge answers a pod's request req on a node where no placement is
 // needed, as the scheduler extender and the scheduler plugin both do: a
 // node publishing no corepin state (judged false) takes it, a pod whose
-// metadata did not read (reqErr) or a node whose state did not
-// (stateErr) is refused for good, and a node without a free CPU at all
-// (hasState false) takes only a BE pod. decided is false when the node's
-// state must place req.
+// metadata did not read (reqErr) is refused for good, a node whose
+// published state does not read (stateErr: its annotations or its
+// NodeResourceTopology object alike) takes the pods that need nothing of
+// corepin and refuses for good those that need aligned CPUs
+// (NeedsAlignment), and a node without a free CPU at all (hasState false)
+// takes only a BE pod. decided is false when the node's state must place
+// req.
 func Prejudge(judged bool, req alloc.Request, reqErr, stateErr error, hasState bool) (v Prejudged, decided bool) {
 	switch {
 	case !judged:
 		return Prejudged{OK: true}, true // not a corepin node: not ours to judge
 	case reqErr != nil:
 		return Prejudged{Reason: reqErr.Error(), Unresolvable: true}, true
+	case stateErr != nil && !NeedsAlignment(req):
+		return Prejudged{OK: true}, true
 	case stateErr != nil:
 		return Prejudged{Reason: stateErr.Error(), Unresolvable: true}, true
 	case !hasState && req.QoS == alloc.BE:
@@ -171,6 +176,24 @@ func Prejudge(judged bool, req alloc.Request, reqErr, stateErr error, hasState b
 		return Prejudged{Reason: "no free CPUs"}, true
 	}
 	return Prejudged{}, false
+}
+
+// NeedsAlignment reports whether req needs of a node what only its
+// published state can say: CPUs of its own (LSE or LSR; an empty QoS is
+// LSE), an exclusive policy, a topology policy other than none, or
+// isolated CPUs. A pod that needs none of these (a BE pod, an LS pod in
+// the shared pool) runs on any node whose CPUs the kube-scheduler finds
+// enough.
+func NeedsAlignment(req alloc.Request) bool {
+	switch {
+	case req.QoS != alloc.LS && req.QoS != alloc.BE:
+		return true
+	case req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone:
+		return true
+	case req.TopologyPolicy != "" && req.TopologyPolicy != alloc.TopologyNone:
+		return true
+	}
+	return req.Isolated != alloc.IsolatedAvoid
 }
 
 // Shape is what a node's answer to a request depends on besides the

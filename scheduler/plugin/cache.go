@@ -36,9 +36,28 @@ type Cache struct {
 	seq uint64
 	// keys number the request keys seen (keyID).
 	keys map[key]int32
-	// empties are the empty states shared by nodes (shareEmpty), by
-	// emptyKey.
-	empties sync.Map
+	// empties are the empty states shared by nodes (adoptEmpty), by
+	// emptyKey: at most MaxSharedEmpties, each dropped once no node's
+	// published state holds it; emptyTick orders their use.
+	empties   map[[sha256.Size]byte]*sharedEmpty
+	emptyTick uint64
+}
+
+// MaxSharedEmpties caps the empty states the cache shares, as
+// nodestate.MaxSharedMachines caps the machines the decoders share: a
+// fleet has a few machine types. An empty state no node's published
+// state holds any more is dropped at once (a node republishing its
+// topology leaves one, not one per version); beyond the cap the least
+// recently adopted is no longer shared (the nodes holding it keep it).
+const MaxSharedEmpties = nodestate.MaxSharedMachines
+
+// sharedEmpty is one shared empty state: the number of nodes whose
+// published state holds it, and when a node last adopted it
+// (Cache.emptyTick).
+type sharedEmpty struct {
+	e    *empty
+	refs int
+	used uint64
 }
 
 // keyID numbers k, once per pod (PreFilter), so that a node entry's kept
@@ -97,7 +116,7 @@ func (vs *verdicts) store(id int32, v verdict) {
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
 	return &Cache{nodes: map[string]*node{}, pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{},
-		keys: map[key]int32{}}
+		keys: map[key]int32{}, empties: map[[sha256.Size]byte]*sharedEmpty{}}
 }
 
 // published is one state a node published, decoded, with what is counted
@@ -118,6 +137,10 @@ type published struct {
 	// placed on it, as the extender does not.
 	exclusiveOnly bool
 	empty         *empty // nil when the node does not say what it holds
+	// shares says that empty may be shared with other nodes publishing
+	// the same machine, settings and reserved CPUs: emptyKey is theirs.
+	shares   bool
+	emptyKey [sha256.Size]byte
 }
 
 // empty is a node's state with nothing held but its reserved CPUs
@@ -211,8 +234,8 @@ func (c *Cache) decode(n *corev1.Node, fp string) *published {
 		p.j, p.err = nodestate.JudgeFree(pub.Free, nodestate.AnnotationNUMAFree, pub.Settings)
 	}
 	p.finish()
-	if hasTopo { // a NUMA-free node's empty state names no machine to share by
-		c.shareEmpty(p, topo, set)
+	if hasTopo && p.err == nil && p.empty != nil { // a NUMA-free node's empty state names no machine to share by
+		p.shares, p.emptyKey = true, emptyKey(topo, set, p.empty.st)
 	}
 	return p
 }
@@ -256,18 +279,55 @@ func deref(s *string) string {
 	return *s
 }
 
-// shareEmpty makes p's empty state the one of the first node that
-// published the same machine, settings and reserved CPUs (emptyKey), so
+// adoptEmpty makes p's empty state the one shared by the nodes that
+// publish the same machine, settings and reserved CPUs (p.emptyKey), so
 // that what is found on it is found once for all of them and the copies
-// go. The states so kept are one per such combination seen: a fleet's
-// machine types.
-func (c *Cache) shareEmpty(p *published, topo string, set *string) {
-	if p.err != nil || p.empty == nil {
+// go; the first such p shares its own. Called with c.mu held, as p
+// becomes a node's published state.
+func (c *Cache) adoptEmpty(p *published) {
+	if !p.shares {
 		return
 	}
-	shared, _ := c.empties.LoadOrStore(emptyKey(topo, set, p.empty.st), p.empty)
-	p.empty = shared.(*empty)
-	p.j.Empty = p.empty.st
+	c.emptyTick++
+	if s, ok := c.empties[p.emptyKey]; ok {
+		s.refs++
+		s.used = c.emptyTick
+		p.empty, p.j.Empty = s.e, s.e.st
+		return
+	}
+	c.empties[p.emptyKey] = &sharedEmpty{e: p.empty, refs: 1, used: c.emptyTick}
+	if len(c.empties) <= MaxSharedEmpties {
+		return
+	}
+	var oldest [sha256.Size]byte
+	var oldestUse uint64
+	for k, s := range c.empties {
+		if k != p.emptyKey && (oldestUse == 0 || s.used < oldestUse) {
+			oldest, oldestUse = k, s.used
+		}
+	}
+	delete(c.empties, oldest)
+}
+
+// releaseEmpty says that p is no longer a node's published state: the
+// empty state it shares is dropped once no node's holds it. Called with
+// c.mu held.
+func (c *Cache) releaseEmpty(p *published) {
+	if p == nil || !p.shares {
+		return
+	}
+	if s, ok := c.empties[p.emptyKey]; ok && s.e == p.empty {
+		if s.refs--; s.refs == 0 {
+			delete(c.empties, p.emptyKey)
+		}
+	}
+}
+
+// sharedEmpties is how many empty states c shares.
+func (c *Cache) sharedEmpties() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.empties)
 }
 
 // SetNode records what n publishes: a change of its corepin annotations
@@ -307,8 +367,10 @@ func (c *Cache) replace(name string, old *node, p *published) {
 	}
 	c.seq++
 	p.seq = c.seq
+	c.adoptEmpty(p) // before the release: a node republishing the same machine keeps it shared
 	var kept []reservation
 	if cur != nil {
+		c.releaseEmpty(cur.pub)
 		for _, r := range cur.reserved {
 			if c.included(p, r) {
 				delete(c.pods, r.uid)
@@ -359,13 +421,22 @@ func build(p *published, reserved []reservation) *node {
 func (c *Cache) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := c.nodes[name]; n != nil {
-		for _, r := range n.reserved {
-			delete(c.pods, r.uid)
-		}
-	}
-	delete(c.nodes, name)
+	c.forgetNodeLocked(name)
 	delete(c.plain, name)
+}
+
+// forgetNodeLocked forgets node name's entry, the pods reserved there and
+// its hold on a shared empty state. Called with c.mu held.
+func (c *Cache) forgetNodeLocked(name string) {
+	n := c.nodes[name]
+	if n == nil {
+		return
+	}
+	for _, r := range n.reserved {
+		delete(c.pods, r.uid)
+	}
+	c.releaseEmpty(n.pub)
+	delete(c.nodes, name)
 }
 
 // get is the node's entry, nil when it publishes no corepin state.

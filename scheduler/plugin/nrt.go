@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 type nrtObject struct {
 	rv     string // its resourceVersion: a new one is a new state
 	fields nodestate.NRTFields
+	err    error // its fields do not read (nodestate.FieldsOf)
 }
 
 // koordLabelsOf are n's Koordinator labels (bind policy, NUMA topology
@@ -27,17 +29,14 @@ func koordLabelsOf(n *corev1.Node) [3]string {
 // node's): a node publishing no corepin annotations is judged by it, as
 // the extender judges it (nodestate.NRTFields.Read, then
 // nodestate.JudgeKoord for Koordinator's description or
-// nodestate.JudgeFree for zones). An object whose fields do not read
-// leaves its node unjudged.
+// nodestate.JudgeFree for zones). An object that does not read fails
+// its node, as a malformed annotation does: the node takes no pod that
+// needs aligned CPUs (nodestate.Prejudge), with the error as the reason.
 func (c *Cache) SetNRT(u *unstructured.Unstructured) {
 	name := u.GetName()
 	fields, err := nodestate.FieldsOf(u)
 	c.mu.Lock()
-	if err != nil {
-		delete(c.nrt, name)
-	} else {
-		c.nrt[name] = &nrtObject{rv: u.GetResourceVersion(), fields: fields}
-	}
+	c.nrt[name] = &nrtObject{rv: u.GetResourceVersion(), fields: fields, err: err}
 	c.mu.Unlock()
 	c.refreshNRT(name)
 }
@@ -67,16 +66,11 @@ func (c *Cache) refreshNRT(name string) {
 		if old != nil && old.pub.fp == fp {
 			return
 		}
-		p = decodeNRT(o.fields, labels, fp)
+		p = decodeNRT(o, labels, fp)
 	}
 	if p == nil {
 		c.mu.Lock()
-		if n := c.nodes[name]; n != nil {
-			for _, r := range n.reserved {
-				delete(c.pods, r.uid)
-			}
-		}
-		delete(c.nodes, name)
+		c.forgetNodeLocked(name)
 		c.mu.Unlock()
 		return
 	}
@@ -84,17 +78,20 @@ func (c *Cache) refreshNRT(name string) {
 }
 
 // decodeNRT decodes a NodeResourceTopology object's fields under its
-// node's Koordinator labels; nil when the object leaves the node
-// unjudged (its settings or zones do not read).
-func decodeNRT(o nodestate.NRTFields, labels [3]string, fp string) *published {
-	n, koordErr, err := o.Read()
-	if err != nil {
-		return nil
-	}
+// node's Koordinator labels; an object that does not read (its fields,
+// settings, zones or Koordinator annotations) fails the node.
+func decodeNRT(o *nrtObject, labels [3]string, fp string) *published {
 	p := &published{fp: fp, exclusiveOnly: true}
+	var n nodestate.NRTNode
+	readErr := o.err
+	if readErr == nil {
+		var koordErr error
+		n, koordErr, readErr = o.fields.Read()
+		readErr = cmp.Or(readErr, koordErr)
+	}
 	switch {
-	case koordErr != nil:
-		p.err = fmt.Errorf("%w: NodeResourceTopology: %w", nodestate.ErrNode, koordErr)
+	case readErr != nil:
+		p.err = nodestate.NRTError(readErr)
 	case n.Koord != nil:
 		var l nodestate.KoordLabels
 		if l, p.err = nodestate.ParseKoordLabels(labels[0], labels[1], labels[2]); p.err != nil {

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -89,9 +88,9 @@ func loadAgentConfig(path string) (agent.Config, error) {
 	if path == "" {
 		return agent.Config{}, nil
 	}
-	f, err := os.Open(path)
+	f, err := openFlagFile("--config", path)
 	if err != nil {
-		return agent.Config{}, Usagef("--config: %v", err)
+		return agent.Config{}, err
 	}
 	defer f.Close()
 	c, err := agent.ParseConfig(f)

@@ -68,7 +68,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.quick, "quick", false, "small variants of every experiment (minutes, not hours)")
-	fl.IntVar(&f.repeats, "repeats", 5, "repeats per point (at least 5 for medians worth reading)")
+	fl.IntVar(&f.repeats, "repeats", 5, fmt.Sprintf("repeats per point, 1 to %d (at least 5 for medians worth reading)", bench.MaxRepeats))
 	fl.StringVar(&f.spec, "spec", "", "YAML file overriding experiments' parameters (top-level key: experiment name)")
 	fl.StringVar(&f.db, "db", "", "results database (default $COREPIN_DB or ~/.local/share/corepin/results.db)")
 	fl.StringVar(&f.reportDir, "report-dir", "report", "where to write index.html")
@@ -82,6 +82,9 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
+	// SIGINT, SIGTERM: set-up, runs and children stop; what was measured is reported.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	topo, err := openTopology("", "/")
 	if err != nil {
 		return err
@@ -125,8 +128,6 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	defer db.Close()
 	report := bench.NewReport(run, params, topo)
 	report.RunID = runID
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	bar := newBenchProgress(e)
 	opts := bench.Options{Repeats: f.repeats, Warmup: true, Seed: f.seed, OnPlan: bar.plan, OnMeasure: bar.step}
 	report.Experiments, err = bench.RunAll(ctx, env, exps, opts, func(rows ...store.Measurement) error { return db.AddMeasurement(runID, rows...) })
@@ -145,8 +146,8 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 // benchExperiments are the experiments named (all when none), configured
 // by --spec and --quick.
 func benchExperiments(f benchFlags, names []string) ([]bench.Experiment, error) {
-	if f.repeats < 1 {
-		return nil, Usagef("--repeats %d: must be at least 1", f.repeats)
+	if f.repeats < 1 || f.repeats > bench.MaxRepeats {
+		return nil, Usagef("--repeats %d: want 1 to %d (5 gives medians worth reading)", f.repeats, bench.MaxRepeats)
 	}
 	exps, err := bench.Select(names)
 	if err != nil {
@@ -154,8 +155,8 @@ func benchExperiments(f benchFlags, names []string) ([]bench.Experiment, error) 
 	}
 	var specData []byte
 	if f.spec != "" {
-		if specData, err = os.ReadFile(f.spec); err != nil {
-			return nil, Usagef("reading --spec: %v", err)
+		if specData, err = readFlagFile("--spec", f.spec, maxSpecBytes); err != nil {
+			return nil, err
 		}
 	}
 	if err := experiment.Configure(exps, specData, f.quick); err != nil {

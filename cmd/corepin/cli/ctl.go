@@ -39,13 +39,17 @@ type ctlFlags struct {
 	state string
 }
 
+// maxTokenFile bounds a --token-file: a bearer token is a line, not a
+// file's worth.
+const maxTokenFile = 64 << 10
+
 func (f *ctlFlags) client() (*agent.Client, error) {
 	addr := f.socket
 	var token string
 	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
+		b, err := readFlagFile("--token-file", f.tokenFile, maxTokenFile)
 		if err != nil {
-			return nil, Usagef("--token-file: %v", err)
+			return nil, err
 		}
 		token = string(trimSpace(b))
 	}

@@ -65,8 +65,10 @@ would. The attributes topologyManagerPolicy, corepin.io/policy and
 corepin.io/options (comma-joined) are its settings; absent
 topologyManagerPolicy, v1alpha1's topologyPolicies (SingleNUMANodeContainerLevel,
 ...) is its default topology policy. An object with fractional, negative or
-malformed zones or unknown settings is logged on stderr and its node stays
-unjudged. The cluster
+malformed zones or unknown settings is logged on stderr and fails its node,
+as a malformed annotation does: the node takes no pod that needs aligned
+CPUs (pinned, exclusive or under a topology policy), which is told why;
+pods that need nothing of corepin still pass. The cluster
 is chosen as kubectl does: --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config, else the pod's service account; --context picks a context.
 Until the informer has listed the objects once, GET /healthz answers 503

@@ -104,9 +104,6 @@ Examples:
 // kube/jobs here, at the top, so that neither door imports the other.
 var sweeps experiment.Catalog = bench.Clusters
 
-// maxSpecBytes bounds kube jobs' and kube run's --spec.
-const maxSpecBytes = 1 << 20
-
 func init() { register(newKubeCmd) }
 
 func newKubeCmd(e *env) *cobra.Command {
@@ -243,9 +240,9 @@ func (f *sweepFlags) plan(cmd *cobra.Command) (*jobs.Sweep, error) {
 		o.NodeMilliCPU = q.MilliValue()
 	}
 	if f.specPath != "" {
-		data, err := readBounded(f.specPath, maxSpecBytes)
+		data, err := readFlagFile("--spec", f.specPath, maxSpecBytes)
 		if err != nil {
-			return nil, Usagef("reading --spec: %v", err)
+			return nil, err
 		}
 		o.Spec = data
 	}
@@ -478,20 +475,3 @@ func waitForSweep(ctx context.Context, e *env, k jobs.Cluster, timeout time.Dura
 
 // waitInterval is how often --wait lists the sweep's Jobs.
 const waitInterval = 5 * time.Second
-
-// readBounded reads path, refusing files over limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is longer than %d bytes", path, limit)
-	}
-	return b, nil
-}

@@ -48,8 +48,8 @@ func newLoadCmd(e *env) *cobra.Command {
 			if l.URL == "" {
 				return Usagef("--url is required")
 			}
-			if l.Connections < 1 {
-				return Usagef("--connections %d: want 1 or more", l.Connections)
+			if l.Connections < 1 || l.Connections > loadgen.MaxConnections {
+				return Usagef("--connections %d: want 1 to %d", l.Connections, loadgen.MaxConnections)
 			}
 			var (
 				r   *loadgen.Result
@@ -95,7 +95,7 @@ func newLoadCmd(e *env) *cobra.Command {
 	fl.Float64Var(&l.Rate, "rate", 100, "target requests per second (open loop)")
 	fl.DurationVar(&l.Duration, "duration", 10*time.Second, "measured period")
 	fl.DurationVar(&l.Warmup, "warmup", 0, "period before the measured one at the same load, not counted")
-	fl.IntVar(&l.Connections, "connections", 8, "keep-alive connections")
+	fl.IntVar(&l.Connections, "connections", 8, fmt.Sprintf("keep-alive connections (1 to %d)", loadgen.MaxConnections))
 	fl.DurationVar(&l.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	fl.BoolVar(&useWrk, "wrk", false, "drive the wrk binary instead (closed loop)")
 	fl.IntVar(&threads, "threads", 1, "wrk threads (with --wrk)")

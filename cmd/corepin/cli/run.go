@@ -99,6 +99,11 @@ func newRunCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// minSampleInterval bounds --sample-interval from below: each sample reads
+// every job's threads from /proc, and a shorter interval would spend a CPU
+// on sampling the jobs it measures.
+const minSampleInterval = time.Millisecond
+
 // maxJobsFile bounds the size of a --jobs-file.
 const maxJobsFile = 16 << 20
 
@@ -130,17 +135,14 @@ func jobCommands(f runFlags, args []string, jobsSet bool) ([][]string, error) {
 // of at most maxJobsFile bytes and runner.MaxJobs commands; # comments and
 // blank lines are skipped.
 func readJobsFile(name string) ([][]string, error) {
-	file, err := os.Open(name)
+	file, err := openFlagFile("--jobs-file", name)
 	if err != nil {
-		return nil, Usagef("reading --jobs-file: %w", err)
+		return nil, err
 	}
 	defer file.Close()
 	st, err := file.Stat()
 	if err != nil {
 		return nil, Usagef("reading --jobs-file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, Usagef("--jobs-file %s is not a regular file (%s): give a text file with one command per line", name, st.Mode().Type())
 	}
 	if st.Size() > maxJobsFile {
 		return nil, Usagef("--jobs-file %s has %d bytes, at most %d: split the batch", name, st.Size(), maxJobsFile)
@@ -226,8 +228,8 @@ func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runne
 }
 
 func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bool) error {
-	if f.sample < 0 {
-		return Usagef("--sample-interval %v: must be positive (or 0 for the default)", f.sample)
+	if f.sample != 0 && (f.sample < minSampleInterval || f.sample > time.Minute) {
+		return Usagef("--sample-interval %v: want %v to 1m (or 0 for the default, 100ms)", f.sample, minSampleInterval)
 	}
 	if err := checkDriverFlag(f.driver); err != nil {
 		return err

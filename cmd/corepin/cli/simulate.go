@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -158,6 +157,11 @@ func (g *genFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&g.utilization, "utilization", 0.8, "share of the cluster's CPUs the offered load keeps busy")
 }
 
+// maxMeanDuration bounds --mean-duration, in seconds: the services of
+// --gen mixed last 10 times it, and exponential durations run to many
+// times the mean, all of which must fit in a time.Duration (292 years).
+const maxMeanDuration = 365 * 24 * 3600
+
 func (g *genFlags) generate(kind string, capacity int) ([]sim.Event, error) {
 	cfg := sim.GenConfig{Jobs: g.jobs, Seed: g.seed, ArrivalRate: g.arrivalRate, MeanDuration: g.meanDuration,
 		Capacity: capacity, Utilization: g.utilization}
@@ -166,6 +170,9 @@ func (g *genFlags) generate(kind string, capacity int) ([]sim.Event, error) {
 	}
 	if g.meanDuration <= 0 || g.utilization <= 0 || g.arrivalRate < 0 {
 		return nil, Usagef("--mean-duration and --utilization must be above 0, --arrival-rate not below 0")
+	}
+	if g.meanDuration > maxMeanDuration {
+		return nil, Usagef("--mean-duration %g: at most %d seconds (a year): the trace's times must fit in a time.Duration", g.meanDuration, maxMeanDuration)
 	}
 	var evs []sim.Event
 	var err error
@@ -199,7 +206,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 		Long:  simulateUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkSimulateFlags(cmd, tracePath, topoPath, gen, nodes, parallel); err != nil {
+			if err := checkSimulateFlags(cmd, tracePath, topoPath, gen, nodes, parallel, sampleEvery); err != nil {
 				return err
 			}
 			var (
@@ -328,9 +335,9 @@ func simTopology(cmd *cobra.Command, sysfsRoot, topoPath string) (*topology.Topo
 	}
 	var r io.Reader = cmd.InOrStdin()
 	if topoPath != "-" {
-		f, err := os.Open(topoPath)
+		f, err := openFlagFile("--topology", topoPath)
 		if err != nil {
-			return nil, Usagef("--topology: %w", err)
+			return nil, err
 		}
 		defer f.Close()
 		r = f
@@ -379,9 +386,9 @@ func simRuns(policies, nodeChoice string, fromCluster, published bool) ([]sim.Ru
 func readTraceArg(e *env, path string) ([]sim.Event, error) {
 	var r io.Reader = e.stdin
 	if path != "-" {
-		f, err := os.Open(path)
+		f, err := openFlagFile("--trace", path)
 		if err != nil {
-			return nil, Usagef("--trace: %w", err)
+			return nil, err
 		}
 		defer f.Close()
 		r = f
@@ -542,7 +549,7 @@ func readCluster(cmd *cobra.Command, e *env, kf *kubeFlags, useNRT bool, topoPol
 
 // checkSimulateFlags refuses flags of simulate that contradict each other
 // or are out of range.
-func checkSimulateFlags(cmd *cobra.Command, tracePath, topoPath, gen string, nodes, parallel int) error {
+func checkSimulateFlags(cmd *cobra.Command, tracePath, topoPath, gen string, nodes, parallel, sampleEvery int) error {
 	if (tracePath == "") == (gen == "") {
 		return Usagef("give either --trace FILE (or - for stdin) or --gen farm|mixed")
 	}
@@ -554,6 +561,9 @@ func checkSimulateFlags(cmd *cobra.Command, tracePath, topoPath, gen string, nod
 	}
 	if parallel < 1 || parallel > maxSimParallel {
 		return Usagef("--parallel %d: want 1 to %d scenarios at once", parallel, maxSimParallel)
+	}
+	if sampleEvery < 0 || sampleEvery > sim.MaxEvents {
+		return Usagef("--sample-every %d: want 0 (about 200 samples) to %d events", sampleEvery, sim.MaxEvents)
 	}
 	if tracePath != "" {
 		for _, f := range []string{"jobs", "seed", "arrival-rate", "mean-duration", "utilization"} {
