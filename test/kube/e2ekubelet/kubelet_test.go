@@ -347,7 +347,7 @@ func (c *cluster) launchKubelet() {
 func (c *cluster) sweepJobs(extra ...string) []batchv1.Job {
 	t := c.t
 	args := append(append(append([]string{"kube", "jobs"}, sweepFlags...), extra...), "--namespace", namespace, "-o", "json")
-	out := run(t, nil, c.corepin, args...)
+	out := runStdout(t, c.corepin, args...)
 	var list struct {
 		Kind  string            `json:"kind"`
 		Items []json.RawMessage `json:"items"`

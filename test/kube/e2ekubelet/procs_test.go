@@ -21,6 +21,23 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 	return string(out)
 }
 
+// runStdout is run that returns the command's standard output alone and
+// logs its standard error (notes, warnings).
+func runStdout(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\nstderr:\n%s\nstdout:\n%s", name, strings.Join(args, " "), err, stderr.String(), out)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("%s %s: stderr:\n%s", name, strings.Join(args, " "), stderr.String())
+	}
+	return string(out)
+}
+
 func writeFile(t *testing.T, path string, data []byte) string {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
