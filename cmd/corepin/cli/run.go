@@ -261,7 +261,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 			}
 			return nil
 		}})
-	if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) {
+	if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) || errors.Is(err, enforce.ErrUnusable) {
 		return &UsageError{Err: err}
 	}
 	if err != nil {

@@ -302,3 +302,23 @@ func runAsNobodyAtNice(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27 §3.5: --driver cgroup-v2 on a cgroup v1 machine said
+// "(detected cgroup-v1: )" and exited 1. Asking for a cgroup driver this
+// machine can not give is bad input: exit 2, why, and the drivers that
+// work here.
+func TestRunUnusableDriverIsBadInput(t *testing.T) {
+	other := enforce.NameV2
+	if d, err := enforce.Detect(); err == nil && d.Name() == enforce.NameV2 {
+		other = enforce.NameV1
+	}
+	if d, err := enforce.DetectNamed(other); err == nil {
+		t.Skipf("skipping: both cgroup drivers work here (%s)", d.Name())
+	}
+	_, stderr, code := resultsCLI(t, "run", "--no-db", "--driver", other, "--", "true")
+	want := "corepin: --driver " + other + " is not usable here ("
+	if code != 2 || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "); drivers that work here: auto, ") ||
+		!strings.HasSuffix(strings.TrimSpace(stderr), ", affinity") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit 2 and one line %q... naming the drivers that work here", code, stderr, want)
+	}
+}
