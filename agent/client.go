@@ -94,7 +94,7 @@ func (e *APIError) Error() string { return e.Message }
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrInvalid:
-		return e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusRequestEntityTooLarge
+		return e.Status == http.StatusUnprocessableEntity || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusBadRequest
 	case ErrExists, ErrRejected, ErrTaken:
 		return e.Status == http.StatusConflict
 	case ErrNotFound:

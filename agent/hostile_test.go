@@ -35,7 +35,7 @@ func hostileRequest(r *rand.Rand, adoptions []string) hostile {
 		return hostile{kind: kind, method: http.MethodPost, path: "/v1/workloads", body: []byte(body)}
 	}
 	names := []string{"..", "../../etc/passwd", "a/b", ".hidden", "-rf", "a..b", "x\x00y", "énorme", strings.Repeat("n", 300),
-		"", " ", "run-1-2-x", "a b", "%2e%2e", "tasks\n"}
+		"", " ", "run-1-2-x", "a b", "%2e%2e", "tasks\n", "keep-ls/../keep-lse", "./keep-lse", "keep-ls/%2e%2e/keep-lse"}
 	enums := []string{`"qos":"GOLD"`, `"bind":"Tight"`, `"exclusive":"Total"`, `"numa":"Nearest"`, `"topology_policy":"strict"`,
 		`"qos":"SYSTEM"`, `"qos":"lse"`, `"qos":7`}
 	sizes := []string{"-1", "0", "1e308", "-0", "1e9", "65", "99999999999999999999", "0.0001", `"2"`, "null", "[1]", "true", "1.5",
@@ -59,12 +59,14 @@ func hostileRequest(r *rand.Rand, adoptions []string) hostile {
 		return post("name", fmt.Sprintf(`{"name":%q,"cpus":1,"command":"sleep"}`, name))
 	case 3: // traversal names in the path
 		name := names[r.IntN(len(names))]
-		m := []string{http.MethodGet, http.MethodDelete}[r.IntN(2)]
+		m := []string{http.MethodGet, http.MethodDelete, http.MethodPatch}[r.IntN(3)]
 		p := "/v1/workloads/" + url.PathEscape(name)
 		if r.IntN(2) == 0 {
 			p = "/v1/workloads/" + name
 		}
-		return hostile{kind: "path", method: m, path: p}
+		// Issue 27 §3.2: a PATCH of keep-ls/../keep-lse was redirected
+		// to keep-lse, and this client follows redirects.
+		return hostile{kind: "path", method: m, path: p, body: []byte(`{"cpus":2}`)}
 	case 4: // impossible sizes
 		q := []string{"LSE", "LSR", "LS", "", "BE"}[r.IntN(5)]
 		sz := sizes[r.IntN(len(sizes))]
@@ -235,7 +237,7 @@ func TestHostileRequests(t *testing.T) {
 				}
 				byStatus[h.kind][resp.StatusCode]++
 				mu.Unlock()
-				if resp.StatusCode >= 500 || (resp.StatusCode < 400 && h.kind != "path") || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent ||
+				if resp.StatusCode >= 500 || resp.StatusCode < 400 || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent ||
 					(h.kind == "adopt" && resp.StatusCode != http.StatusConflict && resp.StatusCode != http.StatusUnprocessableEntity) {
 					t.Errorf("%s %s (%s, %.80q): status %d: %s", h.method, h.path, h.kind, h.body, resp.StatusCode, b)
 				}

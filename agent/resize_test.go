@@ -89,7 +89,8 @@ func TestResizeAPI(t *testing.T) {
 		{name: "a fraction of an LSE", wl: "rs", cpus: 1.5, want: ErrInvalid, code: http.StatusUnprocessableEntity},
 		{name: "more than the node", wl: "rs", cpus: float64(n.Topology().Allowed().Size() + 1), want: ErrInvalid, code: http.StatusUnprocessableEntity},
 		{name: "unknown", wl: "nobody", cpus: 1, want: ErrNotFound, code: http.StatusNotFound},
-		{name: "bad name", wl: "-x", cpus: 1, want: ErrInvalid, code: http.StatusUnprocessableEntity},
+		// Issue 27 §3.2: a path naming no workload is 400, before the routes.
+		{name: "bad name", wl: "-x", cpus: 1, want: ErrInvalid, code: http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cl.Resize(tc.wl, tc.cpus)

@@ -60,7 +60,7 @@ func (s *Server) Handler() http.Handler {
 		s.Metrics.reg.Register(newWorkloadCollector(s.Node))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.reg, promhttp.HandlerOpts{}))
 	}
-	var h http.Handler = mux
+	h := checkPath(mux)
 	if s.Token != "" {
 		h = s.auth(h)
 	}

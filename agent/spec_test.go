@@ -40,6 +40,11 @@ func TestDecodeSpec(t *testing.T) {
 		{name: "LS quota below the minimum", body: `{"name":"a","qos":"LS","cpus":0.005,"command":"x"}`, wantErr: ErrInvalid, wantIn: "at least 0.01"},
 		{name: "implicit LS below the minimum", body: `{"name":"a","cpus":0.001,"command":"x"}`, wantErr: ErrInvalid, wantIn: "at least 0.01"},
 		{name: "BE with no quota", body: `{"name":"a","qos":"BE","cpus":0,"command":"x"}`},
+		// Issue 27 §3.1: a size that rounds to 0 is not "no quota".
+		{name: "BE below the smallest size", body: `{"name":"a","qos":"BE","cpus":1e-9,"command":"x"}`, wantErr: ErrInvalid, wantIn: "above 0 but below 0.001"},
+		{name: "LS 1e-9 names the kernel's minimum", body: `{"name":"a","qos":"LS","cpus":1e-9,"command":"x"}`, wantErr: ErrInvalid,
+			wantIn: "an LS quota of 1e-09 CPUs is below the minimum, 0.01 CPUs (the kernel's shortest quota, 1ms per 100ms period)"},
+		{name: "LS 0 names the kernel's minimum", body: `{"name":"a","qos":"LS","cpus":0,"command":"x"}`, wantErr: ErrInvalid, wantIn: "an LS quota of 0 CPUs is below the minimum"},
 		{name: "huge", body: `{"name":"a","cpus":1,"command":"` + strings.Repeat("x", MaxBody) + `"}`, wantErr: ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

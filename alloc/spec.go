@@ -45,6 +45,9 @@ func (s RequestSpec) Request(id string) (Request, error) {
 	}
 	r := Request{ID: id, QoS: QoS(s.QoS), Bind: Bind(s.Bind), Exclusive: Exclusive(s.Exclusive),
 		NUMA: NUMAStrategy(s.NUMA), TopologyPolicy: TopologyPolicy(s.TopologyPolicy), Isolated: IsolatedPolicy(s.Isolated)}
+	if m == 0 && *s.CPUs > 0 && (r.QoS == LS || r.QoS == BE || r.QoS == "") {
+		return Request{}, invalid("request %q: cpus %v is above 0 but below 0.001, the smallest size (sizes count thousandths of a CPU); ask for 0.001 or more", id, *s.CPUs)
+	}
 	switch r.QoS {
 	case LS, BE:
 		r.MilliCPUs = m

@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,35 +28,17 @@ import (
 // as a side effect; call it once at start, then call Cleanup on the result
 // to remove the groups a crashed run left behind.
 func Detect(opts ...Option) (Driver, error) {
-	c := newConfig(opts)
-	var mounts []Mount
-	var err error
-	if c.mountinfo == defaultMountinfo {
-		mounts, err = selfMounts()
-	} else {
-		mounts, err = readMounts(c.mountinfo)
-	}
+	mounts, err := mountsOf(newConfig(opts))
 	if err != nil {
 		return nil, err
 	}
 	var reasons []string
-	if m, ok := findV2(mounts); !ok {
-		reasons = append(reasons, "cgroup v2: not mounted")
-	} else if d, err := NewV2(m.Point, opts...); err != nil {
-		reasons = append(reasons, "cgroup v2: "+err.Error())
-	} else if err := d.(*cgDriver).writable(); err != nil {
-		reasons = append(reasons, "cgroup v2: "+err.Error())
-	} else {
-		return d, nil
-	}
-	if m, missing := findV1(mounts); len(missing) > 0 {
-		reasons = append(reasons, "cgroup v1: no "+strings.Join(missing, ", ")+" hierarchy mounted")
-	} else if d, err := NewV1(m, opts...); err != nil {
-		reasons = append(reasons, "cgroup v1: "+err.Error())
-	} else if err := d.(*cgDriver).writable(); err != nil {
-		reasons = append(reasons, "cgroup v1: "+err.Error())
-	} else {
-		return d, nil
+	for _, probe := range []func([]Mount, []Option) (Driver, string){probeV2, probeV1} {
+		d, why := probe(mounts, opts)
+		if d != nil {
+			return d, nil
+		}
+		reasons = append(reasons, why)
 	}
 	d, err := NewAffinity(opts...)
 	if err != nil {
@@ -64,6 +47,86 @@ func Detect(opts ...Option) (Driver, error) {
 	a := d.(*affinityDriver)
 	a.limits = append([]string{"no usable cgroup (" + strings.Join(reasons, "; ") + ")"}, a.limits...)
 	return a, nil
+}
+
+// ErrUnusable is wrapped by DetectNamed's refusal of a cgroup driver this
+// machine can not give.
+var ErrUnusable = errors.New("not usable here")
+
+// DetectNamed returns the driver called name (NameV1, NameV2 or
+// NameAffinity) as Detect would make it, or an error wrapping ErrUnusable
+// that says why this machine can not give it (not mounted, a controller
+// missing, not writable) and which drivers it can. An unknown name is an
+// error too.
+func DetectNamed(name string, opts ...Option) (Driver, error) {
+	probes := map[string]func([]Mount, []Option) (Driver, string){NameV2: probeV2, NameV1: probeV1}
+	if name == NameAffinity {
+		return NewAffinity(opts...)
+	}
+	probe, ok := probes[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown driver %q (want %s, %s or %s)", name, NameV2, NameV1, NameAffinity)
+	}
+	mounts, err := mountsOf(newConfig(opts))
+	if err != nil {
+		return nil, err
+	}
+	d, why := probe(mounts, opts)
+	if d != nil {
+		return d, nil
+	}
+	usable := []string{"auto"}
+	for _, other := range []string{NameV2, NameV1} {
+		if other == name {
+			continue
+		}
+		if od, _ := probes[other](mounts, opts); od != nil {
+			usable = append(usable, other)
+		}
+	}
+	usable = append(usable, NameAffinity)
+	return nil, fmt.Errorf("%s is %w (%s); drivers that work here: %s", name, ErrUnusable, why, strings.Join(usable, ", "))
+}
+
+// mountsOf is the mount table c names: this process's, cached, unless
+// WithMountinfo named another file.
+func mountsOf(c config) ([]Mount, error) {
+	if c.mountinfo == defaultMountinfo {
+		return selfMounts()
+	}
+	return readMounts(c.mountinfo)
+}
+
+// probeV2 returns the cgroup v2 driver on mounts, or nil and why not.
+func probeV2(mounts []Mount, opts []Option) (Driver, string) {
+	m, ok := findV2(mounts)
+	if !ok {
+		return nil, "cgroup v2: not mounted"
+	}
+	d, err := NewV2(m.Point, opts...)
+	if err != nil {
+		return nil, "cgroup v2: " + err.Error()
+	}
+	if err := d.(*cgDriver).writable(); err != nil {
+		return nil, "cgroup v2: " + err.Error()
+	}
+	return d, ""
+}
+
+// probeV1 returns the cgroup v1 driver on mounts, or nil and why not.
+func probeV1(mounts []Mount, opts []Option) (Driver, string) {
+	m, missing := findV1(mounts)
+	if len(missing) > 0 {
+		return nil, "cgroup v1: no " + strings.Join(missing, ", ") + " hierarchy mounted"
+	}
+	d, err := NewV1(m, opts...)
+	if err != nil {
+		return nil, "cgroup v1: " + err.Error()
+	}
+	if err := d.(*cgDriver).writable(); err != nil {
+		return nil, "cgroup v1: " + err.Error()
+	}
+	return d, ""
 }
 
 const defaultMountinfo = "/proc/self/mountinfo"

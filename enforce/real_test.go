@@ -366,3 +366,27 @@ func TestDetectFallsBackToAffinity(t *testing.T) {
 		t.Errorf("Detect() = %s, limitations %q", d.Name(), l)
 	}
 }
+
+// Issue 27 §3.5: asking for a cgroup driver the machine can not give says
+// why and which drivers it can (auto and affinity always), wrapping
+// ErrUnusable; affinity is always given.
+func TestDetectNamedSaysWhatWorks(t *testing.T) {
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(mi, []byte("22 1 0:21 / / rw,relatime - rootfs rootfs rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		NameV2: "cgroup-v2 is not usable here (cgroup v2: not mounted); drivers that work here: auto, affinity",
+		NameV1: "cgroup-v1 is not usable here (cgroup v1: no cpuset, cpu hierarchy mounted); drivers that work here: auto, affinity",
+	} {
+		if d, err := DetectNamed(name, WithMountinfo(mi)); !errors.Is(err, ErrUnusable) || err.Error() != want {
+			t.Errorf("DetectNamed(%s) = %v, %v; want %q", name, d, err, want)
+		}
+	}
+	if d, err := DetectNamed(NameAffinity, WithMountinfo(mi)); err != nil || d.Name() != NameAffinity {
+		t.Errorf("DetectNamed(affinity) = %v, %v; want the affinity driver", d, err)
+	}
+	if _, err := DetectNamed("cgroup-v3", WithMountinfo(mi)); err == nil || errors.Is(err, ErrUnusable) {
+		t.Errorf("DetectNamed(cgroup-v3) = %v, want an unknown driver", err)
+	}
+}

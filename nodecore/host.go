@@ -175,20 +175,17 @@ func (h *Host) QoSSummary() string {
 	return h.qos.summary()
 }
 
-// detectDriver returns the driver name asks for.
+// detectDriver returns the driver name asks for; a cgroup driver this
+// machine can not give is an error wrapping enforce.ErrUnusable that names
+// the drivers it can (bad input: the caller asked for it).
 func detectDriver(name string, opts ...enforce.Option) (enforce.Driver, error) {
 	switch name {
 	case "auto", "":
 		return enforce.Detect(opts...)
-	case enforce.NameAffinity:
-		return enforce.NewAffinity(opts...)
-	case enforce.NameV1, enforce.NameV2:
-		d, err := enforce.Detect(opts...)
+	case enforce.NameAffinity, enforce.NameV1, enforce.NameV2:
+		d, err := enforce.DetectNamed(name, opts...)
 		if err != nil {
-			return nil, err
-		}
-		if d.Name() != name {
-			return nil, fmt.Errorf("--driver %s is not usable here (detected %s: %s)", name, d.Name(), strings.Join(d.Limitations(), "; "))
+			return nil, fmt.Errorf("--driver %w", err)
 		}
 		return d, nil
 	}

@@ -36,8 +36,8 @@ func AdmitResize(db *store.DB, t *topology.Topology, cfg alloc.NodeSettings, nam
 		if err != nil {
 			return store.Assignment{}, err
 		}
-		if err := checkQuota(rec.Spec, req); err != nil {
-			return store.Assignment{}, err
+		if req.QoS == alloc.BE && req.MilliCPUs == 0 {
+			return store.Assignment{}, fmt.Errorf("%w: workload %q: a BE workload can not be resized to 0 CPUs; ask for at least 0.001 (delete it to stop it)", ErrInvalid, name)
 		}
 		if usable := t.Allowed(); req.CPUs > usable.Size() || req.MilliCPUs > 1000*usable.Size() {
 			return store.Assignment{}, fmt.Errorf("%w: workload %q asks for %v CPUs; this node has %d usable (%s)",

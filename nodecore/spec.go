@@ -3,6 +3,7 @@ package nodecore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strings"
 
@@ -85,11 +86,7 @@ func (s Spec) Validate() error {
 	if err := ValidateName(s.Name); err != nil {
 		return err
 	}
-	r, err := s.request()
-	if err != nil {
-		return err
-	}
-	if err := checkQuota(s, r); err != nil {
+	if _, err := s.request(); err != nil {
 		return err
 	}
 	n := 0
@@ -135,9 +132,18 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// checkQuota refuses an LS quota below the kernel's shortest.
-func checkQuota(s Spec, r alloc.Request) error {
-	if r.QoS == alloc.LS && int64(r.MilliCPUs) < qos.MinQuotaMilliCPUs {
+// checkQuota refuses an LS quota below the kernel's shortest, 0 and
+// sizes alloc would round to 0 included: it reads the size as written
+// (in milli-CPUs as alloc rounds it), so that alloc's own refusal of an
+// empty quota never speaks first. A size outside alloc's range is left
+// to alloc to name.
+func checkQuota(s Spec) error {
+	if s.CPUs == nil || !(*s.CPUs >= 0) {
+		return nil
+	}
+	m := math.Round(*s.CPUs * 1000)
+	ls := s.QoS == string(alloc.LS) || s.QoS == "" && math.Mod(m, 1000) != 0
+	if ls && m < float64(qos.MinQuotaMilliCPUs) {
 		return fmt.Errorf("%w: workload %q: an LS quota of %v CPUs is below the minimum, %v CPUs (the kernel's shortest quota, %v per %v period); ask for at least %v",
 			ErrInvalid, s.Name, *s.CPUs, qos.MinQuotaCPUs, enforce.MinQuota, enforce.DefaultPeriod, qos.MinQuotaCPUs)
 	}
@@ -147,6 +153,9 @@ func checkQuota(s Spec, r alloc.Request) error {
 // request converts s to the allocator's request, wrapping alloc's
 // vocabulary errors in ErrInvalid.
 func (s Spec) request() (alloc.Request, error) {
+	if err := checkQuota(s); err != nil {
+		return alloc.Request{}, err
+	}
 	rs := alloc.RequestSpec{ID: s.Name, CPUs: s.CPUs, QoS: s.QoS, Bind: s.Bind, Exclusive: s.Exclusive,
 		NUMA: s.NUMA, TopologyPolicy: s.TopologyPolicy, Isolated: s.Isolated}
 	r, err := rs.Request(s.Name)

@@ -59,8 +59,10 @@ type JobResult struct {
 	PSIFullS *float64 `json:"psi_full_s,omitempty"`
 	PSIScope string   `json:"psi_scope,omitempty"`
 	// Leftovers are the processes the job left running when its leader
-	// exited; corepin killed them.
-	Leftovers []proc.Leftover `json:"leftovers,omitempty"`
+	// exited; corepin killed them. At most the first 64 are listed;
+	// LeftoverCount counts them all (LeftoverNote says both).
+	Leftovers     []proc.Leftover `json:"leftovers,omitempty"`
+	LeftoverCount int             `json:"-"`
 }
 
 // Row returns the job as the results database records it: the record,
@@ -294,10 +296,9 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 	}
 	out.setExit(ex)
 	if len(ex.Leftovers) > 0 {
-		msg := fmt.Sprintf("killed %d process(es) the job left running: %s", ex.LeftoverCount, leftoverList(ex.Leftovers))
 		// The job itself ended as its exit code says; what it left is
 		// reported, not counted as its failure.
-		out.StderrTail += "corepin: " + msg + "\n"
+		out.StderrTail += "corepin: the job " + LeftoverNote(ex.LeftoverCount, ex.Leftovers) + "\n"
 	}
 	if ex.Stopped && ctx.Err() != nil && out.Error == "" {
 		out.Error = "killed: batch stopped"
@@ -330,8 +331,23 @@ func (j *JobResult) setExit(ex proc.Exit) {
 			j.PSIFullS = &full
 		}
 	}
-	j.Leftovers = ex.Leftovers
+	j.Leftovers, j.LeftoverCount = ex.Leftovers, max(ex.LeftoverCount, len(ex.Leftovers))
 	j.FinishedAt = j.StartedAt.Add(res.Wall)
+}
+
+// LeftoverNote says what a job left running when its leader exited, all
+// of which corepin killed: count processes, of which ls lists the first
+// (all of them, or proc's first 64 of more), as "left 2 processes
+// running; killed all of them: 12 (sleep), 13 (sleep)".
+func LeftoverNote(count int, ls []proc.Leftover) string {
+	count = max(count, len(ls))
+	switch {
+	case count == 1:
+		return "left 1 process running; killed it: " + leftoverList(ls)
+	case count > len(ls):
+		return fmt.Sprintf("left %d processes running; killed all of them (the first %d: %s)", count, len(ls), leftoverList(ls))
+	}
+	return fmt.Sprintf("left %d processes running; killed all of them: %s", count, leftoverList(ls))
 }
 
 // leftoverList renders leftovers as "pid (comm), ...".

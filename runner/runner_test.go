@@ -511,3 +511,34 @@ func TestRunOnGroup(t *testing.T) {
 		t.Errorf("OnGroup events (-want +got):\n%s", diff)
 	}
 }
+
+// TestLeftoverNote (issue 27 §3.5): a job that left 1,000 processes was
+// reported as "left 64 process(es) running, killed them" (the list's cap
+// as the count). The note counts them all, says all were killed and that
+// the list is the first ones.
+func TestLeftoverNote(t *testing.T) {
+	list := func(n int) []proc.Leftover {
+		var ls []proc.Leftover
+		for i := range n {
+			ls = append(ls, proc.Leftover{PID: 100 + i, Comm: "sleep"})
+		}
+		return ls
+	}
+	for _, tc := range []struct {
+		name  string
+		count int
+		ls    []proc.Leftover
+		want  string
+	}{
+		{name: "one", count: 1, ls: list(1), want: "left 1 process running; killed it: 100 (sleep)"},
+		{name: "two", count: 2, ls: list(2), want: "left 2 processes running; killed all of them: 100 (sleep), 101 (sleep)"},
+		{name: "more than listed", count: 1000, ls: list(2), want: "left 1000 processes running; killed all of them (the first 2: 100 (sleep), 101 (sleep))"},
+		{name: "count unknown", count: 0, ls: list(2), want: "left 2 processes running; killed all of them: 100 (sleep), 101 (sleep)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LeftoverNote(tc.count, tc.ls); got != tc.want {
+				t.Errorf("LeftoverNote(%d, %d listed) = %q, want %q", tc.count, len(tc.ls), got, tc.want)
+			}
+		})
+	}
+}

@@ -545,7 +545,9 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // updates for the shared containers whose pool changed. A resize that can
 // not be placed is refused with the reason (the runtime fails the update;
 // the kubelet shows it on the pod's resize status) and changes nothing.
-// Resources of the same size are answered with the pin unchanged.
+// Resources of the same size are answered with the pin unchanged, and so
+// are resources of no CPU size (noCPUSize). CPU values the kernel would
+// not take (cpuOf: shares below 2, a quota below -1) are refused.
 func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -555,6 +557,11 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cpu := res.GetCpu(); !noCPUSize(cpu) {
+		if _, _, _, err := cpuOf(cpu); err != nil {
+			return nil, fmt.Errorf("corepin: resizing container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+		}
 	}
 	if res.GetCpu().GetShares().GetValue() > 0 {
 		// The container as it will be: its new resources.

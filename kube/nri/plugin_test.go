@@ -184,7 +184,7 @@ func (f *fakeRuntime) create(ps podSpec) (*api.Container, *api.CreateContainerRe
 	pod := &api.PodSandbox{Id: "pod-" + ps.name, Name: ps.name, Namespace: "default", Uid: "uid-" + ps.name,
 		Labels: ps.labels, Annotations: ps.annotations}
 	cpu := &api.LinuxCPU{Shares: api.UInt64(ps.shares), Cpus: "0-15", Mems: "0-1"}
-	if ps.quota > 0 {
+	if ps.quota != 0 {
 		cpu.Quota, cpu.Period = api.Int64(ps.quota), api.UInt64(uint64(100000))
 	}
 	ctr := &api.Container{Id: "ctr-" + ps.name, PodSandboxId: pod.Id, Name: "main", State: api.ContainerState_CONTAINER_CREATED,
@@ -419,7 +419,7 @@ func TestUpdateContainerAnsweredWithPin(t *testing.T) {
 	pod := f.pods[lse.PodSandboxId]
 	f.mu.Unlock()
 	rsp, err := f.r.UpdateContainer(context.Background(), &api.UpdateContainerRequest{Pod: pod, Container: lse,
-		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15", Shares: api.UInt64(uint64(4096))}}})
+		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-15", Shares: api.UInt64(uint64(4096)), Quota: api.Int64(400000), Period: api.UInt64(100000)}}})
 	if err != nil {
 		t.Fatalf("UpdateContainer: %v", err)
 	}

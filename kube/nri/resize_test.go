@@ -243,3 +243,69 @@ func TestSynchronizeFollowsADroppedResize(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileCPUResources (issue 27 §3.3, §3.4): an LSE pod without a CPU
+// limit got exclusive CPUs by its request, an LSE pod with CFS quota -5
+// was admitted as one without a limit, and updates with shares 0 (and a
+// quota), shares 1 or quota -100 were answered as if valid. Each is
+// refused with its reason and changes nothing; an update of the cpuset
+// alone (containerd's explicit 0 shares and quota) is still answered with
+// the pin.
+func TestHostileCPUResources(t *testing.T) {
+	f, p := connected(t, alloc.NodeSettings{})
+	lse := map[string]string{LabelQoSClass: "LSE"}
+	for _, tc := range []struct {
+		name string
+		ps   podSpec
+		want string
+	}{
+		{name: "LSE without a CPU limit", ps: podSpec{name: "nolimit", labels: lse, shares: 2048},
+			want: "corepin: container main of pod default/nolimit: invalid pod metadata: class LSE (label koordinator.sh/qosClass) needs exclusive whole CPUs sized by a CPU limit: " +
+				"set limits.cpu = requests.cpu to an integer, or label the pod LS to share the pool; it asks for 2 CPU with no CPU limit"},
+		{name: "LSE with quota -5", ps: podSpec{name: "minus5", labels: lse, shares: 2048, quota: -5},
+			want: "corepin: container main of pod default/minus5: invalid pod metadata: cfs quota -5: the kernel takes -1 (no limit) or a positive number of microseconds per period"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := f.create(tc.ps); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CreateContainer = %v, want a refusal saying %q", err, tc.want)
+			}
+			if as, err := p.Containers().List(); err != nil || len(as) != 0 {
+				t.Errorf("after the refusal the node holds %v (%v), want nothing", as, err)
+			}
+		})
+	}
+
+	ctr := f.mustCreate(podSpec{name: "g2", labels: lse, shares: 2048, quota: 200000})
+	pinned := ctr.Linux.Resources.Cpu.Cpus
+	f.mu.Lock()
+	pod := f.pods[ctr.PodSandboxId]
+	f.mu.Unlock()
+	update := func(cpu *api.LinuxCPU) ([]*api.ContainerUpdate, error) {
+		cpu.Cpus = "0-15"
+		rsp, err := f.r.UpdateContainer(context.Background(), &api.UpdateContainerRequest{Pod: pod, Container: ctr, LinuxResources: &api.LinuxResources{Cpu: cpu}})
+		return rsp.GetUpdate(), err
+	}
+	for _, tc := range []struct {
+		name string
+		cpu  *api.LinuxCPU
+		want string
+	}{
+		{name: "shares 0 with a quota", cpu: &api.LinuxCPU{Shares: api.UInt64(0), Quota: api.Int64(400000), Period: api.UInt64(100000)}, want: "cpu shares 0: the kernel takes 2 or more"},
+		{name: "shares 1", cpu: &api.LinuxCPU{Shares: api.UInt64(1), Quota: api.Int64(400000), Period: api.UInt64(100000)}, want: "cpu shares 1: the kernel takes 2 or more"},
+		{name: "quota -100", cpu: &api.LinuxCPU{Shares: api.UInt64(4096), Quota: api.Int64(-100), Period: api.UInt64(100000)},
+			want: "corepin: resizing container main of pod default/g2: invalid pod metadata: cfs quota -100: the kernel takes -1 (no limit) or a positive number of microseconds per period"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := update(tc.cpu); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("UpdateContainer = %v, want a refusal saying %q", err, tc.want)
+			}
+			if ca, err := p.Containers().Get(ctr.Id); err != nil || ca.CPUs.String() != pinned {
+				t.Errorf("after the refusal the assignment is %s (%v), want %s", ca.CPUs, err, pinned)
+			}
+		})
+	}
+	ups, err := update(&api.LinuxCPU{Shares: api.UInt64(0), Quota: api.Int64(0), Period: api.UInt64(0)})
+	if err != nil || len(ups) == 0 || ups[0].GetLinux().GetResources().GetCpu().GetCpus() != pinned {
+		t.Errorf("a cpuset-only update = %v, %v; want the pin %s", ups, err, pinned)
+	}
+}

@@ -1,6 +1,8 @@
 package nri
 
 import (
+	"fmt"
+
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/corepin/corepin/alloc"
@@ -68,9 +70,19 @@ func sharesOf(milli int64) uint64 {
 }
 
 // cpuOf reads the request (from cpu.shares) and limit (from the CFS
-// quota, 0 if none) of a container in millicpus.
-func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
-	cpu := ctr.GetLinux().GetResources().GetCpu()
+// quota, 0 if none) of a container's CPU resources cpu in millicpus. It
+// refuses what the kernel would not take as written: shares below 2
+// (cpu.shares' minimum, which the kubelet writes for a container that
+// asks for no CPU; absent shares read as none asked) and a quota below 0
+// other than -1 (the kernel's "no limit"). Errors wrap ErrInvalid.
+func cpuOf(cpu *api.LinuxCPU) (req, limit int64, shares uint64, err error) {
+	if q := cpu.GetQuota(); q != nil && q.GetValue() < -1 {
+		return 0, 0, 0, fmt.Errorf("%w: cfs quota %d: the kernel takes -1 (no limit) or a positive number of microseconds per period", ErrInvalid, q.GetValue())
+	}
+	if s := cpu.GetShares(); s != nil && s.GetValue() < minShares {
+		return 0, 0, 0, fmt.Errorf("%w: cpu shares %d: the kernel takes %d or more (the kubelet writes %d for a container that asks for no CPU)",
+			ErrInvalid, s.GetValue(), minShares, minShares)
+	}
 	shares = cpu.GetShares().GetValue()
 	shares = min(shares, sharesOf(maxMilli))
 	req = int64((shares*1000 + sharesPerCPU/2) / sharesPerCPU)
@@ -85,7 +97,15 @@ func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
 		q = min(q, maxMilli*period/1000) // no overflow below
 		limit = (q*1000 + period - 1) / period
 	}
-	return min(req, maxMilli), min(limit, maxMilli), shares
+	return min(req, maxMilli), min(limit, maxMilli), shares, nil
+}
+
+// noCPUSize reports whether cpu carries no CPU size: neither shares nor
+// a quota other than 0. containerd passes on an update of the cpuset
+// alone (the kubelet's static CPU manager sends them) that way: its CRI
+// conversion writes the CRI's unset 0s as values (fromCRILinuxResources).
+func noCPUSize(cpu *api.LinuxCPU) bool {
+	return cpu.GetShares().GetValue() == 0 && cpu.GetQuota().GetValue() == 0
 }
 
 // SpecOf is the request for container ctr of pod, as podmeta.Read
@@ -99,7 +119,10 @@ func cpuOf(ctr *api.Container) (req, limit int64, shares uint64) {
 // BestEffort: BE). The size is the CPU limit where there is one, else the
 // request. The string says why that class. Errors wrap ErrInvalid.
 func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, error) {
-	req, limit, shares := cpuOf(ctr)
+	req, limit, shares, err := cpuOf(ctr.GetLinux().GetResources().GetCpu())
+	if err != nil {
+		return nodecore.Spec{}, "", err
+	}
 	milli := limit
 	if milli == 0 {
 		milli = req
@@ -111,7 +134,8 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, err
 	case limit == 0 && shares <= minShares:
 		class = podmeta.BestEffort
 	}
-	w, err := podmeta.Read(podmeta.Pod{Labels: pod.GetLabels(), Annotations: pod.GetAnnotations(), Kubelet: class, MilliCPUs: milli})
+	w, err := podmeta.Read(podmeta.Pod{Labels: pod.GetLabels(), Annotations: pod.GetAnnotations(), Kubelet: class, MilliCPUs: milli,
+		NoCPULimit: limit == 0})
 	if err != nil {
 		return nodecore.Spec{}, "", err
 	}

@@ -49,7 +49,7 @@ func TestSpecOf(t *testing.T) {
 			annotations: map[string]string{AnnotationResourceSpec: `{"preferredCPUBindPolicy":"Default"}`},
 			ctr:         container(1024, 100000), want: agent.Spec{QoS: "LSE", CPUs: f(1)}},
 		{name: "LSE with a fraction", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(1536, 150000), wantErr: "needs whole CPUs"},
-		{name: "LSE without cpus", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(2, 0), wantErr: "needs whole CPUs"},
+		{name: "LSE without cpus", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(2, 0), wantErr: "needs exclusive whole CPUs sized by a CPU limit"},
 		{name: "SYSTEM label", labels: map[string]string{LabelQoSClass: "SYSTEM"}, ctr: container(1024, 100000), wantErr: "reserved CPUs"},
 		{name: "unknown label", labels: map[string]string{LabelQoSClass: "gold"}, ctr: container(1024, 100000), wantErr: "not one of LSE, LSR, LS, BE"},
 		{name: "bad annotation", annotations: map[string]string{AnnotationResourceSpec: `{`}, ctr: container(1024, 100000), wantErr: AnnotationResourceSpec},
@@ -65,9 +65,24 @@ func TestSpecOf(t *testing.T) {
 			ctr: container(2, 0), wantErr: "require is for LSE and LSR pods (exclusive, whole CPUs); this one is BE"},
 		{name: "huge quota is refused", ctr: container(1<<62, 1<<62), wantErr: "more than the 65536 CPUs"},
 		// Found by FuzzSpecOf: a request beyond alloc's bound was passed on.
+		// (Its quota was -8, refused on its own since issue 27 §3.4; -1, the
+		// kernel's "no limit", keeps the case about the size.)
 		{name: "period beyond the kernel's range", ctr: &api.Container{Id: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
-			Cpu: &api.LinuxCPU{Shares: api.UInt64(uint64(1 << 63)), Quota: api.Int64(-8), Period: api.UInt64(uint64(1<<63 + 181))}}}},
+			Cpu: &api.LinuxCPU{Shares: api.UInt64(uint64(1 << 63)), Quota: api.Int64(-1), Period: api.UInt64(uint64(1<<63 + 181))}}}},
 			wantErr: "more than the 65536 CPUs"},
+		// Issue 27 §3.3: exclusive CPUs were given by the request alone.
+		{name: "LSE without a CPU limit", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(2048, 0),
+			wantErr: "class LSE (label koordinator.sh/qosClass) needs exclusive whole CPUs sized by a CPU limit: set limits.cpu = requests.cpu to an integer, or label the pod LS to share the pool; it asks for 2 CPU with no CPU limit"},
+		{name: "LSR without a CPU limit", labels: map[string]string{LabelQoSClass: "LSR"}, ctr: container(4096, -1), wantErr: "class LSR (label koordinator.sh/qosClass) needs exclusive whole CPUs sized by a CPU limit"},
+		{name: "LSE with a limit above its request", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(1024, 200000), want: agent.Spec{QoS: "LSE", CPUs: f(2)}},
+		// Issue 27 §3.4: what the kernel would not take was read as no limit.
+		{name: "LSE with quota -5", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(2048, -5),
+			wantErr: "cfs quota -5: the kernel takes -1 (no limit) or a positive number of microseconds per period"},
+		{name: "quota -1 is no limit", ctr: container(1024, -1), want: agent.Spec{QoS: "LS", CPUs: f(1)}},
+		{name: "shares 0", ctr: container(0, 0), wantErr: "cpu shares 0: the kernel takes 2 or more (the kubelet writes 2 for a container that asks for no CPU)"},
+		{name: "shares 1", labels: map[string]string{LabelQoSClass: "LSE"}, ctr: container(1, 100000), wantErr: "cpu shares 1: the kernel takes 2 or more"},
+		{name: "no shares at all is no request", ctr: &api.Container{Id: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{}}}},
+			want: agent.Spec{QoS: "BE", CPUs: f(0.001)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -188,6 +188,11 @@ type Pod struct {
 	// request for the scheduler, a container's limit or request on the
 	// node). Negative reads as 0.
 	MilliCPUs int64
+	// NoCPULimit says MilliCPUs is a request alone: the container (for
+	// the scheduler, a container of the pod) has no CPU limit. An
+	// exclusive class (LSE, LSR) needs one, as Koordinator's webhook
+	// requires limits.cpu = requests.cpu of such pods.
+	NoCPULimit bool
 }
 
 // Wish is what a pod asks corepin for: the fields of an
@@ -217,8 +222,9 @@ func (w Wish) RequestSpec() alloc.RequestSpec {
 // LS or BE; SYSTEM and anything else are refused), else the kubelet's:
 // Guaranteed with whole CPUs is LSE, Guaranteed with a fraction and
 // Burstable are LS, BestEffort is BE. An exclusive class (LSE, LSR) needs
-// whole CPUs; an LS pod of no CPUs has nothing to hold in the shared pool
-// and is BE. Bind and exclusive policies come from AnnotationResourceSpec
+// whole CPUs and a CPU limit (a labelled container without one is
+// refused, never given exclusive CPUs by its request); an LS pod of no
+// CPUs has nothing to hold in the shared pool and is BE. Bind and exclusive policies come from AnnotationResourceSpec
 // (ParseResourceSpec), the topology policy from AnnotationNUMAPolicy
 // (ParseNUMAPolicy), the use of isolated CPUs from AnnotationIsolatedCPUs
 // (ParseIsolatedCPUs): taken by LSE and LSR, ignored as "prefer" by the
@@ -250,6 +256,10 @@ func Read(p Pod) (Wish, error) {
 	}
 	switch w.QoS {
 	case alloc.LSE, alloc.LSR:
+		if p.NoCPULimit {
+			return Wish{}, fmt.Errorf("%w: class %s (%s) needs exclusive whole CPUs sized by a CPU limit: set limits.cpu = requests.cpu to an integer, "+
+				"or label the pod LS to share the pool; it asks for %s CPU with no CPU limit", ErrInvalid, w.QoS, w.Why, strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64))
+		}
 		if milli == 0 || milli%1000 != 0 {
 			return Wish{}, fmt.Errorf("%w: class %s needs whole CPUs (set limits.cpu = requests.cpu to an integer); it asks for %s CPU", ErrInvalid, w.QoS, strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64))
 		}

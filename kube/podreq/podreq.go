@@ -34,7 +34,7 @@ func Of(pod *corev1.Pod) (alloc.Request, error) {
 		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
 	}
 	w, err := podmeta.Read(podmeta.Pod{Labels: pod.Labels, Annotations: pod.Annotations,
-		Kubelet: podmeta.KubeletQoS(class), MilliCPUs: milli})
+		Kubelet: podmeta.KubeletQoS(class), MilliCPUs: milli, NoCPULimit: !cpuLimited(pod)})
 	if err != nil {
 		return alloc.Request{}, fmt.Errorf("pod %s: %w", id, err)
 	}
@@ -103,6 +103,20 @@ func containerMilliCPU(c corev1.Container) (int64, error) {
 		return q.MilliValue(), nil
 	}
 	return 0, nil
+}
+
+// cpuLimited reports whether every container of pod, init containers
+// included, has a CPU limit above 0: what the node's plugin needs of each
+// container of an exclusive class.
+func cpuLimited(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if q, ok := c.Resources.Limits[corev1.ResourceCPU]; !ok || q.Sign() <= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // computeQoS follows the kubelet's rule on cpu and memory: Guaranteed when

@@ -96,3 +96,41 @@ func TestOfSizesSharedPodsByLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestOfExclusiveNeedsALimit (issue 27 §3.3): a pod labelled LSE or LSR
+// whose containers have no CPU limit is refused for the scheduler as its
+// node's plugin refuses it, never placed on exclusive CPUs by its request.
+func TestOfExclusiveNeedsALimit(t *testing.T) {
+	labelled := func(class string, p *corev1.Pod) *corev1.Pod {
+		p.Labels = map[string]string{podmeta.LabelQoSClass: class}
+		return p
+	}
+	noLimit := pod("2", "2", nil)
+	delete(noLimit.Spec.Containers[0].Resources.Limits, corev1.ResourceCPU)
+	sidecar := pod("2", "2", nil)
+	sidecar.Spec.Containers = append(sidecar.Spec.Containers, corev1.Container{Name: "log", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}})
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		wantErr string
+	}{
+		{name: "LSE without a limit", pod: labelled("LSE", noLimit), wantErr: "pod ns/p: invalid pod metadata: class LSE (label koordinator.sh/qosClass) needs exclusive whole CPUs sized by a CPU limit"},
+		{name: "LSR with a sidecar without a limit", pod: labelled("LSR", sidecar), wantErr: "class LSR (label koordinator.sh/qosClass) needs exclusive whole CPUs sized by a CPU limit"},
+		{name: "LSE with limits", pod: labelled("LSE", pod("2", "2", nil))},
+		{name: "LS without a limit", pod: labelled("LS", pod("2", "2", nil))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Of(tc.pod)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Of: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, podmeta.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Of error = %v, want ErrInvalid containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -5,12 +5,18 @@ go 1.26.0
 require (
 	github.com/corepin/corepin v0.0.0
 	github.com/corepin/corepin/test/kube v0.0.0
+	github.com/google/cel-go v0.29.2
 	github.com/google/go-cmp v0.7.0
 	k8s.io/apimachinery v0.37.1
 	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
+	cel.dev/expr v0.25.1 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/kube-scheduler v0.36.3 // indirect
 )

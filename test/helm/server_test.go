@@ -258,6 +258,13 @@ func ownNode(ctx context.Context, t *testing.T, cp *kubetest.ControlPlane) {
 		{name: "add another's annotation to its own node", do: annotate(nodeA, "example.com/role", "db"), want: "may change only the corepin.io/ annotations"},
 		{name: "change another's annotation on its own node", do: annotate(nodeA, "example.com/owner", "me"), want: "may change only the corepin.io/ annotations"},
 		{name: "remove another's annotation from its own node", do: annotate(nodeA, "example.com/owner", nil), want: "may change only the corepin.io/ annotations"},
+		// Issue 27 §3.6: a merge patch of managedFields takes another
+		// manager's fields (the admin's entry is replaced by one of its own).
+		{name: "take another manager's fields through managedFields", do: asA.mergePatchNode(ctx, nodeA, map[string]any{"metadata": map[string]any{
+			"managedFields": []any{map[string]any{"manager": "corepin", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+				"fieldsV1": map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:example.com/owner": map[string]any{}},
+					"f:labels": map[string]any{"f:" + corev1.LabelHostname: map[string]any{}}}}}}}}),
+			want: "may not change a Node's managedFields beyond its own corepin.io/ annotations"},
 		{name: "create node B's NRT", do: asA.createNRT(ctx, nodeB), want: "may write only its own node's NodeResourceTopology, not node-b"},
 		{name: "patch node B's NRT", do: asA.mergePatchNRT(ctx, nodeB), want: "may write only its own node's NodeResourceTopology, not node-b"},
 		// What the plugin does (--annotate-node, --publish-nrt).

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/corepin/corepin/bench"
 	"github.com/corepin/corepin/bench/render"
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/experiment"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
@@ -93,6 +95,9 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 		return err
 	}
 	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, Log: e.stderr})
+	if errors.Is(err, enforce.ErrUnusable) {
+		return &UsageError{Err: err}
+	}
 	if err != nil {
 		return err
 	}

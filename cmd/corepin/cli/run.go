@@ -263,7 +263,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 			}
 			return nil
 		}})
-	if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) {
+	if badStoreFile(err) || errors.Is(err, nodecore.ErrInvalid) || errors.Is(err, enforce.ErrUnusable) {
 		return &UsageError{Err: err}
 	}
 	if err != nil {
@@ -377,11 +377,7 @@ func (p *progress) event(ev runner.Event) {
 	defer p.mu.Unlock()
 	if r := ev.Result; len(r.Leftovers) > 0 {
 		p.clear()
-		names := make([]string, len(r.Leftovers))
-		for i, l := range r.Leftovers {
-			names[i] = l.String()
-		}
-		fmt.Fprintf(p.w, "corepin: job %d left %d process(es) running, killed them: %s\n", r.Job, len(r.Leftovers), strings.Join(names, ", "))
+		fmt.Fprintf(p.w, "corepin: job %d %s\n", r.Job, runner.LeftoverNote(r.LeftoverCount, r.Leftovers))
 	}
 	if p.bar != nil {
 		p.bar.Describe(fmt.Sprintf("jobs (%d running)", ev.Running))

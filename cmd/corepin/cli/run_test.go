@@ -195,8 +195,22 @@ func TestRunSaysLeftovers(t *testing.T) {
 	script := `setsid sleep 1000 </dev/null >/dev/null 2>&1 & pid=$!
 while [ "$(cat /proc/$pid/comm)" != sleep ]; do :; done`
 	_, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "LS", "--", "sh", "-c", script)
-	if code != 0 || !strings.Contains(stderr, "left 1 process(es) running, killed them: ") || !strings.Contains(stderr, " (sleep)") {
+	if code != 0 || !strings.Contains(stderr, "corepin: job 0 left 1 process running; killed it: ") || !strings.Contains(stderr, " (sleep)") {
 		t.Errorf("exit %d, stderr %q; want exit 0 and the leftover named", code, stderr)
+	}
+}
+
+// Issue 27 §3.5: a job that left 100 processes was reported as "left 64
+// process(es) running, killed them" (the list's cap as the count). It
+// says all 100, all killed, and that the 64 named are the first.
+func TestRunCountsEveryLeftover(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs a writable cgroup (root)")
+	}
+	script := `i=0; while [ $i -lt 100 ]; do sleep 1000 </dev/null >/dev/null 2>&1 & i=$((i+1)); done`
+	_, stderr, code := resultsCLI(t, "run", "--no-db", "--qos", "LS", "--", "sh", "-c", script)
+	if code != 0 || !strings.Contains(stderr, "corepin: job 0 left 100 processes running; killed all of them (the first 64: ") {
+		t.Errorf("exit %d, stderr %q; want exit 0 and all 100 leftovers counted", code, stderr)
 	}
 }
 
@@ -286,5 +300,25 @@ func runAsNobodyAtNice(t *testing.T) {
 				t.Errorf("-v notes %q: want each in full, the database's permission denied among them", notes)
 			}
 		})
+	}
+}
+
+// Issue 27 §3.5: --driver cgroup-v2 on a cgroup v1 machine said
+// "(detected cgroup-v1: )" and exited 1. Asking for a cgroup driver this
+// machine can not give is bad input: exit 2, why, and the drivers that
+// work here.
+func TestRunUnusableDriverIsBadInput(t *testing.T) {
+	other := enforce.NameV2
+	if d, err := enforce.Detect(); err == nil && d.Name() == enforce.NameV2 {
+		other = enforce.NameV1
+	}
+	if d, err := enforce.DetectNamed(other); err == nil {
+		t.Skipf("skipping: both cgroup drivers work here (%s)", d.Name())
+	}
+	_, stderr, code := resultsCLI(t, "run", "--no-db", "--driver", other, "--", "true")
+	want := "corepin: --driver " + other + " is not usable here ("
+	if code != 2 || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "); drivers that work here: auto, ") ||
+		!strings.HasSuffix(strings.TrimSpace(stderr), ", affinity") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit 2 and one line %q... naming the drivers that work here", code, stderr, want)
 	}
 }
