@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // soakInt reads a count from the environment (make soak raises them).
@@ -70,27 +71,19 @@ func (c *child) kill() {
 // rmdir also removes the group.
 func vanish(t testing.TB, root, dir string, rmdir bool) {
 	t.Helper()
-	for range 200 {
+	testutil.Eventually(t, "the killed processes leave "+dir, func() bool {
 		pids := readPids(filepath.Join(cpusetMount(), root, dir))
-		if len(pids) == 0 {
-			break
-		}
 		for _, p := range pids {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(pids) == 0
+	})
 	if !rmdir {
 		return
 	}
 	ds, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", root, dir))
 	for _, d := range ds {
-		for range 200 {
-			if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		rmdirWhenEmpty(t, d)
 	}
 }
 

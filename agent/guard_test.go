@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,12 +81,7 @@ func foreignCgroup(t testing.TB) (string, int) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		for _, d := range dirs {
-			for range 100 {
-				if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			rmdirWhenEmpty(t, d)
 		}
 	})
 	for _, h := range []string{"cpuset", "cpu", "cpuacct"} {
