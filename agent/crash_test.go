@@ -43,7 +43,7 @@ func startChild(t testing.TB, socket, state, root string) *child {
 	c := &child{cmd: cmd, socket: socket, done: make(chan error, 1)}
 	go func() { c.done <- cmd.Wait() }()
 	cl := NewClient(socket, "")
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for {
 		if cl.Healthy() == nil {
 			return c
@@ -55,7 +55,7 @@ func startChild(t testing.TB, socket, state, root string) *child {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatal("agent did not answer /healthz within 20s")
+			t.Fatalf("agent did not answer /healthz within %v", testutil.Patience)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -202,9 +202,9 @@ func TestCrashRestart(t *testing.T) {
 		if err != nil {
 			t.Errorf("agent after SIGTERM: %v, want exit 0", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		c.kill()
-		t.Error("agent did not stop within 30s of SIGTERM")
+		t.Errorf("agent did not stop within %v of SIGTERM", testutil.Patience)
 	}
 	t.Logf("created %d, refused %d (409/404), cut off by kills %d, vanished %d; %d workloads at the end",
 		created.Load(), refused.Load(), failed.Load(), vanished.Load(), len(ws))

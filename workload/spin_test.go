@@ -74,7 +74,7 @@ func TestSpinCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Spin after cancel: err = %v, want context.Canceled", err)
 	}
-	if took := time.Since(start); took > time.Minute {
+	if took := time.Since(start); took > testutil.Patience { // the spin lasts an hour
 		t.Errorf("cancelled Spin took %v", took)
 	}
 	if res.Ops <= 0 || res.Threads != 1 {
