@@ -88,6 +88,7 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		args     []string
 		wantCode int
 		wantErr  string
+		noState  bool // $COREPIN_STATE names no file (the other tests' runs make theirs)
 	}{
 		{name: "another workload's group", args: adopt("--cgroup", lseGroup), wantCode: 2, wantErr: "corepin's own"},
 		{name: "the agent's root as BE", args: []string{"create", "evil", "--qos", "BE", "--cpus", "0", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
@@ -100,9 +101,12 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		{name: "unknown qos", args: []string{"create", "x", "--cpus", "1", "--qos", "GOLD", "--", "sleep", "1"}, wantCode: 2, wantErr: "unknown qos"},
 		{name: "traversal", args: []string{"get", "../etc"}, wantCode: 2},
 		{name: "missing", args: []string{"delete", "nope"}, wantCode: 2, wantErr: "no such workload"},
-		{name: "no agent", args: []string{"--socket", filepath.Join(dir, "none.sock"), "list"}, wantCode: 1},
+		{name: "no agent", args: []string{"--socket", filepath.Join(dir, "none.sock"), "list"}, wantCode: 1, noState: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.noState {
+				t.Setenv("COREPIN_STATE", filepath.Join(dir, "none.db"))
+			}
 			_, errOut, code := ctl(tc.args...)
 			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) || strings.Count(errOut, "\n") != 1 {
 				t.Errorf("ctl %v: exit %d, stderr %q; want exit %d and one line mentioning %q", tc.args, code, errOut, tc.wantCode, tc.wantErr)

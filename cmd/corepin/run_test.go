@@ -95,13 +95,14 @@ func TestRunPinnedJSON(t *testing.T) {
 }
 
 // untilThrottled is a job of three busy loops that ends once its own cpu
-// cgroup (v1, else v2) counts a throttled period, or after about 120 s: a
+// cgroup (v1, else v2) counts time throttled (added when a throttled
+// period ends, after nr_throttled counts it), or after about 120 s: a
 // fixed amount of work is throttled only if the machine gives it more
 // than its quota, which a loaded one may not.
 const untilThrottled = `cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print "/sys/fs/cgroup/" $2 $3; exit}' /proc/self/cgroup)
 [ -n "$cg" ] || cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
 for i in 1 2 3; do (while :; do :; done) & p="$p $!"; done
-n=0; until grep -qs '^nr_throttled [1-9]' "$cg/cpu.stat" || [ $n -ge 2400 ]; do n=$((n+1)); sleep 0.05; done
+n=0; until awk '($1 == "throttled_time" || $1 == "throttled_usec") && $2 > 0 {f = 1} END {exit !f}' "$cg/cpu.stat" || [ $n -ge 2400 ]; do n=$((n+1)); sleep 0.05; done
 kill $p`
 
 // Quota jobs share the pool and their throttling is counted.
