@@ -173,7 +173,13 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var panicked panics
-	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), Log: slog.New(&panicked), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
+	// The hostile requests and the slow clients reach one node through two
+	// servers: the slow clients' has short read timeouts, so that they are
+	// dropped soon; a busy machine can take longer than those to read a
+	// whole request (it reset them on a nice-19 run under stress-ng), so
+	// the other's are testutil.Patience.
+	socket := serve(t, &Server{Node: n, Metrics: NewMetrics(), Log: slog.New(&panicked), HeaderTimeout: testutil.Patience, BodyTimeout: testutil.Patience})
+	slowSocket := serve(t, &Server{Node: n, Metrics: NewMetrics(), Log: slog.New(&panicked), HeaderTimeout: 500 * time.Millisecond, BodyTimeout: time.Second})
 	hc := &http.Client{Timeout: testutil.Patience, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -187,7 +193,7 @@ func TestHostileRequests(t *testing.T) {
 		"POST /v1/workloads HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"name\":",
 	} {
 		go func() {
-			c, err := net.Dial("unix", socket)
+			c, err := net.Dial("unix", slowSocket)
 			if err != nil {
 				slowDone <- err.Error()
 				return
