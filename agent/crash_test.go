@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // soakInt reads a count from the environment (make soak raises them).
@@ -42,7 +43,7 @@ func startChild(t testing.TB, socket, state, root string) *child {
 	c := &child{cmd: cmd, socket: socket, done: make(chan error, 1)}
 	go func() { c.done <- cmd.Wait() }()
 	cl := NewClient(socket, "")
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for {
 		if cl.Healthy() == nil {
 			return c
@@ -54,7 +55,7 @@ func startChild(t testing.TB, socket, state, root string) *child {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatal("agent did not answer /healthz within 20s")
+			t.Fatalf("agent did not answer /healthz within %v", testutil.Patience)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -70,27 +71,19 @@ func (c *child) kill() {
 // rmdir also removes the group.
 func vanish(t testing.TB, root, dir string, rmdir bool) {
 	t.Helper()
-	for range 200 {
+	testutil.Eventually(t, "the killed processes leave "+dir, func() bool {
 		pids := readPids(filepath.Join(cpusetMount(), root, dir))
-		if len(pids) == 0 {
-			break
-		}
 		for _, p := range pids {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(pids) == 0
+	})
 	if !rmdir {
 		return
 	}
 	ds, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", root, dir))
 	for _, d := range ds {
-		for range 200 {
-			if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		rmdirWhenEmpty(t, d)
 	}
 }
 
@@ -210,9 +203,9 @@ func TestCrashRestart(t *testing.T) {
 		if err != nil {
 			t.Errorf("agent after SIGTERM: %v, want exit 0", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		c.kill()
-		t.Error("agent did not stop within 30s of SIGTERM")
+		t.Errorf("agent did not stop within %v of SIGTERM", testutil.Patience)
 	}
 	t.Logf("created %d, refused %d (409/404), cut off by kills %d, vanished %d; %d workloads at the end",
 		created.Load(), refused.Load(), failed.Load(), vanished.Load(), len(ws))

@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // groupDir returns the directory (under root, in the cpuset hierarchy) of
@@ -52,13 +53,13 @@ func zombie(t testing.TB) int {
 	}
 	t.Cleanup(func() { cmd.Wait() })
 	pid := cmd.Process.Pid
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(testutil.Patience); ; {
 		st, err := procState(pid)
 		if err == nil && st == 'Z' {
 			return pid
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child %d is not a zombie after 30s (%+v, %v)", pid, st, err)
+			t.Fatalf("child %d is not a zombie after %v (%+v, %v)", pid, testutil.Patience, st, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -82,12 +83,7 @@ func foreignCgroup(t testing.TB) (string, int) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		for _, d := range dirs {
-			for range 100 {
-				if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			rmdirWhenEmpty(t, d)
 		}
 	})
 	for _, h := range []string{"cpuset", "cpu", "cpuacct"} {

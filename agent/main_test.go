@@ -21,6 +21,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -100,21 +101,32 @@ func removeRoot(t testing.TB, root string) {
 				continue
 			}
 			g := filepath.Join(dir, e.Name())
-			for range 50 {
-				pids := readPids(g)
-				for _, p := range pids {
+			testutil.EventuallyNil(t, "the killed processes of "+g+" leave it, and it removed", func() error {
+				for _, p := range readPids(g) {
 					syscall.Kill(p, syscall.SIGKILL)
 				}
-				if err := syscall.Rmdir(g); err == nil || errors.Is(err, syscall.ENOENT) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return rmdir(g)
+			})
 		}
 		if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
 			t.Errorf("cleaning up %s: %v", dir, err)
 		}
 	}
+}
+
+// rmdir removes the cgroup directory dir; one already gone is no error.
+func rmdir(dir string) error {
+	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// rmdirWhenEmpty removes the cgroup directory dir once the processes
+// killed in it have left (until then rmdir fails with EBUSY).
+func rmdirWhenEmpty(t testing.TB, dir string) {
+	t.Helper()
+	testutil.EventuallyNil(t, "the killed processes leave "+dir+", and it removed", func() error { return rmdir(dir) })
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"errors"
+	"fmt"
 	"github.com/corepin/corepin/nodecore"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/store"
 )
 
@@ -76,10 +78,11 @@ func TestAdmitPinsAndReleaseFrees(t *testing.T) {
 	if err := n.Delete("lse"); err != nil {
 		t.Fatalf("Delete(lse) = %v", err)
 	}
-	if syscall.Kill(pids[0], 0) == nil {
-		// the pid may be a zombie until reaped; its group is gone either way
-		time.Sleep(100 * time.Millisecond)
-	}
+	// Delete stops the process: it is gone, or a zombie until reaped.
+	testutil.Eventually(t, fmt.Sprintf("lse's process %d exit after Delete", pids[0]), func() bool {
+		st, err := procState(pids[0])
+		return err != nil || st == 'Z'
+	})
 	ws := n.List()
 	if len(ws) != 1 || ws[0].Name != "ls" {
 		t.Fatalf("List after delete = %+v, want only ls", ws)
@@ -98,13 +101,7 @@ func TestExitedCommandIsReleased(t *testing.T) {
 	if _, err := n.Create(Spec{Name: "short", CPUs: f64(1), Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(n.List()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if ws := n.List(); len(ws) != 0 {
-		t.Fatalf("List after the command exited = %+v, want none", ws)
-	}
+	testutil.Eventually(t, "the exited command released (List empty)", func() bool { return len(n.List()) == 0 })
 	checkConsistent(t, root, nil)
 }
 
@@ -128,7 +125,8 @@ func TestReconcileAtStart(t *testing.T) {
 			t.Fatalf("Create(%s) = %v", s.Name, err)
 		}
 	}
-	diePids, _ := enforce.Pids(groupOf(t, n, "dies"))
+	dies := groupOf(t, n, "dies")
+	diePids, _ := enforce.Pids(dies)
 	n.Close() // as if the agent were killed: workloads keep running
 	for _, p := range diePids {
 		syscall.Kill(p, syscall.SIGKILL)
@@ -159,7 +157,10 @@ func TestReconcileAtStart(t *testing.T) {
 	if err := stray.AddProc(sleeper); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // the killed process leaves its group
+	testutil.Eventually(t, "the killed processes leave group dies", func() bool {
+		pids, err := enforce.Pids(dies)
+		return err == nil && len(pids) == 0
+	})
 
 	n2, err := openNode(t, root, state)
 	if err != nil {
@@ -295,7 +296,7 @@ func TestOneHolderPerStateFile(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		n.Close()
 	}()
-	n2, err := openNode(t, root, state, func(o *Options) { o.LockWait = 10 * time.Second })
+	n2, err := openNode(t, root, state, func(o *Options) { o.LockWait = testutil.Patience })
 	if err != nil {
 		t.Fatalf("Open with LockWait = %v", err)
 	}
@@ -322,12 +323,12 @@ func TestSweepReleasesExitedAdoptedProcess(t *testing.T) {
 	syscall.Kill(gone, syscall.SIGKILL)
 	var released []string
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); len(released) == 0 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	testutil.Eventually(t, "Sweep release the killed adopted process", func() bool {
 		if released, err = n.Sweep(); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(released) > 0
+	})
 	if d := cmp.Diff([]string{"gone"}, released); d != "" {
 		t.Errorf("Sweep released (-want +got):\n%s", d)
 	}
@@ -345,9 +346,10 @@ func TestCommandGetsThreadEnvAndTopologyShowsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []byte
-	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, "the command write "+out, func() bool {
 		got, _ = os.ReadFile(out)
-	}
+		return len(got) > 0
+	})
 	if want := "1 1 " + w.Cpuset + "\n"; string(got) != want {
 		t.Errorf("command saw %q, want %q", got, want)
 	}
@@ -396,9 +398,8 @@ func containerCgroup(t *testing.T, root string) (string, []string, int) {
 	}
 	t.Cleanup(func() {
 		syscall.Kill(pid, syscall.SIGKILL)
-		time.Sleep(50 * time.Millisecond)
 		for _, d := range dirs {
-			syscall.Rmdir(d)
+			rmdirWhenEmpty(t, d)
 		}
 	})
 	return ctr, dirs, pid

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
@@ -43,7 +44,7 @@ func TestStatePlacerTwoRunsNeverShareACPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 5*time.Second, nil)
+	b, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, testutil.Patience, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

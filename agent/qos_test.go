@@ -9,6 +9,7 @@ import (
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/qos"
 )
 
@@ -62,14 +63,10 @@ func TestStartQoSReal(t *testing.T) {
 		t.Fatalf("StartQoS() = %v", err)
 	}
 	var st *QoSStatus
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st = n.QoSStatus(); st != nil && st.BECpuset != "" && st.Actions["hold"]+st.Actions["grow"]+st.Actions["shrink"] >= 3 {
-			break
-		}
-	}
-	if st == nil || st.BECpuset == "" {
-		t.Fatalf("QoSStatus() = %+v, want a tick with a BE cpuset", st)
-	}
+	testutil.Eventually(t, "three QoS ticks with a BE cpuset", func() bool {
+		st = n.QoSStatus()
+		return st != nil && st.BECpuset != "" && st.Actions["hold"]+st.Actions["grow"]+st.Actions["shrink"] >= 3
+	})
 	if st.Error != "" {
 		t.Errorf("QoSStatus().Error = %q", st.Error)
 	}

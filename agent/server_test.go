@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // /metrics carries what issue 10 lists: per-workload CPU usage and
@@ -80,7 +81,7 @@ func TestBearerToken(t *testing.T) {
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 			}
-			c := &http.Client{Timeout: 5 * time.Second}
+			c := &http.Client{Timeout: testutil.Patience}
 			resp, err := c.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -189,11 +189,12 @@ func timeDecisions(b *testing.B, states int, decide, after func(i int) error) {
 	}
 }
 
-// threadCPU is the calling thread's CPU time.
-func threadCPU(b *testing.B) time.Duration {
+// threadCPU is the calling thread's CPU time (the caller locks its
+// goroutine to its thread).
+func threadCPU(tb testing.TB) time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return time.Duration(ts.Nano())
 }

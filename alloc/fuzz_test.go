@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -87,8 +88,8 @@ func FuzzKubeletTerminates(f *testing.F) {
 		var o outcome
 		select {
 		case o = <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("Allocate(%d cpus, %s, %v, %s) on %+v did not return in 5 s", r.CPUs, policy, opts, r.TopologyPolicy, shape)
+		case <-time.After(testutil.Patience):
+			t.Fatalf("Allocate(%d cpus, %s, %v, %s) on %+v did not return in %v", r.CPUs, policy, opts, r.TopologyPolicy, shape, testutil.Patience)
 		}
 		if o.err != nil {
 			if !errors.Is(o.err, ErrRejected) && !errors.Is(o.err, ErrInvalid) {

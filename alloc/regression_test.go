@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -149,8 +150,8 @@ func TestDistributeAcrossNUMAFullPCPUsHang(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Allocate: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Allocate did not return in 10 s")
+	case <-time.After(testutil.Patience):
+		t.Fatalf("Allocate did not return in %v", testutil.Patience)
 	}
 	// kubelet's own answer for 12 CPUs on this state (3,7,16-17,19-21,
 	// 23-27) plus node 3's free core: the split kubelet hangs on is not

@@ -164,6 +164,13 @@ func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) (err er
 	// or (on a machine too busy to run it) not yet at exec.
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 	defer stop()
+	// Cancelled already: never release the shim (the kill above runs on
+	// its own goroutine, which a busy machine may not run before the exec).
+	if ctx.Err() != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("releasing shim: %w", ctx.Err())
+	}
 	if _, err := goW.Write(payload); err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()

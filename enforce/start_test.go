@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The shim protocol works without root: a fake v1 group records the pid
@@ -140,8 +139,8 @@ func TestStartShimEnvironment(t *testing.T) {
 	}
 }
 
-// cancelGroup cancels a context when the shim is added, and holds the
-// shim long enough for the cancellation to land before the release.
+// cancelGroup cancels a context when the shim is added: the cancellation
+// lands before the release.
 type cancelGroup struct {
 	Group
 	cancel context.CancelFunc
@@ -151,7 +150,6 @@ type cancelGroup struct {
 func (c *cancelGroup) AddProc(pid int) error {
 	c.pid = pid
 	c.cancel()
-	time.Sleep(200 * time.Millisecond)
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // startService serves s on a loopback port until the test ends and returns
@@ -165,8 +167,8 @@ func TestCPUServiceServeStopsOnCancel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve after cancel = %v, want nil", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10 s of cancel")
+	case <-time.After(testutil.Patience):
+		t.Fatalf("Serve did not return within %v of cancel", testutil.Patience)
 	}
 	if _, err := http.Get("http://" + ln.Addr().String() + "/"); err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("GET after shutdown = %v, want a connection error", err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // childEnv makes the test binary act as corepin (see child_test.go), so
@@ -62,7 +64,7 @@ func TestPingPongLoopback(t *testing.T) {
 		if *serveErr != nil {
 			t.Errorf("Serve after its one connection = %v, want nil", *serveErr)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Errorf("Serve did not return after its one connection closed")
 	}
 }
@@ -201,7 +203,7 @@ func TestRunRankJSON(t *testing.T) {
 		if err != nil {
 			t.Errorf("server = %v, want nil after --conns 1", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Errorf("server did not exit after --conns 1")
 	}
 }

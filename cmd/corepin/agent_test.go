@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // TestAgentAndCtlEndToEnd runs the real binary as the agent and drives it
@@ -42,13 +43,13 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		agent.Process.Kill()
 		<-done
 	}()
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	for deadline := time.Now().Add(testutil.Patience); ; {
 		if c, err := net.Dial("unix", socket); err == nil {
 			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("agent did not listen within 20s; log:\n%s", logs.String())
+			t.Fatalf("agent did not listen within %v; log:\n%s", testutil.Patience, logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -87,6 +88,7 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		args     []string
 		wantCode int
 		wantErr  string
+		noState  bool // $COREPIN_STATE names no file (the other tests' runs make theirs)
 	}{
 		{name: "another workload's group", args: adopt("--cgroup", lseGroup), wantCode: 2, wantErr: "corepin's own"},
 		{name: "the agent's root as BE", args: []string{"create", "evil", "--qos", "BE", "--cpus", "0", "--cgroup", root}, wantCode: 2, wantErr: "corepin's own"},
@@ -99,9 +101,12 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		{name: "unknown qos", args: []string{"create", "x", "--cpus", "1", "--qos", "GOLD", "--", "sleep", "1"}, wantCode: 2, wantErr: "unknown qos"},
 		{name: "traversal", args: []string{"get", "../etc"}, wantCode: 2},
 		{name: "missing", args: []string{"delete", "nope"}, wantCode: 2, wantErr: "no such workload"},
-		{name: "no agent", args: []string{"--socket", filepath.Join(dir, "none.sock"), "list"}, wantCode: 1},
+		{name: "no agent", args: []string{"--socket", filepath.Join(dir, "none.sock"), "list"}, wantCode: 1, noState: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.noState {
+				t.Setenv("COREPIN_STATE", filepath.Join(dir, "none.db"))
+			}
 			_, errOut, code := ctl(tc.args...)
 			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) || strings.Count(errOut, "\n") != 1 {
 				t.Errorf("ctl %v: exit %d, stderr %q; want exit %d and one line mentioning %q", tc.args, code, errOut, tc.wantCode, tc.wantErr)
@@ -133,8 +138,8 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Errorf("agent after SIGTERM: %v; log:\n%s", err, logs.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not stop within 30s of SIGTERM")
+	case <-time.After(testutil.Patience):
+		t.Fatalf("agent did not stop within %v of SIGTERM", testutil.Patience)
 	}
 	if _, err := os.Stat(socket); err == nil {
 		t.Error("socket left behind after a graceful stop")
@@ -189,7 +194,7 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 				cl := agent.NewClient(socket, "")
 				serving := func(when string) {
 					t.Helper()
-					for deadline := time.Now().Add(30 * time.Second); cl.Healthy() != nil; {
+					for deadline := time.Now().Add(testutil.Patience); cl.Healthy() != nil; {
 						select {
 						case err := <-exited:
 							exited <- err
@@ -197,7 +202,7 @@ func TestTwoPinnedRunsNeverShareACPU(t *testing.T) {
 						default:
 						}
 						if time.Now().After(deadline) {
-							t.Fatalf("%s: the agent does not answer /healthz after 30s; log:\n%s", when, logs.String())
+							t.Fatalf("%s: the agent does not answer /healthz after %v; log:\n%s", when, testutil.Patience, logs.String())
 						}
 						time.Sleep(20 * time.Millisecond)
 					}

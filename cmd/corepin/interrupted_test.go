@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // Issue 10 §2: a killed run stayed "unfinished" in results forever. After
@@ -36,7 +38,7 @@ func TestKilledRunIsInterrupted(t *testing.T) {
 		}
 		return doc.Runs
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for len(runs()) == 0 {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()

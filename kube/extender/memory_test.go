@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -23,13 +23,21 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
 
-// heapAfterGC is the bytes of live heap objects, after a collection.
-func heapAfterGC() int64 {
+// heapAfterGC is the bytes of live heap objects, after a collection, the
+// cleanups it queued (alloc drops the index of a topology gone) and a
+// collection of what they let go.
+func heapAfterGC(t *testing.T) int64 {
+	t.Helper()
 	runtime.GC()
-	time.Sleep(10 * time.Millisecond) // the cleanups that collection queued (alloc's index of a topology gone)
+	s := []rtmetrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
+	testutil.Eventually(t, "the queued cleanups run", func() bool {
+		rtmetrics.Read(s)
+		return s[1].Value.Uint64() >= s[0].Value.Uint64()
+	})
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -71,7 +79,7 @@ func TestStateBytesEstimate(t *testing.T) {
 				nodes = append(nodes, &raw)
 			}
 			e := New()
-			before := heapAfterGC()
+			before := heapAfterGC(t)
 			states := make([]*nodeState, 0, n)
 			for _, raw := range nodes {
 				ns, _ := e.rawStateOf(raw)
@@ -81,7 +89,7 @@ func TestStateBytesEstimate(t *testing.T) {
 				states = append(states, ns)
 			}
 			e.cache = cache[stateKey, *nodeState]{} // only states holds them now
-			held := heapAfterGC() - before
+			held := heapAfterGC(t) - before
 			var weight int64
 			for _, ns := range states {
 				weight += ns.bytes()

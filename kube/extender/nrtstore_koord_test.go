@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 )
@@ -256,7 +257,7 @@ func TestKoordinatorUpdate(t *testing.T) {
 	if _, err := client.Resource(NRTResourceV1alpha1).Update(t.Context(), upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "koord-a updated", func() bool { e, _ := s.get("koord-a"); return e.key != before.key })
+	testutil.Eventually(t, "koord-a updated", func() bool { e, _ := s.get("koord-a"); return e.key != before.key })
 	if res := filter(t, h, body); len(res.FailedNodes) != 0 || len(res.Nodes.Items) != 1 {
 		t.Errorf("after web ended: kept %v, failed %v; want koord-a kept", names(res.Nodes), res.FailedNodes)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/topology"
@@ -80,17 +80,6 @@ func watchedStoreOf(t *testing.T, res schema.GroupVersionResource, objs ...runti
 	return s, client, log
 }
 
-// eventually waits until cond holds, failing after a generous bound: it
-// waits for the informer's goroutine, it does not time anything.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw %s", what)
-		}
-	}
-}
-
 func freeOf(s *NRTStore, node string) []int {
 	e, ok := s.get(node)
 	if !ok {
@@ -123,7 +112,7 @@ func TestNRTStoreJudgesNodesWithoutAnnotations(t *testing.T) {
 	if _, err := client.Resource(NRTResource).Update(t.Context(), upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "w1 at [5,5]", func() bool { return cmp.Equal([]int{5, 5}, freeOf(s, "w1")) })
+	testutil.Eventually(t, "w1 at [5,5]", func() bool { return cmp.Equal([]int{5, 5}, freeOf(s, "w1")) })
 	res = filter(t, h, body)
 	want := extenderv1.FailedNodesMap{"w1": "no NUMA node with 6 free CPUs"}
 	if diff := cmp.Diff(want, res.FailedNodes); diff != "" || len(res.FailedAndUnresolvableNodes) != 0 {
@@ -142,7 +131,7 @@ func TestNRTStoreJudgesNodesWithoutAnnotations(t *testing.T) {
 	if err := client.Resource(NRTResource).Delete(t.Context(), "w1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "w1 forgotten", func() bool { return s.Len() == 0 })
+	testutil.Eventually(t, "w1 forgotten", func() bool { return s.Len() == 0 })
 	res = filter(t, h, body)
 	if diff := cmp.Diff([]string{"w1", "foreign"}, names(res.Nodes)); diff != "" || len(res.FailedNodes) != 0 {
 		t.Errorf("deleted: kept (-want +got):\n%s failed %v", diff, res.FailedNodes)

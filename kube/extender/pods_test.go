@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/topology"
 )
@@ -247,17 +247,17 @@ func TestPodStoreWatch(t *testing.T) {
 	if _, err := pods.Create(t.Context(), podObject(t, boundPodOn("u2", "n1", "2")), metavOpts); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second pod", func() bool { return s.Len() == 2 })
+	testutil.Eventually(t, "the second pod", func() bool { return s.Len() == 2 })
 	done := boundPodOn("u1", "n1", "4")
 	done.Status.Phase = corev1.PodFailed
 	if _, err := pods.Update(t.Context(), podObject(t, done), metavUpdate); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the failed pod forgotten", func() bool { return s.Len() == 1 })
+	testutil.Eventually(t, "the failed pod forgotten", func() bool { return s.Len() == 1 })
 	if err := pods.Delete(t.Context(), "u2", metavDelete); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted pod forgotten", func() bool { return s.Len() == 0 })
+	testutil.Eventually(t, "the deleted pod forgotten", func() bool { return s.Len() == 0 })
 }
 
 // trimPod keeps all RequestOf reads: a pod's request is the same before
@@ -325,11 +325,10 @@ func TestBoundPodsChangeWhileJudging(t *testing.T) {
 	third := guaranteedPod("third", "5", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)
 	body := args(t, third, fresh)
 	h := e.Handler()
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
+	// The informer's side changes the pods until every call is judged.
+	stop, changed := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(changed)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -342,10 +341,9 @@ func TestBoundPodsChangeWhileJudging(t *testing.T) {
 			pods.Delete("u2")
 		}
 	}()
+	var judges sync.WaitGroup
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		judges.Go(func() {
 			for range 200 {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(string(body))))
@@ -355,11 +353,11 @@ func TestBoundPodsChangeWhileJudging(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	judges.Wait()
 	close(stop)
-	wg.Wait()
+	<-changed
 }
 
 // A node judged by its NodeResourceTopology object names no pods: the pods

@@ -23,6 +23,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/publish"
 	"github.com/corepin/corepin/plan"
@@ -162,8 +163,8 @@ func (f *fakeRuntime) waitSync() {
 	f.t.Helper()
 	select {
 	case <-f.synced:
-	case <-time.After(10 * time.Second):
-		f.t.Fatal("no Synchronize within 10s")
+	case <-time.After(testutil.Patience):
+		f.t.Fatalf("no Synchronize within %v", testutil.Patience)
 	}
 }
 
@@ -545,7 +546,7 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 	published := make(chan alloc.Pools, 16)
 	runPlugin(t, f, Options{Publish: func(_ context.Context, pl alloc.Pools) error { published <- pl; return nil }})
 	lse := f.mustCreate(lse4)
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testutil.Patience)
 	for {
 		select {
 		case pl := <-published:
@@ -553,7 +554,7 @@ func TestRunPublishesPoolsAfterChanges(t *testing.T) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("no publication showing the LSE container's CPUs %s within 10s", lse.Linux.Resources.Cpu.Cpus)
+			t.Fatalf("no publication showing the LSE container's CPUs %s within %v", lse.Linux.Resources.Cpu.Cpus, testutil.Patience)
 		}
 	}
 }
@@ -645,7 +646,7 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 	runPlugin(t, f, Options{Annotate: a.Annotate})
 	lse := f.mustCreate(lse4)
 	want := fmt.Sprintf(`"cpuset":"%s","qos":"LSE"`, lse.Linux.Resources.Cpu.Cpus)
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testutil.Patience)
 	for {
 		select {
 		case pt := <-patches:
@@ -673,7 +674,7 @@ func TestRunAnnotatesTheNodeAfterChanges(t *testing.T) {
 			}
 			return
 		case <-deadline:
-			t.Fatalf("no annotation showing the LSE container (%s) within 10s", want)
+			t.Fatalf("no annotation showing the LSE container (%s) within %v", want, testutil.Patience)
 		}
 	}
 }
@@ -750,7 +751,7 @@ func TestSharedPoolsRegrowAfterExclusiveContainerEnds(t *testing.T) {
 				f.mu.Unlock()
 				// The plugin sends the regrown pools by itself, after
 				// answering; wait for them.
-				deadline := time.After(30 * time.Second)
+				deadline := time.After(testutil.Patience)
 			wait:
 				for {
 					for id, s := range sharedOf() {
@@ -759,7 +760,7 @@ func TestSharedPoolsRegrowAfterExclusiveContainerEnds(t *testing.T) {
 							case <-f.pushed:
 								continue wait
 							case <-deadline:
-								t.Fatalf("shared container %s still has %s 30s after the LSE container was removed, want %s back", id, s, before[id])
+								t.Fatalf("shared container %s still has %s %v after the LSE container was removed, want %s back", id, s, testutil.Patience, before[id])
 							}
 						}
 					}
@@ -813,7 +814,7 @@ func TestContainerStartedAfterSynchronizeGetsItsUpdate(t *testing.T) {
 	}
 	select {
 	case <-f.pushed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatalf("no update sent after the start; the container runs on %s, its assignment is %s", f.cpusets()[ctr.Id], want)
 	}
 	if got := f.cpusets()[ctr.Id]; got != want {

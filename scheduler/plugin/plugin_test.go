@@ -28,6 +28,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
@@ -141,7 +142,7 @@ func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 	h.fw = fw
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for {
 		mu.Lock()
 		ready := open["nodes"] && open["pods"]
@@ -164,7 +165,7 @@ func (h *harness) update(node *corev1.Node) {
 		h.t.Fatal(err)
 	}
 	fp, _ := fingerprint(node)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for {
 		if n := h.p.cache.get(node.Name); n != nil && n.pub.fp == fp {
 			return
@@ -303,7 +304,7 @@ func TestPodDeletedReleases(t *testing.T) {
 	if err := h.client.CoreV1().Pods("default").Delete(h.ctx, p1.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for h.p.cache.Reserved() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the deleted pod's reservation was never released")
@@ -464,7 +465,7 @@ func TestSaysWhenNodesDecoded(t *testing.T) {
 		nodes = append(nodes, publish(t, baseNode(name), machine(t), "", map[string]string{}))
 	}
 	h := newHarness(t, nodes...)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Patience)
 	for !strings.Contains(h.log.String(), "corepin: node states decoded nodes=3 ") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line saying the 3 nodes are decoded in:\n%s", h.log.String())

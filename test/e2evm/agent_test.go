@@ -44,6 +44,14 @@ live() {
   done
 }
 group() { ls -d /sys/fs/cgroup/corepin-agent/*-$1 | head -n 1; }
+# waitfor CMD...: until CMD succeeds, every 0.5 s, for up to 120 s.
+waitfor() { _i=0; until "$@"; do [ $_i -ge 240 ] && return 1; _i=$((_i+1)); sleep 0.5; done; }
+# offline_cpus CPUS: the agent shows lse1's offline CPUs as CPUS.
+offline_cpus() {
+  corepin ctl get lse1 -o json >/tmp/lse1.json || return 1
+  if [ -n "$1" ]; then tr -d ' \n' </tmp/lse1.json | grep -q "\"offline_cpus\":\"$1\""
+  else ! tr -d ' \n' </tmp/lse1.json | grep -q '"offline_cpus":"[0-9]'; fi
+}
 block agent.start agent
 block create.lse1 corepin ctl create lse1 --cpus 2 --qos LSE -o json -- sleep 100000
 block create.ls1 corepin ctl create ls1 --cpus 0.5 --qos LS -o json -- sh -c 'while :; do :; done'
@@ -75,7 +83,8 @@ block lse1.files cgfiles $(group lse1) cpuset.cpus cpuset.cpus.effective cpuset.
 H=$(corepin ctl get lse1 -o json | tr -d ' \n' | sed -n 's/.*"cpuset":"\([^"]*\)".*/\1/p'); C=${H##*[-,]}
 block offline.cpu echo $C
 echo 0 > /sys/devices/system/cpu/cpu$C/online
-sleep 4
+waitfor offline_cpus $C
+waitfor grep -q 'went offline' /tmp/agent.log
 block offline.get corepin ctl get lse1 -o json
 block offline.table corepin ctl list
 block offline.metrics metrics
@@ -87,7 +96,8 @@ kill -9 $AGENT; wait $AGENT 2>/dev/null
 block offline.restart agent
 block offline.restart.get corepin ctl get lse1 -o json
 echo 1 > /sys/devices/system/cpu/cpu$C/online
-sleep 4
+waitfor offline_cpus ""
+waitfor grep -q 'online again' /tmp/agent.log
 block online.get corepin ctl get lse1 -o json
 block online.metrics metrics
 block online.live live

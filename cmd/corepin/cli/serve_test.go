@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/internal/testutil"
 )
 
 // serveInProcess runs `corepin serve cpu args...` until the test ends and
@@ -50,8 +52,8 @@ func startInProcess(t *testing.T, args ...string) (firstLine string, stop func()
 		select {
 		case err := <-errc:
 			return err
-		case <-time.After(10 * time.Second):
-			return errors.New(args[0] + " did not stop within 10 s of cancel")
+		case <-time.After(testutil.Patience):
+			return fmt.Errorf("%s did not stop within %v of cancel", args[0], testutil.Patience)
 		}
 	})
 	t.Cleanup(func() { _ = stop() })
@@ -169,7 +171,7 @@ func TestServeCPUSIGTERM(t *testing.T) {
 		if err != nil {
 			t.Errorf("serve after SIGTERM: %v (stderr %q), want exit 0", err, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not exit within 10 s of SIGTERM")
+	case <-time.After(testutil.Patience):
+		t.Fatalf("serve did not exit within %v of SIGTERM", testutil.Patience)
 	}
 }

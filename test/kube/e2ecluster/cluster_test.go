@@ -201,9 +201,13 @@ func (c *cluster) waitBound(ctx context.Context, pod *corev1.Pod) *corev1.Pod {
 	return got
 }
 
-// waitUnschedulable waits until the scheduler marks pod Unschedulable and
-// returns its message; the pod being bound fails the test.
-func (c *cluster) waitUnschedulable(ctx context.Context, pod *corev1.Pod) string {
+// waitUnschedulable waits until the scheduler marks pod Unschedulable
+// with a message that starts with want (any message, if want is empty) and
+// returns the message; the pod being bound fails the test. A scheduler
+// that judged the pod before its informers had every node, pod or update
+// judges it again (a refusal is retried on backoff and on a node's
+// change), so waiting for the message waits for the scheduler to catch up.
+func (c *cluster) waitUnschedulable(ctx context.Context, pod *corev1.Pod, want string) string {
 	c.t.Helper()
 	var msg string
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -214,7 +218,7 @@ func (c *cluster) waitUnschedulable(ctx context.Context, pod *corev1.Pod) string
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
 				msg = cond.Message
-				return true, nil
+				return strings.HasPrefix(msg, want), nil
 			}
 		}
 		if p.Spec.NodeName != "" {
@@ -223,7 +227,7 @@ func (c *cluster) waitUnschedulable(ctx context.Context, pod *corev1.Pod) string
 		return false, nil
 	})
 	if err != nil {
-		c.t.Fatalf("pod %s not Unschedulable: %v", pod.Name, err)
+		c.t.Fatalf("pod %s not Unschedulable with a message starting %q: %v (last message %q)", pod.Name, want, err, msg)
 	}
 	return msg
 }
@@ -249,8 +253,8 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 	big := kubetest.CPUPod("big"+suffix, "default", "9")
 	big.Spec.SchedulerName = schedulerName
 	c.create(ctx, big)
-	msg := c.waitUnschedulable(ctx, big)
 	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."
+	msg := c.waitUnschedulable(ctx, big, want)
 	if !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
 	}
@@ -273,7 +277,8 @@ func (c *cluster) bindAndRefuse(ctx context.Context, schedulerName string) {
 	if err != nil {
 		t.Fatalf("deleting the round's pods: %v", err)
 	}
-	time.Sleep(time.Second) // the schedulers' caches follow by watch
+	// The other scheduler's caches follow by watch: the next round waits
+	// for its outcomes, which it reaches once they have.
 }
 
 // TestRealSchedulerWithShippedConfig runs two real kube-schedulers beside
@@ -295,9 +300,8 @@ func TestRealSchedulerWithShippedConfig(t *testing.T) {
 			t.Fatalf("creating node %s: %v", n.Name, err)
 		}
 	}
-	// Let the schedulers' informers see the three nodes: a pod created
-	// before would be judged on fewer.
-	time.Sleep(time.Second)
+	// A pod created before the schedulers' informers see the three nodes
+	// is judged on fewer, then again: bindAndRefuse waits for the outcome.
 	c.bindAndRefuse(ctx, "")
 	c.bindAndRefuse(ctx, "corepin-scheduler")
 	c.report(t)
@@ -344,8 +348,8 @@ func TestRealSchedulerHonoursNodeSettings(t *testing.T) {
 
 	big := plain("big-plain", "9", "")
 	c.create(ctx, big)
-	msg := c.waitUnschedulable(ctx, big)
 	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)."
+	msg := c.waitUnschedulable(ctx, big, want)
 	if !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod %s: message %q, want it to start %q", big.Name, msg, want)
 	}

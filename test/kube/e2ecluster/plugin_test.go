@@ -79,7 +79,8 @@ func TestPluginThreeNodes(t *testing.T) {
 			t.Fatalf("creating node %s: %v", n.Name, err)
 		}
 	}
-	time.Sleep(time.Second) // the scheduler's informers see the nodes
+	// bindAndRefuse waits for outcomes the scheduler reaches once its
+	// informers have the nodes.
 	c.bindAndRefuse(ctx, pluginScheduler)
 
 	const burst = 8
@@ -182,7 +183,7 @@ func TestPluginWithNRT(t *testing.T) {
 	second := kubetest.CPUPod("enc2-nrt", "default", "6")
 	second.Spec.SchedulerName = pluginScheduler
 	c.create(ctx, second)
-	msg := c.waitUnschedulable(ctx, second)
+	msg := c.waitUnschedulable(ctx, second, "")
 	if !strings.Contains(msg, "no NUMA node with 6 free CPUs"+nodestate.ComingSuffix) {
 		t.Fatalf("pod enc2-nrt: message %q, want nrt-aligned refusing it for enc-nrt's reservation", msg)
 	}
@@ -190,8 +191,9 @@ func TestPluginWithNRT(t *testing.T) {
 	big := kubetest.CPUPod("big-nrt", "default", "9")
 	big.Spec.SchedulerName = pluginScheduler
 	c.create(ctx, big)
-	msg = c.waitUnschedulable(ctx, big)
-	if want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."; !strings.HasPrefix(msg, want) {
+	want := "0/3 nodes are available: 3 no NUMA node with 9 free CPUs."
+	msg = c.waitUnschedulable(ctx, big, want)
+	if !strings.HasPrefix(msg, want) {
 		t.Fatalf("pod big-nrt: message %q, want it to start %q", msg, want)
 	}
 	c.note("pod big-nrt (9 CPUs): Unschedulable: %s", msg)
