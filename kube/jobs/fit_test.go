@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -173,10 +174,31 @@ func TestCheckFit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.nodes...)
-			got := CheckFit(context.Background(), kubeclienttest.Reader{Interface: cs}, s)
+			got, err := CheckFit(context.Background(), kubeclienttest.Reader{Interface: cs}, s)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if diff := gocmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("CheckFit (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCheckFitRefusesAPodNoNodeHolds: a pod that requests more CPU than
+// any schedulable node's allocatable would wait until its Job's timeout;
+// kube run refuses the sweep before creating anything.
+func TestCheckFitRefusesAPodNoNodeHolds(t *testing.T) {
+	node := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1})
+	s, err := Plan(Options{Experiments: catalog, Sweep: "concurrency", Quick: true, Node: node, Repeats: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900m")}}})
+	notes, err := CheckFit(context.Background(), kubeclienttest.Reader{Interface: cs}, s)
+	const want = "point cpus=1 mode=pinned concurrency=1: each pod requests 1 CPUs, the largest schedulable node has 0.9 allocatable, so no node can run it"
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckFit() = %q, %v; want ErrInvalid saying %q", notes, err, want)
 	}
 }

@@ -465,15 +465,16 @@ func (r Runner) Delete(ctx context.Context, names []string) error {
 	return errors.Join(errs...)
 }
 
-// CheckFit compares the sweep's Jobs with the cluster's nodes: a Job whose
-// pods together request more CPU than any node's allocatable runs them in
-// waves, which measures less contention than its point names. It returns
-// a note per such point (once), or one note saying the nodes could not be
-// read; none when every Job fits a node.
-func CheckFit(ctx context.Context, c kubeclient.Reader, s *Sweep) []string {
+// CheckFit compares the sweep's Jobs with the cluster's nodes. A Job
+// whose pods together request more CPU than any node's allocatable runs
+// them in waves, which measures less contention than its point names: it
+// gets a note (once per point). A pod that requests more than any node's
+// allocatable can never run: that is an error wrapping ErrInvalid, before
+// anything is created. When the nodes can not be read, one note says so.
+func CheckFit(ctx context.Context, c kubeclient.Reader, s *Sweep) ([]string, error) {
 	list, err := c.ListNodes(ctx, metav1.ListOptions{Limit: PageSize})
 	if err != nil {
-		return []string{fmt.Sprintf("not checked that the Jobs fit a node: listing the nodes: %v", err)}
+		return []string{fmt.Sprintf("not checked that the Jobs fit a node: listing the nodes: %v", err)}, nil
 	}
 	var most int64
 	for _, n := range list.Items {
@@ -485,7 +486,7 @@ func CheckFit(ctx context.Context, c kubeclient.Reader, s *Sweep) []string {
 		}
 	}
 	if len(list.Items) == 0 || most == 0 {
-		return []string{"not checked that the Jobs fit a node: no schedulable node reports allocatable cpu"}
+		return []string{"not checked that the Jobs fit a node: no schedulable node reports allocatable cpu"}, nil
 	}
 	var notes []string
 	seen := map[string]bool{}
@@ -495,8 +496,12 @@ func CheckFit(ctx context.Context, c kubeclient.Reader, s *Sweep) []string {
 			continue
 		}
 		seen[j.Point.Label()] = true
+		if j.MilliCPU > most {
+			return nil, fmt.Errorf("%w: point %s: each pod requests %s CPUs, the largest schedulable node has %s allocatable, so no node can run it: give the nodes' own topology (--topology, --sysfs-root) or --node-cpus %s",
+				ErrInvalid, j.Point.Label(), milliString(j.MilliCPU), milliString(most), milliString(most))
+		}
 		notes = append(notes, fmt.Sprintf("point %s: its %d pods request %s CPUs at once, the largest node has %s allocatable: they will run in waves, with less contention than the point names (pass --node-cpus %s to fit them)",
 			j.Point.Label(), j.Parallel, milliString(at), milliString(most), milliString(most)))
 	}
-	return notes
+	return notes, nil
 }

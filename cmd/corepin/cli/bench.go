@@ -21,6 +21,7 @@ import (
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/topology"
 )
 
 const benchUsage = `Reproduce the classic CPU-sharing experiments on this machine and say which
@@ -79,6 +80,20 @@ func newBenchCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// benchHost sets up the host for bench's runs with the --driver asked;
+// a driver that names none, or that this machine can not use, is bad
+// input.
+func benchHost(ctx context.Context, e *env, topo *topology.Topology, driver string) (*nodecore.Host, error) {
+	if err := checkDriverFlag(driver); err != nil {
+		return nil, err
+	}
+	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: driver, Log: e.stderr})
+	if errors.Is(err, enforce.ErrUnusable) {
+		return nil, &UsageError{Err: err}
+	}
+	return host, err
+}
+
 func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []string, ro render.Options) error {
 	exps, err := benchExperiments(f, names)
 	if err != nil {
@@ -91,13 +106,7 @@ func runBench(ctx context.Context, e *env, f benchFlags, names []string, argv []
 	if err != nil {
 		return err
 	}
-	if err := checkDriverFlag(f.driver); err != nil {
-		return err
-	}
-	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, Log: e.stderr})
-	if errors.Is(err, enforce.ErrUnusable) {
-		return &UsageError{Err: err}
-	}
+	host, err := benchHost(ctx, e, topo, f.driver)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,6 @@ func newKubeRunCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printNotes(e.stderr, s)
 			path, err := resultsPath(db)
 			if err != nil {
 				return err
@@ -105,11 +104,21 @@ func newKubeRunCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, n := range jobs.CheckFit(contextOf(cmd), api, s) {
-				fmt.Fprintf(e.stderr, "corepin: note: %s\n", n)
+			// What planning changed to fit the node, and the points the
+			// cluster's nodes would run in waves: on stderr, or in the
+			// last JSON object with -o json.
+			fit, err := jobs.CheckFit(contextOf(cmd), api, s)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			notes := append(append([]string{}, s.Notes...), fit...)
+			if !e.JSON() {
+				for _, n := range notes {
+					fmt.Fprintf(e.stderr, "corepin: note: %s\n", n)
+				}
 			}
 			return kubeRun(cmd, e, kubeRunSetup{api: api, ns: ns, host: host, sweep: s, objs: objs, db: path,
-				timeout: jobTimeout, keepGoing: keepGoing, delete: del})
+				timeout: jobTimeout, keepGoing: keepGoing, delete: del, notes: notes})
 		},
 	}
 	fl := cmd.Flags()
@@ -130,6 +139,8 @@ type kubeRunSetup struct {
 	db                string
 	timeout           time.Duration
 	keepGoing, delete bool
+	// notes are said before the run (text) or in its last JSON object.
+	notes []string
 }
 
 // kubeRun runs the Jobs, then records what ended.
@@ -155,7 +166,7 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 	failure := sum.Failure(k.sweep, k.ns, k.host, runErr, interrupted)
 	if len(ended) == 0 {
 		if e.JSON() {
-			_ = show.final(map[string]any{"run_ids": []int64{}, "db": k.db, "results": 0, "jobs": len(sum.Outcomes), "left_running": sum.Left})
+			_ = show.final(map[string]any{"run_ids": []int64{}, "db": k.db, "results": 0, "jobs": len(sum.Outcomes), "left_running": sum.Left, "notes": k.notes})
 		}
 		return fmt.Errorf("nothing recorded: %w", failure)
 	}
@@ -174,6 +185,7 @@ func kubeRun(cmd *cobra.Command, e *env, k kubeRunSetup) error {
 		out := collectionJSON(c, rec.RunIDs, k.db)
 		out["pods"], out["finished"], out["from_logs"] = cs.Pods, cs.Finished, cs.FromLogs
 		out["jobs"], out["failed"], out["left_running"], out["deleted"] = len(sum.Outcomes), len(failed), sum.Left, rec.Deleted
+		out["notes"] = k.notes
 		if err := show.final(out); err != nil {
 			return err
 		}

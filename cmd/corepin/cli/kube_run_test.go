@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -84,7 +85,10 @@ func podsOf(t *testing.T, j *batchv1.Job) []*corev1.Pod {
 // hang.
 func fakeRunCluster(t *testing.T, fail, hang map[string]bool, objs ...runtime.Object) (*kubeclienttest.JobController, *fake.Clientset) {
 	t.Helper()
-	cs := fake.NewClientset(objs...)
+	// One node that holds any Job of these sweeps at once.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}}
+	cs := fake.NewClientset(append(objs, node)...)
 	jc := &kubeclienttest.JobController{After: 2, Finish: func(j *batchv1.Job) (batchv1.JobConditionType, []*corev1.Pod) {
 		switch {
 		case hang[j.Name]:
@@ -225,6 +229,60 @@ func TestKubeRunResumesJSON(t *testing.T) {
 	}
 	if n := recordedJobs(t, db, last.RunIDs[0]); n != 3 {
 		t.Errorf("run %d holds %d jobs, want 3 (the earlier run's pod among them)", last.RunIDs[0], n)
+	}
+}
+
+// TestKubeRunNotesAndRefusesUnfit: a Job's pod no node can hold is
+// refused before anything is created (exit 2, naming the point and the
+// --node-cpus that fits); what kube run could not check is said before
+// the run (stderr), or in the last JSON object with -o json.
+func TestKubeRunNotesAndRefusesUnfit(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		jc, cs := fakeRunCluster(t, nil, nil)
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3500m")
+		if _, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := corepin(t, "", threeJobArgs(t, filepath.Join(t.TempDir(), "results.db"))...)
+		const want = "each pod requests 4 CPUs, the largest schedulable node has 3.5 allocatable, so no node can run it: give the nodes' own topology (--topology, --sysfs-root) or --node-cpus 3.5"
+		if code != 2 || !strings.Contains(errs, want) || len(jc.Created) != 0 {
+			t.Errorf("kube run: exit %d, stderr %q, created %q; want exit 2 saying %q and nothing created", code, errs, jc.Created, want)
+		}
+	})
+	const note = "not checked that the Jobs fit a node: no schedulable node reports allocatable cpu"
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%t", asJSON), func(t *testing.T) {
+			_, cs := fakeRunCluster(t, nil, nil)
+			if err := cs.CoreV1().Nodes().Delete(context.Background(), "node-1", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var more []string
+			if asJSON {
+				more = []string{"-o", "json"}
+			}
+			code, out, errs := corepin(t, "", threeJobArgs(t, filepath.Join(t.TempDir(), "results.db"), more...)...)
+			if code != 0 {
+				t.Fatalf("kube run: exit %d: %s", code, errs)
+			}
+			if !asJSON {
+				if !strings.HasPrefix(errs, "corepin: note: "+note+"\n[1/3] ") {
+					t.Errorf("stderr %q, want the note first, then the Jobs", errs)
+				}
+				return
+			}
+			if errs != "" {
+				t.Errorf("stderr %q, want nothing off a terminal with -o json", errs)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			var last struct{ Notes []string }
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || len(last.Notes) != 1 || last.Notes[0] != note {
+				t.Errorf("last line %s (%v), want its notes [%q]", lines[len(lines)-1], err, note)
+			}
+		})
 	}
 }
 
