@@ -111,12 +111,19 @@ func (f *fakeRuntime) update(ctx context.Context, ups []*api.ContainerUpdate) ([
 }
 
 // apply applies updates the way a runtime writes them to the cgroup.
+// An update that names no container the runtime holds fails the test: a
+// runtime drops it, and the kubelet's values stand, as Koordinator's
+// unnamed replies let the kubelet revert cpusets (koordinator #3129).
 // Callers hold f.mu.
 func (f *fakeRuntime) apply(ups []*api.ContainerUpdate) {
 	for _, u := range ups {
-		if c, ok := f.ctrs[u.GetContainerId()]; ok {
-			setCPU(c, u.GetLinux().GetResources().GetCpu())
+		c, ok := f.ctrs[u.GetContainerId()]
+		if !ok {
+			f.t.Errorf("the plugin sent an update for container %q, which the runtime does not hold: a runtime drops it (cpus %q)",
+				u.GetContainerId(), u.GetLinux().GetResources().GetCpu().GetCpus())
+			continue
 		}
+		setCPU(c, u.GetLinux().GetResources().GetCpu())
 	}
 }
 
