@@ -290,10 +290,11 @@ func FuzzNRTObject(f *testing.F) {
 		if ns == nil {
 			return
 		}
-		// Only Koordinator's annotations fail a node kept: with an
-		// ErrNode error naming one of them.
-		if _, koord := u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]; ns.err != nil && (!koord || !errors.Is(ns.err, ErrNode) ||
-			!strings.Contains(ns.err.Error(), "koordinator.sh/")) {
+		// A node kept with an error is one whose object does not read
+		// (ErrNRT: it refuses the pods that need alignment), or whose
+		// Koordinator annotations do not (ErrNode naming one of them).
+		_, koord := u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]
+		if ns.err != nil && !errors.Is(ns.err, nodestate.ErrNRT) && (!koord || !errors.Is(ns.err, ErrNode) || !strings.Contains(ns.err.Error(), "koordinator.sh/")) {
 			t.Errorf("kept node has error state %v", ns.err)
 		}
 		_ = e.judge(ns, k, req, reqErr)
