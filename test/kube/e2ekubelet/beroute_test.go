@@ -250,6 +250,23 @@ func (c *cri) waitPod(ctx context.Context, t interface{ Fatalf(string, ...any) }
 	}
 }
 
+// waitNoContainer waits until the runtime lists no container, in any
+// state, of pod name (the plugin has seen each one removed).
+func (c *cri) waitNoContainer(ctx context.Context, t interface{ Fatalf(string, ...any) }, name string) {
+	for {
+		l, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+			LabelSelector: map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": namespace}}})
+		if err == nil && len(l.Containers) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pod %s: its containers are still in the runtime: %v", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // waitTasks waits until the cpu cgroup of process pid holds at least n
 // tasks and returns them.
 func waitTasks(ctx context.Context, t interface{ Fatalf(string, ...any) }, pid, n int) []int {

@@ -755,6 +755,13 @@ func (d *deploy) deleteTestPods(ctx context.Context) {
 	for _, p := range []string{"pinned", "during", "required"} {
 		d.deletePod(ctx, namespace, p)
 	}
+	// A pod deleted with no grace leaves the API at once, before the
+	// kubelet has removed its containers and the plugin released their
+	// CPUs: wait until the runtime holds none of them, or the sweep's
+	// first pods meet the pinned pod's CPU still held.
+	for _, p := range []string{"pinned", "during", "required"} {
+		d.rt.waitNoContainer(ctx, d.t, p)
+	}
 }
 
 // deletePod deletes a pod at once and waits until it is gone.
