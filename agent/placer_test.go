@@ -17,6 +17,7 @@ import (
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 )
@@ -126,27 +127,35 @@ func TestStatePlacerReleasesDeadRunsButKeepsTheirLiveJobs(t *testing.T) {
 	}
 }
 
-// An agent and a local run share the state: the agent never admits a CPU
-// a run holds, shows the run's job, and refuses to delete it.
-func TestAgentSeesRunReservations(t *testing.T) {
+// nodeBesideARun opens an agent's node on a state file in which a local
+// run (a StatePlacer of this process) holds one CPU for its job-0; both
+// close when the test ends. It returns the node, the run's placement and
+// the state file.
+func nodeBesideARun(t *testing.T) (*Node, runner.Placement, string) {
+	t.Helper()
 	requireCgroups(t)
-	topo := liveTopology(t)
-	root := testRoot(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
+	p, err := nodecore.OpenStatePlacer(state, liveTopology(t), alloc.NodeSettings{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	held, err := p.Place("job-0", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := openNode(t, root, state)
+	n, err := openNode(t, testRoot(t), state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	t.Cleanup(func() { n.Close() })
+	return n, held, state
+}
+
+// An agent and a local run share the state: the agent never admits a CPU
+// a run holds, shows the run's job, and refuses to delete it.
+func TestAgentSeesRunReservations(t *testing.T) {
+	n, held, _ := nodeBesideARun(t)
 	w, err := n.Create(Spec{Name: "svc", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -175,24 +184,7 @@ func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
 // run's --cpus, and changes nothing: not the agent's view, not the state
 // file's row, not the CPUs the run holds.
 func TestResizeOfARunsJobIsRefused(t *testing.T) {
-	requireCgroups(t)
-	topo := liveTopology(t)
-	root := testRoot(t)
-	state := filepath.Join(t.TempDir(), "state.db")
-	p, err := nodecore.OpenStatePlacer(state, topo, alloc.NodeSettings{}, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	held, err := p.Place("job-0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := openNode(t, root, state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n, held, state := nodeBesideARun(t)
 	cl := NewClient(serve(t, &Server{Node: n}), "")
 	before, err := cl.List()
 	if err != nil {
