@@ -149,14 +149,10 @@ func (d *deploy) sweepThroughScheduler() {
 	defer cancel()
 	d.deleteTestPods(ctx) // the node's CPUs are the sweep's
 	// Every Job is created at once here, so points share the node
-	// whatever their sizes: the Jobs are the unfitted ones (--node-cpus
-	// 4, twice the node), whose 4-pod points ask 1 CPU a pod, as this
-	// test has run them since it was written. With the fitted 500m pods,
-	// an unbounded pod of point 010 reported the pool 0 in two runs out of
-	// two: a pinned container holds its CPU from its creation to its stop,
-	// beyond the run's own start and finish that checkPlacement compares
-	// (a note for the next session: compare container lifetimes).
-	js := d.sweepJobs("--scheduler-name", schedName, "--node-cpus", "4")
+	// whatever their sizes: checkPlacement compares the containers'
+	// lifetimes (a pinned container holds its CPUs from its creation to
+	// its exit, beyond its run's start and finish).
+	js := d.sweepJobs("--scheduler-name", schedName)
 	want := 0
 	for _, j := range js {
 		want += int(*j.Spec.Completions)

@@ -665,12 +665,13 @@ func parseResults(t *testing.T, logs map[string]string) []podResult {
 // CPUs of its own, as many as the point asks for, and that pinned pods
 // running at the same time never shared a CPU; the pods of the other
 // modes ran on the shared pool, every CPU the machine allows less at most
-// those of the pinned pods running beside them (sharedPool). The kubelet's
+// those of the pinned pods alive beside them (sharedPool). The kubelet's
 // CPU manager is off (policy none), so a pinned cpuset can only have come
 // from corepin nri. Where the test saw a pod's container running, the
 // kernel's view (affinity and cpuset cgroup) must match what the pod
 // reported, and at least one pinned pod must have been seen.
-func (c *cluster) checkPlacement(rs []podResult, lives map[string]live) {
+func (c *cluster) checkPlacement(rs []podResult, w watched) {
+	lives := w.lives
 	t := c.t
 	topo, err := topology.Open("/")
 	if err != nil {
@@ -704,8 +705,8 @@ func (c *cluster) checkPlacement(rs []podResult, lives map[string]live) {
 			if want := r.point.CPUs; fmt.Sprint(got.Size()) != want {
 				fail("pod %s (pinned, %s CPUs): ran on %s", r.pod, want, got)
 			}
-		} else if pool := sharedPool(all, r, rs); !pool.IsSubsetOf(got) || !got.IsSubsetOf(all) {
-			fail("pod %s (%s): ran on %s, want the shared pool: %s, less at most the CPUs of the pinned pods that ran at the same time (so at least %s)",
+		} else if pool := sharedPool(all, r, rs, w.spans); !pool.IsSubsetOf(got) || !got.IsSubsetOf(all) {
+			fail("pod %s (%s): ran on %s, want the shared pool: %s, less at most the CPUs of the pinned pods whose containers lived at the same time (so at least %s)",
 				r.pod, r.point.Mode, got, all, pool)
 		}
 	}
@@ -756,14 +757,37 @@ func (c *cluster) checkPlacement(rs []podResult, lives map[string]live) {
 		"the kernel's affinity and cpuset cgroup matched for the %d pods (%d pinned) seen running", len(rs), pinned, overlaps, all, seen, seenPinned)
 }
 
+// releaseSlack is how long after a pinned container's exit its CPUs may
+// still be missing from a shared pod's pool: the runtime tells corepin nri
+// of the exit (StopContainer) after the fact, and the grown pool reaches
+// running containers by an update sent after that.
+const releaseSlack = 5 * time.Second
+
 // sharedPool is the least a pod of the shared pool must have run on:
-// every CPU but those of the pinned pods whose runs overlapped r's (a
-// point's pods share the node with other Jobs' when the Jobs run at once,
-// and the pool a pod reports is the one at its start).
-func sharedPool(all cpuset.CPUSet, r podResult, rs []podResult) cpuset.CPUSet {
+// every CPU but those of the pinned pods whose containers were alive
+// while r's was (a point's pods share the node with other Jobs' when the
+// Jobs run at once). A pinned container holds its CPUs from its creation
+// to its exit (plus releaseSlack), beyond its workload's own start and
+// finish; where the watcher saw a container, its lifetime is the one
+// compared, else the run's times are.
+func sharedPool(all cpuset.CPUSet, r podResult, rs []podResult, spans map[string]span) cpuset.CPUSet {
+	life := func(p podResult) (time.Time, time.Time) {
+		from, to := p.run.StartedAt, p.run.FinishedAt
+		if s, ok := spans[p.pod]; ok {
+			from, to = s.Created, s.Finished
+		}
+		if p.point.Mode == "pinned" {
+			to = to.Add(releaseSlack)
+		}
+		return from, to
+	}
+	rFrom, rTo := life(r)
 	pool := all
 	for _, p := range rs {
-		if p.point.Mode != "pinned" || !p.run.StartedAt.Before(r.run.FinishedAt) || !r.run.StartedAt.Before(p.run.FinishedAt) {
+		if p.point.Mode != "pinned" {
+			continue
+		}
+		if pFrom, pTo := life(p); !pFrom.Before(rTo) || !rFrom.Before(pTo) {
 			continue
 		}
 		if set, err := cpuset.Parse(p.run.CPUSet); err == nil {

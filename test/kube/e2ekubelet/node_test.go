@@ -238,31 +238,66 @@ func missing(t *testing.T, format string, args ...any) {
 // cgroup's cpuset.cpus.
 type live struct{ Affinity, CPUs string }
 
+// span is a container's lifetime as the runtime saw it: from its creation
+// (when corepin nri's CreateContainer gave it CPUs) to its exit (when
+// StopContainer gives them back); Finished is the last time the watcher
+// saw it where the runtime no longer reported its exit.
+type span struct{ Created, Finished time.Time }
+
+// watched is what the watcher saw: the kernel's view of each sweep
+// container it saw running, and each one's lifetime, keyed by pod name.
+type watched struct {
+	lives map[string]live
+	spans map[string]span
+}
+
 // watch polls the CRI every interval until ctx ends and records, for
-// each sweep container it sees running, the kernel's view of it, keyed by
-// pod name; the returned function waits for the poller and hands the map
+// each sweep container, the kernel's view of it while it ran and its
+// lifetime; the returned function waits for the poller and hands both
 // over. Containers that end between listing and reading are skipped.
-func (c *cri) watch(ctx context.Context, interval time.Duration) func() map[string]live {
-	seen := map[string]live{}
+func (c *cri) watch(ctx context.Context, interval time.Duration) func() watched {
+	w := watched{lives: map[string]live{}, spans: map[string]span{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
-		ids := map[string]bool{}
+		read, ended := map[string]bool{}, map[string]bool{}
 		for {
-			l, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-				State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
+			l, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+			now := time.Now()
 			if err == nil {
 				for _, ctr := range l.Containers {
 					pod := ctr.Labels["io.kubernetes.pod.name"]
-					if ids[ctr.Id] || pod == "" {
+					if pod == "" {
 						continue
 					}
-					if v, ok := c.liveOf(ctx, ctr.Id); ok {
-						ids[ctr.Id] = true
-						seen[pod] = v
+					s, ok := w.spans[pod]
+					if !ok {
+						s.Created = time.Unix(0, ctr.CreatedAt)
 					}
+					if !ended[ctr.Id] {
+						s.Finished = now
+					}
+					switch ctr.State {
+					case runtimeapi.ContainerState_CONTAINER_RUNNING:
+						if !read[ctr.Id] {
+							if v, ok := c.liveOf(ctx, ctr.Id); ok {
+								read[ctr.Id] = true
+								w.lives[pod] = v
+							}
+						}
+					case runtimeapi.ContainerState_CONTAINER_EXITED:
+						if ended[ctr.Id] {
+							break
+						}
+						st, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.Id})
+						if err == nil && st.Status.GetFinishedAt() > 0 {
+							ended[ctr.Id] = true
+							s.Finished = time.Unix(0, st.Status.FinishedAt)
+						}
+					}
+					w.spans[pod] = s
 				}
 			}
 			select {
@@ -272,7 +307,7 @@ func (c *cri) watch(ctx context.Context, interval time.Duration) func() map[stri
 			}
 		}
 	}()
-	return func() map[string]live { <-done; return seen }
+	return func() watched { <-done; return w }
 }
 
 func (c *cri) liveOf(ctx context.Context, id string) (live, bool) {
