@@ -39,6 +39,9 @@ test:
 	# The extender's peak memory under the chart's limit: measured without
 	# the race detector, which multiplies the memory it would measure.
 	$(GO) test -count=1 -run '^TestBigCallsFitTheChartsMemoryLimit$$' ./kube/extender
+	# The tail bootstrap's level and power: a single-threaded simulation
+	# the race detector would only slow down.
+	$(GO) test -count=1 -run '^TestTailBootstrapLevelAndPower$$' ./bench
 
 # One package at a time (-p 1): benchmarks of different packages would
 # otherwise share this machine's CPUs and measure each other.

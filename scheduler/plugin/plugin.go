@@ -113,8 +113,23 @@ func (p *Plugin) watchNRT(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("watching NodeResourceTopology objects: %w", err)
 	}
 	f.Start(ctx.Done())
+	// Listed before the plugin is handed over: the scheduler's readiness
+	// (its /readyz sched-handler-sync check) follows, and no pod is judged
+	// on a node whose published topology has not been read yet.
+	wctx, cancel := context.WithTimeout(ctx, nrtSyncLimit)
+	defer cancel()
+	for r, ok := range f.WaitForCacheSync(wctx.Done()) {
+		if !ok {
+			return fmt.Errorf("the NodeResourceTopology objects (%s) were not listed within %s: "+
+				"check that the API server answers and that the scheduler's role may list and watch them", r.String(), nrtSyncLimit)
+		}
+	}
 	return nil
 }
+
+// nrtSyncLimit bounds the wait for the first list of the
+// NodeResourceTopology objects when the plugin starts.
+const nrtSyncLimit = time.Minute
 
 // NRTHandler keeps the cache's NodeResourceTopology objects.
 func (p *Plugin) NRTHandler() toolscache.ResourceEventHandler {

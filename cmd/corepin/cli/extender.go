@@ -109,7 +109,8 @@ memory back to the system when it ends.
 The scheduler must send whole nodes (nodeCacheCapable: false); the shipped
 configuration is deploy/kubernetes/scheduler/scheduler-config.yaml.
 
-The bound address is the first line on stdout (-o json: {"listen": ...}).
+The bound address is the first line on stdout (-o json: {"listen": ...,
+"metrics_listen": ...}, the second when --metrics-listen is given).
 Serves until SIGTERM or SIGINT, then finishes the calls in flight and exits 0.
 
 Examples:
@@ -186,21 +187,35 @@ func newExtenderCmd(e *env) *cobra.Command {
 					}
 				}
 			}
+			// The ops listener is bound first, so the announced line names
+			// both addresses (port 0 works for either) and a busy
+			// --metrics-listen fails before anything is announced.
+			var ops net.Listener
 			cfg.Listen = func() (net.Listener, error) {
-				return listenAndAnnounce(ctx, e, listen, func(addr string) any {
-					return struct {
-						Listen string `json:"listen"`
-					}{addr}
-				})
-			}
-			if metricsListen != "" {
-				cfg.OpsListen = func() (net.Listener, error) {
+				if metricsListen != "" {
 					ln, err := net.Listen("tcp", metricsListen)
 					if err != nil {
 						return nil, Usagef("--metrics-listen %s: %v", metricsListen, err)
 					}
-					return ln, nil
+					ops = ln
 				}
+				ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
+					a := struct {
+						Listen        string `json:"listen"`
+						MetricsListen string `json:"metrics_listen,omitempty"`
+					}{Listen: addr}
+					if ops != nil {
+						a.MetricsListen = ops.Addr().String()
+					}
+					return a
+				})
+				if err != nil && ops != nil {
+					ops.Close()
+				}
+				return ln, err
+			}
+			if metricsListen != "" {
+				cfg.OpsListen = func() (net.Listener, error) { return ops, nil }
 			}
 			return extender.Serve(ctx, cfg)
 		},

@@ -54,26 +54,26 @@ func TestExtenderServesFilter(t *testing.T) {
 // on their own address and not the scheduler's verbs; a port in use is bad
 // input.
 func TestExtenderMetricsListen(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := l.Addr().String()
-	l.Close()
-	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "--metrics-listen", ops, "-o", "json")
+	// Port 0 for both: the first line names what was bound (no port is
+	// reserved and freed for another process to take first).
+	line, stop := startInProcess(t, "extender", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "-o", "json")
 	var addr struct {
-		Listen string `json:"listen"`
+		Listen        string `json:"listen"`
+		MetricsListen string `json:"metrics_listen"`
 	}
 	if err := json.Unmarshal([]byte(line), &addr); err != nil {
 		t.Fatalf("first line %q: %v", line, err)
 	}
+	ops := addr.MetricsListen
+	if ops == "" || strings.HasSuffix(ops, ":0") || ops == addr.Listen {
+		t.Fatalf("first line %q: want the bound metrics address beside the listen one", line)
+	}
 	get := func(url string) (int, string) {
-		var rsp *http.Response
-		// The second listener may trail the first line.
-		testutil.EventuallyNil(t, "GET "+url+" answered", func() (err error) {
-			rsp, err = http.Get(url)
-			return err
-		})
+		// Both listeners are bound before the first line.
+		rsp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer rsp.Body.Close()
 		b, _ := io.ReadAll(rsp.Body)
 		return rsp.StatusCode, string(b)

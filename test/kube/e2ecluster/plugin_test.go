@@ -56,9 +56,9 @@ profiles:
 	kubetest.StartServing(t, 1, 60*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
 		return c.ps.Start("corepin-scheduler", nil, sched, "--config="+path,
 			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1",
-			"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+			"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc), fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), ""
 	})
-	c.note("corepin-scheduler healthy %.1f s after start", time.Since(begin).Seconds())
+	c.note("corepin-scheduler ready (its informers and the NodeResourceTopology objects listed) %.1f s after start", time.Since(begin).Seconds())
 }
 
 // TestPluginThreeNodes: the three-node single-numa-node scenario through
@@ -171,8 +171,7 @@ func TestPluginWithNRT(t *testing.T) {
 	// Installed before the scheduler starts: it discovers the version
 	// served once, at start.
 	c.createNRTNodes(ctx, t, dyn)
-	c.startPluginScheduler(t)
-	time.Sleep(time.Second) // the scheduler's informers see the nodes and objects
+	c.startPluginScheduler(t) // ready: its informers and the NRT objects are listed
 
 	pod := kubetest.CPUPod("enc-nrt", "default", "6")
 	pod.Spec.SchedulerName = pluginScheduler

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/corepin/corepin/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,7 +196,11 @@ func (c *cluster) coloMeasure(ctx context.Context, variant, url, freezer string)
 			c.corepin, "workload", "spin", "--seconds", "60", "--threads", "2")
 		defer c.ps.StopNamed("corepin run")
 	}
-	time.Sleep(time.Second)
+	if variant != varAlone {
+		// The batch is running once its spins gain CPU time.
+		base := c.spinTicks()
+		testutil.Eventually(t, "the batch's spins gaining CPU time", func() bool { return c.spinTicks() >= base+20 })
+	}
 	load := loadavg1()
 	stat0, batch0 := cpuTicks(t), c.spinTicks()
 	t0 := time.Now()
