@@ -21,6 +21,7 @@ type features struct {
 	bandwidth bool // CFS bandwidth: cpu.cfs_quota_us, cpu.max (CONFIG_CFS_BANDWIDTH)
 	burst     bool // cpu.cfs_burst_us, cpu.max.burst (Linux 5.14)
 	idle      bool // cpu.idle (Linux 5.15, both versions)
+	rt        bool // cpu.rt_runtime_us (v1, CONFIG_RT_GROUP_SCHED)
 }
 
 // rootSets are the CPUs and memory nodes of corepin's root group, which an
@@ -44,6 +45,9 @@ type cgDriver struct {
 	base   string
 	feat   features
 	writes func(Resources, rootSets, features) ([]Write, error)
+	// prepare, when set, readies the hierarchy for r's writes to group
+	// dir (v1: room for a real-time share in corepin's root).
+	prepare func(dir string, r Resources) error
 	// roots reads the root group's CPUs and memory nodes.
 	roots func() (rootSets, error)
 	stats func(g *cgGroup) (Stats, error)
@@ -92,11 +96,23 @@ func (d *cgDriver) Create(name string, r Resources) (Group, error) {
 			return nil, fmt.Errorf("creating group %s: %w", name, err)
 		}
 	}
+	if err := d.prep(g.dir, r); err != nil {
+		g.removeFrom(d.hs)
+		return nil, fmt.Errorf("creating group %s: %w", name, err)
+	}
 	if err := writeAll(d.pick, g.dir, ws); err != nil {
 		g.removeFrom(d.hs)
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
 	return d.wrap(g), nil
+}
+
+// prep runs d.prepare, if any.
+func (d *cgDriver) prep(dir string, r Resources) error {
+	if d.prepare == nil {
+		return nil
+	}
+	return d.prepare(dir, r)
 }
 
 // Cleanup removes, in every hierarchy, the groups under corepin's root
@@ -148,6 +164,9 @@ func (g *cgGroup) Name() string { return g.name }
 
 func (g *cgGroup) Update(r Resources) error {
 	ws, err := g.d.Writes(r)
+	if err == nil {
+		err = g.d.prep(g.dir, r)
+	}
 	if err == nil {
 		err = writeAll(g.d.pick, g.dir, ws)
 	}

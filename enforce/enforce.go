@@ -109,6 +109,15 @@ type Resources struct {
 	// unused. Idle and Weight are exclusive: the kernel rejects a weight
 	// on an idle group.
 	Idle bool
+	// RTShare is the share of each CPU's time, per real-time period, the
+	// group's real-time threads may use (the LS real-time route, RealTime):
+	// on cgroup v1 with real-time group scheduling it becomes
+	// cpu.rt_runtime_us (and corepin's root group grows to hold it), the
+	// kernel throttling the group's real-time threads beyond it; elsewhere
+	// the kernel's own throttling bounds them (kernel.sched_rt_runtime_us)
+	// and it is not written. 0: none (a new v1 group's own default, under
+	// which no real-time thread may join it). At most MaxRTShare.
+	RTShare float64
 }
 
 // Limits of Resources, from kernel/sched/core.c (tg_set_cfs_bandwidth) and
@@ -148,6 +157,12 @@ func (r Resources) Validate() error {
 	}
 	if r.Idle && r.Weight != 0 {
 		return bad("weight %d on an idle group", r.Weight)
+	}
+	if !(r.RTShare >= 0 && r.RTShare <= MaxRTShare) {
+		return bad("real-time share %g outside [0, %g]", r.RTShare, MaxRTShare)
+	}
+	if r.Idle && r.RTShare > 0 {
+		return bad("real-time share %g on an idle group", r.RTShare)
 	}
 	return nil
 }

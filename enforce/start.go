@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // shimArg0 is the argv[0] a shim is started with. ShimMain acts only on
@@ -71,6 +74,34 @@ func withoutShimEnv(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, shimEnv+"=") })
 }
 
+// StartRealTime is StartContext for a workload whose threads run in rt:
+// always through the shim, which joins the group first and then, on the
+// thread that execs the command, takes rt; the command's every thread
+// inherits it (sched(7)). On cgroup v1 with real-time group scheduling the
+// group must hold a real-time share (Resources.RTShare), or the kernel
+// refuses the class (EPERM). A zero rt is StartContext.
+func StartRealTime(ctx context.Context, g Group, cmd *exec.Cmd, rt RealTime) error {
+	if rt.IsZero() {
+		return StartContext(ctx, g, cmd)
+	}
+	if cmd.Process != nil {
+		return errors.New("starting command: already started")
+	}
+	if cmd.Err != nil {
+		return fmt.Errorf("starting command: %w", cmd.Err)
+	}
+	return startShimClass(ctx, g, cmd, "", rt)
+}
+
+// Shim payload kinds: the first byte of what Start sends the shim.
+const (
+	shimPlain    = 1 // exec as is
+	shimRealTime = 2 // a class byte follows (shimClass), taken before the exec
+)
+
+// shimClass maps a real-time policy to its byte in the payload, and back.
+var shimClass = map[string]byte{RTRR: 'r', RTFIFO: 'f'}
+
 // start is Start with the shim executable ("" for os.Executable) and the
 // use of CLONE_INTO_CGROUP chosen by the caller (tests).
 func start(ctx context.Context, g Group, cmd *exec.Cmd, shim string, cloneInto bool) error {
@@ -109,7 +140,13 @@ func startInto(o cgroupDirOpener, cmd *exec.Cmd) error {
 	return nil
 }
 
-func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) (err error) {
+func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) error {
+	return startShimClass(ctx, g, cmd, shim, RealTime{})
+}
+
+// startShimClass starts cmd through the shim (a nil g: no group to join),
+// the shim taking rt before its exec.
+func startShimClass(ctx context.Context, g Group, cmd *exec.Cmd, shim string, rt RealTime) (err error) {
 	if shim == "" {
 		if shim, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding shim: %w", err)
@@ -133,7 +170,10 @@ func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) (err er
 	}
 	jobEnv := withoutShimEnv(cmd.Environ())
 	var payload []byte
-	payload = append(payload, 1)
+	payload = append(payload, shimPlain)
+	if !rt.IsZero() {
+		payload = append(payload[:0], shimRealTime, shimClass[rt.Policy])
+	}
 	for _, kv := range jobEnv {
 		payload = append(append(payload, kv...), 0)
 	}
@@ -155,7 +195,9 @@ func startShim(ctx context.Context, g Group, cmd *exec.Cmd, shim string) (err er
 		return fmt.Errorf("starting shim: %w", err)
 	}
 
-	if err := g.AddProc(cmd.Process.Pid); err != nil {
+	if g == nil {
+		// No group to join: nothing to do before the release.
+	} else if err := g.AddProc(cmd.Process.Pid); err != nil {
 		goW.Close() // the shim exits without exec
 		cmd.Wait()
 		return fmt.Errorf("starting command: %w", err)
@@ -227,11 +269,32 @@ func ShimMain() {
 	syscall.CloseOnExec(goFD)
 	syscall.CloseOnExec(stFD)
 	payload, ok := readPayload(goFD)
-	if !ok || len(payload) == 0 || payload[0] != 1 {
+	if !ok || len(payload) == 0 || (payload[0] != shimPlain && payload[0] != shimRealTime) {
 		os.Exit(126)
 	}
+	rest := payload[1:]
+	if payload[0] == shimRealTime {
+		// On the thread that execs: the exec keeps its class, and the
+		// command's threads inherit it.
+		runtime.LockOSThread()
+		var rt RealTime
+		for p, b := range shimClass {
+			if len(rest) > 0 && rest[0] == b {
+				rt.Policy = p
+			}
+		}
+		if rt.IsZero() {
+			os.Exit(126)
+		}
+		a := rt.attr()
+		if err := unix.SchedSetAttr(0, &a, 0); err != nil {
+			syscall.Write(stFD, []byte(fmt.Sprintf("taking the real-time class %s: %v", rt, err)))
+			os.Exit(127)
+		}
+		rest = rest[1:]
+	}
 	var env []string
-	if rest := payload[1:]; len(rest) > 0 {
+	if len(rest) > 0 {
 		env = strings.Split(strings.TrimSuffix(string(rest), "\x00"), "\x00")
 	}
 	err := syscall.Exec(os.Args[2], os.Args[3:], env)

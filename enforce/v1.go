@@ -1,10 +1,13 @@
 package enforce
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/corepin/corepin/measure"
@@ -22,10 +25,15 @@ const (
 	v1Burst  = "cpu.cfs_burst_us" // Linux 5.14
 	v1Shares = "cpu.shares"
 	v1Idle   = "cpu.idle" // Linux 5.15
-	v1Stat   = "cpu.stat"
-	v1Usage  = "cpuacct.usage"      // ns
-	v1User   = "cpuacct.usage_user" // ns, Linux 4.11
-	v1Sys    = "cpuacct.usage_sys"  // ns, Linux 4.11
+	// Real-time group scheduling (CONFIG_RT_GROUP_SCHED): the time of
+	// each period the group's real-time tasks may use on each CPU; a new
+	// group has 0, and no real-time task may join it.
+	v1RTPeriod  = "cpu.rt_period_us"
+	v1RTRuntime = "cpu.rt_runtime_us"
+	v1Stat      = "cpu.stat"
+	v1Usage     = "cpuacct.usage"      // ns
+	v1User      = "cpuacct.usage_user" // ns, Linux 4.11
+	v1Sys       = "cpuacct.usage_sys"  // ns, Linux 4.11
 )
 
 // V1Mounts are the mount points of the cgroup v1 hierarchies corepin uses.
@@ -131,10 +139,19 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 	for _, p := range []struct {
 		file string
 		on   *bool
-	}{{v1Quota, &d.feat.bandwidth}, {v1Burst, &d.feat.burst}, {v1Idle, &d.feat.idle}} {
+	}{{v1Quota, &d.feat.bandwidth}, {v1Burst, &d.feat.burst}, {v1Idle, &d.feat.idle}, {v1RTRuntime, &d.feat.rt}} {
 		if *p.on, err = hs.cpu.exists(path.Join(d.base, p.file)); err != nil {
 			return nil, err
 		}
+	}
+	d.prepare = func(dir string, r Resources) error {
+		if r.RTShare == 0 || !d.feat.rt {
+			return nil
+		}
+		if err := growRT(hs.cpu, d.base, dir, r.RTShare); err != nil {
+			return err
+		}
+		return settleRT(hs.cpu, dir, r.RTShare)
 	}
 	d.limits = featureLimits(d.feat, v1Quota, v1Burst, v1Idle, "cpu.shares=2")
 	if hs.cpuacct == nil {
@@ -163,6 +180,7 @@ func featureLimits(f features, quota, burst, idle, idleFallback string) []string
 //	cpu.cfs_burst_us 0                  (so neither write below can fail on an old burst above the new quota)
 //	cpu.cfs_period_us, cpu.cfs_quota_us
 //	cpu.cfs_burst_us                    (only a non-zero burst)
+//	cpu.rt_period_us, cpu.rt_runtime_us (only a real-time share, where the kernel has real-time group scheduling)
 //	cpu.idle                            (0 before the shares: the kernel refuses shares on an idle group)
 //	cpu.shares                          (not on an idle group)
 //
@@ -199,6 +217,9 @@ func v1Writes(r Resources, root rootSets, f features) ([]Write, error) {
 		}
 	case r.Quota > 0:
 		return nil, fmt.Errorf("setting quota: %w: no %s (CONFIG_CFS_BANDWIDTH)", ErrNotSupported, v1Quota)
+	}
+	if r.RTShare > 0 && f.rt {
+		ws = append(ws, Write{v1RTPeriod, usec(rtPeriod)}, Write{v1RTRuntime, usec(rtRuntime(r.RTShare))})
 	}
 	switch {
 	case f.idle && r.Idle:
@@ -250,4 +271,117 @@ func v1Stats(hs v1Hierarchies, dir string) (Stats, error) {
 	t := statsOf(st)
 	s.NrPeriods, s.NrThrottled, s.ThrottledTime, s.NrBursts, s.BurstTime = t.NrPeriods, t.NrThrottled, t.ThrottledTime, t.NrBursts, t.BurstTime
 	return s, nil
+}
+
+// rtPeriod is the real-time period corepin's groups use, the kernel's
+// default (kernel.sched_rt_period_us).
+const rtPeriod = time.Second
+
+// rtRuntime is share of rtPeriod, in whole microseconds.
+func rtRuntime(share float64) time.Duration {
+	return time.Duration(share*float64(rtPeriod/time.Microsecond)) * time.Microsecond
+}
+
+// rtRatio reads a group's real-time share (runtime over period; -1 runtime
+// is the whole period).
+func rtRatio(h cgfs, dir string) (float64, error) {
+	var v [2]int64
+	for i, f := range []string{v1RTRuntime, v1RTPeriod} {
+		s, err := h.read(path.Join(dir, f))
+		if err != nil {
+			return 0, err
+		}
+		if v[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return 0, fmt.Errorf("parsing %s: %w", path.Join(dir, f), err)
+		}
+	}
+	if v[1] <= 0 {
+		return 0, fmt.Errorf("parsing %s: period %d", path.Join(dir, v1RTPeriod), v[1])
+	}
+	if v[0] < 0 {
+		return 1, nil
+	}
+	return float64(v[0]) / float64(v[1]), nil
+}
+
+// growRT makes room for share in group dir under corepin's root base: the
+// kernel refuses a group a real-time share above what its parent holds
+// less its other children's (kernel/sched/rt.c, tg_rt_schedulable), so
+// base (and, where base is nested, each ancestor below the mount's root,
+// which holds the kernel's own 95%) grows to the sum. corepin's root
+// never shrinks back: a share it holds lets nothing run by itself.
+func growRT(h cgfs, base, dir string, share float64) error {
+	need := share
+	kids, err := h.subdirs(base)
+	if err != nil {
+		return fmt.Errorf("reading the real-time shares under %s: %w", base, err)
+	}
+	for _, k := range kids {
+		kd := path.Join(base, k)
+		if kd == dir {
+			continue
+		}
+		r, err := rtRatio(h, kd)
+		if err != nil {
+			return fmt.Errorf("reading the real-time shares under %s: %w", base, err)
+		}
+		need += r
+	}
+	if err := ensureRT(h, base, need); err != nil {
+		return fmt.Errorf("making room for a real-time share of %.2f of each CPU (the groups under %s hold %.2f): %w",
+			share, base, need-share, err)
+	}
+	return nil
+}
+
+// ensureRT raises group dir's real-time share to at least need, its
+// ancestors first.
+func ensureRT(h cgfs, dir string, need float64) error {
+	cur, err := rtRatio(h, dir)
+	if err != nil {
+		return err
+	}
+	if cur >= need {
+		return nil
+	}
+	if need > MaxRTShare {
+		return fmt.Errorf("%w: %.2f of each CPU above the %.2f real-time tasks may have in all", ErrInvalidResources, need, MaxRTShare)
+	}
+	if parent := path.Dir(dir); parent != "." && parent != "/" && parent != "" {
+		if err := growRT(h, parent, dir, need); err != nil {
+			return err
+		}
+	}
+	// In the group's own period (the kernel compares shares, not times).
+	ps, err := h.read(path.Join(dir, v1RTPeriod))
+	if err != nil {
+		return err
+	}
+	period, err := strconv.ParseInt(ps, 10, 64)
+	if err != nil || period <= 0 {
+		return fmt.Errorf("parsing %s: %q", path.Join(dir, v1RTPeriod), ps)
+	}
+	return h.write(path.Join(dir, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(need*float64(period))), 10))
+}
+
+// rtSettle bounds how long settleRT waits for the kernel to give back the
+// real-time time of groups removed just before.
+const rtSettle = 2 * time.Second
+
+// settleRT writes group dir's real-time share, waiting while the kernel
+// refuses it: a group removed a moment ago still holds its share until
+// the kernel frees it (after an RCU grace period), though it is no longer
+// listed, so a job started right after another's end would be refused.
+func settleRT(h cgfs, dir string, share float64) error {
+	deadline := time.Now().Add(rtSettle)
+	for {
+		err := h.write(path.Join(dir, v1RTPeriod), usec(rtPeriod))
+		if err == nil {
+			err = h.write(path.Join(dir, v1RTRuntime), usec(rtRuntime(share)))
+		}
+		if err == nil || !errors.Is(err, syscall.EINVAL) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

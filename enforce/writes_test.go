@@ -45,6 +45,19 @@ func TestV1Writes(t *testing.T) {
 		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
 			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "-1"}, {"cpu.idle", "1"}},
 	}, {
+		name: "real-time share, with real-time group scheduling: after the quota",
+		r:    Resources{Quota: 100 * time.Millisecond, RTShare: 0.25},
+		f:    func() features { f := allFeatures; f.rt = true; return f }(),
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "100000"},
+			{"cpu.rt_period_us", "1000000"}, {"cpu.rt_runtime_us", "250000"}, {"cpu.idle", "0"}, {"cpu.shares", "1024"}},
+	}, {
+		name: "real-time share, without real-time group scheduling: the kernel's throttling bounds it, nothing written",
+		r:    Resources{RTShare: 0.25},
+		f:    allFeatures,
+		want: []Write{{"cpuset.cpus", "0-3"}, {"cpuset.mems", "0"}, {"cpu.cfs_burst_us", "0"},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "-1"}, {"cpu.idle", "0"}, {"cpu.shares", "1024"}},
+	}, {
 		name: "idle on Linux 5.10: lowest shares",
 		r:    Resources{Idle: true, Quota: 10 * time.Millisecond},
 		f:    linux510,

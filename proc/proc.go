@@ -78,6 +78,10 @@ type Spec struct {
 	Measure bool
 	// SampleInterval is the sampling interval (0: measure's default).
 	SampleInterval time.Duration
+	// RealTime, when set, is the real-time class every thread of the
+	// process runs in (enforce.StartRealTime); Resources.RTShare bounds
+	// it where the driver can.
+	RealTime enforce.RealTime
 }
 
 // Leftover is a process still in a job's group or process group after the
@@ -183,7 +187,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("starting %s: %w", spec.Argv[0], err)
 	}
 	p.begin = time.Now()
-	if err := enforce.StartContext(ctx, p.group, cmd); err != nil {
+	if err := enforce.StartRealTime(ctx, p.group, cmd, spec.RealTime); err != nil {
 		p.removeGroup()
 		return nil, fmt.Errorf("starting %s: %w", spec.Argv[0], err)
 	}

@@ -234,7 +234,13 @@ func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 	if spec.Mode == Pinned {
 		return qos.Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
 	}
-	return qos.Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
+	res := qos.Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
+	pool := r.Pool.Size()
+	if r.Pool.IsEmpty() {
+		pool = spec.MachineCPUs
+	}
+	res.RTShare = spec.RTShare(pool)
+	return res
 }
 
 func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, started func(set string)) (out jobOutcome) {
@@ -280,6 +286,7 @@ func (r *Runner) runJob(ctx context.Context, spec Spec, i int, argv []string, st
 		Argv: Expand(argv, i, spec.CPUs, out.Cpuset, out.Threads), Env: env,
 		Driver: r.Driver, Group: name, Resources: r.resources(spec, place),
 		Stdout: stdout, TailBytes: limit, Measure: true, SampleInterval: r.SampleInterval,
+		RealTime: spec.RealTime,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("starting job %d: %w", i, err))

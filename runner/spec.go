@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/qos"
 )
@@ -94,6 +95,33 @@ type Spec struct {
 	// MachineCPUs is the CPUs the batch may use (the pool); it bounds CPUs,
 	// Threads and pinned Concurrency x CPUs. 0 means runtime.NumCPU().
 	MachineCPUs int
+	// RealTime is the LS real-time route: every thread of each job runs in
+	// this class (SCHED_RR or SCHED_FIFO at priority 1), bounded to the
+	// job's CPUs' worth of each period where the kernel groups real-time
+	// time (RTShare). Only for QoS LS on the shared pool.
+	RealTime enforce.RealTime
+}
+
+// maxJobRTShare bounds a job's real-time share of each CPU: at least a
+// tenth of every CPU stays with fair work (the node's system work), even
+// for a job as large as the pool.
+const maxJobRTShare = 0.9
+
+// RTShare is the real-time share of each CPU of the pool a job of spec
+// may use: the CPUs the job may use in its mode (K, or 2K for burst) over
+// the pool's size, at most maxJobRTShare; 0 without the real-time route.
+// Spread over the pool's CPUs it is the job's CPUs' worth of time, as
+// its quota would be for fair threads (which the quota of a real-time
+// thread is not).
+func (s Spec) RTShare(pool int) float64 {
+	if s.RealTime.IsZero() || pool < 1 {
+		return 0
+	}
+	k := s.CPUs
+	if s.Mode == Burst {
+		k *= 2
+	}
+	return min(k/float64(pool), maxJobRTShare)
 }
 
 // Normalize fills defaults and checks the spec, returning a copy. Errors
@@ -174,6 +202,15 @@ func (s Spec) Normalize() (Spec, error) {
 		return bad("qos %s needs its own CPUs: use --mode pinned (or --qos LS for a shared pool)", s.QoS)
 	case (s.QoS == LS || s.QoS == BE) && s.Mode == Pinned:
 		return bad("qos %s runs on the shared pool, not pinned CPUs: drop --mode pinned (or use --mode quota, burst or unbounded)", s.QoS)
+	}
+	if !s.RealTime.IsZero() {
+		if _, err := enforce.ParseRealTime(s.RealTime.Policy); err != nil {
+			return bad("%v", err)
+		}
+		if s.QoS != LS {
+			return bad("--sched %s is the real-time route of LS work on the shared pool, beside BE work; qos %s: use --qos LS (LSE and LSR jobs have CPUs of their own, a BE job must never preempt others)",
+				s.RealTime, s.QoS)
+		}
 	}
 	if maxT := MaxThreadsPerCPU * s.MachineCPUs; s.Threads < 0 || s.Threads > maxT {
 		return bad("threads %d: must be auto or between 1 and %d (%d per CPU of this machine)", s.Threads, maxT, MaxThreadsPerCPU)

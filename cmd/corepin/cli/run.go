@@ -45,7 +45,8 @@ Examples:
       ffmpeg -threads {threads} -i in.mp4 -f null -
   corepin run --jobs 4 --cpus 1 --mode quota -o json -- sh -c 'grep Cpus_allowed_list /proc/self/status'
   corepin run --qos BE --mode unbounded --cpus 2 --jobs 2 -- corepin workload spin --seconds 30
-  corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2`
+  corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2
+  corepin run --qos LS --sched rr --cpus 1 -- corepin workload service --listen 127.0.0.1:8080`
 
 func init() { register(newRunCmd) }
 
@@ -67,6 +68,7 @@ type runFlags struct {
 	sample      time.Duration
 	suppress    bool
 	verbose     bool
+	sched       string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -93,6 +95,7 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.db, "db", "", "results database (default $COREPIN_DB or ~/.local/share/corepin/results.db)")
 	fl.BoolVar(&f.noDB, "no-db", false, "do not record results")
 	fl.BoolVar(&f.suppress, "suppress", false, "with --qos BE and no agent: also shrink the batch's CPUs as the rest of the machine's load grows (Koordinator's budget); off by default, since on a 2-CPU machine cpu.idle alone kept the service's p99 as low and the batch 96% of the idle CPU where suppression kept 55% (corepin bench colocation)")
+	fl.StringVar(&f.sched, "sched", enforce.RTNormal, "scheduling class of an LS job's threads: normal | rr | fifo (the real-time route, at priority 1: a waking thread finds a CPU running only BE work, which the fair class's scan may miss on a busy machine; bounded to the job's --cpus of the pool where the kernel groups real-time time, else by its real-time throttling; needs root or ulimit -r >= 1)")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say each note in full (what the driver cannot enforce here, where results and shared state go), not in one line")
@@ -209,13 +212,20 @@ func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runne
 	if err != nil {
 		return runner.Spec{}, &UsageError{Err: err}
 	}
+	rt, err := enforce.ParseRealTime(f.sched)
+	if err != nil {
+		return runner.Spec{}, Usagef("--sched %q: use normal, rr or fifo", f.sched)
+	}
 	conc := f.concurrency
 	if conc == 0 {
 		conc = max(1, int(math.Floor(float64(pool.Size())/f.cpus)))
 	}
 	spec, err := runner.Spec{Commands: cmds, Concurrency: conc, CPUs: f.cpus, Mode: mode, QoS: qos, Threads: threads,
-		MachineCPUs: pool.Size()}.Normalize()
+		MachineCPUs: pool.Size(), RealTime: rt}.Normalize()
 	if err != nil {
+		return runner.Spec{}, &UsageError{Err: err}
+	}
+	if err := enforce.CheckRealTime(rt); err != nil {
 		return runner.Spec{}, &UsageError{Err: err}
 	}
 	switch {
