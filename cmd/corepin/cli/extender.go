@@ -187,36 +187,7 @@ func newExtenderCmd(e *env) *cobra.Command {
 					}
 				}
 			}
-			// The ops listener is bound first, so the announced line names
-			// both addresses (port 0 works for either) and a busy
-			// --metrics-listen fails before anything is announced.
-			var ops net.Listener
-			cfg.Listen = func() (net.Listener, error) {
-				if metricsListen != "" {
-					ln, err := net.Listen("tcp", metricsListen)
-					if err != nil {
-						return nil, Usagef("--metrics-listen %s: %v", metricsListen, err)
-					}
-					ops = ln
-				}
-				ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
-					a := struct {
-						Listen        string `json:"listen"`
-						MetricsListen string `json:"metrics_listen,omitempty"`
-					}{Listen: addr}
-					if ops != nil {
-						a.MetricsListen = ops.Addr().String()
-					}
-					return a
-				})
-				if err != nil && ops != nil {
-					ops.Close()
-				}
-				return ln, err
-			}
-			if metricsListen != "" {
-				cfg.OpsListen = func() (net.Listener, error) { return ops, nil }
-			}
+			cfg.Listen, cfg.OpsListen = extenderListeners(ctx, e, listen, metricsListen)
 			return extender.Serve(ctx, cfg)
 		},
 	}
@@ -245,4 +216,39 @@ func nrtResource(ctx context.Context, kube *kubeFlags) (schema.GroupVersionResou
 	dctx, cancel := context.WithTimeout(ctx, kubeclient.Timeout)
 	defer cancel()
 	return extender.NRTResourceOf(extender.HTTPDiscoverer{Ctx: dctx, Host: host, Client: hc})
+}
+
+// extenderListeners returns the extender's listener and, with
+// --metrics-listen, the ops one. The ops listener is bound first, so the
+// announced line names both addresses (port 0 works for either) and a
+// busy --metrics-listen fails before anything is announced.
+func extenderListeners(ctx context.Context, e *env, listen, metricsListen string) (main, ops func() (net.Listener, error)) {
+	var opsLn net.Listener
+	main = func() (net.Listener, error) {
+		if metricsListen != "" {
+			ln, err := net.Listen("tcp", metricsListen)
+			if err != nil {
+				return nil, Usagef("--metrics-listen %s: %v", metricsListen, err)
+			}
+			opsLn = ln
+		}
+		ln, err := listenAndAnnounce(ctx, e, listen, func(addr string) any {
+			a := struct {
+				Listen        string `json:"listen"`
+				MetricsListen string `json:"metrics_listen,omitempty"`
+			}{Listen: addr}
+			if opsLn != nil {
+				a.MetricsListen = opsLn.Addr().String()
+			}
+			return a
+		})
+		if err != nil && opsLn != nil {
+			opsLn.Close()
+		}
+		return ln, err
+	}
+	if metricsListen != "" {
+		ops = func() (net.Listener, error) { return opsLn, nil }
+	}
+	return main, ops
 }
