@@ -20,6 +20,10 @@ type options struct {
 	psiFS     fs.FS
 	psi       string
 	start     time.Time
+	// cpuBase and psiBase, when set, are the "before" readings, taken
+	// before the process started (WithBefore).
+	cpuBase *CPUStat
+	psiBase *PSI
 }
 
 // WithInterval sets the sampling interval (default DefaultInterval).
@@ -32,6 +36,14 @@ func WithProcFS(fsys fs.FS) Option { return func(o *options) { o.procFS = fsys }
 // exit for Result.Throttle. Without it Throttle stays zero.
 func WithCPUStat(fsys fs.FS, path string) Option {
 	return func(o *options) { o.cpuStatFS, o.cpuStat = fsys, path }
+}
+
+// WithBefore gives the "before" cpu.stat and PSI readings (either may be
+// nil: read at Watch), taken before the process started: a process
+// throttled (or stalled) between its start and Watch would otherwise have
+// that time in its "before", and a short job all of it.
+func WithBefore(cpu *CPUStat, psi *PSI) Option {
+	return func(o *options) { o.cpuBase, o.psiBase = cpu, psi }
 }
 
 // WithPressure names the PSI file to diff for Result.PSI, such as a cgroup
@@ -91,7 +103,10 @@ func WatchPID(pid int, reap func() (*os.ProcessState, error), opts ...Option) (*
 	if j.o.psiFS == nil {
 		j.o.psiFS, j.o.psi = j.o.procFS, PSIFile
 	}
-	if j.o.cpuStatFS != nil {
+	switch {
+	case j.o.cpuStatFS != nil && j.o.cpuBase != nil:
+		j.cpuBefore = *j.o.cpuBase
+	case j.o.cpuStatFS != nil:
 		st, err := ReadCPUStat(j.o.cpuStatFS, j.o.cpuStat)
 		if err != nil {
 			return nil, fmt.Errorf("watching command: %w", err)
@@ -99,6 +114,9 @@ func WatchPID(pid int, reap func() (*os.ProcessState, error), opts ...Option) (*
 		j.cpuBefore = st
 	}
 	p, err := ReadPSI(j.o.psiFS, j.o.psi)
+	if j.o.psiBase != nil {
+		p, err = *j.o.psiBase, nil
+	}
 	switch {
 	case err == nil:
 		j.psiBefore = &p

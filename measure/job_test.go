@@ -3,6 +3,7 @@ package measure
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -60,5 +61,38 @@ func TestWaitSamplesBeforeReaping(t *testing.T) {
 	}
 	if r.RunTime != 300 || r.Migrations != 4 {
 		t.Errorf("Wait = RunTime %d, Migrations %d; want 300 and 4, the sweep taken before the reap", r.RunTime, r.Migrations)
+	}
+}
+
+// WithBefore: the "before" cpu.stat is the one read before the process
+// started, not the file at Watch. A short job throttled between its start
+// and Watch (here: 2 throttled periods already in the file) showed no
+// throttling at all when Watch read the "before" itself (TestRunQuotaJSON
+// on a loaded machine).
+func TestWithBeforeCountsFromTheStart(t *testing.T) {
+	stat := fstest.MapFS{"cpu.stat": {Data: []byte("nr_periods 5\nnr_throttled 2\nthrottled_time 3000000\n")}}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want int64
+	}{
+		{"read at Watch", nil, 0},
+		{"given before the start", []Option{WithBefore(&CPUStat{}, nil)}, 2},
+	} {
+		cmd := exec.Command("true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		j, err := Watch(cmd, append([]Option{WithCPUStat(stat, "cpu.stat")}, c.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := j.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Throttle.ThrottledPeriods != c.want {
+			t.Errorf("%s: %d throttled periods, want %d", c.name, r.Throttle.ThrottledPeriods, c.want)
+		}
 	}
 }

@@ -186,17 +186,23 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		p.removeGroup()
 		return nil, fmt.Errorf("starting %s: %w", spec.Argv[0], err)
 	}
+	// The group's counters before the process runs: read after its start,
+	// a short job throttled (or stalled) before the reading would show
+	// none of it (TestRunQuotaJSON on a loaded machine).
+	var opts []measure.Option
+	if spec.Measure {
+		opts, p.scope = p.groupFiles(opts)
+	}
 	p.begin = time.Now()
 	if err := enforce.StartRealTime(ctx, p.group, cmd, spec.RealTime); err != nil {
 		p.removeGroup()
 		return nil, fmt.Errorf("starting %s: %w", spec.Argv[0], err)
 	}
 	if spec.Measure {
-		opts := []measure.Option{measure.WithStart(p.begin)}
+		opts = append(opts, measure.WithStart(p.begin))
 		if spec.SampleInterval > 0 {
 			opts = append(opts, measure.WithInterval(spec.SampleInterval))
 		}
-		opts, p.scope = p.groupFiles(opts)
 		w, err := measure.WatchPID(cmd.Process.Pid, p.reap, opts...)
 		if err != nil {
 			// Measuring is the caller's wish, not the process's need: the
@@ -253,21 +259,32 @@ func LookPath(argv0 string) (string, error) {
 	return path, nil
 }
 
-// groupFiles adds the group's cpu.stat and pressure to opts, and says
-// whose pressure Result.PSI will hold.
+// groupFiles adds the group's cpu.stat and pressure to opts, read now as
+// the "before" of the measurement (call it before the process starts),
+// and says whose pressure Result.PSI will hold.
 func (p *Process) groupFiles(opts []measure.Option) ([]measure.Option, string) {
 	cf, ok := p.group.(enforce.ControlFiler)
 	if !ok {
 		return opts, PSISystem
 	}
 	fsys := cf.ControlFS()
+	// A file that does not read now is read again at Watch, which
+	// reports the error.
+	var cpu *measure.CPUStat
 	if _, err := fs.Stat(fsys, "cpu.stat"); err == nil {
 		opts = append(opts, measure.WithCPUStat(fsys, "cpu.stat"))
+		if st, err := measure.ReadCPUStat(fsys, "cpu.stat"); err == nil {
+			cpu = &st
+		}
 	}
 	if _, err := fs.Stat(fsys, "cpu.pressure"); err == nil {
-		return append(opts, measure.WithPressure(fsys, "cpu.pressure")), PSIGroup
+		var psi *measure.PSI
+		if p, err := measure.ReadPSI(fsys, "cpu.pressure"); err == nil {
+			psi = &p
+		}
+		return append(opts, measure.WithPressure(fsys, "cpu.pressure"), measure.WithBefore(cpu, psi)), PSIGroup
 	}
-	return opts, PSISystem
+	return append(opts, measure.WithBefore(cpu, nil)), PSISystem
 }
 
 // Pid is the process's pid (and process group id).
