@@ -48,6 +48,9 @@ type cgDriver struct {
 	// prepare, when set, readies the hierarchy for r's writes to group
 	// dir (v1: room for a real-time share in corepin's root).
 	prepare func(dir string, r Resources) error
+	// removed, when set, runs after a group is removed (v1: corepin's
+	// root gives back the real-time share it no longer needs).
+	removed func()
 	// roots reads the root group's CPUs and memory nodes.
 	roots func() (rootSets, error)
 	stats func(g *cgGroup) (Stats, error)
@@ -203,6 +206,9 @@ func (g *cgGroup) Stats() (Stats, error) {
 func (g *cgGroup) Remove() error {
 	if err := g.removeFrom(g.d.hs); err != nil {
 		return fmt.Errorf("removing group %s: %w", g.name, err)
+	}
+	if g.d.removed != nil {
+		g.d.removed()
 	}
 	return nil
 }

@@ -134,3 +134,19 @@ func TaskClass(tid int) (string, error) {
 	}
 	return RTNormal, nil
 }
+
+// SetRealTime puts every thread of process pid in rt (a zero rt: nothing
+// to do); threads it creates meanwhile inherit the class from their
+// creators. A thread that exits meanwhile is skipped.
+func SetRealTime(pid int, rt RealTime) error {
+	if rt.IsZero() {
+		return nil
+	}
+	a := rt.attr()
+	return eachThread(pid, func(tid int) error {
+		if err := unix.SchedSetAttr(tid, &a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("putting thread %d of pid %d in the real-time class %s: %w", tid, pid, rt, err)
+		}
+		return nil
+	})
+}

@@ -150,6 +150,20 @@ func TestRealV1RealTime(t *testing.T) {
 		t.Errorf("%d fifo tasks spinning under a share of 0.2 used %v of %v on %d CPUs, want at most %v", cpus, used, wall, cpus, bound)
 	}
 	t.Logf("%d fifo tasks spinning under a share of 0.2 used %v of %v on %d CPUs", cpus, used, wall, cpus)
+
+	// Once its groups are gone, corepin's root gives their shares back.
+	syscall.Kill(-spin.Process.Pid, syscall.SIGKILL)
+	spin.Wait()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+	for _, g := range []Group{g0, g1, g2} {
+		if err := g.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := read(d.base, v1RTRuntime); got != "0" {
+		t.Errorf("corepin's root holds %s us of real-time time per second once its groups are removed, want 0", got)
+	}
 }
 
 // lockedBuilder is a strings.Builder a command's output goroutine writes

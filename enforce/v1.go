@@ -148,10 +148,12 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 		if r.RTShare == 0 || !d.feat.rt {
 			return nil
 		}
-		if err := growRT(hs.cpu, d.base, dir, r.RTShare); err != nil {
-			return err
+		return settleRT(hs.cpu, d.base, dir, r.RTShare)
+	}
+	d.removed = func() {
+		if d.feat.rt {
+			shrinkRT(hs.cpu, d.base)
 		}
-		return settleRT(hs.cpu, dir, r.RTShare)
 	}
 	d.limits = featureLimits(d.feat, v1Quota, v1Burst, v1Idle, "cpu.shares=2")
 	if hs.cpuacct == nil {
@@ -364,23 +366,70 @@ func ensureRT(h cgfs, dir string, need float64) error {
 	return h.write(path.Join(dir, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(need*float64(period))), 10))
 }
 
-// rtSettle bounds how long settleRT waits for the kernel to give back the
-// real-time time of groups removed just before.
+// rtSettle bounds how long settleRT and shrinkRT wait for the kernel to
+// give back the real-time time of groups removed just before.
 const rtSettle = 2 * time.Second
 
-// settleRT writes group dir's real-time share, waiting while the kernel
-// refuses it: a group removed a moment ago still holds its share until
-// the kernel frees it (after an RCU grace period), though it is no longer
-// listed, so a job started right after another's end would be refused.
-func settleRT(h cgfs, dir string, share float64) error {
+// settleRT makes room for share in corepin's root base (growRT) and writes
+// group dir's share, again while the kernel refuses it: a group removed a
+// moment ago still holds its share until the kernel frees it (after an
+// RCU grace period), though it is no longer listed, and another corepin
+// process may shrink base between the two writes (shrinkRT).
+func settleRT(h cgfs, base, dir string, share float64) error {
 	deadline := time.Now().Add(rtSettle)
 	for {
-		err := h.write(path.Join(dir, v1RTPeriod), usec(rtPeriod))
+		err := growRT(h, base, dir, share)
+		if err == nil {
+			err = h.write(path.Join(dir, v1RTPeriod), usec(rtPeriod))
+		}
 		if err == nil {
 			err = h.write(path.Join(dir, v1RTRuntime), usec(rtRuntime(share)))
 		}
 		if err == nil || !errors.Is(err, syscall.EINVAL) || time.Now().After(deadline) {
 			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// shrinkRT gives back what corepin's root base holds beyond its groups'
+// real-time shares, so that no share outlives the workloads that needed
+// it (other groups of the machine may want the time). Best effort: the
+// kernel refuses while a group removed a moment ago still holds its
+// share; a root holding nothing, or no more than it needs, is left alone.
+func shrinkRT(h cgfs, base string) {
+	deadline := time.Now().Add(rtSettle)
+	for {
+		cur, err := rtRatio(h, base)
+		if err != nil || cur == 0 {
+			return
+		}
+		kids, err := h.subdirs(base)
+		if err != nil {
+			return
+		}
+		need := 0.0
+		for _, k := range kids {
+			r, err := rtRatio(h, path.Join(base, k))
+			if err != nil {
+				return
+			}
+			need += r
+		}
+		if need >= cur {
+			return
+		}
+		ps, err := h.read(path.Join(base, v1RTPeriod))
+		if err != nil {
+			return
+		}
+		period, err := strconv.ParseInt(ps, 10, 64)
+		if err != nil || period <= 0 {
+			return
+		}
+		err = h.write(path.Join(base, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(need*float64(period))), 10))
+		if err == nil || !errors.Is(err, syscall.EINVAL) || time.Now().After(deadline) {
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package nodecore
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -349,7 +350,11 @@ func (n *Node) resources(e *entry) enforce.Resources {
 	k := float64(e.rec.MilliCPUs) / 1000
 	switch q {
 	case alloc.LS:
-		return qos.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
+		r := qos.ClassResources(q, k, pools.LS, cpuset.CPUSet{})
+		if rt, _ := enforce.ParseRealTime(e.rec.Sched); !rt.IsZero() {
+			r.RTShare = qos.RTShare(k, pools.LS.Size())
+		}
+		return r
 	case alloc.BE:
 		return n.bePlanned(qos.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
@@ -375,8 +380,12 @@ func (n *Node) enforce(e *entry, cmdPath string) error {
 	if e.group, err = n.drv.Create(s.Name, r); err != nil {
 		return err
 	}
+	rt, _ := enforce.ParseRealTime(s.Sched)
 	if s.PID != 0 {
 		if err := e.group.AddProc(s.PID); err != nil {
+			return fmt.Errorf("%w: %w", fs_ErrProcess, err)
+		}
+		if err := enforce.SetRealTime(s.PID, rt); err != nil {
 			return fmt.Errorf("%w: %w", fs_ErrProcess, err)
 		}
 		return nil
@@ -388,7 +397,12 @@ func (n *Node) enforce(e *entry, cmdPath string) error {
 	// Its own process group: a signal to the agent's (a terminal's ^C)
 	// does not reach workloads, which outlive the agent by design.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := enforce.StartThread(e.group, cmd); err != nil {
+	start := func() error { return enforce.StartThread(e.group, cmd) }
+	if !rt.IsZero() {
+		// Through the shim, which takes the class once in the group.
+		start = func() error { return enforce.StartRealTime(context.Background(), e.group, cmd, rt) }
+	}
+	if err := start(); err != nil {
 		return fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	e.cmd = cmd

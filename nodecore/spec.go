@@ -64,6 +64,11 @@ type Spec struct {
 	// the cgroup mount point: one of the user's, not in or above a
 	// corepin root nor another workload's.
 	Cgroup string `json:"cgroup,omitempty"`
+	// Sched is the LS real-time route (enforce.ParseRealTime): "rr" or
+	// "fifo" puts every thread of the command the agent starts, or of the
+	// process it adopts, in that class at priority 1, bounded to its CPUs'
+	// worth of the LS pool (qos.RTShare); "" or "normal" is the fair class.
+	Sched string `json:"sched,omitempty"`
 }
 
 // ValidateName reports whether name may name a workload: what
@@ -119,6 +124,9 @@ func (s Spec) Validate() error {
 	if s.Command != "" && !path.IsAbs(s.Command) && strings.Contains(s.Command, "/") {
 		return fmt.Errorf("%w: workload %q: command %q must be absolute or a bare name looked up in PATH", ErrInvalid, s.Name, s.Command)
 	}
+	if err := s.checkSched(); err != nil {
+		return err
+	}
 	if s.Cgroup != "" {
 		for _, el := range strings.Split(s.Cgroup, "/") {
 			if el == ".." {
@@ -128,6 +136,24 @@ func (s Spec) Validate() error {
 		if strings.ContainsRune(s.Cgroup, 0) || path.Clean("/"+s.Cgroup) == "/" {
 			return fmt.Errorf("%w: workload %q: cgroup %q is not a cgroup below the root", ErrInvalid, s.Name, s.Cgroup)
 		}
+	}
+	return nil
+}
+
+// checkSched refuses an unknown class, and the real-time route anywhere
+// but on an LS workload the agent starts or adopts by pid.
+func (s Spec) checkSched() error {
+	rt, err := enforce.ParseRealTime(s.Sched)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: workload %q: sched %q: use normal, rr or fifo", ErrInvalid, s.Name, s.Sched)
+	case rt.IsZero():
+		return nil
+	case s.QoS != string(alloc.LS):
+		return fmt.Errorf("%w: workload %q: sched %s is the real-time route of LS work on the shared pool, beside BE work; qos %q: use \"qos\": \"LS\" (LSE and LSR workloads have CPUs of their own, a BE workload must never preempt others)",
+			ErrInvalid, s.Name, rt, s.QoS)
+	case s.Cgroup != "":
+		return fmt.Errorf("%w: workload %q: sched %s applies to a command the agent starts or a pid it adopts; a container's class is its runtime's to set (the NRI plugin's annotation)", ErrInvalid, s.Name, rt)
 	}
 	return nil
 }

@@ -94,3 +94,20 @@ func ClassMode(q alloc.QoS) Mode {
 func ClassResources(q alloc.QoS, k float64, cpus, mems cpuset.CPUSet) enforce.Resources {
 	return Resources(ClassMode(q), q, k, cpus, mems, 0)
 }
+
+// MaxRTShare bounds a workload's real-time share of each CPU (the LS
+// real-time route): at least a tenth of every CPU stays with fair work
+// (the node's system work), even for a workload as large as its pool.
+const MaxRTShare = 0.9
+
+// RTShare is the real-time share of each CPU of a pool of pool CPUs that
+// an LS workload of k CPUs may use: k over the pool's size, at most
+// MaxRTShare. Spread over the pool it is the workload's CPUs' worth of
+// time, as its quota would be for fair threads (which the quota of a
+// real-time thread is not). 0 for an empty pool.
+func RTShare(k float64, pool int) float64 {
+	if pool < 1 || !(k > 0) {
+		return 0
+	}
+	return min(k/float64(pool), MaxRTShare)
+}

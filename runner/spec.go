@@ -102,26 +102,18 @@ type Spec struct {
 	RealTime enforce.RealTime
 }
 
-// maxJobRTShare bounds a job's real-time share of each CPU: at least a
-// tenth of every CPU stays with fair work (the node's system work), even
-// for a job as large as the pool.
-const maxJobRTShare = 0.9
-
 // RTShare is the real-time share of each CPU of the pool a job of spec
-// may use: the CPUs the job may use in its mode (K, or 2K for burst) over
-// the pool's size, at most maxJobRTShare; 0 without the real-time route.
-// Spread over the pool's CPUs it is the job's CPUs' worth of time, as
-// its quota would be for fair threads (which the quota of a real-time
-// thread is not).
+// may use (qos.RTShare of the CPUs the job may use in its mode: K, or 2K
+// for burst); 0 without the real-time route.
 func (s Spec) RTShare(pool int) float64 {
-	if s.RealTime.IsZero() || pool < 1 {
+	if s.RealTime.IsZero() {
 		return 0
 	}
 	k := s.CPUs
 	if s.Mode == Burst {
 		k *= 2
 	}
-	return min(k/float64(pool), maxJobRTShare)
+	return qos.RTShare(k, pool)
 }
 
 // Normalize fills defaults and checks the spec, returning a copy. Errors

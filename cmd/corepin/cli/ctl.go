@@ -145,6 +145,7 @@ func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 	fl.StringVar(&s.Isolated, "isolated", "", "prefer or require the CPUs the kernel isolated (isolcpus, nohz_full; LSE and LSR)")
 	fl.IntVar(&s.PID, "pid", 0, "adopt this running process")
 	fl.StringVar(&s.Cgroup, "cgroup", "", "adopt this existing cgroup (path below the cgroup mount)")
+	fl.StringVar(&s.Sched, "sched", "", "normal, rr or fifo: the real-time route of an LS command or pid (priority 1, bounded to its CPUs' worth of the LS pool)")
 	return cmd
 }
 

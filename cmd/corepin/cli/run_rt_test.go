@@ -21,7 +21,7 @@ func TestRunSchedRealTime(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	for _, c := range []struct{ sched, policy string }{{"rr", "2"}, {"fifo", "1"}, {"normal", "0"}} {
-		out, stderr, code := resultsCLI(t, "run", "--no-db", "-o", "json", "--qos", "LS", "--sched", c.sched, "--cpus", "1", "--",
+		out, stderr, code := resultsCLI(t, "run", "--no-db", "-o", "json", "--qos", "LS", "--sched", c.sched, "--cpus", "0.2", "--",
 			"sh", "-c", `cat /proc/self/stat`)
 		if code != 0 {
 			t.Fatalf("--sched %s: exit %d, stderr %q", c.sched, code, stderr)
