@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -401,6 +403,8 @@ func TestColocationPlacements(t *testing.T) {
 		batchIdle, same  bool
 		nice, beRoot     bool
 		batchWeight      uint64
+		rt               string
+		rtShare          float64
 	}{
 		{policy: polNone, svcCPUs: "0-2", batchCP: "0-2", same: true},
 		{policy: polNice, svcCPUs: "0-2", batchCP: "0-2", nice: true},
@@ -419,6 +423,8 @@ func TestColocationPlacements(t *testing.T) {
 		{policy: polBESlice, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polQoS, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true},
 		{policy: polThreadIdle, svcCPUs: "0-2", batchCP: "0-2"},
+		{policy: polRTRR, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true, rt: "rr", rtShare: 0.5},
+		{policy: polRTFIFO, svcCPUs: "0-2", batchCP: "0-2", batchIdle: true, beRoot: true, rt: "fifo", rtShare: 0.5},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			pl, err := e.place(env, tc.policy)
@@ -436,6 +442,9 @@ func TestColocationPlacements(t *testing.T) {
 			}
 			if pl.batchRes.Idle != tc.batchIdle || pl.sameGroup != tc.same || pl.nice != tc.nice || pl.batchRes.Weight != tc.batchWeight {
 				t.Errorf("batch idle %v same %v nice %v weight %d", pl.batchRes.Idle, pl.sameGroup, pl.nice, pl.batchRes.Weight)
+			}
+			if pl.svcRT.String() != cmp.Or(tc.rt, "normal") || math.Abs(pl.svcRes.RTShare-tc.rtShare) > 1e-9 {
+				t.Errorf("service class %s, real-time share %v; want %s and %v", pl.svcRT, pl.svcRes.RTShare, cmp.Or(tc.rt, "normal"), tc.rtShare)
 			}
 			if (pl.batchDriver == e.be) != tc.beRoot {
 				t.Errorf("batch under the BE root = %v, want %v", pl.batchDriver == e.be, tc.beRoot)

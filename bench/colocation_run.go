@@ -132,7 +132,7 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	var svcProc *proc.Process
 	var url string
 	if policy != polBatchAlone {
-		pt, u, err := e.startService(ctx, env, svc, proc.Spec{Driver: env.Driver, Group: "colo-svc", Resources: pl.svcRes})
+		pt, u, err := e.startService(ctx, env, svc, proc.Spec{Driver: env.Driver, Group: "colo-svc", Resources: pl.svcRes, RealTime: pl.svcRT})
 		if pt.p != nil {
 			parties = append(parties, pt)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/qos"
 )
 
 func init() { Register(func() Experiment { return &colocationExp{} }) }
@@ -32,6 +33,8 @@ const (
 	polLSE          = "lse"      // service on exclusive whole cores (LSE/FullPCPUs), batch on the rest
 	polLSR          = "lsr"      // service bound (LSR/SpreadByPCPUs), batch BE may borrow its CPUs
 	polCorepin      = "corepin"  // corepin's default: service LS, batch BE under the idle corepin-be root
+	polRTRR         = "rt-rr"    // corepin's, the service's threads in SCHED_RR (the LS real-time route)
+	polRTFIFO       = "rt-fifo"  // corepin's, the service's threads in SCHED_FIFO
 	svcCPU          = "cpu"      // the built-in CPU-cost service
 	svcNginx        = "nginx"    // real nginx serving a small static file
 	toolOpenLoop    = "openloop" // corepin's open-loop generator
@@ -40,7 +43,7 @@ const (
 
 // AllPolicies lists every colocation policy, baselines first.
 var AllPolicies = append([]string{polAlone, polBatchAlone, polNone, polNice, polNiceBatchLim, polNiceSvcLim, polNiceBothLim,
-	polWeight, polIdle, polLSE, polLSR, polCorepin}, qosPolicies...)
+	polWeight, polIdle, polLSE, polLSR, polCorepin, polRTRR, polRTFIFO}, qosPolicies...)
 
 type colocationSpec struct {
 	Services []string `yaml:"services" json:"services"`
@@ -89,8 +92,8 @@ func (e *colocationExp) Spec(quick bool) any {
 	if quick {
 		// Fewer policies, each measured long enough for a p99 of ~800
 		// requests: the bar compares p99s within 10%.
-		e.spec.Policies = []string{polAlone, polBatchAlone, polNone, polNice, polIdle, polCorepin, polQoS}
-		e.spec.NginxPolicies = []string{polAlone, polNone, polCorepin}
+		e.spec.Policies = []string{polAlone, polBatchAlone, polNone, polNice, polIdle, polCorepin, polQoS, polRTRR}
+		e.spec.NginxPolicies = []string{polAlone, polNone, polCorepin, polRTRR}
 		e.spec.Warmup = 500 * time.Millisecond
 		e.spec.Duration = 5 * time.Second
 		e.spec.NginxRate = 1000
@@ -123,6 +126,16 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 		return err
 	}
 	e.be = be
+	// The real-time route needs the right to it: without, its policies
+	// are left out, said once.
+	if err := enforce.CheckRealTime(enforce.RealTime{Policy: enforce.RTRR}); err != nil {
+		isRT := func(p string) bool { return p == polRTRR || p == polRTFIFO }
+		if slices.ContainsFunc(e.spec.Policies, isRT) || slices.ContainsFunc(e.spec.NginxPolicies, isRT) {
+			env.Logf("colocation: leaving out %s and %s: %v", polRTRR, polRTFIFO, err)
+		}
+		e.spec.Policies = slices.DeleteFunc(e.spec.Policies, isRT)
+		e.spec.NginxPolicies = slices.DeleteFunc(e.spec.NginxPolicies, isRT)
+	}
 	return nil
 }
 
@@ -170,8 +183,9 @@ type placement struct {
 	svcCPUs, batchCPUs, genCPUs cpuset.CPUSet
 	svcRes, batchRes            enforce.Resources
 	batchDriver                 enforce.Driver
-	sameGroup                   bool // batch joins the service's group
-	nice                        bool // batch at nice 19
+	sameGroup                   bool             // batch joins the service's group
+	nice                        bool             // batch at nice 19
+	svcRT                       enforce.RealTime // the service's threads' class (the LS real-time route)
 }
 
 // place decides the groups of a policy. The load generator gets a CPU of
@@ -237,6 +251,17 @@ func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 	case polCorepin, polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polBESlice, polQoS:
 		pl.batchRes.Idle = true
 		pl.batchDriver = e.be
+	case polRTRR, polRTFIFO:
+		// corepin's default, and the service's threads in a real-time
+		// class bounded to what it needs alone, twice over (as lse sizes
+		// its CPUs).
+		pl.batchRes.Idle = true
+		pl.batchDriver = e.be
+		pl.svcRT = enforce.RealTime{Policy: enforce.RTRR}
+		if policy == polRTFIFO {
+			pl.svcRT.Policy = enforce.RTFIFO
+		}
+		pl.svcRes.RTShare = qos.RTShare(float64(work.Size())*e.spec.LoadFraction*2, work.Size())
 	case polThreadIdle:
 		// corepin's own root, not the idle BE root: SCHED_IDLE per
 		// thread (startQoS) is the only lever, as on kernels before 5.15.
