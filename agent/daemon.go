@@ -71,6 +71,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return fmt.Errorf("detecting cgroups: %w", err)
 	}
 	m := NewMetrics()
+	m.WatchScheduler(ReadScheduler)
 	n, err := Open(Options{StatePath: c.State, Topology: topo, Alloc: ac, Driver: drv, Logger: log, Observer: m,
 		RunGroups: &runGroups{}, CgroupRoot: c.CgroupRoot,
 		Online: nodecore.OnlineFrom(os.DirFS("/"))})
@@ -80,7 +81,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	defer n.Close()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))
-	s := &Server{Node: n, Metrics: m, Log: log}
+	s := &Server{Node: n, Metrics: m, Log: log, Scheduler: ReadScheduler}
 	ln, err := ListenUnix(c.Socket)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	for i, l := range lns {
 		srv := s
 		if i > 0 {
-			srv = &Server{Node: n, Metrics: m, Log: log, Token: token}
+			srv = &Server{Node: n, Metrics: m, Log: log, Token: token, Scheduler: ReadScheduler}
 		}
 		go func() { errc <- srv.Serve(ctx, l) }()
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corepin/corepin/topology"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,6 +39,9 @@ type Server struct {
 	// HeaderTimeout and BodyTimeout override ReadHeaderTimeout and
 	// ReadTimeout when not zero (tests of slow clients).
 	HeaderTimeout, BodyTimeout time.Duration
+	// Scheduler, when set, reads the machine's scheduler section for
+	// GET /v1/topology (ReadScheduler).
+	Scheduler func() topology.Scheduler
 }
 
 // Handler returns the API's routes.
@@ -194,7 +198,12 @@ func (s *Server) usage(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) topology(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Node.View())
+	v := s.Node.View()
+	if s.Scheduler != nil {
+		sc := s.Scheduler()
+		v.Scheduler = &sc
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // Serve serves the API on ln until ctx is done, then shuts down

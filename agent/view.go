@@ -198,6 +198,9 @@ type TopologyView struct {
 	Pools      PoolsView         `json:"pools"`
 	FreeByNUMA map[string]string `json:"free_by_numa"`
 	Workloads  []Workload        `json:"workloads"`
+	// Scheduler is what decides wake placement on the machine (`corepin
+	// topo`'s scheduler section), when the server reads it.
+	Scheduler *topology.Scheduler `json:"scheduler,omitempty"`
 }
 
 // PoolsView are the CPU sets of each QoS class.

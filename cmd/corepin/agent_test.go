@@ -119,8 +119,12 @@ func TestAgentAndCtlEndToEnd(t *testing.T) {
 	if out, _, code := ctl("list"); code != 0 || !strings.Contains(out, "e2e-1") || !strings.Contains(out, "NAME") || strings.Contains(out, "evil") {
 		t.Errorf("ctl list: exit %d:\n%s", code, out)
 	}
-	if out, _, code := ctl("top", "--interval", "200ms", "-o", "json"); code != 0 || !strings.Contains(out, `"e2e-1"`) {
-		t.Errorf("ctl top: exit %d:\n%s", code, out)
+	if out, _, code := ctl("top", "--interval", "200ms", "-o", "json"); code != 0 || !strings.Contains(out, `"e2e-1"`) ||
+		!strings.Contains(out, `"scheduler"`) || !strings.Contains(out, `"sis_util"`) {
+		t.Errorf("ctl top -o json: exit %d, want e2e-1 and the agent's scheduler section:\n%s", code, out)
+	}
+	if out, _, code := ctl("top", "--interval", "200ms"); code != 0 || !strings.Contains(out, "Wake placement: kernel ") {
+		t.Errorf("ctl top: exit %d, want the wake placement line:\n%s", code, out)
 	}
 	if out, _, code := run(t, "topo", "--socket", socket); code != 0 || !strings.Contains(out, "e2e-1") {
 		t.Errorf("corepin topo with an agent does not show the workload: exit %d:\n%s", code, out)

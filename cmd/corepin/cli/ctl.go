@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/topology"
 )
 
 const ctlUsage = `Talk to a running corepin agent (see corepin agent).
@@ -265,10 +266,19 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 			if err != nil {
 				return ctlErr(err)
 			}
+			// What decides wake placement, as the agent reads it (an older
+			// agent says nothing).
+			var sched *topology.Scheduler
+			if v, err := c.Topology(); err == nil {
+				sched = v.Scheduler
+			}
 			if e.JSON() {
 				out := map[string]any{"interval_s": interval.Seconds(), "workloads": rows}
 				if q != nil {
 					out["qos"] = q
+				}
+				if sched != nil {
+					out["scheduler"] = sched
 				}
 				return e.PrintJSON(out)
 			}
@@ -286,6 +296,9 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 			}
 			if q != nil {
 				fmt.Fprint(e.stdout, qosLines(q))
+			}
+			if sched != nil {
+				return topology.RenderScheduler(e.stdout, *sched, nil)
 			}
 			return nil
 		},
