@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -150,3 +153,43 @@ func SetRealTime(pid int, rt RealTime) error {
 		return nil
 	})
 }
+
+// MakeRTRoom makes room, in the cgroup v1 cpu hierarchy mounted at mount,
+// for group dir (a clean absolute path below the mount; it need not exist
+// yet, as a container's before its runtime makes it) to hold share of each
+// CPU's real-time time: its parent and their ancestors grow to the sum of
+// their children's shares (a kubelet's pod and QoS groups hold none). It
+// reports whether the kernel groups real-time time there at all
+// (cpu.rt_runtime_us, CONFIG_RT_GROUP_SCHED): where it does not, it does
+// nothing and the kernel's own throttling bounds the class.
+func MakeRTRoom(mount, dir string, share float64) (grouped bool, err error) {
+	if !path.IsAbs(dir) || path.Clean(dir) != dir || dir == "/" {
+		return false, fmt.Errorf("%w: group %q: want a clean absolute path below the mount", ErrInvalidResources, dir)
+	}
+	if !(share > 0 && share <= MaxRTShare) {
+		return false, fmt.Errorf("%w: real-time share %g outside (0, %g]", ErrInvalidResources, share, MaxRTShare)
+	}
+	h, err := openRootFS(mount)
+	if err != nil {
+		return false, err
+	}
+	defer h.r.Close()
+	rel := strings.TrimPrefix(dir, "/")
+	parent := path.Dir(rel)
+	if ok, err := h.exists(path.Join(parent, v1RTRuntime)); err != nil || !ok {
+		return false, err
+	}
+	if parent == "." {
+		return true, nil // below the root group, which holds the kernel's own
+	}
+	return true, growRT(h, parent, rel, share)
+}
+
+// RTRuntimeOf is share of the real-time period corepin's groups use, in
+// microseconds (a container's OCI linux.resources.cpu.realtimeRuntime,
+// with RTPeriodMicros as its realtimePeriod).
+func RTRuntimeOf(share float64) int64 { return int64(rtRuntime(share) / time.Microsecond) }
+
+// RTPeriodMicros is the real-time period corepin's groups use, in
+// microseconds.
+const RTPeriodMicros = uint64(rtPeriod / time.Microsecond)

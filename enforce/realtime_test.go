@@ -213,3 +213,57 @@ func TestCheckRealTimeAsNobody(t *testing.T) {
 	}
 	testutil.RunAsNobody(t, "TestCheckRealTimeAsNobody", "COREPIN_TEST_RT_NOBODY=1")
 }
+
+// MakeRTRoom on a kubelet's v1 cpu hierarchy (files on a temporary
+// directory): the pod, QoS and kubepods groups, which hold no real-time
+// share, grow to the container's plus their other children's; a share
+// that would not fit under the kernel's 95% is refused and changes
+// nothing; a hierarchy without cpu.rt_runtime_us is left alone.
+func TestMakeRTRoom(t *testing.T) {
+	mount := t.TempDir()
+	group := func(dir, runtime string) {
+		t.Helper()
+		d := filepath.Join(mount, dir)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{v1RTRuntime: runtime, v1RTPeriod: "1000000"} {
+			if err := os.WriteFile(filepath.Join(d, f), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	group(".", "950000")
+	group("kubepods", "0")
+	group("kubepods/burstable", "0")
+	group("kubepods/burstable/podA", "0")
+	group("kubepods/burstable/podB", "100000")
+	group("kubepods/burstable/podB/c1", "100000")
+	read := func(dir string) string { return readReal(t, filepath.Join(mount, dir, v1RTRuntime)) }
+
+	grouped, err := MakeRTRoom(mount, "/kubepods/burstable/podA/c1", 0.25)
+	if err != nil || !grouped {
+		t.Fatalf("MakeRTRoom = %v, %v", grouped, err)
+	}
+	for dir, want := range map[string]string{"kubepods/burstable/podA": "250000", "kubepods/burstable": "350000", "kubepods": "350000", "kubepods/burstable/podB": "100000"} {
+		if got := read(dir); got != want {
+			t.Errorf("%s: %s = %s, want %s", dir, v1RTRuntime, got, want)
+		}
+	}
+	if _, err := MakeRTRoom(mount, "/kubepods/burstable/podA/c2", 0.9); !errors.Is(err, ErrInvalidResources) {
+		t.Errorf("a share past 95%% in all: %v, want ErrInvalidResources", err)
+	}
+	for dir, want := range map[string]string{"kubepods/burstable/podA": "250000", "kubepods": "350000"} {
+		if got := read(dir); got != want {
+			t.Errorf("a refused share changed %s to %s", dir, got)
+		}
+	}
+	for _, bad := range []string{"kubepods/x", "/kubepods/../x", "/"} {
+		if _, err := MakeRTRoom(mount, bad, 0.1); !errors.Is(err, ErrInvalidResources) {
+			t.Errorf("MakeRTRoom(%q) = %v, want ErrInvalidResources", bad, err)
+		}
+	}
+	if grouped, err := MakeRTRoom(t.TempDir(), "/kubepods/p/c", 0.1); grouped || err != nil {
+		t.Errorf("no real-time group scheduling: %v, %v; want false, nil", grouped, err)
+	}
+}

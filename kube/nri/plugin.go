@@ -527,6 +527,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		adj.SetLinuxScheduler(idleScheduler())
 		p.placeIdle(adj, pod, ctr)
 	}
+	if err := p.realTime(adj, ctr, s, ca); err != nil {
+		p.release(ctr.GetId())
+		return nil, nil, fmt.Errorf("corepin: container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
+	}
 	adj.AddEnv(EnvCPUSet, ca.CPUs.String())
 	adj.AddEnv(EnvThreads, strconv.Itoa(max(1, ca.Threads)))
 	if m := p.infoMount(ca); m != nil {

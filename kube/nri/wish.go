@@ -27,6 +27,9 @@ const (
 	// AnnotationIsolatedCPUs is the pod annotation asking for isolated
 	// CPUs for its exclusive containers: prefer or require.
 	AnnotationIsolatedCPUs = podmeta.AnnotationIsolatedCPUs
+	// AnnotationSched is the pod annotation putting an LS pod's containers
+	// in the real-time route: rr or fifo (normal: the fair class).
+	AnnotationSched = podmeta.AnnotationSched
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator
@@ -149,5 +152,6 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, err
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
 	rs := w.RequestSpec()
-	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy, Isolated: rs.Isolated}, w.Why, nil
+	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy, Isolated: rs.Isolated,
+		Sched: w.Sched}, w.Why, nil
 }

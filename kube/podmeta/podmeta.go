@@ -36,6 +36,13 @@ const (
 	// pod only (a scheduler judges a pod as one request) and with
 	// corepin's request vocabulary (alloc.IsolatedPolicy).
 	AnnotationIsolatedCPUs = "corepin.io/isolated-cpus"
+	// AnnotationSched is the LS real-time route of the pod's containers:
+	// rr or fifo puts every thread in SCHED_RR or SCHED_FIFO at priority
+	// 1 (the runtime applies the OCI linux.scheduler corepin's plugin
+	// sets), bounded to the container's CPUs' worth of the LS pool where
+	// the kernel groups real-time time; normal (the default) is the fair
+	// class. Only LS pods take it.
+	AnnotationSched = "corepin.io/sched"
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator
@@ -206,6 +213,8 @@ type Wish struct {
 	// Isolated is "prefer" or "require" (AnnotationIsolatedCPUs) for an
 	// exclusive class, else "".
 	Isolated string
+	// Sched is "rr" or "fifo" (AnnotationSched) for an LS pod, else "".
+	Sched string
 	// Why says where the class came from ("label koordinator.sh/qosClass",
 	// "kubelet Guaranteed, whole CPUs", ...) and which annotations were
 	// read.
@@ -297,6 +306,18 @@ func Read(p Pod) (Wish, error) {
 			return Wish{}, fmt.Errorf("%w: annotation %s require is for LSE and LSR pods (exclusive, whole CPUs); this one is %s (%s), and the shared pool never holds isolated CPUs", ErrInvalid, AnnotationIsolatedCPUs, w.QoS, w.Why)
 		default:
 			w.Why += ", annotation " + AnnotationIsolatedCPUs + " prefer ignored (the shared pool never holds isolated CPUs)"
+		}
+	}
+	if a, ok := p.Annotations[AnnotationSched]; ok {
+		switch {
+		case a != "normal" && a != "rr" && a != "fifo":
+			return Wish{}, fmt.Errorf("%w: annotation %s %.20q: use normal, rr or fifo", ErrInvalid, AnnotationSched, a)
+		case a != "normal" && w.QoS != alloc.LS:
+			return Wish{}, fmt.Errorf("%w: annotation %s %s is the real-time route of LS pods on the shared pool, beside BE work; this one is %s (%s): make it Burstable or label it LS (an LSE or LSR pod has CPUs of its own, a BE pod must never preempt others)",
+				ErrInvalid, AnnotationSched, a, w.QoS, w.Why)
+		case a != "normal":
+			w.Sched = a
+			w.Why += ", annotation " + AnnotationSched
 		}
 	}
 	return w, nil
