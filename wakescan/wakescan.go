@@ -78,31 +78,46 @@ func openRoot(root string) (*os.Root, error) {
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return nil, fmt.Errorf("%w: opening root %s: %w", ErrUnavailable, root, err)
+		return nil, &ProbeError{Short: "root " + root + " unreadable", Err: fmt.Errorf("%w: opening root %s: %w", ErrUnavailable, root, err)}
 	}
 	return r, nil
 }
 
+// ProbeError is Probe's error: Short says why in a few words with what
+// to do, for a one-line note; the error itself says it in full.
+type ProbeError struct {
+	Short string
+	Err   error
+}
+
+func (e *ProbeError) Error() string { return e.Err.Error() }
+func (e *ProbeError) Unwrap() error { return e.Err }
+
 // probe reads SIS_UTIL under r and checks the file is writable.
 func probe(r *os.Root, root string) (bool, error) {
 	path := filepath.Join(root, topology.SchedFeaturesFile)
+	fail := func(short string, err error) (bool, error) { return false, &ProbeError{Short: short, Err: err} }
 	feats, err := topology.ReadSchedFeatures(r)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("%w: %s is absent: mount debugfs (mount -t debugfs debugfs /sys/kernel/debug), or the kernel lacks CONFIG_SCHED_DEBUG", ErrUnavailable, path)
+		return fail("no scheduler features file (mount debugfs)",
+			fmt.Errorf("%w: %s is absent: mount debugfs (mount -t debugfs debugfs /sys/kernel/debug), or the kernel lacks CONFIG_SCHED_DEBUG", ErrUnavailable, path))
 	case errors.Is(err, fs.ErrPermission):
-		return false, fmt.Errorf("%w: %s is not readable by this user: run as root", ErrUnavailable, path)
+		return fail("scheduler features not readable (run as root)",
+			fmt.Errorf("%w: %s is not readable by this user: run as root", ErrUnavailable, path))
 	case errors.Is(err, topology.ErrBadFeatures):
-		return false, fmt.Errorf("refusing to change %s: %w", path, err)
+		return fail("scheduler features file malformed", fmt.Errorf("refusing to change %s: %w", path, err))
 	case err != nil:
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fail("scheduler features unreadable", fmt.Errorf("%w: %w", ErrUnavailable, err))
 	}
 	on, ok := feats[Feature]
 	if !ok {
-		return false, fmt.Errorf("%w: the kernel has no %s (Linux < 6.0): its idle-CPU scan is not cut short by utilisation", ErrUnavailable, Feature)
+		return fail("the kernel has no SIS_UTIL (Linux < 6.0)",
+			fmt.Errorf("%w: the kernel has no %s (Linux < 6.0): its idle-CPU scan is not cut short by utilisation", ErrUnavailable, Feature))
 	}
 	if !topology.SchedFeaturesWritable(r) {
-		return false, fmt.Errorf("%w: %s is not writable by this user: run as root (in a container: the host's debugfs mounted read-write)", ErrUnavailable, path)
+		return fail("scheduler features not writable (run as root)",
+			fmt.Errorf("%w: %s is not writable by this user: run as root (in a container: the host's debugfs mounted read-write)", ErrUnavailable, path))
 	}
 	return on, nil
 }
