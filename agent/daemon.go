@@ -84,8 +84,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	if err != nil {
 		return err
 	}
-	defer ws.close()
-	n.changed = func() { ws.sync(n.List()) }
+	defer ws.Close()
+	n.changed = func() { ws.Sync(hasBE(n.List())) }
 	n.changed()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))
@@ -130,7 +130,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		select {
 		case <-tick.C:
 			sweep(n, log)
-			ws.sync(n.List())
+			n.changed()
 		case err := <-errc:
 			pending--
 			if err != nil && !errors.Is(err, net.ErrClosed) {

@@ -115,12 +115,12 @@ func TestAgentWakeScanFollowsBEWork(t *testing.T) {
 		{name: "BE work again", ws: beWorkload, want: "off"},
 	}
 	for _, st := range steps {
-		w.sync(st.ws)
+		w.Sync(hasBE(st.ws))
 		if got := sis(t, root); got != st.want {
 			t.Fatalf("%s: SIS_UTIL %s, want %s (log:\n%s)", st.name, got, st.want, logs.String())
 		}
 	}
-	if err := w.close(); err != nil {
+	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got := sis(t, root); got != "on" {
@@ -164,11 +164,11 @@ func TestAgentWakeScanRestartAfterCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer w.close()
+			defer w.Close()
 			if got := sis(t, root); got != "on" {
 				t.Errorf("after the restart SIS_UTIL %s, want on: the dead holder's change undone", got)
 			}
-			w.sync(tc.ws)
+			w.Sync(hasBE(tc.ws))
 			if got := sis(t, root); got != tc.want {
 				t.Errorf("after the first sync SIS_UTIL %s, want %s", got, tc.want)
 			}
@@ -197,9 +197,9 @@ func TestAgentWakeScanChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 3 {
-				w.sync(beWorkload)
+				w.Sync(hasBE(beWorkload))
 			}
-			if err := w.close(); err != nil {
+			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if tc.once != "" {

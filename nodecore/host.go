@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -212,6 +213,23 @@ func (h *Host) holdWakeScan(env, root string, log io.Writer) error {
 		return errors.Join(err, db.Close())
 	})
 	return nil
+}
+
+// OpenWakeFollower opens the wake_scan follower (wakescan.Follower) of a
+// daemon (name: "agent", "nri") over a connection of its own to the state
+// file at state, for the machine whose "/" is root; it undoes what a
+// crashed holder left.
+func OpenWakeFollower(state string, mode wakescan.Mode, root, name string, log *slog.Logger) (*wakescan.Follower, error) {
+	db, err := OpenState(state)
+	if err != nil {
+		return nil, err
+	}
+	f, err := wakescan.OpenFollower(db, mode, root, name, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func agentOf(f func() (string, bool)) (string, bool) {

@@ -197,6 +197,19 @@ func checkDriverFlag(name string) error {
 	return nil
 }
 
+// checkHostFlags refuses a --driver or --wake-scan that names no choice,
+// and returns the --wake-scan mode.
+func checkHostFlags(f runFlags) (wakescan.Mode, error) {
+	if err := checkDriverFlag(f.driver); err != nil {
+		return "", err
+	}
+	wake, err := wakescan.ParseMode(f.wakeScan)
+	if err != nil {
+		return "", Usagef("--wake-scan %q: want %s", f.wakeScan, strings.Join(wakescan.Modes, " or "))
+	}
+	return wake, nil
+}
+
 // runSpec reads the batch the flags and the command line describe, on
 // the CPUs unpinned jobs may share (pool).
 func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runner.Spec, error) {
@@ -242,12 +255,9 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if f.sample != 0 && (f.sample < minSampleInterval || f.sample > time.Minute) {
 		return Usagef("--sample-interval %v: want %v to 1m (or 0 for the default, 100ms)", f.sample, minSampleInterval)
 	}
-	if err := checkDriverFlag(f.driver); err != nil {
-		return err
-	}
-	wake, err := wakescan.ParseMode(f.wakeScan)
+	wake, err := checkHostFlags(f)
 	if err != nil {
-		return Usagef("--wake-scan %q: want %s", f.wakeScan, strings.Join(wakescan.Modes, " or "))
+		return err
 	}
 	topo, err := openTopology("", runSysfsRoot)
 	if err != nil {
