@@ -224,10 +224,10 @@ func New(db *store.DB, o Options) (*Scan, error) {
 	return s, nil
 }
 
-// Action is what a Set did to the features file.
+// Action is what a Hold or Release did to the features file.
 type Action string
 
-// Actions of Set.
+// Actions of Hold and Release.
 const (
 	None     Action = ""
 	Off      Action = "wrote NO_" + Feature
