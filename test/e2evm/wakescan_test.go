@@ -43,10 +43,15 @@ kill -9 $R; kill -9 $J; wait $R
 block run.killed sis
 
 printf 'reconcile_interval: 1s\nwake_scan: full\n' > /etc/agent.yaml
+# agent starts the agent and returns once its socket answers. The socket
+# is made after the agent's start-up sync of wake_scan; corepin ctl list
+# alone is no sign of it: with no socket it reads the state file, and a
+# SIGKILLed agent leaves its socket behind.
 agent() {
+  rm -f $COREPIN_SOCKET
   corepin agent --socket $COREPIN_SOCKET --state $COREPIN_STATE --config /etc/agent.yaml >>/tmp/agent.log 2>&1 &
   AGENT=$!
-  i=0; until corepin ctl list >/dev/null 2>&1; do
+  i=0; until [ -S $COREPIN_SOCKET ] && corepin ctl list >/dev/null 2>&1; do
     if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 240 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
     i=$((i+1)); sleep 0.25
   done
