@@ -11,6 +11,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/wakescan"
 )
 
 // MaxConfig bounds the size of a config file.
@@ -45,6 +46,10 @@ type Config struct {
 	// QoS configures the QoS controller over BE workloads (off unless
 	// qos.enabled).
 	QoS QoSConfig `yaml:"qos"`
+	// WakeScan is default (change nothing) or full: SIS_UTIL off in the
+	// scheduler's features while BE workloads run, the value found
+	// restored when they end or the agent stops (package wakescan).
+	WakeScan string `yaml:"wake_scan"`
 }
 
 // DefaultCgroupRoot is the agent's root group name in each hierarchy.
@@ -96,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.QoS.Validate(); err != nil {
 		return err
+	}
+	if _, err := wakescan.ParseMode(c.WakeScan); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestParseConfigShippedExample(t *testing.T) {
 	}
 	want := Config{Socket: DefaultSocket, State: DefaultState, ReservedCPUs: "0", Policy: "corepin",
 		PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", CgroupRoot: DefaultCgroupRoot,
-		ReconcileInterval: 10 * time.Second, LogFormat: "text"}
+		ReconcileInterval: 10 * time.Second, LogFormat: "text", WakeScan: "default"}
 	if d := cmp.Diff(want, c); d != "" {
 		t.Errorf("config (-want +got):\n%s", d)
 	}
@@ -40,6 +40,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "traversal root", yaml: "cgroup_root: ../x\n", wantIn: "cgroup_root"},
 		{name: "two documents", yaml: "policy: corepin\n---\npolicy: kubelet\n", wantIn: "more than one"},
 		{name: "tiny interval", yaml: "reconcile_interval: 1ms\n", wantIn: "reconcile_interval"},
+		{name: "bad wake_scan", yaml: "wake_scan: on\n", wantIn: "want default or full"},
 		{name: "huge", yaml: strings.Repeat("#", MaxConfig+1), wantIn: "larger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

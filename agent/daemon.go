@@ -14,6 +14,7 @@ import (
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/wakescan"
 )
 
 // DefaultState is the agent's state file when neither flag nor config
@@ -79,6 +80,14 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return err
 	}
 	defer n.Close()
+	mode, _ := wakescan.ParseMode(c.WakeScan)
+	ws, err := openWakeScan(mode, c.State, "/", log)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	n.changed = func() { ws.Sync(hasBE(n.List())) }
+	n.changed()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))
 	s := &Server{Node: n, Metrics: m, Log: log, Scheduler: ReadScheduler}
@@ -122,6 +131,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		select {
 		case <-tick.C:
 			sweep(n, log)
+			n.changed()
 		case err := <-errc:
 			pending--
 			if err != nil && !errors.Is(err, net.ErrClosed) {

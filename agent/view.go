@@ -56,6 +56,9 @@ type Workload struct {
 // controller) calls it.
 type Node struct {
 	*nodecore.Node
+	// changed, when not nil, is called after a workload is created or
+	// deleted (the agent's wake_scan follows its BE workloads).
+	changed func()
 }
 
 // Options configure Open (nodecore.Options; Observer takes the agent's
@@ -117,7 +120,21 @@ func (n *Node) Create(s Spec) (Workload, error) {
 	if err != nil {
 		return Workload{}, err
 	}
+	n.notify()
 	return view(h), nil
+}
+
+// Delete stops and releases workload name (nodecore.Node.Delete).
+func (n *Node) Delete(name string) error {
+	err := n.Node.Delete(name)
+	n.notify()
+	return err
+}
+
+func (n *Node) notify() {
+	if n.changed != nil {
+		n.changed()
+	}
 }
 
 // Resize changes workload name's size to cpus (nodecore.Node.Resize) and

@@ -61,7 +61,11 @@
 // before their jobs: detect the driver (a BE batch's under BERunRoot,
 // that root made idle), remove the groups of crashed runs, open the
 // shared placer on the state file, and, for a BE batch that asks and
-// with no agent running, start the QoS loop over its jobs.
+// with no agent running, start the QoS loop over its jobs. A BE batch with
+// HostOptions.WakeScan full holds the wake_scan switch (package wakescan:
+// SIS_UTIL off, recorded in the state file first) until Close; the agent
+// and the NRI plugin hold it through OpenWakeFollower while they have BE
+// work.
 //
 // # Adoption guard
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/runner"
 	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/wakescan"
 )
 
 // EnvState names the state file pinned runs share with each other and
@@ -64,6 +66,14 @@ type HostOptions struct {
 	Agent func() (addr string, running bool)
 	// Log gets what the set-up did and warns of (nil discards it).
 	Log io.Writer
+	// WakeScan full, for a BE batch, turns SIS_UTIL off in the scheduler's
+	// features while the batch runs (package wakescan, recorded in the
+	// shared state file first; the last BE user restores the value found).
+	// Where it cannot, a note says why and nothing changes.
+	WakeScan wakescan.Mode
+	// SchedRoot is the machine whose features file WakeScan switches: ""
+	// for this one; tests give a directory.
+	SchedRoot string
 }
 
 // Note is what a set-up has to say before the first job: a few words for
@@ -136,6 +146,12 @@ func SetUpHost(ctx context.Context, t *topology.Topology, o HostOptions) (*Host,
 			return nil, err
 		}
 	}
+	if o.WakeScan == wakescan.Full && o.BE {
+		if err := h.holdWakeScan(o.State, o.SchedRoot, log); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
 	if o.SuppressBE && d.Name() != enforce.NameAffinity {
 		if addr, running := agentOf(o.Agent); running {
 			fmt.Fprintf(log, "corepin: qos: an agent runs on %s; it controls BE work, this run does not\n", addr)
@@ -147,6 +163,73 @@ func SetUpHost(ctx context.Context, t *topology.Topology, o HostOptions) (*Host,
 		}
 	}
 	return h, nil
+}
+
+// holdWakeScan holds the wake_scan switch for the batch, on the shared
+// state file (SharedState, as the placer's) until Close; where the
+// features file cannot be switched, or no state file can record it, a
+// note says why and nothing changes.
+func (h *Host) holdWakeScan(env, root string, log io.Writer) error {
+	if root == "" {
+		root = "/"
+	}
+	unchanged := func(short string, detail error) {
+		h.Notes = append(h.Notes, Note{Short: "wake_scan full changes nothing: " + short,
+			Detail: []string{"wake_scan full changes nothing; the batch runs as without it: " + detail.Error()}})
+	}
+	if err := wakescan.Probe(root); err != nil {
+		short := err.Error()
+		if pe, ok := errors.AsType[*wakescan.ProbeError](err); ok {
+			short = pe.Short
+		}
+		unchanged(short, err)
+		return nil
+	}
+	path := SharedState(env, DefaultState, UserState())
+	if path == "" {
+		unchanged("no state file to record it in (set "+EnvState+")",
+			fmt.Errorf("no writable state file to record the value found in (set %s)", EnvState))
+		return nil
+	}
+	db, err := OpenState(path)
+	if err != nil {
+		return fmt.Errorf("opening the shared state %s: %w", path, err)
+	}
+	scan, err := wakescan.New(db, wakescan.Options{Root: root, Name: "run"})
+	if err == nil {
+		_, err = scan.Hold()
+	}
+	if err != nil {
+		db.Close()
+		unchanged("turning SIS_UTIL off failed", err)
+		return nil
+	}
+	fmt.Fprintf(log, "corepin: wake_scan full: SIS_UTIL off while this BE batch runs (recorded in %s; the last BE user restores it)\n", path)
+	h.closers = append(h.closers, func() error {
+		act, err := scan.Release()
+		if act == wakescan.Restored {
+			fmt.Fprintf(log, "corepin: wake_scan: SIS_UTIL restored to the value found\n")
+		}
+		return errors.Join(err, db.Close())
+	})
+	return nil
+}
+
+// OpenWakeFollower opens the wake_scan follower (wakescan.Follower) of a
+// daemon (name: "agent", "nri") over a connection of its own to the state
+// file at state, for the machine whose "/" is root; it undoes what a
+// crashed holder left.
+func OpenWakeFollower(state string, mode wakescan.Mode, root, name string, log *slog.Logger) (*wakescan.Follower, error) {
+	db, err := OpenState(state)
+	if err != nil {
+		return nil, err
+	}
+	f, err := wakescan.OpenFollower(db, mode, root, name, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func agentOf(f func() (string, bool)) (string, bool) {

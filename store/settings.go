@@ -64,3 +64,56 @@ func (db *DB) LoadSetting(key string) (Setting, error) {
 	s.Value = json.RawMessage(value)
 	return s, nil
 }
+
+// UpdateSetting reads the setting under key (nil when there is none),
+// asks update for its new value and stores it, all in one BEGIN IMMEDIATE
+// transaction: no other writer, in this process or another, changes the
+// file in between, so update may also act outside the file (write a
+// kernel setting) knowing no other process sharing the file does so at
+// the same time. An empty value deletes the setting; a value equal to the
+// old one writes nothing. An error from update is returned unwrapped and
+// nothing is written. update must not call db: the transaction holds its
+// one connection.
+func (db *DB) UpdateSetting(key string, update func(old json.RawMessage) (json.RawMessage, error)) error {
+	if key == "" || len(key) > MaxSettingKey {
+		return fmt.Errorf("updating setting %.64q: key is empty or longer than %d bytes", key, MaxSettingKey)
+	}
+	return db.tx(func(tx *sql.Tx) error {
+		var old json.RawMessage
+		var value string
+		err := tx.QueryRow(`SELECT value FROM settings WHERE key = ?`, key).Scan(&value)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("reading setting %q: %w", key, err)
+		default:
+			old = json.RawMessage(value)
+		}
+		val, err := update(old)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(val) == 0 && old == nil, len(val) > 0 && string(val) == string(old):
+			return nil
+		case len(val) == 0:
+			if _, err := tx.Exec(`DELETE FROM settings WHERE key = ?`, key); err != nil {
+				return fmt.Errorf("deleting setting %q: %w", key, err)
+			}
+			return nil
+		}
+		if len(val) > MaxSettingValue {
+			return fmt.Errorf("saving setting %q: value of %d bytes: want 1 to %d", key, len(val), MaxSettingValue)
+		}
+		v, err := jsonArg("value", val)
+		if err != nil {
+			return fmt.Errorf("saving setting %q: %w", key, err)
+		}
+		if _, err := tx.Exec(`INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+			key, v, timeArg(time.Now())); err != nil {
+			return fmt.Errorf("saving setting %q: %w", key, err)
+		}
+		return nil
+	})
+}

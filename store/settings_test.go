@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -181,5 +182,58 @@ func TestOpenReadOnlyReadsOlderResults(t *testing.T) {
 
 	if _, err := OpenReadOnly(v1); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("OpenReadOnly of a schema-1 file = %v, want ErrReadOnly", err)
+	}
+}
+
+func TestUpdateSetting(t *testing.T) {
+	db := newDB(t)
+	load := func() string {
+		t.Helper()
+		s, err := db.LoadSetting("k")
+		if errors.Is(err, ErrNotFound) {
+			return "<none>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(s.Value)
+	}
+	steps := []struct {
+		name    string
+		wantOld string // what update is handed, "<nil>" for no setting
+		give    string // what it returns ("" deletes)
+		err     error
+		want    string // stored after
+	}{
+		{name: "insert", wantOld: "<nil>", give: `{"n":1}`, want: `{"n":1}`},
+		{name: "unchanged", wantOld: `{"n":1}`, give: `{"n":1}`, want: `{"n":1}`},
+		{name: "replace", wantOld: `{"n":1}`, give: `{"n":2}`, want: `{"n":2}`},
+		{name: "error keeps the value", wantOld: `{"n":2}`, give: `{"n":3}`, err: errors.New("no"), want: `{"n":2}`},
+		{name: "not JSON is refused", wantOld: `{"n":2}`, give: `{`, want: `{"n":2}`},
+		{name: "delete", wantOld: `{"n":2}`, give: "", want: "<none>"},
+		{name: "delete of nothing", wantOld: "<nil>", give: "", want: "<none>"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			err := db.UpdateSetting("k", func(old json.RawMessage) (json.RawMessage, error) {
+				got := "<nil>"
+				if old != nil {
+					got = string(old)
+				}
+				if got != st.wantOld {
+					t.Errorf("update was handed %s, want %s", got, st.wantOld)
+				}
+				if st.give == "" {
+					return nil, st.err
+				}
+				return json.RawMessage(st.give), st.err
+			})
+			if st.err != nil && !errors.Is(err, st.err) {
+				t.Errorf("UpdateSetting = %v, want %v", err, st.err)
+			}
+			if got := load(); got != st.want {
+				t.Errorf("stored %s, want %s", got, st.want)
+			}
+		})
 	}
 }

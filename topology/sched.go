@@ -95,6 +95,26 @@ func InertRoutes(ext SchedExt) []string {
 	return []string{RouteCPUIdle, RouteIdleParent, RouteWeight}
 }
 
+// SchedFeaturesFile is the fair class's features file under a root (see
+// schedFeaturesFile): what package wakescan writes.
+const SchedFeaturesFile = schedFeaturesFile
+
+// ReadSchedFeatures reads the features file under r, confined to r,
+// opened non-blocking, a regular file of at most MaxFileSize bytes, and
+// parses it (ParseFeatures). A missing file's error wraps
+// fs.ErrNotExist, an unreadable one's fs.ErrPermission.
+func ReadSchedFeatures(r *os.Root) (map[string]bool, error) {
+	data, err := readFile(rootFS{r}, schedFeaturesFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading scheduler features: %w", err)
+	}
+	return ParseFeatures(data)
+}
+
+// SchedFeaturesWritable reports whether the features file under r is a
+// regular file this process may open for writing (nothing is written).
+func SchedFeaturesWritable(r *os.Root) bool { return rootFS{r}.canWrite(schedFeaturesFile) }
+
 // ParseFeatures parses the features file: whitespace-separated tokens of
 // upper-case letters, digits and "_", each a feature, "NO_" before one
 // that is off. It returns each feature's state. Empty content, a bad

@@ -62,18 +62,22 @@ func TestChartRendersValidObjects(t *testing.T) {
 	}{
 		{name: "defaults", wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
-				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "default"}},
 		{name: "kubelet migration without rbac", overrides: map[string]any{"policy": "kubelet", "reservedCPUs": "0-1,32-33",
 			"policyOptions": []any{"full-pcpus-only", "strict-cpu-reservation"}, "topologyPolicy": "single-numa-node",
 			"rbac": map[string]any{"create": false}, "nodeSelector": map[string]any{"corepin.io/enabled": "true"},
 			"nodeResourceTopology": map[string]any{"publish": true}, "annotateNode": true},
 			wantKinds: []string{"ConfigMap", "DaemonSet"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0-1,32-33", Policy: "kubelet",
-				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json"}},
+				PolicyOptions: []string{"full-pcpus-only", "strict-cpu-reservation"}, TopologyPolicy: "single-numa-node", LogFormat: "json", WakeScan: "default"}},
 		{name: "publishing with rbac", overrides: map[string]any{"nodeResourceTopology": map[string]any{"publish": true}, "annotateNode": true},
 			wantKinds: []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
-				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json"}},
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "default"}},
+		{name: "wake scan full", overrides: map[string]any{"wakeScan": "full"},
+			wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "full"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +100,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 			}
 			ds := objs["DaemonSet"].(*appsv1.DaemonSet)
 			checkDaemonSet(t, ds, cm, objs["ServiceAccount"] != nil)
+			checkDebugfs(t, ds, tc.wantCfg.WakeScan == "full")
 			publish, _ := tc.overrides["nodeResourceTopology"].(map[string]any)
 			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--publish-nrt=true"); got != (publish["publish"] == true) {
 				t.Errorf("--publish-nrt in args = %v, want %v", got, publish["publish"] == true)
@@ -199,7 +204,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 		}
 	}
 	for _, v := range pod.Volumes {
-		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", flags["--nri-socket"], "/var/lib/corepin", flags["--info-dir"]}, v.HostPath.Path) {
+		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", "/sys/kernel/debug", flags["--nri-socket"], "/var/lib/corepin", flags["--info-dir"]}, v.HostPath.Path) {
 			t.Errorf("host path %s: the plugin uses no other", v.HostPath.Path)
 		}
 	}
@@ -234,6 +239,38 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	}
 	if len(pod.Tolerations) == 0 || pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("the plugin must run on every node (tolerations %v) at system-node-critical (%q)", pod.Tolerations, pod.PriorityClassName)
+	}
+}
+
+// checkDebugfs: with wakeScan full (and only then) the plugin sees the
+// host's /sys/kernel/debug, writable, where --sysfs-root puts it
+// (/host/sys/kernel/debug), for the features file it switches.
+func checkDebugfs(t *testing.T, ds *appsv1.DaemonSet, full bool) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	var host string
+	for _, v := range pod.Volumes {
+		if v.Name == "sys-kernel-debug" && v.HostPath != nil {
+			host = v.HostPath.Path
+		}
+	}
+	c := pod.Containers[0]
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.Name == "sys-kernel-debug" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if !full {
+		if host != "" || mount != nil {
+			t.Errorf("wakeScan default mounts the host's debugfs (%q, %+v); it changes nothing", host, mount)
+		}
+		return
+	}
+	if host != "/sys/kernel/debug" || mount == nil || mount.MountPath != "/host/sys/kernel/debug" || mount.ReadOnly ||
+		!slices.Contains(c.Args, "--sysfs-root=/host") {
+		t.Errorf("wakeScan full: host path %q mounted %+v, args %v; want /sys/kernel/debug writable at /host/sys/kernel/debug under --sysfs-root=/host",
+			host, mount, c.Args)
 	}
 }
 

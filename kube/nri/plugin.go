@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/wakescan"
 )
 
 // Registration of the plugin with the runtime.
@@ -89,6 +91,15 @@ type Options struct {
 	// use is logged and the plugin goes on without the route. Empty
 	// leaves the cgroups to the runtime and the kubelet.
 	IdleParentMount string
+	// WakeScan is the node setting wake_scan (package wakescan): with
+	// full, SIS_UTIL is off in the scheduler's features while a BE
+	// container is admitted, the value found restored when the last ends
+	// and when the plugin stops. Either way the plugin undoes what a
+	// crashed holder left.
+	WakeScan wakescan.Mode
+	// SchedRoot is the directory holding the host's
+	// sys/kernel/debug/sched/features ("" is "/"): the chart's /host.
+	SchedRoot string
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -118,6 +129,8 @@ type Plugin struct {
 	tasks    Tasks
 	metrics  string // Options.MetricsAddr
 	idle     *IdleParents
+	wake     *wakescan.Follower
+	wakeSig  chan struct{} // capacity 1: a change wake_scan has not seen
 	// placed is the cgroups path, under an idle parent, of each BE
 	// container created there.
 	placed map[string]string
@@ -133,7 +146,7 @@ func New(o Options) (*Plugin, error) {
 		return nil, err
 	}
 	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr,
-		placed: map[string]string{}}
+		placed: map[string]string{}, wakeSig: make(chan struct{}, 1)}
 	if p.tasks == nil {
 		p.tasks = KernelTasks{}
 	}
@@ -146,8 +159,37 @@ func New(o Options) (*Plugin, error) {
 			p.log.Warn("BE containers get no idle parent: SCHED_IDLE routes only", "err", err)
 		}
 	}
+	if p.wake, err = nodecore.OpenWakeFollower(o.State, o.WakeScan, o.SchedRoot, "nri", p.log); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.wakeSig <- struct{}{} // follow the state once at start
 	return p, nil
 }
+
+// wakeLoop tells the wake_scan follower whether a BE container is
+// admitted, after each change of the state and every wakeEvery (a run
+// that died holding the switch, a change another process made), until
+// ctx ends.
+func (p *Plugin) wakeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wakeSig:
+		case <-time.After(wakeEvery):
+		}
+		cas, err := p.c.List()
+		if err != nil {
+			p.log.Warn("wake_scan: reading the state", "err", err)
+			continue
+		}
+		p.wake.Sync(slices.ContainsFunc(cas, func(ca nodecore.ContainerAssignment) bool { return ca.QoS == alloc.BE }))
+	}
+}
+
+// wakeEvery is how often wakeLoop looks without a change.
+const wakeEvery = 10 * time.Second
 
 // Close closes the state file (and the cgroup mount). Assignments stay
 // held.
@@ -155,7 +197,11 @@ func (p *Plugin) Close() error {
 	if p.idle != nil {
 		p.idle.Close()
 	}
-	return p.c.Close()
+	var werr error
+	if p.wake != nil {
+		werr = p.wake.Close() // restores the value found unless another holder runs
+	}
+	return errors.Join(werr, p.c.Close())
 }
 
 // Containers is the admission core the plugin runs on.
@@ -187,6 +233,9 @@ func (p *Plugin) Run(ctx context.Context, opts ...stub.Option) error {
 		defer func() { <-done }()
 		go func() { defer close(done); p.publishLoop(ctx) }()
 	}
+	wakeDone := make(chan struct{})
+	defer func() { <-wakeDone }()
+	go func() { defer close(wakeDone); p.wakeLoop(ctx) }()
 	wait := minBackoff
 	for ctx.Err() == nil {
 		t0 := time.Now()
@@ -244,9 +293,11 @@ func (p *Plugin) publishLoop(ctx context.Context) {
 
 // touched notes a change of the state for publishLoop.
 func (p *Plugin) touched() {
-	select {
-	case p.changed <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{p.changed, p.wakeSig} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -273,6 +273,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "relative container info dir", set: "containerInfoDir=run/corepin", want: "/containerInfoDir"},
 		{name: "the root as container info dir", set: "containerInfoDir=/", want: "/containerInfoDir"},
 		{name: "unknown log format", set: "logFormat=yaml", want: "/logFormat"},
+		{name: "unknown wake scan", set: "wakeScan=on", want: "/wakeScan"},
 		{name: "map for a label value", set: "nodeSelector.pool.name=a", want: "/nodeSelector/pool"},
 	}
 	for _, tc := range tests {

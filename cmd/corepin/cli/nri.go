@@ -14,6 +14,7 @@ import (
 	"github.com/corepin/corepin/kube/nodestate"
 	"github.com/corepin/corepin/kube/nri"
 	"github.com/corepin/corepin/kube/publish"
+	"github.com/corepin/corepin/wakescan"
 )
 
 const nriUsage = `Run corepin as an NRI plugin (name "corepin", index 10) of containerd or
@@ -101,7 +102,9 @@ func newNRICmd(e *env) *cobra.Command {
 			if c.LogFormat == "json" {
 				h = slog.NewJSONHandler(e.stderr, nil)
 			}
-			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr, IdleParentMount: idleMount}
+			wake, _ := wakescan.ParseMode(c.WakeScan) // checked by loadAgentConfig
+			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr, IdleParentMount: idleMount,
+				WakeScan: wake, SchedRoot: root}
 			if publishNRT {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")

@@ -26,6 +26,7 @@ import (
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/wakescan"
 )
 
 const runUsage = `Run a batch of jobs, each pinned (or limited) to its own CPUs, with its
@@ -46,13 +47,19 @@ Examples:
   corepin run --jobs 4 --cpus 1 --mode quota -o json -- sh -c 'grep Cpus_allowed_list /proc/self/status'
   corepin run --qos BE --mode unbounded --cpus 2 --jobs 2 -- corepin workload spin --seconds 30
   corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2
-  corepin run --qos LS --sched rr --cpus 1 -- corepin workload service --listen 127.0.0.1:8080`
+  corepin run --qos LS --sched rr --cpus 1 -- corepin workload service --listen 127.0.0.1:8080
+  sudo corepin run --qos BE --wake-scan full --jobs 2 -- corepin workload spin --seconds 60`
 
 func init() { register(newRunCmd) }
 
 // runSysfsRoot is the machine run reads its topology from: this one. Tests
 // point it at a dump (replaceRunRoot) to give this machine isolated CPUs.
 var runSysfsRoot = "/"
+
+// runSchedRoot is the machine whose scheduler features --wake-scan full
+// switches: this one. Tests point it at a directory holding a features
+// file.
+var runSchedRoot = "/"
 
 type runFlags struct {
 	jobs        int
@@ -69,6 +76,7 @@ type runFlags struct {
 	suppress    bool
 	verbose     bool
 	sched       string
+	wakeScan    string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -96,6 +104,7 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.noDB, "no-db", false, "do not record results")
 	fl.BoolVar(&f.suppress, "suppress", false, "with --qos BE and no agent: also shrink the batch's CPUs as the rest of the machine's load grows (Koordinator's budget); off by default, since on a 2-CPU machine cpu.idle alone kept the service's p99 as low and the batch 96% of the idle CPU where suppression kept 55% (corepin bench colocation)")
 	fl.StringVar(&f.sched, "sched", enforce.RTNormal, "scheduling class of an LS job's threads: normal | rr | fifo (the real-time route, at priority 1: a waking thread finds a CPU running only BE work, which the fair class's scan may miss on a busy machine; bounded to the job's --cpus of the pool where the kernel groups real-time time, else by its real-time throttling; needs root or ulimit -r >= 1)")
+	fl.StringVar(&f.wakeScan, "wake-scan", "default", "with --qos BE: default (change nothing) or full (root, debugfs: SIS_UTIL off in /sys/kernel/debug/sched/features while the batch runs, so a waking service thread still finds a CPU running only BE work; the value found is recorded in the shared state first and restored by the last BE user)")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say each note in full (what the driver cannot enforce here, where results and shared state go), not in one line")
@@ -191,6 +200,19 @@ func checkDriverFlag(name string) error {
 	return nil
 }
 
+// checkHostFlags refuses a --driver or --wake-scan that names no choice,
+// and returns the --wake-scan mode.
+func checkHostFlags(f runFlags) (wakescan.Mode, error) {
+	if err := checkDriverFlag(f.driver); err != nil {
+		return "", err
+	}
+	wake, err := wakescan.ParseMode(f.wakeScan)
+	if err != nil {
+		return "", Usagef("--wake-scan %q: want %s", f.wakeScan, strings.Join(wakescan.Modes, " or "))
+	}
+	return wake, nil
+}
+
 // runSpec reads the batch the flags and the command line describe, on
 // the CPUs unpinned jobs may share (pool).
 func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runner.Spec, error) {
@@ -231,6 +253,8 @@ func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runne
 	switch {
 	case f.suppress && spec.QoS != runner.BE:
 		return runner.Spec{}, Usagef("--suppress applies to --qos BE only")
+	case f.wakeScan == string(wakescan.Full) && spec.QoS != runner.BE:
+		return runner.Spec{}, Usagef("--wake-scan full applies to --qos BE only: it changes the scheduler while BE work runs")
 	case f.driver == enforce.NameAffinity && needsCgroup(spec.Mode):
 		return runner.Spec{}, Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
@@ -241,7 +265,8 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	if f.sample != 0 && (f.sample < minSampleInterval || f.sample > time.Minute) {
 		return Usagef("--sample-interval %v: want %v to 1m (or 0 for the default, 100ms)", f.sample, minSampleInterval)
 	}
-	if err := checkDriverFlag(f.driver); err != nil {
+	wake, err := checkHostFlags(f)
+	if err != nil {
 		return err
 	}
 	topo, err := openTopology("", runSysfsRoot)
@@ -266,6 +291,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	defer stop()
 	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, BE: spec.QoS == runner.BE, Placer: true,
 		State: os.Getenv(nodecore.EnvState), SuppressBE: f.suppress && spec.Mode != runner.Pinned, Agent: agentRunning, Log: e.stderr,
+		WakeScan: wake, SchedRoot: runSchedRoot,
 		Check: func(d enforce.Driver) error {
 			if d.Name() == enforce.NameAffinity && needsCgroup(spec.Mode) {
 				return Usagef("--mode %s needs a cpu cgroup, and none is usable here (%s): use --mode pinned or unbounded",
