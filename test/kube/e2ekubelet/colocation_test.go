@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/internal/testutil"
 	"os"
 	"os/exec"
@@ -49,9 +50,12 @@ const (
 	varCorepin = "pod BE, corepin" // the BE pod created with corepin's plugin attached
 	varPlain   = "pod BE, plain"   // the BE pod created while the plugin was detached
 	varHost    = "host BE (run)"   // `corepin run --qos BE` beside the same service pod
+	// varCorepinRT is corepin's BE pod beside a second service pod, the
+	// same service annotated corepin.io/sched: rr (the LS real-time route).
+	varCorepinRT = "pod BE, svc rr"
 )
 
-var coloVariants = []string{varAlone, varCorepin, varPlain, varHost}
+var coloVariants = []string{varAlone, varCorepin, varPlain, varHost, varCorepinRT}
 
 // coloSample is one measurement of one variant.
 type coloSample struct {
@@ -97,6 +101,10 @@ func TestColocation(t *testing.T) {
 	c.coloPod(ctx, "colo-svc", map[string]string{"koordinator.sh/qosClass": "LS"}, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		"/bin/corepin", "serve", "cpu", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--cost", coloCost)
+	rtPort := kubetest.FreePort(t)
+	c.coloPodAnnotated(ctx, "colo-svc-rr", map[string]string{"koordinator.sh/qosClass": "LS"}, map[string]string{"corepin.io/sched": "rr"},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		"/bin/corepin", "serve", "cpu", "--listen", fmt.Sprintf("127.0.0.1:%d", rtPort), "--cost", coloCost)
 	spin := []string{"/bin/corepin", "workload", "spin", "--seconds", "3600", "--threads", "2"}
 	c.coloPod(ctx, "colo-be", nil, nil, nil, spin...)
 	bePid := rt.waitPod(ctx, t, "colo-be")
@@ -109,6 +117,15 @@ func TestColocation(t *testing.T) {
 	rt.waitPod(ctx, t, "colo-svc")
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServing(ctx, t, url)
+	rtPid := rt.waitPod(ctx, t, "colo-svc-rr")
+	rtURL := fmt.Sprintf("http://127.0.0.1:%d/", rtPort)
+	waitServing(ctx, t, rtURL)
+	// The real-time route: every task of the annotated service is rr.
+	for _, tid := range waitTasks(ctx, t, rtPid, 2) {
+		if class, err := enforce.TaskClass(tid); err != nil || class != enforce.RTRR {
+			t.Fatalf("the rr service pod's task %d runs in %q (%v): the route was not applied", tid, class, err)
+		}
+	}
 
 	// The route: corepin's BE pod under the plugin's idle parent, the
 	// plain one in the kubelet's besteffort group, its tasks not
@@ -125,7 +142,7 @@ func TestColocation(t *testing.T) {
 	}
 	m := kubetest.Scrape(t, "http://"+c.metrics+"/metrics")
 	c.note("routes: %v (plain pod: started before the plugin came back)", routes(m))
-	frozen := map[string]string{varCorepin: freezerState(t, bePid), varPlain: freezerState(t, plainPid)}
+	frozen := map[string]string{varCorepin: freezerState(t, bePid), varPlain: freezerState(t, plainPid), varCorepinRT: freezerState(t, bePid)}
 	for _, f := range frozen {
 		setFreezer(t, f, "FROZEN")
 	}
@@ -146,7 +163,11 @@ func TestColocation(t *testing.T) {
 	for r := range coloRepeats {
 		order := append(slices.Clone(coloVariants[r%len(coloVariants):]), coloVariants[:r%len(coloVariants)]...)
 		for _, v := range order {
-			s := c.coloMeasure(ctx, v, url, frozen[v])
+			u := url
+			if v == varCorepinRT {
+				u = rtURL
+			}
+			s := c.coloMeasure(ctx, v, u, frozen[v])
 			samples[v] = append(samples[v], s)
 			t.Logf("repeat %d %-16s p99 %6.2f ms, batch %.2f CPUs, idle %.2f CPUs, rest %.2f CPUs, share %3.0f%%, errors %d, late sends %d, load %.1f %s",
 				r, v, s.P99ms, s.Batch, s.Idle, s.Rest, 100*s.Share, s.Errors, s.Late, s.Load, s.Failed)
@@ -169,9 +190,14 @@ func TestColocation(t *testing.T) {
 // coloPod creates a host-network pod of one container running argv,
 // with labels and CPU requests and limits (nil: BestEffort).
 func (c *cluster) coloPod(ctx context.Context, name string, labels map[string]string, req, lim corev1.ResourceList, argv ...string) {
+	c.coloPodAnnotated(ctx, name, labels, nil, req, lim, argv...)
+}
+
+// coloPodAnnotated is coloPod with annotations.
+func (c *cluster) coloPodAnnotated(ctx context.Context, name string, labels, annotations map[string]string, req, lim corev1.ResourceList, argv ...string) {
 	zero := int64(0)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true, TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{Name: "main", Image: corepinImage, Command: argv,
 				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
