@@ -168,7 +168,7 @@ func buildInitrd(bin, busybox string) (string, error) {
 	initrdDir = dir
 	root := filepath.Join(dir, "root")
 	files := map[string]string{"init": initScript, "bin/cginfo": cginfoScript}
-	for _, s := range append(slices.Clone(shapes), captureShape, wakeScanShape) {
+	for _, s := range append(slices.Clone(shapes), captureShape, wakeScanShape, rtRouteShape) {
 		files["scripts/"+s.name+".sh"] = s.script
 	}
 	for name, body := range files {
