@@ -128,10 +128,9 @@ func WatchPID(pid int, reap func() (*os.ProcessState, error), opts ...Option) (*
 	return j, nil
 }
 
-// Wait waits for the process to exit, takes a last sweep while it is still
-// a zombie (its descendants may still run), reaps it (cmd.Wait, or WatchPID's
-// reap), reads the "after" cpu.stat and PSI and
-// returns the Result. The Result is filled as far as possible even when the
+// Wait waits for the process to exit, reads the "after" cpu.stat and PSI,
+// takes a last sweep while it is still a zombie (its descendants may still
+// run), reaps it (cmd.Wait, or WatchPID's reap) and returns the Result. The Result is filled as far as possible even when the
 // error is non-nil; the error joins cmd.Wait's (use errors.As for
 // *exec.ExitError) with any measuring failure.
 func (j *Job) Wait() (Result, error) {
@@ -140,22 +139,12 @@ func (j *Job) Wait() (Result, error) {
 		errs = append(errs, err)
 	}
 	end := time.Now()
-	sample, serr := j.sampler.Stop()
-	if serr != nil {
-		errs = append(errs, fmt.Errorf("sampling: %w", serr))
-	}
-	ps, werr := j.reap()
-	if werr != nil {
-		errs = append(errs, werr)
-	}
-
-	r := Result{Wall: end.Sub(j.o.start)}
-	r.SetSample(sample)
-	if ps != nil {
-		if err := r.SetRusage(ps); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	// The "after" readings at once, so that they cover the window Wall
+	// does: on a loaded machine the sweep and the reap below can take
+	// seconds, and system-wide pressure read after them counted stalls
+	// of other work past the job's end (psi_some_s 3.9 s for a job of
+	// 2.5 s, which kube collect then refused as implausible).
+	var r Result
 	if j.o.cpuStatFS != nil {
 		after, err := ReadCPUStat(j.o.cpuStatFS, j.o.cpuStat)
 		if err == nil {
@@ -175,6 +164,21 @@ func (j *Job) Wait() (Result, error) {
 			errs = append(errs, err)
 		} else {
 			r.PSI = &d
+		}
+	}
+	sample, serr := j.sampler.Stop()
+	if serr != nil {
+		errs = append(errs, fmt.Errorf("sampling: %w", serr))
+	}
+	ps, werr := j.reap()
+	if werr != nil {
+		errs = append(errs, werr)
+	}
+	r.Wall = end.Sub(j.o.start)
+	r.SetSample(sample)
+	if ps != nil {
+		if err := r.SetRusage(ps); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return r, errors.Join(errs...)

@@ -265,6 +265,10 @@ func LookPath(argv0 string) (string, error) {
 func (p *Process) groupFiles(opts []measure.Option) ([]measure.Option, string) {
 	cf, ok := p.group.(enforce.ControlFiler)
 	if !ok {
+		// The system's pressure, from before the start too.
+		if psi, err := measure.ReadPSI(os.DirFS("/proc"), measure.PSIFile); err == nil {
+			return append(opts, measure.WithBefore(nil, &psi)), PSISystem
+		}
 		return opts, PSISystem
 	}
 	fsys := cf.ControlFS()
@@ -284,7 +288,11 @@ func (p *Process) groupFiles(opts []measure.Option) ([]measure.Option, string) {
 		}
 		return append(opts, measure.WithPressure(fsys, "cpu.pressure"), measure.WithBefore(cpu, psi)), PSIGroup
 	}
-	return append(opts, measure.WithBefore(cpu, nil)), PSISystem
+	var psi *measure.PSI
+	if p, err := measure.ReadPSI(os.DirFS("/proc"), measure.PSIFile); err == nil {
+		psi = &p
+	}
+	return append(opts, measure.WithBefore(cpu, psi)), PSISystem
 }
 
 // Pid is the process's pid (and process group id).
