@@ -27,6 +27,9 @@ type pkgImports struct {
 // repository's root) with its direct imports.
 func moduleImports(t *testing.T, dir string) map[string]pkgImports {
 	t.Helper()
+	if m, ok := listed[dir]; ok {
+		return m
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go toolchain not on PATH")
@@ -47,8 +50,13 @@ func moduleImports(t *testing.T, dir string) map[string]pkgImports {
 			m[f[0]] = pkgImports{Imports: strings.Fields(f[1]), TestImports: strings.Fields(f[2])}
 		}
 	}
+	listed[dir] = m
 	return m
 }
+
+// listed keeps each module's listing for the tests after the first (they
+// run one at a time).
+var listed = map[string]map[string]pkgImports{}
 
 // moduleOf is the module pkg belongs to: the longest module path that is
 // pkg or a prefix of it ("" for none of the repository's).
