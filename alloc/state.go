@@ -418,8 +418,8 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		return Placement{}, invalid("request id %q is already assigned; release it first", r.ID)
 	}
 	if s.policy == PolicyKubelet {
-		if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated {
-			return Placement{}, invalid("request %q: the kubelet policy has no bind, exclusive or numa strategy (got %s, %s, %s); use policy corepin, or kubelet's options", r.ID, r.Bind, r.Exclusive, r.NUMA)
+		if err := noStrategy(r); err != nil {
+			return Placement{}, err
 		}
 		if r.TopologyPolicy == TopologySingleNUMANode && s.opts.alignBySocket {
 			return Placement{}, invalid("topology policy %s is incompatible with option %s", TopologySingleNUMANode, OptAlignBySocket)

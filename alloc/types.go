@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
@@ -89,6 +90,11 @@ var ErrInvalid = errors.New("invalid allocation input")
 // ErrRejected is what every Rejection matches with errors.Is.
 var ErrRejected = errors.New("placement rejected")
 
+// ErrNoStrategy is wrapped, beside ErrInvalid, by the kubelet engine's
+// refusal of a request naming a bind, exclusive or NUMA strategy
+// (NodeSettings.On, State.Allocate): the rule every door answers by.
+var ErrNoStrategy = errors.New("the kubelet policy has no bind, exclusive or numa strategy")
+
 // ErrUnknownID is returned by Release for an id that holds nothing.
 var ErrUnknownID = errors.New("unknown assignment id")
 
@@ -149,6 +155,41 @@ type NodeSettings struct {
 	// NUMA, when set, is the NUMA strategy of every exclusive request
 	// placed on the node (node.koordinator.sh/numa-allocate-strategy).
 	NUMA NUMAStrategy
+}
+
+// On is r as a node with settings s admits it: the one rule every door
+// (the node's admission, the scheduler's judge, the simulator) puts a
+// node's settings on a request by. It is Apply, except that the kubelet
+// engine refuses a request naming a bind, exclusive or NUMA strategy
+// (ErrInvalid and ErrNoStrategy, as State.Allocate does) where Apply
+// drops them.
+func (s NodeSettings) On(r Request) (Request, error) {
+	if s.Policy == PolicyKubelet {
+		if err := noStrategy(r); err != nil {
+			return Request{}, err
+		}
+	}
+	return s.Apply(r), nil
+}
+
+// noStrategy is the kubelet engine's refusal of r when r names a bind,
+// exclusive or NUMA strategy other than the defaults, nil otherwise: one
+// message, whether r is normalized or not.
+func noStrategy(r Request) error {
+	var got []string
+	if r.Bind != "" && r.Bind != BindDefault {
+		got = append(got, "bind "+string(r.Bind))
+	}
+	if r.Exclusive != "" && r.Exclusive != ExclusiveNone {
+		got = append(got, "exclusive "+string(r.Exclusive))
+	}
+	if r.NUMA != "" && r.NUMA != MostAllocated {
+		got = append(got, "numa "+string(r.NUMA))
+	}
+	if got == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: request %q: %w (got %s); use policy corepin, or kubelet's options", ErrInvalid, r.ID, ErrNoStrategy, strings.Join(got, ", "))
 }
 
 // Apply is the one rule that puts a node's settings on a request: r gets

@@ -67,21 +67,19 @@ func Admit(db *store.DB, t *topology.Topology, cfg alloc.NodeSettings, rec Recor
 }
 
 // Request is the allocator's request for s on a node with settings cfg:
-// s as alloc reads it, with the node's defaults put on it by cfg.Apply.
-// The kubelet engine has no bind, exclusive or NUMA strategy: a request
-// that names one is refused there (ErrInvalid), as alloc refuses it,
-// rather than dropped by Apply. Errors wrap ErrInvalid.
+// s as alloc reads it, with the node's settings put on it by cfg.On, the
+// rule the scheduler's judge and the simulator answer by too (the kubelet
+// engine refuses a bind, exclusive or NUMA strategy rather than drop it).
+// Errors wrap ErrInvalid.
 func Request(cfg alloc.NodeSettings, s Spec) (alloc.Request, error) {
 	req, err := s.request()
 	if err != nil {
 		return alloc.Request{}, err
 	}
-	if cfg.Policy == alloc.PolicyKubelet && (req.Bind != "" && req.Bind != alloc.BindDefault ||
-		req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone || req.NUMA != "" && req.NUMA != alloc.MostAllocated) {
-		return alloc.Request{}, fmt.Errorf("%w: workload %q: the kubelet policy has no bind, exclusive or numa strategy (got %q, %q, %q); "+
-			"use policy corepin, or kubelet's options", ErrInvalid, s.Name, req.Bind, req.Exclusive, req.NUMA)
+	if req, err = cfg.On(req); err != nil {
+		return alloc.Request{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return cfg.Apply(req), nil
+	return req, nil
 }
 
 // placed is rec as admitted for req with p: what the allocator decided

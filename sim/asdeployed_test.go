@@ -166,7 +166,8 @@ func TestAsDeployedNodeWithoutSettingsTakesConfigPolicy(t *testing.T) {
 // TestAsDeployedForcesTheNodesBind: a node forcing bind FullPCPUs
 // (Koordinator's FullPCPUsOnly label) on corepin's engine gives each
 // exclusive job whole cores, whatever bind it asks: a 1-CPU job is refused
-// there, a 2-CPU one admitted. The kubelet engine takes no bind.
+// there, a 2-CPU one admitted. The kubelet engine refuses a job asking
+// for a bind of its own, as the node does (issue 29: it was dropped).
 func TestAsDeployedForcesTheNodesBind(t *testing.T) {
 	topo := topology.MustSynthetic(smtTwoNUMA)
 	deployed, err := ParseScenario(AsDeployed)
@@ -185,8 +186,8 @@ func TestAsDeployedForcesTheNodesBind(t *testing.T) {
 		{name: "forced FullPCPUs", settings: alloc.NodeSettings{Bind: alloc.BindFullPCPUs},
 			want: outcome{Admitted: 1, Rejected: 1, RejectedBy: map[string]int{string(alloc.BindFullPCPUs): 1}}},
 		{name: "as requested", want: outcome{Admitted: 2, RejectedBy: map[string]int{}}},
-		{name: "kubelet takes no bind", settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Bind: alloc.BindFullPCPUs},
-			want: outcome{Admitted: 2, RejectedBy: map[string]int{}}},
+		{name: "kubelet refuses a pod's bind", settings: alloc.NodeSettings{Policy: alloc.PolicyKubelet, Bind: alloc.BindFullPCPUs},
+			want: outcome{Rejected: 2, RejectedBy: map[string]int{alloc.ErrNoStrategy.Error(): 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Cluster: []Node{{Name: "koord", Topology: topo, Settings: &tc.settings}}}

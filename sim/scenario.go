@@ -109,7 +109,10 @@ func ParseScenario(name string) (Scenario, error) {
 // settings (alloc.NodeSettings.Apply: the kubelet engine drops bind,
 // exclusive and NUMA strategy; a topology policy the request does not
 // name is the nodes' one), then with the scenario's NUMA strategy and
-// default bind.
+// default bind. A named kubelet scenario models the stock kubelet, where
+// a pod's bind, exclusive and NUMA strategy mean nothing, so they are
+// dropped; the as-deployed scenario models corepin's nodes and refuses
+// them on a kubelet-engine node, as the node does (cluster.admit).
 func (s Scenario) apply(r alloc.Request, nodePolicy alloc.TopologyPolicy) alloc.Request {
 	r = alloc.NodeSettings{Policy: s.Policy, TopologyPolicy: nodePolicy}.Apply(r)
 	if s.Policy == alloc.PolicyKubelet {

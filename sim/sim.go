@@ -544,7 +544,7 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	if c.run.NodeChoice == FirstFit {
 		for n := range c.views {
 			if c.views[n].fits(r) {
-				p, err := c.states[n].Admit(c.at(n, r))
+				p, err := c.admit(n, r)
 				return n, p, err
 			}
 		}
@@ -569,7 +569,7 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 		return -1, alloc.Placement{}, c.noCapacity(r)
 	}
 	first := c.scores[best]
-	p, err := c.states[first.node].Admit(c.at(first.node, r))
+	p, err := c.admit(first.node, r)
 	if !errors.Is(err, alloc.ErrRejected) {
 		return first.node, p, err
 	}
@@ -582,7 +582,7 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	slices.SortFunc(c.scores, score.compare)
 	firstErr := err
 	for _, sc := range c.scores[1:] {
-		p, err := c.states[sc.node].Admit(c.at(sc.node, r))
+		p, err := c.admit(sc.node, r)
 		if !errors.Is(err, alloc.ErrRejected) {
 			return sc.node, p, err
 		}
@@ -590,13 +590,23 @@ func (c *cluster) decide(r *alloc.Request) (int, alloc.Placement, error) {
 	return first.node, alloc.Placement{}, firstErr
 }
 
-// at is r as node n sees it: under a PerNode scenario with the node's
-// settings applied (alloc.NodeSettings.Apply), else as the scenario made it.
-func (c *cluster) at(n int, r *alloc.Request) alloc.Request {
-	if c.sets == nil {
-		return *r
+// admit places r on node n as the node admits it: under a PerNode
+// scenario with the node's settings put on it by alloc.NodeSettings.On,
+// the rule the node's own admission and the scheduler answer by (the
+// kubelet engine refuses a bind, exclusive or NUMA strategy, counted as
+// a rejection whose constraint is alloc.ErrNoStrategy's text), else as
+// the scenario made it.
+func (c *cluster) admit(n int, r *alloc.Request) (alloc.Placement, error) {
+	req := *r
+	if c.sets != nil {
+		var err error
+		if req, err = c.sets[n].On(req); errors.Is(err, alloc.ErrNoStrategy) {
+			return alloc.Placement{}, alloc.Rejection{Constraint: alloc.ErrNoStrategy.Error(), Reason: "the node runs the kubelet engine"}
+		} else if err != nil {
+			return alloc.Placement{}, err
+		}
 	}
-	return c.sets[n].Apply(*r)
+	return c.states[n].Admit(req)
 }
 
 // wholeOn reports whether r takes whole cores on node n: the node's
@@ -641,7 +651,7 @@ func (c *cluster) admittedElsewhere(r *alloc.Request, skip int) (bool, error) {
 		if n == skip || !c.views[n].fits(r) {
 			continue
 		}
-		_, err := c.states[n].Admit(c.at(n, r))
+		_, err := c.admit(n, r)
 		if errors.Is(err, alloc.ErrRejected) {
 			continue
 		}

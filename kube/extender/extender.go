@@ -357,7 +357,10 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 	if pv, ok := nodestate.Prejudge(true, req, reqErr, ns.err, ns.st != nil); ok {
 		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
 	}
-	req, nodeDefault := ns.request(req)
+	req, nodeDefault, err := ns.request(req)
+	if err != nil {
+		return verdict{reason: nodestate.Reason(req, err), unresolvable: true}
+	}
 	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, shape: nodestate.ShapeOf(req)}
 	if len(req.Hint) == 0 {
 		if v, ok := e.verdicts.get(vk); ok {
@@ -391,8 +394,9 @@ func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr er
 
 // request is req as the node of state ns judges it (nodestate.RequestOn
 // under its settings); nodeDefault reports whether req took a default
-// topology policy other than none.
-func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool) {
+// topology policy other than none; err is the node's refusal of req's
+// own strategies.
+func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool, err error) {
 	return nodestate.RequestOn(ns.settings.NodeSettings, req)
 }
 

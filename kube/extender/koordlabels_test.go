@@ -194,7 +194,10 @@ func TestKoordinatorBindLabelPlaces(t *testing.T) {
 			if ns == nil || ns.err != nil {
 				t.Fatalf("state %v", ns)
 			}
-			req, _ := ns.request(alloc.Request{ID: "p", CPUs: 4, QoS: alloc.LSE, Bind: tc.bind})
+			req, _, err := ns.request(alloc.Request{ID: "p", CPUs: 4, QoS: alloc.LSE, Bind: tc.bind})
+			if err != nil {
+				t.Fatal(err)
+			}
 			pl, err := admit(ns.st, req)
 			if err != nil {
 				t.Fatal(err)
@@ -227,7 +230,10 @@ func TestKoordinatorNUMAStrategyLabelPlaces(t *testing.T) {
 		if ns == nil || ns.err != nil {
 			t.Fatalf("%s, label %q: state %v", node, label, ns)
 		}
-		req, _ := ns.request(alloc.Request{ID: "p", CPUs: 2, QoS: alloc.LSE})
+		req, _, err := ns.request(alloc.Request{ID: "p", CPUs: 2, QoS: alloc.LSE})
+		if err != nil {
+			t.Fatal(err)
+		}
 		pl, err := admit(ns.st, req)
 		if err != nil {
 			t.Fatal(err)

@@ -367,7 +367,10 @@ func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState
 			// only: a shared pod's quota is not in what it shows.
 			continue
 		}
-		req, _ := ns.request(p.req)
+		req, _, err := ns.request(p.req)
+		if err != nil {
+			continue // the node refuses it: it takes no CPUs there
+		}
 		req.ID = "bound/" + p.uid
 		if _, err := st.Admit(req); err == nil {
 			placed++

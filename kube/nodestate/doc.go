@@ -9,8 +9,14 @@
 // NUMA strategy with Node labels (ParseKoordLabels). Settings come out as
 // alloc.NodeSettings, whatever their wire form (Allocator).
 //
-// The scheduler extender and `corepin simulate --from-cluster` read nodes
-// through it, so that what judges a node and what replays over it agree.
-// It builds no allocator state and talks to no API server: kube/publish
-// writes what it encodes, kube/extender judges what it decodes.
+// The scheduler doors (kube/extender, scheduler/plugin) and `corepin
+// simulate --from-cluster` read nodes through it, so that what judges a
+// node and what replays over it agree. It also builds the allocator state
+// a node is judged on (Judged: JudgeTopology, JudgeFree, JudgeKoord, one
+// per wire form, through the plan document `corepin plan` places on) and
+// puts the node's settings on a pod's request (RequestOn, by
+// alloc.NodeSettings.On, the rule the node's own admission uses), and
+// words a refusal the way the scheduler shows it (Reason, Refusal). It
+// talks to no API server: kube/publish writes what it encodes, the
+// scheduler doors place on the states it builds.
 package nodestate

@@ -109,18 +109,20 @@ func Reason(req alloc.Request, err error) string {
 }
 
 // RequestOn is req as a node judged under set judges it: under the node's
-// settings (alloc.NodeSettings.Apply: the node's default topology policy
-// when req names none, and the node's bind policy and NUMA strategy when
-// it has them and req is exclusive); nodeDefault reports whether req took
-// a default topology policy other than none. The engine is left to the
-// node's state: Apply would drop a pod's own bind, exclusive and NUMA
-// strategy on the kubelet engine, but the node's plugin refuses them there
-// (alloc.State.Allocate), and a scheduler answers as the node will (the
-// node's own bind and NUMA strategy are never set there: KoordSettings).
-func RequestOn(set alloc.NodeSettings, req alloc.Request) (_ alloc.Request, nodeDefault bool) {
+// settings by alloc.NodeSettings.On, the rule the node's own admission
+// (nodecore.Request) and the simulator answer by (the node's default
+// topology policy when req names none, the node's bind policy and NUMA
+// strategy when it has them and req is exclusive; the kubelet engine
+// refuses req's own bind, exclusive or NUMA strategy, err, which no
+// preemption helps). nodeDefault reports whether req took a default
+// topology policy other than none.
+func RequestOn(set alloc.NodeSettings, req alloc.Request) (_ alloc.Request, nodeDefault bool, _ error) {
 	nodeDefault = req.TopologyPolicy == "" && set.TopologyPolicy != "" && set.TopologyPolicy != alloc.TopologyNone
-	set.Policy = ""
-	return set.Apply(req), nodeDefault
+	on, err := set.On(req)
+	if err != nil {
+		return req, nodeDefault, err
+	}
+	return on, nodeDefault, nil
 }
 
 // Refusal words err, the node's refusal of req (as RequestOn made it;

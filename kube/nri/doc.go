@@ -4,10 +4,16 @@
 // node core: nodecore.Containers admits through the state file and
 // allocator the agent shares (one state, one set of node settings:
 // policy, options, reserved CPUs), so `corepin agent`, local `corepin
-// run`s and the plugin never hand out one CPU twice. The plugin writes no cgroup and needs no root
-// for its decisions: the runtime applies the adjustments. It sets one
-// thing itself, where the runtime did not: SCHED_IDLE on a BE container's
-// process (BERoute, ProtectBE).
+// run`s and the plugin never hand out one CPU twice. The plugin needs no
+// root for its decisions: the runtime applies the adjustments, and the
+// plugin writes no container's cgroup. It writes two things itself: where
+// the runtime did not, SCHED_IDLE on a BE container's process (BERoute,
+// ProtectBE); and on the idle-parent route (RouteIdleParent) the cgroups
+// of the idle parent, its own group under the kubelet's kubepods
+// (IdleGroup): IdleParents makes it, sets its cpu.idle to 1 and, on
+// cgroup v1, its cpuset from kubepods, and removes a pod's group below it
+// when the pod goes. Those writes go through an os.Root on the cgroup
+// mount, beside package enforce rather than through it (issue 29).
 //
 // # Events
 //

@@ -463,7 +463,10 @@ func (c *Cache) Reserve(uid, name string, req alloc.Request) error {
 		c.forgetLocked(uid, prev)
 		n = c.nodes[name]
 	}
-	req, _ = nodestate.RequestOn(n.pub.j.Settings, req)
+	req, _, err := nodestate.RequestOn(n.pub.j.Settings, req)
+	if err != nil {
+		return err
+	}
 	if n.pub.exclusiveOnly && req.QoS != alloc.LSE && req.QoS != alloc.LSR {
 		return nil // the state does not count shared pods' quotas
 	}

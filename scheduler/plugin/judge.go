@@ -63,7 +63,10 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
 	}
 	p := n.pub
-	req, nodeDefault := nodestate.RequestOn(p.j.Settings, req)
+	req, nodeDefault, err := nodestate.RequestOn(p.j.Settings, req)
+	if err != nil {
+		return verdict{reason: nodestate.Reason(req, err), unresolvable: true}
+	}
 	v := verdict{}
 	err, decided := n.sum.shared(req)
 	if decided && err == nil {

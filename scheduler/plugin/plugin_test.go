@@ -388,8 +388,10 @@ func TestSummaryRefuses(t *testing.T) {
 					t.Errorf("byAllocator = %v, want %v", v.byAllocator, !tc.bySummary)
 				}
 				// The allocator's own answer, with the summary left out.
-				req, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, tc.req)
-				_, err := n.st.Clone().Admit(req)
+				req, nodeDefault, err := nodestate.RequestOn(n.pub.j.Settings, tc.req)
+				if err == nil {
+					_, err = n.st.Clone().Admit(req)
+				}
 				if (err == nil) != v.ok {
 					t.Fatalf("ok = %v, allocator's error %v", v.ok, err)
 				}

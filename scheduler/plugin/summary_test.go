@@ -64,7 +64,10 @@ func TestSummaryNeverRefusesWhatTheAllocatorTakes(t *testing.T) {
 							req.Bind = alloc.BindFullPCPUs
 						}
 						v := judge(n, req, nil)
-						r, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, req)
+						r, nodeDefault, err := nodestate.RequestOn(n.pub.j.Settings, req)
+						if err != nil {
+							t.Fatal(err)
+						}
 						_, aerr := n.st.Clone().Admit(r)
 						if !v.byAllocator && !v.ok {
 							bySummary[policy]++
@@ -142,7 +145,10 @@ func TestSharedAnsweredAsTheAllocator(t *testing.T) {
 					for _, id := range []string{"a/b", "held/0"} {
 						req := alloc.Request{ID: id, QoS: q, MilliCPUs: milli}
 						v := judge(n, req, nil)
-						r, nodeDefault := nodestate.RequestOn(n.pub.j.Settings, req)
+						r, nodeDefault, err := nodestate.RequestOn(n.pub.j.Settings, req)
+						if err != nil {
+							t.Fatal(err)
+						}
 						pl, aerr := n.st.Clone().Admit(r)
 						if !v.byAllocator {
 							decided++
@@ -234,7 +240,10 @@ func TestExactAnswersAsTheAllocator(t *testing.T) {
 								continue // the kubelet engine has no bind or strategy
 							}
 							v := judge(n, req, nil)
-							r, _ := nodestate.RequestOn(n.pub.j.Settings, req)
+							r, _, err := nodestate.RequestOn(n.pub.j.Settings, req)
+							if err != nil {
+								t.Fatal(err)
+							}
 							pl, aerr := n.st.Clone().Admit(r)
 							judged++
 							if v.ok && !v.byAllocator && r.QoS == alloc.LSE {

@@ -236,7 +236,11 @@ func replay(nodes map[string]*corev1.Node, pods []*corev1.Pod, out map[string]ou
 			if err != nil {
 				return nil, err
 			}
-			req, _ = nodestate.RequestOn(j.Settings, req)
+			req, _, err = nodestate.RequestOn(j.Settings, req)
+			if err != nil {
+				refused = append(refused, fmt.Sprintf("%s on %s: %v", b.pod.Name, name, err))
+				continue
+			}
 			if st == nil {
 				refused = append(refused, fmt.Sprintf("%s on %s: no free CPU", b.pod.Name, name))
 				continue
