@@ -391,7 +391,7 @@ e2e-newcomer:
 .PHONY: e2e-vm
 e2e-vm: build
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
-	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -parallel 32 -timeout 30m -v .
+	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -timeout 30m -v .
 
 # Issue 21's resize of pinned pods on a real kubelet node, inside a qemu
 # machine (software emulation, no root, no KVM): this host has 2 CPUs, and

@@ -2,11 +2,9 @@ package e2evm
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -27,11 +25,9 @@ var v2Runs = runScript("pinned", "--cpus 2") +
 	runScript("unbounded", "--qos LS --mode unbounded --cpus 3") +
 	runScript("be", "--qos BE")
 
-// shapes are the machines, about the longest first (two run at a time,
-// started in this order): the wake-placement machines of 16 vCPUs
-// (1.5-2 minutes each beside another machine), the agent's (1-1.5), the
-// other wake-placement machines (about 1), then the rest.
-var shapes = slices.Concat(wakeShapes()[:2], baseShapes[:1], wakeShapes()[2:], baseShapes[1:])
+// shapes are the machines, the longest first (the agent's, then the wake
+// placement ones): two run at a time.
+var shapes = append(append(baseShapes[:1:1], wakeShapes()...), baseShapes[1:]...)
 
 var baseShapes = []shape{
 	{
@@ -89,73 +85,20 @@ func TestVMs(t *testing.T) {
 	}
 	only := strings.Fields(strings.ReplaceAll(getenv("COREPIN_E2E_VM_ONLY"), ",", " "))
 	t.Cleanup(func() { logReport(t) })
-	var run []shape
-	for _, s := range shapes {
-		if len(only) == 0 || slices.Contains(only, s.name) {
-			run = append(run, s)
-		}
-	}
 	// Two machines at a time: each emulated machine keeps about one host
 	// CPU busy, and CI has two.
-	q := newTurns(2, testParallel() >= len(run))
-	for rank, s := range run {
+	sem := make(chan struct{}, 2)
+	for _, s := range shapes {
+		if len(only) > 0 && !slices.Contains(only, s.name) {
+			continue
+		}
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			q.acquire(rank)
-			defer q.release()
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			checks[s.name](t, boot(t, s))
 		})
 	}
-}
-
-// turns lets at most max machines run at once and, when ordered, starts
-// them in rank order (shapes lists the longest first), whatever order
-// the testing package resumes parallel subtests in. Ordered needs every
-// subtest in flight (go test -parallel at least the number of machines,
-// as make e2e-vm runs it): a subtest waiting for its turn holds one of
-// the testing package's parallel slots.
-type turns struct {
-	mu            sync.Mutex
-	cond          *sync.Cond
-	next, running int
-	max           int
-	ordered       bool
-}
-
-func newTurns(max int, ordered bool) *turns {
-	q := &turns{max: max, ordered: ordered}
-	q.cond = sync.NewCond(&q.mu)
-	return q
-}
-
-func (q *turns) acquire(rank int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.running >= q.max || (q.ordered && rank != q.next) {
-		q.cond.Wait()
-	}
-	q.next++
-	q.running++
-	q.cond.Broadcast()
-}
-
-func (q *turns) release() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.running--
-	q.cond.Broadcast()
-}
-
-// testParallel is go test's -parallel (GOMAXPROCS unless given).
-func testParallel() int {
-	if f := flag.Lookup("test.parallel"); f != nil {
-		if g, ok := f.Value.(flag.Getter); ok {
-			if n, ok := g.Get().(int); ok {
-				return n
-			}
-		}
-	}
-	return 1
 }
 
 func checkNUMA2V2(t *testing.T, v *vm) {
