@@ -19,17 +19,17 @@ import (
 // What runs is sized by what emulation costs, not by the probe's rounds:
 // every point starts two Go processes (the batch, the probe), and with a
 // batch thread spinning on every vCPU one host thread emulates them all,
-// so a point with a batch on 16 vCPUs takes about 20 s. So in the
+// so a point with a batch on 16 vCPUs takes 10-20 s. So in the
 // machines:
 //   - routes none, idle_parent (corepin's own) and weight (the kubelet's
 //     BestEffort), and no weight on 16 CPUs; sched_idle and cpu_idle are
 //     left out: a CPU running only SCHED_IDLE tasks or only an idle
 //     group's tasks counts as idle to a waking task alike
 //     (sched_idle_cpu), as it does for idle_parent's;
-//   - with SIS_UTIL off, and on 8 and 16 CPUs, only the normal class
-//     (rr runs on 2 CPUs with SIS_UTIL on): a real-time thread is
+//   - rr only on 2 CPUs and with SIS_UTIL on: a real-time thread is
 //     placed by the RT class's search for the lowest-priority CPU
-//     (select_task_rq_rt), which never reads SIS_UTIL; fifo is left out
+//     (select_task_rq_rt), which never reads SIS_UTIL, and on 8 and 16
+//     CPUs its points cost what the normal class's do; fifo is left out
 //     as `bench wakeup --quick` leaves it (the same RT placement as rr);
 //   - on 2 CPUs a one-thread batch and one per CPU, 2 LS threads; on 8
 //     and 16 CPUs a batch on every CPU (the case SIS_UTIL cuts the idle
@@ -48,8 +48,7 @@ type wakeTopo struct {
 // wakeRoutes are the routes measured, in table order.
 var wakeRoutes = []string{"none", "idle_parent", "weight"}
 
-// wakeTopos are the shapes, the costliest first (two machines run at a
-// time, the longest first).
+// wakeTopos are the shapes, the costliest first.
 var wakeTopos = []wakeTopo{
 	{name: "2s4c-smt2", desc: "2 sockets x 4 cores x SMT2 (16 CPUs, 2 NUMA nodes, an L3 per socket)", mem: 768,
 		qemu: []string{"-smp", "16,sockets=2,cores=4,threads=2",
