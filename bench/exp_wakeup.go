@@ -37,6 +37,9 @@ const (
 	sizeHalf = "half"
 )
 
+// wakeupThreadStart bounds the start of a batch's threads.
+const wakeupThreadStart = time.Minute
+
 // wakeupBatchLife bounds the batch of one point; the point stops it as
 // soon as the probe ends.
 const wakeupBatchLife = 10 * time.Minute
@@ -398,8 +401,11 @@ func (e *wakeupExp) startBatch(ctx context.Context, env *Env, route string, n in
 	}
 	b := &wakeBatch{p: p, route: route}
 	// The spinning threads (and the runtime's) exist within
-	// milliseconds; wait for them so the route reaches every one.
-	if err := waitThreads(ctx, p, n+1, 5*time.Second); err != nil {
+	// milliseconds; wait for them so the route reaches every one. The
+	// bound is for a batch that never starts them: a 16-vCPU machine
+	// under qemu's software emulation, every vCPU spinning, took over
+	// 5 s (make e2e-vm's 2 sockets x 4 cores x SMT2).
+	if err := waitThreads(ctx, p, n+1, wakeupThreadStart); err != nil {
 		return b, err
 	}
 	if route == topology.RouteSchedIdle {

@@ -25,8 +25,11 @@ var v2Runs = runScript("pinned", "--cpus 2") +
 	runScript("unbounded", "--qos LS --mode unbounded --cpus 3") +
 	runScript("be", "--qos BE")
 
-// shapes are the machines, the longest first: two run at a time.
-var shapes = []shape{
+// shapes are the machines, the longest first (the agent's, then the wake
+// placement ones): two run at a time.
+var shapes = append(append(baseShapes[:1:1], wakeShapes()...), baseShapes[1:]...)
+
+var baseShapes = []shape{
 	{
 		name: "agent-v2", kernel: kernel612, mem: 768, cg: "v2", qemu: numa2SMT, script: agentScript,
 	},
@@ -76,6 +79,9 @@ func TestVMs(t *testing.T) {
 	checks := map[string]func(*testing.T, *vm){
 		"numa2-smt-v2": checkNUMA2V2, "numa2-smt-v1": checkNUMA2V1, "numa4-uneven": checkNUMA4,
 		"memnode": checkMemNode, "offline": checkOffline, "isolcpus": checkIsolcpus, "agent-v2": checkAgent,
+	}
+	for _, s := range wakeShapes() {
+		checks[s.name] = checkWake
 	}
 	only := strings.Fields(strings.ReplaceAll(getenv("COREPIN_E2E_VM_ONLY"), ",", " "))
 	t.Cleanup(func() { logReport(t) })

@@ -451,4 +451,5 @@ func logReport(t *testing.T) {
 	if p := os.Getenv("COREPIN_E2E_REPORT"); p != "" {
 		os.WriteFile(p, []byte(strings.Join(report, "\n")+"\n"), 0o644)
 	}
+	logWakeTable(t)
 }
