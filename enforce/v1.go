@@ -313,22 +313,11 @@ func rtRatio(h cgfs, dir string) (float64, error) {
 // which holds the kernel's own 95%) grows to the sum. corepin's root
 // never shrinks back: a share it holds lets nothing run by itself.
 func growRT(h cgfs, base, dir string, share float64) error {
-	need := share
-	kids, err := h.subdirs(base)
+	others, err := childrenRT(h, base, dir)
 	if err != nil {
 		return fmt.Errorf("reading the real-time shares under %s: %w", base, err)
 	}
-	for _, k := range kids {
-		kd := path.Join(base, k)
-		if kd == dir {
-			continue
-		}
-		r, err := rtRatio(h, kd)
-		if err != nil {
-			return fmt.Errorf("reading the real-time shares under %s: %w", base, err)
-		}
-		need += r
-	}
+	need := share + others
 	if err := ensureRT(h, base, need); err != nil {
 		return fmt.Errorf("making room for a real-time share of %.2f of each CPU (the groups under %s hold %.2f): %w",
 			share, base, need-share, err)
@@ -354,7 +343,12 @@ func ensureRT(h cgfs, dir string, need float64) error {
 			return err
 		}
 	}
-	// In the group's own period (the kernel compares shares, not times).
+	return writeRTShare(h, dir, need)
+}
+
+// writeRTShare sets group dir's real-time runtime to share of its own
+// period, rounded up (the kernel compares shares, not times).
+func writeRTShare(h cgfs, dir string, share float64) error {
 	ps, err := h.read(path.Join(dir, v1RTPeriod))
 	if err != nil {
 		return err
@@ -363,7 +357,29 @@ func ensureRT(h cgfs, dir string, need float64) error {
 	if err != nil || period <= 0 {
 		return fmt.Errorf("parsing %s: %q", path.Join(dir, v1RTPeriod), ps)
 	}
-	return h.write(path.Join(dir, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(need*float64(period))), 10))
+	return h.write(path.Join(dir, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(share*float64(period))), 10))
+}
+
+// childrenRT sums the real-time shares of the groups under base, but
+// except's.
+func childrenRT(h cgfs, base, except string) (float64, error) {
+	kids, err := h.subdirs(base)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, k := range kids {
+		kd := path.Join(base, k)
+		if kd == except {
+			continue
+		}
+		r, err := rtRatio(h, kd)
+		if err != nil {
+			return 0, err
+		}
+		sum += r
+	}
+	return sum, nil
 }
 
 // rtSettle bounds how long settleRT and shrinkRT wait for the kernel to
@@ -404,30 +420,11 @@ func shrinkRT(h cgfs, base string) {
 		if err != nil || cur == 0 {
 			return
 		}
-		kids, err := h.subdirs(base)
-		if err != nil {
+		need, err := childrenRT(h, base, "")
+		if err != nil || need >= cur {
 			return
 		}
-		need := 0.0
-		for _, k := range kids {
-			r, err := rtRatio(h, path.Join(base, k))
-			if err != nil {
-				return
-			}
-			need += r
-		}
-		if need >= cur {
-			return
-		}
-		ps, err := h.read(path.Join(base, v1RTPeriod))
-		if err != nil {
-			return
-		}
-		period, err := strconv.ParseInt(ps, 10, 64)
-		if err != nil || period <= 0 {
-			return
-		}
-		err = h.write(path.Join(base, v1RTRuntime), strconv.FormatInt(int64(math.Ceil(need*float64(period))), 10))
+		err = writeRTShare(h, base, need)
 		if err == nil || !errors.Is(err, syscall.EINVAL) || time.Now().After(deadline) {
 			return
 		}
