@@ -149,13 +149,26 @@ soak:
 # The NRI plugin under a real containerd (root; .ci/run runs it): a
 # private containerd built from its Go module once per version into
 # $(COREPIN_CACHE) (outside the clone, so CI's fresh clones reuse it),
-# Debian runc, busybox images built locally (umoci, skopeo), pods through
+# runc (runc-bin), busybox images built locally (umoci, skopeo), pods through
 # the CRI. Then make image's image under that containerd: its
 # docker-archive imported by ctr, its OCI layout through skopeo, corepin
 # version run in each. See test/e2enode and ../shared/kube-testing.md §2.
 CONTAINERD_VERSION ?= v2.4.2
 COREPIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/corepin
 E2E_BIN := $(COREPIN_CACHE)/bin/containerd-$(CONTAINERD_VERSION)
+# runc for the private containerd (found first on its PATH: a link in
+# $(E2E_BIN)), built from its Go module once per version with seccomp
+# (cgo, libseccomp-dev). Debian bookworm's runc 1.1.5 ignores the OCI
+# process.scheduler that NRI's SetLinuxScheduler sets (runc applies it
+# from 1.2), so the pods' real-time route would silently not apply.
+RUNC_VERSION ?= v1.3.7
+RUNC_BIN := $(COREPIN_CACHE)/bin/runc-$(RUNC_VERSION)
+.PHONY: runc-bin
+runc-bin:
+	@pkg-config --exists libseccomp || { echo "runc needs: apt-get install libseccomp-dev pkg-config"; exit 2; }
+	@test -x $(RUNC_BIN)/runc || CGO_ENABLED=1 GOBIN=$(RUNC_BIN) $(GO) install -trimpath -tags seccomp \
+	  github.com/opencontainers/runc@$(RUNC_VERSION)
+	@mkdir -p $(E2E_BIN) && ln -sfn $(RUNC_BIN)/runc $(E2E_BIN)/runc
 e2e-node: build image
 	@test "$$(id -u)" = 0 || { echo "e2e-node needs root"; exit 2; }
 	@command -v umoci >/dev/null && command -v skopeo >/dev/null && test -x /usr/sbin/runc && test -x /bin/busybox || \
@@ -164,6 +177,7 @@ e2e-node: build image
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+	$(MAKE) runc-bin
 	cd test/e2enode && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_IMAGE_DIR=$(CURDIR)/$(DIST)/image COREPIN_IMAGE_VERSION=$(VERSION) COREPIN_IMAGE_COMMIT=$(COMMIT) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-node-report.txt $(GO) test -count=1 -timeout 20m -v .
@@ -276,7 +290,7 @@ e2e-kubelet:
 # (p99 over alone, the batch's share of the idle CPU, PASS/FAIL per row) is
 # appended to $(COREPIN_CACHE)/e2e-colocation-report.txt; only corepin's
 # row, or its route not applied, fails the target. Run it as
-# flock /tmp/corepin-kubelet-e2e.lock make e2e-colocation. See
+# flock -o /tmp/corepin-kubelet-e2e.lock make e2e-colocation. See
 # test/kube/e2ekubelet/colocation_test.go.
 .PHONY: e2e-colocation
 e2e-colocation:
@@ -302,6 +316,7 @@ e2e-kubelet-bin:
 	  github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION) \
 	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+	$(MAKE) runc-bin
 
 # The chart installed for real on e2e-kubelet's node (root; .ci/run runs
 # it as root): make image's image imported into the private containerd,

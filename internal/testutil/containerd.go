@@ -2,8 +2,25 @@ package testutil
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
+
+// Runc is the runc the private containerd runs: the one make runc-bin
+// links beside containerd ($COREPIN_E2E_BIN/runc, a pinned release that
+// applies the OCI process.scheduler, which NRI's SetLinuxScheduler sets),
+// else Debian's /usr/sbin/runc (1.1 on bookworm, which ignores it).
+func Runc() string {
+	if dir := os.Getenv("COREPIN_E2E_BIN"); dir != "" {
+		if p, err := filepath.EvalSymlinks(filepath.Join(dir, "runc")); err == nil {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return p
+			}
+		}
+	}
+	return "/usr/sbin/runc"
+}
 
 // ContainerdConfig is the private containerd of the end-to-end tests
 // (../shared/kube-testing.md §2): every socket, state and runc root under
@@ -38,6 +55,6 @@ imports = []
   cni = { %[3]s }
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = 'io.containerd.runc.v2'
-  options = { BinaryName = '/usr/sbin/runc', SystemdCgroup = false, Root = '%[1]s/run/runc' }
-`, dir, sandbox, cni)
+  options = { BinaryName = '%[4]s', SystemdCgroup = false, Root = '%[1]s/run/runc' }
+`, dir, sandbox, cni, Runc())
 }
