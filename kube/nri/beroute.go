@@ -70,6 +70,10 @@ type Tasks interface {
 	Idle(pid int) (bool, error)
 	// SetIdle puts every thread of the process in SCHED_IDLE.
 	SetIdle(pid int) error
+	// Class is the main thread's class: enforce.RTRR, RTFIFO or RTNormal.
+	Class(pid int) (string, error)
+	// SetRealTime puts every thread of the process in rt.
+	SetRealTime(pid int, rt enforce.RealTime) error
 }
 
 // KernelTasks reads /proc and sets the policy with sched_setattr(2)
@@ -96,6 +100,34 @@ func (KernelTasks) SetIdle(pid int) error {
 	return enforce.SetThreadSched(pid, enforce.ThreadSched{Idle: true})
 }
 
+// Class reads the main thread's class with sched_getattr(2).
+func (KernelTasks) Class(pid int) (string, error) { return enforce.TaskClass(pid) }
+
+// SetRealTime sets rt on every thread of pid (enforce.SetRealTime).
+func (KernelTasks) SetRealTime(pid int, rt enforce.RealTime) error {
+	return enforce.SetRealTime(pid, rt)
+}
+
+// ownProcess says why pid cannot be taken for container id's process
+// (nil when it can): the runtime named none, or the plugin's PID
+// namespace shows another process, or none, under that number.
+func ownProcess(tk Tasks, pid int, id string) error {
+	if pid <= 0 {
+		return errors.New("the runtime named no process of the container")
+	}
+	if id == "" {
+		return errors.New("the runtime named no container id")
+	}
+	cg, err := tk.Cgroups(pid)
+	if err != nil {
+		return fmt.Errorf("reading the cgroups of process %d: %w (run the plugin in the host's PID namespace: hostPID)", pid, err)
+	}
+	if !inContainer(cg, id) {
+		return fmt.Errorf("process %d is not container %.12s's (run the plugin in the host's PID namespace: hostPID)", pid, id)
+	}
+	return nil
+}
+
 // ProtectBE chooses and applies the route of container id, whose process
 // (as the runtime names it at NRI StartContainer) is pid: the runtime's
 // SCHED_IDLE when the process has it already, else the plugin's own when
@@ -105,18 +137,8 @@ func (KernelTasks) SetIdle(pid int) error {
 // container id): a plugin outside the host's PID namespace sees another
 // process, or none, under that number.
 func ProtectBE(tk Tasks, pid int, id string) (BERoute, error) {
-	if pid <= 0 {
-		return RouteMinWeight, errors.New("the runtime named no process of the container")
-	}
-	if id == "" {
-		return RouteMinWeight, errors.New("the runtime named no container id")
-	}
-	cg, err := tk.Cgroups(pid)
-	if err != nil {
-		return RouteMinWeight, fmt.Errorf("reading the cgroups of process %d: %w (run the plugin in the host's PID namespace: hostPID)", pid, err)
-	}
-	if !inContainer(cg, id) {
-		return RouteMinWeight, fmt.Errorf("process %d is not container %.12s's (run the plugin in the host's PID namespace: hostPID)", pid, id)
+	if err := ownProcess(tk, pid, id); err != nil {
+		return RouteMinWeight, err
 	}
 	idle, err := tk.Idle(pid)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -25,6 +26,30 @@ type fakeTasks struct {
 	setErr  error
 	noHold  bool
 	sets    []int
+	// class is each process's real-time class (enforce.RTRR, RTFIFO;
+	// absent: normal).
+	class map[int]string
+}
+
+func (f *fakeTasks) Class(pid int) (string, error) {
+	if c, ok := f.class[pid]; ok {
+		return c, nil
+	}
+	return enforce.RTNormal, nil
+}
+
+func (f *fakeTasks) SetRealTime(pid int, rt enforce.RealTime) error {
+	f.sets = append(f.sets, pid)
+	if f.setErr != nil {
+		return f.setErr
+	}
+	if !f.noHold {
+		if f.class == nil {
+			f.class = map[int]string{}
+		}
+		f.class[pid] = rt.Policy
+	}
+	return nil
 }
 
 func (f *fakeTasks) Cgroups(pid int) (string, error) {

@@ -38,7 +38,11 @@
 //     checked to be the container's first); else RouteMinWeight. The
 //     route is recorded in the state file (Record.BERoute: `corepin ctl
 //     top`) and counted by the metric corepin_nri_be_protection
-//     (Options.MetricsAddr). A start is never failed for it.
+//     (Options.MetricsAddr). A start is never failed for it. An LS
+//     container of the real-time route (corepin.io/sched) is checked the
+//     same way (EnsureRealTime): the runtime's class, else the plugin's,
+//     else the fair class with the reason logged, counted by the metric
+//     corepin_nri_realtime_starts_total.
 //   - UpdateContainer (kubelet's UpdateContainerResources) is answered with
 //     the container's pin, which would otherwise be overwritten. New CPU
 //     resources of another size (an in-place pod resize, which the kubelet

@@ -20,12 +20,26 @@ var beProtectionDesc = prometheus.NewDesc("corepin_nri_be_protection",
 		"idle-parent, runtime-sched-idle, plugin-sched-idle, min-weight, or unchecked (started before the plugin connected).",
 	[]string{"route"}, nil)
 
+// rtStartsDesc is the metric of the real-time route's container starts.
+var rtStartsDesc = prometheus.NewDesc("corepin_nri_realtime_starts_total",
+	"Starts of LS containers whose pod asks for the real-time route (corepin.io/sched), by how they got their class: "+
+		"runtime (the runtime applied it), plugin (the runtime ignored it, as runc before 1.2 does, and the plugin set it), "+
+		"none (left in the fair class; the plugin logs why).",
+	[]string{"route"}, nil)
+
 // collector reads the routes from the state file at each scrape.
 type collector struct{ p *Plugin }
 
-func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- beProtectionDesc }
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- beProtectionDesc
+	ch <- rtStartsDesc
+}
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
+	rt := c.p.RTStarts()
+	for _, r := range RTRoutes {
+		ch <- prometheus.MustNewConstMetric(rtStartsDesc, prometheus.CounterValue, float64(rt[r]), string(r))
+	}
 	n, err := c.p.BERoutes()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(beProtectionDesc, err)

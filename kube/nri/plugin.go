@@ -120,7 +120,10 @@ type Plugin struct {
 	// created container to its spec only (the cgroup was made at create,
 	// fail-open while no plugin ran), so PostStartContainer sends it again.
 	unstarted map[string]bool
-	stub      stub.Stub
+	// rtStarts counts the real-time route's container starts by route
+	// (ensureRealTime).
+	rtStarts map[RTRoute]int
+	stub     stub.Stub
 
 	publish  func(context.Context, alloc.Pools) error
 	annotate func(context.Context, *alloc.State, map[string]string) error
@@ -644,14 +647,24 @@ func (p *Plugin) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // StartContainer checks that a BE container created under the idle parent
 // runs there (RouteIdleParent), or else protects it (ProtectBE), now that
 // its process exists and before it runs the container's command, and records
-// the route in the state file (`corepin ctl top` shows it). It never
+// the route in the state file (`corepin ctl top` shows it); and that an LS
+// container of the real-time route runs in its class, setting it where
+// the runtime ignored it (EnsureRealTime). It never
 // fails the start: a container no route reaches keeps the minimal weight,
 // and the reason is logged.
 func (p *Plugin) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ca, err := p.c.Get(ctr.GetId())
-	if err != nil || ca.QoS != alloc.BE {
+	if err != nil {
+		return nil
+	}
+	switch ca.QoS {
+	case alloc.LS:
+		p.ensureRealTime(pod, ctr)
+		return nil
+	case alloc.BE:
+	default:
 		return nil
 	}
 	route, why := RouteIdleParent, p.idleHolds(ctr.GetId())
