@@ -145,6 +145,15 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	// with as many threads, running past the end of the load.
 	var batch []*proc.Process
 	var bg enforce.Group
+	if pl.scan {
+		if e.scan == nil {
+			return nil, fmt.Errorf("policy %s: the wake_scan switch is not open", policy)
+		}
+		if _, err := e.scan.Hold(); err != nil {
+			return nil, fmt.Errorf("policy %s: turning SIS_UTIL off: %w", policy, err)
+		}
+		defer e.scan.Release()
+	}
 	if policy != polAlone {
 		if pl.sameGroup && svcProc != nil {
 			bg = svcProc.Group()

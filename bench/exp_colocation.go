@@ -1,11 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/corepin/corepin/experiment"
-	"github.com/corepin/corepin/proc"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +14,12 @@ import (
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/experiment"
+	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/proc"
 	"github.com/corepin/corepin/qos"
+	"github.com/corepin/corepin/store"
+	"github.com/corepin/corepin/wakescan"
 )
 
 func init() { Register(func() Experiment { return &colocationExp{} }) }
@@ -35,6 +41,7 @@ const (
 	polCorepin      = "corepin"  // corepin's default: service LS, batch BE under the idle corepin-be root
 	polRTRR         = "rt-rr"    // corepin's, the service's threads in SCHED_RR (the LS real-time route)
 	polRTFIFO       = "rt-fifo"  // corepin's, the service's threads in SCHED_FIFO
+	polScan         = "scan"     // corepin's, SIS_UTIL off while the batch runs (wake_scan full)
 	svcCPU          = "cpu"      // the built-in CPU-cost service
 	svcNginx        = "nginx"    // real nginx serving a small static file
 	toolOpenLoop    = "openloop" // corepin's open-loop generator
@@ -43,7 +50,7 @@ const (
 
 // AllPolicies lists every colocation policy, baselines first.
 var AllPolicies = append([]string{polAlone, polBatchAlone, polNone, polNice, polNiceBatchLim, polNiceSvcLim, polNiceBothLim,
-	polWeight, polIdle, polLSE, polLSR, polCorepin, polRTRR, polRTFIFO}, qosPolicies...)
+	polWeight, polIdle, polLSE, polLSR, polCorepin, polRTRR, polRTFIFO, polScan}, qosPolicies...)
 
 type colocationSpec struct {
 	Services []string `yaml:"services" json:"services"`
@@ -70,6 +77,14 @@ type colocationExp struct {
 	spec   colocationSpec
 	be     enforce.Driver // the idle corepin-be root, for BE batches
 	hasNgx bool
+	// scan holds the wake_scan switch for the scan policy's points, on
+	// the shared state file (scanDB) as `corepin run --wake-scan full`
+	// does; nil when the policy is not measured.
+	scan   *wakescan.Scan
+	scanDB *store.DB
+	// scanRoot is the machine whose features file the scan policy
+	// switches: "" for this one; tests give a directory.
+	scanRoot string
 }
 
 func (e *colocationExp) Name() string { return "colocation" }
@@ -79,8 +94,9 @@ func (e *colocationExp) Title() string {
 
 func (e *colocationExp) Spec(quick bool) any {
 	e.spec = colocationSpec{
-		Services:     []string{svcCPU, svcNginx},
-		Policies:     slices.Clone(AllPolicies),
+		Services: []string{svcCPU, svcNginx},
+		// scan changes a machine-wide setting: only when asked for.
+		Policies:     slices.DeleteFunc(slices.Clone(AllPolicies), func(p string) bool { return p == polScan }),
 		CostMS:       3,
 		LoadFraction: 0.25,
 		NginxRate:    2000,
@@ -136,7 +152,44 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 		e.spec.Policies = slices.DeleteFunc(e.spec.Policies, isRT)
 		e.spec.NginxPolicies = slices.DeleteFunc(e.spec.NginxPolicies, isRT)
 	}
+	isScan := func(p string) bool { return p == polScan }
+	if slices.ContainsFunc(e.spec.Policies, isScan) || slices.ContainsFunc(e.spec.NginxPolicies, isScan) {
+		if why := e.openScan(); why != "" {
+			env.Logf("colocation: leaving out %s: %s", polScan, why)
+			e.spec.Policies = slices.DeleteFunc(e.spec.Policies, isScan)
+			e.spec.NginxPolicies = slices.DeleteFunc(e.spec.NginxPolicies, isScan)
+		}
+	}
 	return nil
+}
+
+// openScan makes the scan policy's handle on the wake_scan switch (the
+// shared state file records the value found, as for `corepin run
+// --wake-scan full`, so a crashed bench is undone by the next holder);
+// it says why the policy cannot be measured here ("" when it can).
+func (e *colocationExp) openScan() string {
+	root := cmp.Or(e.scanRoot, "/")
+	if err := wakescan.Probe(root); err != nil {
+		if pe, ok := errors.AsType[*wakescan.ProbeError](err); ok {
+			return pe.Short
+		}
+		return err.Error()
+	}
+	path := nodecore.SharedState(os.Getenv(nodecore.EnvState), nodecore.DefaultState, nodecore.UserState())
+	if path == "" {
+		return "no state file to record the value found in (set " + nodecore.EnvState + ")"
+	}
+	db, err := nodecore.OpenState(path)
+	if err != nil {
+		return fmt.Sprintf("opening the shared state %s: %v", path, err)
+	}
+	scan, err := wakescan.New(db, wakescan.Options{Root: root, Name: "bench"})
+	if err != nil {
+		db.Close()
+		return err.Error()
+	}
+	e.scan, e.scanDB = scan, db
+	return ""
 }
 
 // idleBERoot is corepin's own BE parent, as `corepin run --qos BE` sets
@@ -156,7 +209,15 @@ func idleBERoot() (enforce.Driver, error) {
 	return be, nil
 }
 
-func (e *colocationExp) Teardown(*Env) error { return nil }
+func (e *colocationExp) Teardown(*Env) error {
+	if e.scanDB == nil {
+		return nil
+	}
+	_, err := e.scan.Release() // a point that failed to release
+	err = errors.Join(err, e.scanDB.Close())
+	e.scan, e.scanDB = nil, nil
+	return err
+}
 
 func (e *colocationExp) Points(env *Env) []experiment.Point {
 	if e.spec.Services == nil {
@@ -186,6 +247,7 @@ type placement struct {
 	sameGroup                   bool             // batch joins the service's group
 	nice                        bool             // batch at nice 19
 	svcRT                       enforce.RealTime // the service's threads' class (the LS real-time route)
+	scan                        bool             // SIS_UTIL off while the batch runs (colocationExp.scan)
 }
 
 // place decides the groups of a policy. The load generator gets a CPU of
@@ -251,6 +313,10 @@ func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 	case polCorepin, polSuppressCpuset, polSuppressQuota, polInterference, polSlice, polBESlice, polQoS:
 		pl.batchRes.Idle = true
 		pl.batchDriver = e.be
+	case polScan:
+		pl.batchRes.Idle = true
+		pl.batchDriver = e.be
+		pl.scan = true
 	case polRTRR, polRTFIFO:
 		// corepin's default, and the service's threads in a real-time
 		// class bounded to what it needs alone, twice over (as lse sizes

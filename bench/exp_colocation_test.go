@@ -5,10 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/proc"
+	"github.com/corepin/corepin/topology"
 )
 
 // Issue 8 §3: the cpu service's address was read by polling a bytes.Buffer
@@ -43,5 +46,42 @@ func TestStartServiceCPUReadsAddressWithoutRace(t *testing.T) {
 	}
 	if want := "http://" + ln.Addr().String() + "/"; url != want {
 		t.Errorf("startService URL = %q, want %q", url, want)
+	}
+}
+
+// The scan policy holds SIS_UTIL off on the machine whose features file
+// it opened, records the value found in the shared state file first, and
+// gives it back at Teardown; where there is no features file it is left
+// out with the reason, and nothing is opened.
+func TestColocationScanPolicySwitchesAndRestores(t *testing.T) {
+	t.Setenv(nodecore.EnvState, filepath.Join(t.TempDir(), "state.db"))
+	none := &colocationExp{scanRoot: t.TempDir()}
+	if why := none.openScan(); !strings.Contains(why, "features") || none.scan != nil {
+		t.Errorf("without a features file: openScan = %q (scan %v), want the reason naming the features file and nothing opened", why, none.scan)
+	}
+
+	root := t.TempDir()
+	file := filepath.Join(root, topology.SchedFeaturesFile)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("TTWU_QUEUE SIS_UTIL WA_IDLE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &colocationExp{scanRoot: root}
+	if why := e.openScan(); why != "" {
+		t.Fatalf("openScan on a writable features file: %s", why)
+	}
+	if _, err := e.scan.Hold(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "NO_SIS_UTIL") {
+		t.Errorf("while a scan point runs the features file says %q, want NO_SIS_UTIL", b)
+	}
+	if err := e.Teardown(nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); strings.Contains(string(b), "NO_SIS_UTIL") || !strings.Contains(string(b), "SIS_UTIL") {
+		t.Errorf("after Teardown the features file says %q, want SIS_UTIL back on", b)
 	}
 }
