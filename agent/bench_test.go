@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corepin/corepin/nodecore"
 )
 
 // BenchmarkAdmission measures admission-to-pinned over the API: from the
@@ -69,11 +71,13 @@ func benchAdmissions(b *testing.B, spec func(i int) Spec, cl *Client) {
 // cgroup driver (it skips without root or a cgroup mount). It reports p50
 // and p99 of the create (Node.Create: admission committed, group made,
 // command started in it). Run with -benchtime=1x; each iteration is 500
-// creates.
+// creates. It also reports the p99 of each phase of the create
+// (nodecore.Phases: commit, pools, group, start), each over all creates.
 func BenchmarkAdmission500(b *testing.B) {
 	for _, q := range []string{"LSE", "LS"} {
 		b.Run(q, func(b *testing.B) {
-			n, _ := newNode(b)
+			phases := &phaseLog{}
+			n, _ := newNode(b, func(o *Options) { o.Observer = phases })
 			lat := make([]time.Duration, 0, 500*b.N)
 			for i := range 500 * b.N {
 				s := Spec{Name: "adm-" + strconv.Itoa(i%4), QoS: q, CPUs: f64(1), Command: "sleep", Args: []string{"600"}}
@@ -87,7 +91,39 @@ func BenchmarkAdmission500(b *testing.B) {
 				}
 			}
 			reportLatency(b, lat)
+			phases.report(b)
 		})
+	}
+}
+
+// phaseLog keeps the duration and the phases of every admission
+// (nodecore.PhaseObserver); its nil *Metrics records nothing else.
+type phaseLog struct {
+	*Metrics
+	total  []time.Duration
+	phases []nodecore.Phases
+}
+
+func (l *phaseLog) Admitted(d time.Duration, _ error) { l.total = append(l.total, d) }
+func (l *phaseLog) AdmissionPhases(p nodecore.Phases) { l.phases = append(l.phases, p) }
+
+// report reports the p99 of each phase in milliseconds.
+func (l *phaseLog) report(b *testing.B) {
+	for _, ph := range []struct {
+		name string
+		of   func(nodecore.Phases) time.Duration
+	}{
+		{"commit", func(p nodecore.Phases) time.Duration { return p.Commit }},
+		{"pools", func(p nodecore.Phases) time.Duration { return p.Pools }},
+		{"group", func(p nodecore.Phases) time.Duration { return p.Group }},
+		{"start", func(p nodecore.Phases) time.Duration { return p.Start }},
+	} {
+		xs := make([]time.Duration, 0, len(l.phases))
+		for _, p := range l.phases {
+			xs = append(xs, ph.of(p))
+		}
+		slices.Sort(xs)
+		b.ReportMetric(float64(xs[len(xs)*99/100].Microseconds())/1000, "p99-"+ph.name+"-ms")
 	}
 }
 
