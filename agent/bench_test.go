@@ -96,6 +96,33 @@ func BenchmarkAdmission500(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmissionSparse is BenchmarkAdmission500's LSE create as it
+// comes on a node between pauses: 100 creates, each 50 ms after the
+// previous create's delete. Back to back, the creates mostly find the
+// kernel's cgroup migration lock warm; after a pause, on cgroup v1, the
+// first move of a task waits for an RCU grace period (see
+// docs/reference/agent.md). It reports what BenchmarkAdmission500 does.
+// Run with -benchtime=1x.
+func BenchmarkAdmissionSparse(b *testing.B) {
+	phases := &phaseLog{}
+	n, _ := newNode(b, func(o *Options) { o.Observer = phases })
+	lat := make([]time.Duration, 0, 100*b.N)
+	for i := range 100 * b.N {
+		time.Sleep(50 * time.Millisecond)
+		s := Spec{Name: "sparse-" + strconv.Itoa(i%4), QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}}
+		t0 := time.Now()
+		if _, err := n.Create(s); err != nil {
+			b.Fatalf("create %d: %v", i, err)
+		}
+		lat = append(lat, time.Since(t0))
+		if err := n.Delete(s.Name); err != nil {
+			b.Fatalf("delete %d: %v", i, err)
+		}
+	}
+	reportLatency(b, lat)
+	phases.report(b)
+}
+
 // phaseLog keeps the duration and the phases of every admission
 // (nodecore.PhaseObserver); its nil *Metrics records nothing else.
 type phaseLog struct {
