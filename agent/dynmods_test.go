@@ -41,3 +41,20 @@ func TestDynModsNote(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDynModsNote: any kernel command line and super options give an
+// answer without panicking, and a cgroup mount with favordynmods always
+// silences the note.
+func FuzzDynModsNote(f *testing.F) {
+	f.Add("quiet cgroup_favordynmods=true", "rw,cpuset")
+	f.Add("cgroup_favordynmods=", "rw,favordynmods")
+	f.Add("cgroup_favordynmods", "")
+	f.Fuzz(func(t *testing.T, cmdline, opts string) {
+		mounts := []enforce.Mount{{FSType: "cgroup", SuperOptions: opts}}
+		dynModsNote(enforce.NameV1, mounts, cmdline)
+		with := append(mounts, enforce.Mount{FSType: "cgroup", SuperOptions: "rw,favordynmods,name=x"})
+		if got := dynModsNote(enforce.NameV1, with, cmdline); got != "" {
+			t.Fatalf("dynModsNote with a favordynmods hierarchy = %q, want none", got)
+		}
+	})
+}
