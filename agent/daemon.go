@@ -90,6 +90,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	n.changed()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))
+	if note := hostDynModsNote(drv.Name()); note != "" {
+		log.Info("admission latency", "note", note)
+	}
 	s := &Server{Node: n, Metrics: m, Log: log, Scheduler: ReadScheduler}
 	ln, err := ListenUnix(c.Socket)
 	if err != nil {

@@ -420,7 +420,7 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	fc, tk := s.freeCore[core], sc.takenCore[core]
 	free, whole := fc-tk, fc == len(ix.coreCPUs[core]) && tk == 0
 	node := ix.coreNode[core]
-	if (cc.allowN != nil && !cc.allowN[node]) || (pcpu && s.pcpuCore[core] > 0) || (numaEx && s.numaExcl[node] > 0) {
+	if (cc.allowN != nil && !cc.allowN[node]) || (pcpu && s.pcpuHeld(core) > 0) || (numaEx && s.numaHeld(node) > 0) {
 		free, whole = 0, false
 	}
 	if wholeOnly && !whole {

@@ -144,10 +144,10 @@ type topoIndex struct {
 var topoIndexes sync.Map // weak.Pointer[topology.Topology] -> *topoIndex
 
 // indexOf returns the index of t, deriving its topoIndex on first use only.
-func indexOf(t *topology.Topology) *index {
+func indexOf(t *topology.Topology) index {
 	key := weak.Make(t)
 	if v, ok := topoIndexes.Load(key); ok {
-		return &index{topo: t, topoIndex: v.(*topoIndex)}
+		return index{topo: t, topoIndex: v.(*topoIndex)}
 	}
 	ti := newTopoIndex(t)
 	if v, loaded := topoIndexes.LoadOrStore(key, ti); loaded {
@@ -155,7 +155,7 @@ func indexOf(t *topology.Topology) *index {
 	} else {
 		runtime.AddCleanup(t, func(k weak.Pointer[topology.Topology]) { topoIndexes.Delete(k) }, key)
 	}
-	return &index{topo: t, topoIndex: ti}
+	return index{topo: t, topoIndex: ti}
 }
 
 func newTopoIndex(t *topology.Topology) *topoIndex {
@@ -241,7 +241,7 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 			}
 		}
 	}
-	ix.counters = 2*len(ix.coreCPUs) + ix.numL3 + 2*len(ix.nodes)
+	ix.counters = len(ix.coreCPUs) + ix.numL3 + len(ix.nodes)
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
 	ix.scratches.New = func() any {

@@ -89,7 +89,16 @@ type snapshot struct {
 
 func snap(s *State) snapshot {
 	return snapshot{s.Assignments(), s.Pools(), s.Fragmentation(), slices.Clone(s.freeCore), slices.Clone(s.freeL3),
-		slices.Clone(s.freeNode), slices.Clone(s.pcpuCore), slices.Clone(s.numaExcl), s.lsMilli, s.used.toSet().String()}
+		slices.Clone(s.freeNode), orZeros(s.pcpuCore, len(s.freeCore)), orZeros(s.numaExcl, len(s.freeNode)), s.lsMilli, s.used.toSet().String()}
+}
+
+// orZeros is a copy of xs, or n zeros for a nil xs (a State makes its
+// exclusive-level counters on their first use).
+func orZeros(xs []int, n int) []int {
+	if xs == nil {
+		return make([]int, n)
+	}
+	return slices.Clone(xs)
 }
 
 var snapOpts = cmp.Comparer(func(a, b cpuset.CPUSet) bool { return a.Equals(b) })

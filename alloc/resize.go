@@ -49,7 +49,7 @@ func (s *State) Resize(r Request) (Placement, error) {
 	if !ok {
 		return Placement{}, fmt.Errorf("%w: %q", ErrUnknownID, r.ID)
 	}
-	a := s.recs[i]
+	a := s.assignment(i)
 	if r.QoS != "" && r.QoS != a.QoS {
 		return Placement{}, invalid("request %q: a resize keeps the qos class %s (asked %s); delete and create again to change it", r.ID, a.QoS, r.QoS)
 	}
@@ -75,16 +75,17 @@ func (s *State) Resize(r Request) (Placement, error) {
 // resizeQuota sets the quota of the LS or BE assignment recs[i].
 func (s *State) resizeQuota(i int32, r Request) (Placement, error) {
 	a := &s.recs[i]
-	pool := s.pool(a.QoS == BE)
-	if a.QoS == LS {
-		if left := pool.count()*1000 - (s.lsMilli - a.MilliCPUs); r.MilliCPUs > left {
+	q := a.QoS()
+	pool := s.pool(q == BE)
+	if q == LS {
+		if left := pool.count()*1000 - (s.lsMilli - a.milli); r.MilliCPUs > left {
 			return Placement{}, reject("LS pool", "%d millicpus asked for %q, but the shared pool has %d CPUs with %d millicpus committed to other LS work; at most %d fit",
-				r.MilliCPUs, r.ID, pool.count(), s.lsMilli-a.MilliCPUs, max(0, left))
+				r.MilliCPUs, r.ID, pool.count(), s.lsMilli-a.milli, max(0, left))
 		}
-		s.lsMilli += r.MilliCPUs - a.MilliCPUs
+		s.lsMilli += r.MilliCPUs - a.milli
 	}
-	a.MilliCPUs = r.MilliCPUs
-	p := Placement{ID: r.ID, QoS: a.QoS, CPUs: pool.toSet(), MilliCPUs: r.MilliCPUs}
+	a.milli = r.MilliCPUs
+	p := Placement{ID: r.ID, QoS: q, CPUs: pool.toSet(), MilliCPUs: r.MilliCPUs}
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
 }
@@ -92,7 +93,7 @@ func (s *State) resizeQuota(i int32, r Request) (Placement, error) {
 // resizeExclusive grows or shrinks the LSE or LSR assignment recs[i].
 func (s *State) resizeExclusive(i int32, r Request) (Placement, error) {
 	ix := s.ix
-	a := s.recs[i]
+	a := s.assignment(i)
 	n, m := a.CPUs.Size(), r.CPUs
 	whole := r.Bind == BindFullPCPUs || s.opts.fullPCPUs
 	if whole && m != n && ix.uniformCores() && (m-n)%ix.tpc != 0 {
@@ -115,11 +116,7 @@ func (s *State) resizeExclusive(i int32, r Request) (Placement, error) {
 			s.holdCPU(c, a.QoS, a.Exclusive, -1)
 		}
 		a.CPUs = a.CPUs.Difference(cpuset.New(a.Added[keep:]...))
-		if keep > 0 {
-			a.Added = slices.Clone(a.Added[:keep])
-		} else {
-			a.Added = nil
-		}
+		a.Added = a.Added[:keep] // setAdded below copies it
 	case m > n:
 		got, err := s.growth(a, r, m-n, whole)
 		if err != nil {
@@ -138,7 +135,8 @@ func (s *State) resizeExclusive(i int32, r Request) (Placement, error) {
 		// A new slice, never an append in place: a Clone shares the old.
 		a.Added = append(slices.Clone(a.Added), got...)
 	}
-	s.recs[i] = a
+	s.recs[i].cpus = a.CPUs
+	s.setAdded(a.ID, a.Added)
 	p := Placement{ID: a.ID, QoS: a.QoS, CPUs: a.CPUs}
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
@@ -197,8 +195,8 @@ func (s *State) growth(a Assignment, r Request, k int, whole bool) ([]int, error
 		switch {
 		case iso == IsolatedRequire && !isIso,
 			!beyondOK && nodeRank[node] > 0,
-			a.Exclusive == ExclusivePCPULevel && s.pcpuCore[core] > ownCore[core],
-			a.Exclusive == ExclusiveNUMANodeLevel && s.numaExcl[node] > ownNode[node]:
+			a.Exclusive == ExclusivePCPULevel && s.pcpuHeld(core) > ownCore[core],
+			a.Exclusive == ExclusiveNUMANodeLevel && s.numaHeld(node) > ownNode[node]:
 			skipped++
 			return
 		}

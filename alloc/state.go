@@ -16,7 +16,7 @@ import (
 // goroutine. Decisions depend only on the State and the Request, so the same
 // sequence of calls gives the same placements on any machine.
 type State struct {
-	ix       *index
+	ix       index // a value: a fresh State is one allocation fewer
 	policy   Policy
 	opts     options
 	optNames []string // NodeSettings.Options as given
@@ -28,14 +28,20 @@ type State struct {
 	freeCore []int // CPUs of each core free for an exclusive placement
 	freeL3   []int
 	freeNode []int
-	pcpuCore []int // CPUs per core held by PCPULevel-exclusive assignments
-	numaExcl []int // CPUs per node index held by NUMANodeLevel-exclusive assignments
+	// CPUs per core held by PCPULevel-exclusive assignments, and per node
+	// index by NUMANodeLevel-exclusive ones: both nil until the first
+	// such assignment (holdExcl), which most nodes never hold.
+	pcpuCore []int
+	numaExcl []int
 
 	// The assignments held: recs, in no order, and asg, each id's index
 	// in recs. Values, not pointers, so that Assign allocates nothing per
-	// assignment and Clone copies two blocks.
+	// assignment and Clone copies two blocks. added holds the Added CPUs
+	// of the assignments that have any (resized ones), by id; nil when
+	// none has.
 	asg     map[string]int32
-	recs    []Assignment
+	recs    []record
+	added   map[string][]int
 	lsMilli int
 
 	// work counts the units (CPUs, bitset words, counters) the pool and
@@ -114,19 +120,64 @@ func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 }
 
 // carve lays the State's bitsets (reserved, reservedPhys, used, lsr) over
-// bits and its counters (freeCore, freeL3, freeNode, pcpuCore, numaExcl)
-// over counters, one allocation each instead of one per slice.
+// bits and its free counters (freeCore, freeL3, freeNode) over counters,
+// one allocation each instead of one per slice.
 func (s *State) carve(bits bitset, counters []int) {
 	ix := s.ix
 	w := ix.words
 	s.reserved, s.reservedPhys, s.used, s.lsr = bits[:w:w], bits[w:2*w:2*w], bits[2*w:3*w:3*w], bits[3*w:4*w:4*w]
-	next := func(n int) []int {
-		out := counters[:n:n]
-		counters = counters[n:]
-		return out
+	c, l := len(ix.coreCPUs), ix.numL3
+	s.freeCore, s.freeL3, s.freeNode = counters[:c:c], counters[c:c+l:c+l], counters[c+l:ix.counters:ix.counters]
+}
+
+// carveExcl lays pcpuCore and numaExcl over excl, which holds a counter
+// per core and then one per node index.
+func (s *State) carveExcl(excl []int) {
+	c := len(s.ix.coreCPUs)
+	s.pcpuCore, s.numaExcl = excl[:c:c], excl[c:]
+}
+
+// exclCounters returns the exclusive-level counters (pcpuCore, then
+// numaExcl) in one new slice: zeros, or a copy of s's.
+func (s *State) exclCounters() []int {
+	out := make([]int, len(s.ix.coreCPUs)+len(s.ix.nodes))
+	if s.pcpuCore != nil {
+		copy(out, s.pcpuCore)
+		copy(out[len(s.pcpuCore):], s.numaExcl)
 	}
-	s.freeCore, s.freeL3, s.freeNode = next(len(ix.coreCPUs)), next(ix.numL3), next(len(ix.nodes))
-	s.pcpuCore, s.numaExcl = next(len(ix.coreCPUs)), next(len(ix.nodes))
+	return out
+}
+
+// pcpuHeld is pcpuCore[core], 0 before any PCPULevel assignment.
+func (s *State) pcpuHeld(core int) int {
+	if s.pcpuCore == nil {
+		return 0
+	}
+	return s.pcpuCore[core]
+}
+
+// numaHeld is numaExcl[node], 0 before any NUMANodeLevel assignment.
+func (s *State) numaHeld(node int32) int {
+	if s.numaExcl == nil {
+		return 0
+	}
+	return s.numaExcl[node]
+}
+
+// holdExcl counts d CPUs of CPU c held (d > 0) or freed by an assignment
+// exclusive at level ex, making the counters on first use.
+func (s *State) holdExcl(c int, ex Exclusive, d int) {
+	if ex != ExclusivePCPULevel && ex != ExclusiveNUMANodeLevel {
+		return
+	}
+	if s.pcpuCore == nil {
+		s.carveExcl(s.exclCounters())
+	}
+	if ex == ExclusivePCPULevel {
+		s.pcpuCore[s.ix.cpuCore[c]] += d
+	} else {
+		s.numaExcl[s.ix.cpuNode[c]] += d
+	}
 }
 
 // recount rebuilds the free counters from reserved and used: the
@@ -189,11 +240,20 @@ func (s *State) Clone() *State {
 	copy(bits[2*w:], s.used)
 	copy(bits[3*w:], s.lsr)
 	counters := make([]int, 0, s.ix.counters)
-	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode, s.pcpuCore, s.numaExcl} {
+	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode} {
 		counters = append(counters, xs...)
 	}
 	c.carve(bits, counters)
-	c.asg, c.recs = maps.Clone(s.asg), slices.Clone(s.recs)
+	if s.pcpuCore != nil {
+		c.carveExcl(s.exclCounters())
+	}
+	// The records keep their room: a clone is made to place on (the
+	// extender's Clone().Admit), and a clone cut to its length would copy
+	// them all again at its first record.
+	c.asg, c.recs, c.added = maps.Clone(s.asg), nil, maps.Clone(s.added)
+	if s.recs != nil {
+		c.recs = append(make([]record, 0, max(cap(s.recs), len(s.recs)+1)), s.recs...)
+	}
 	c.sc = nil
 	return &c
 }
@@ -202,7 +262,7 @@ func (s *State) Clone() *State {
 func (s *State) Assignments() []Assignment {
 	out := make([]Assignment, 0, len(s.asg))
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		out = append(out, s.recs[s.asg[id]])
+		out = append(out, s.assignment(s.asg[id]))
 	}
 	return out
 }
@@ -263,7 +323,6 @@ func (s *State) Assign(a Assignment) error {
 		if err := checkAdded(a); err != nil {
 			return err
 		}
-		a.Added = slices.Clone(a.Added)
 		s.holdFresh(a.CPUs, a.QoS, a.Exclusive)
 	default:
 		if len(a.Added) > 0 {
@@ -279,7 +338,53 @@ func (s *State) Assign(a Assignment) error {
 	return nil
 }
 
-// record adds a to the assignments held.
+// recordsHint is the room a State's first record makes for assignments.
+const recordsHint = 48
+
+// record is an Assignment as a State holds it: its QoS and Exclusive as
+// indexes into qosCodes and exclCodes, and its Added CPUs in State.added,
+// so that a fresh State's records for a node of some 30 pods take 2.7 KB,
+// not 5 (an Assignment is 104 bytes, a record 56).
+type record struct {
+	id    string
+	cpus  cpuset.CPUSet
+	milli int
+	qos   uint8
+	excl  uint8
+}
+
+// The classes a record can name: normalize accepts no others.
+var (
+	qosCodes  = [...]QoS{SYSTEM, LSE, LSR, LS, BE}
+	exclCodes = [...]Exclusive{ExclusiveNone, ExclusivePCPULevel, ExclusiveNUMANodeLevel}
+)
+
+// QoS returns the record's class.
+func (r record) QoS() QoS { return qosCodes[r.qos] }
+
+// Exclusive returns the record's exclusive policy.
+func (r record) Exclusive() Exclusive { return exclCodes[r.excl] }
+
+// assignment returns recs[i] as an Assignment.
+func (s *State) assignment(i int32) Assignment {
+	r := s.recs[i]
+	return Assignment{ID: r.id, QoS: r.QoS(), CPUs: r.cpus, MilliCPUs: r.milli, Exclusive: r.Exclusive(), Added: s.added[r.id]}
+}
+
+// setAdded records the Added CPUs of id (none: nil), as a copy.
+func (s *State) setAdded(id string, added []int) {
+	if len(added) == 0 {
+		delete(s.added, id)
+		return
+	}
+	if s.added == nil {
+		s.added = map[string][]int{}
+	}
+	s.added[id] = slices.Clone(added)
+}
+
+// record adds a (with a.QoS and a.Exclusive normalized) to the assignments
+// held.
 func (s *State) record(a Assignment) {
 	if s.trying {
 		return
@@ -288,20 +393,24 @@ func (s *State) record(a Assignment) {
 		// Skip the first doublings of both: a node holds a few at least,
 		// and a fresh state rebuilt per decision (the extender, the
 		// scheduler plugin) would otherwise grow and rehash its map twice
-		// for a node of some 30 pods.
-		s.recs = make([]Assignment, 0, 32)
+		// for a node of some 30 pods. Both hold recordsHint before they
+		// grow: a node of 32 judged for one more (its 33rd record) made
+		// its records twice, 3.4 KB and then 6.8 KB.
+		s.recs = make([]record, 0, recordsHint)
 		if len(s.asg) == 0 {
-			s.asg = make(map[string]int32, 48)
+			s.asg = make(map[string]int32, recordsHint)
 		}
 	}
 	s.asg[a.ID] = int32(len(s.recs))
-	s.recs = append(s.recs, a)
+	s.recs = append(s.recs, record{id: a.ID, cpus: a.CPUs, milli: a.MilliCPUs,
+		qos: uint8(slices.Index(qosCodes[:], a.QoS)), excl: uint8(slices.Index(exclCodes[:], a.Exclusive))})
+	s.setAdded(a.ID, a.Added)
 }
 
 // holder names the assignment holding cpu (for error messages only).
 func (s *State) holder(cpu int) string {
 	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		if s.recs[s.asg[id]].CPUs.Contains(cpu) {
+		if s.recs[s.asg[id]].cpus.Contains(cpu) {
 			return id
 		}
 	}
@@ -339,20 +448,13 @@ func (s *State) holdFresh(cpus cpuset.CPUSet, q QoS, ex Exclusive) {
 			continue
 		}
 		for ; w != 0; w &= w - 1 {
-			c := i<<6 | bits.TrailingZeros64(w)
-			switch ex {
-			case ExclusivePCPULevel:
-				s.pcpuCore[ix.cpuCore[c]]++
-			case ExclusiveNUMANodeLevel:
-				s.numaExcl[ix.cpuNode[c]]++
-			}
+			s.holdExcl(i<<6|bits.TrailingZeros64(w), ex, 1)
 		}
 	}
 }
 
 // holdCPU is hold for one CPU.
 func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
-	ix := s.ix
 	if d > 0 {
 		if s.isFree(c) {
 			s.adjust(c, -1)
@@ -368,12 +470,7 @@ func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
 			s.adjust(c, 1)
 		}
 	}
-	switch ex {
-	case ExclusivePCPULevel:
-		s.pcpuCore[ix.cpuCore[c]] += d
-	case ExclusiveNUMANodeLevel:
-		s.numaExcl[ix.cpuNode[c]] += d
-	}
+	s.holdExcl(c, ex, d)
 }
 
 // Release frees what id holds. The State afterwards is the one before the
@@ -383,14 +480,15 @@ func (s *State) Release(id string) error {
 	if !ok {
 		return ErrUnknownID
 	}
-	a := s.recs[i]
+	a := s.assignment(i)
 	delete(s.asg, id)
+	delete(s.added, id)
 	// The last record takes the freed place.
 	if last := int32(len(s.recs) - 1); i != last {
 		s.recs[i] = s.recs[last]
-		s.asg[s.recs[i].ID] = i
+		s.asg[s.recs[i].id] = i
 	}
-	s.recs[len(s.recs)-1] = Assignment{}
+	s.recs[len(s.recs)-1] = record{}
 	s.recs = s.recs[:len(s.recs)-1]
 	switch a.QoS {
 	case LSE, LSR:
@@ -549,9 +647,9 @@ func (s *State) GuardPools(q QoS) error {
 	}
 	var lsMilli, nLS, nBE int
 	for _, a := range s.recs {
-		switch a.QoS {
+		switch a.QoS() {
 		case LS:
-			lsMilli += a.MilliCPUs
+			lsMilli += a.milli
 			nLS++
 		case BE:
 			nBE++
@@ -572,11 +670,11 @@ func (s *State) GuardPools(q QoS) error {
 func (s *State) Pools() Pools {
 	var lse, lsr cpuset.Builder
 	for _, a := range s.recs {
-		switch a.QoS {
+		switch a.QoS() {
 		case LSE:
-			lse.AddSet(a.CPUs)
+			lse.AddSet(a.cpus)
 		case LSR:
-			lsr.AddSet(a.CPUs)
+			lsr.AddSet(a.cpus)
 		}
 	}
 	return Pools{Reserved: s.reserved.toSet(), LSE: lse.Result(), LSR: lsr.Result(), LS: s.pool(false).toSet(), BE: s.pool(true).toSet()}

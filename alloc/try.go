@@ -19,10 +19,15 @@ func (s *State) Try(r Request) (Placement, error) {
 	copy(t.bits[2*w:], s.used)
 	copy(t.bits[3*w:], s.lsr)
 	counters := t.counters[:0]
-	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode, s.pcpuCore, s.numaExcl} {
+	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode} {
 		counters = append(counters, xs...)
 	}
 	c.carve(t.bits, counters)
+	if s.pcpuCore != nil {
+		copy(t.excl, s.pcpuCore)
+		copy(t.excl[len(s.pcpuCore):], s.numaExcl)
+		c.carveExcl(t.excl)
+	}
 	// The copy reads s's assignments and never records one (trying):
 	// GuardPools, the only reader of them after the placement, counts
 	// the LS and BE workloads, and the placement it guards is exclusive.
@@ -38,13 +43,15 @@ func (s *State) Try(r Request) (Placement, error) {
 	return p, nil
 }
 
-// trial is the buffers of one Try: a State's value, bitsets and counters.
+// trial is the buffers of one Try: a State's value, bitsets and counters
+// (excl: the exclusive-level ones, used when the State has them).
 type trial struct {
 	st       State
 	bits     bitset
 	counters []int
+	excl     []int
 }
 
 func (ix *topoIndex) newTrial() *trial {
-	return &trial{bits: make(bitset, 4*ix.words), counters: make([]int, 0, ix.counters)}
+	return &trial{bits: make(bitset, 4*ix.words), counters: make([]int, 0, ix.counters), excl: make([]int, len(ix.coreCPUs)+len(ix.nodes))}
 }

@@ -47,6 +47,21 @@ type Observer interface {
 	QoSTick(r qos.Report)
 }
 
+// PhaseObserver is an Observer that is also told where each admission's
+// time went (Node.Create), found with a type assertion: the agent's
+// benchmark reports each phase's percentiles from it.
+type PhaseObserver interface {
+	AdmissionPhases(p Phases)
+}
+
+// Phases is how long each step of one admission took: Commit the state
+// file's transaction (load, place, insert), Pools the shared groups'
+// resize, Group making the workload's group, Start starting or adopting
+// what runs in it. A step not reached is 0.
+type Phases struct {
+	Commit, Pools, Group, Start time.Duration
+}
+
 // OfflineCount is one workload's number of offline CPUs and its QoS.
 type OfflineCount struct {
 	QoS  string

@@ -256,8 +256,12 @@ func entryOf(a store.Assignment, rec Record) *entry {
 // system.
 func (n *Node) Create(s Spec) (Held, error) {
 	t0 := time.Now()
-	w, err := n.create(s)
+	var ph Phases
+	w, err := n.create(s, &ph)
 	n.obs.Admitted(time.Since(t0), err)
+	if po, ok := n.obs.(PhaseObserver); ok {
+		po.AdmissionPhases(ph)
+	}
 	if err != nil {
 		n.log.Info("admission refused", "name", s.Name, "err", err)
 	} else {
@@ -266,7 +270,7 @@ func (n *Node) Create(s Spec) (Held, error) {
 	return w, err
 }
 
-func (n *Node) create(s Spec) (Held, error) {
+func (n *Node) create(s Spec, ph *Phases) (Held, error) {
 	if err := s.Validate(); err != nil {
 		return Held{}, err
 	}
@@ -305,7 +309,9 @@ func (n *Node) create(s Spec) (Held, error) {
 			return Held{}, err
 		}
 	}
+	t0 := time.Now()
 	ad, err := Admit(n.db, n.topo, n.cfg, Record{Spec: s}, cpuset.CPUSet{})
+	ph.Commit = time.Since(t0)
 	if err != nil {
 		return Held{}, err
 	}
@@ -315,7 +321,7 @@ func (n *Node) create(s Spec) (Held, error) {
 	}
 	n.wl[s.Name] = e
 	n.st = ad.State
-	if err := n.enforce(e, cmdPath); err != nil {
+	if err := n.enforce(e, cmdPath, ph); err != nil {
 		n.log.Warn("rolling back admission", "name", s.Name, "err", err)
 		if rerr := n.release(e, "rollback"); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -363,23 +369,31 @@ func (n *Node) resources(e *entry) enforce.Resources {
 }
 
 // enforce shrinks the shared pools if e took CPUs from them, then makes
-// e's group and starts or adopts what runs in it.
-func (n *Node) enforce(e *entry, cmdPath string) error {
-	if err := n.syncPools(); err != nil {
+// e's group and starts or adopts what runs in it, timing each step in ph.
+func (n *Node) enforce(e *entry, cmdPath string, ph *Phases) error {
+	t0 := time.Now()
+	err := n.syncPools()
+	t1 := time.Now()
+	ph.Pools = t1.Sub(t0)
+	if err != nil {
 		return err
 	}
 	r := n.resources(e)
 	s := e.rec.Spec
-	var err error
 	if s.Cgroup != "" {
+		defer func() { ph.Group = time.Since(t1) }()
 		if e.group, err = n.lister.OpenExisting(s.Cgroup); err != nil {
 			return fmt.Errorf("%w: %w", fs_ErrProcess, err)
 		}
 		return e.group.Update(r)
 	}
-	if e.group, err = n.drv.Create(s.Name, r); err != nil {
+	e.group, err = n.drv.Create(s.Name, r)
+	t2 := time.Now()
+	ph.Group = t2.Sub(t1)
+	if err != nil {
 		return err
 	}
+	defer func() { ph.Start = time.Since(t2) }()
 	rt, _ := enforce.ParseRealTime(s.Sched)
 	if s.PID != 0 {
 		if err := e.group.AddProc(s.PID); err != nil {

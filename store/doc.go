@@ -40,6 +40,14 @@
 // can undo its adoption or its release, as if the last requests had not
 // been made; it can not double-assign it.
 //
+// Checkpoints (copying the log into the main file, with an fsync of each)
+// run in the background, on a connection of their own, every 32 commits
+// (checkpoint.go); a commit runs one itself only once the log holds 10000
+// pages (the background fallen that far behind). SQLite would otherwise run one inside every
+// commit that takes the log past 1000 pages, and an admission landing on
+// it would wait for both fsyncs. A checkpoint only moves what is
+// committed, so none of the above depends on where it runs.
+//
 // # Broken files
 //
 // Open checks a file before it changes anything in it. A file that does not

@@ -76,6 +76,10 @@ type DB struct {
 	fsync  func(*os.File) error
 	logMu  sync.Mutex
 	logIno uint64
+
+	// ckpt checkpoints the log in the background (nil on a read-only
+	// database).
+	ckpt *checkpointer
 }
 
 // DefaultPath returns where corepin keeps results when no --db is given:
@@ -125,9 +129,20 @@ func Open(path string) (*DB, error) {
 	// see "Crash safety" in doc.go.
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_txlock", "immediate")
+	// A commit checkpoints the log only past autoCheckpointPages: the
+	// background checkpointer (checkpointEvery) keeps it far below.
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpointPages))
 	// No _journal_mode here: switching to WAL writes the file header, which
 	// must wait until the file has passed its checks.
-	return openDSN(path, q, (*DB).init)
+	db, err := openDSN(path, q, (*DB).init)
+	if err != nil {
+		return nil, err
+	}
+	if db.ckpt, err = startCheckpointer(db.dsn(q)); err != nil {
+		db.db.Close()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // openDSN opens path with the driver parameters q (plus the busy timeout)
@@ -136,17 +151,23 @@ func Open(path string) (*DB, error) {
 // the database out.
 func openDSN(path string, q url.Values, check func(*DB) error) (*DB, error) {
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	sdb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	db := &DB{path: path, fsync: (*os.File).Sync}
+	sdb, err := sql.Open("sqlite", db.dsn(q))
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	sdb.SetMaxOpenConns(1)
-	db := &DB{db: sdb, path: path, fsync: (*os.File).Sync}
+	db.db = sdb
 	if err := check(db); err != nil {
 		sdb.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// dsn is the driver's name for db's file with the parameters q.
+func (db *DB) dsn(q url.Values) string {
+	return "file:" + (&url.URL{Path: db.path}).EscapedPath() + "?" + q.Encode()
 }
 
 // checkFile refuses, without opening it with SQLite, a path that is a
@@ -345,6 +366,9 @@ func (db *DB) Path() string { return db.path }
 // Close closes the database. On the last connection SQLite checkpoints the
 // WAL into the main file.
 func (db *DB) Close() error {
+	if db.ckpt != nil {
+		db.ckpt.stop()
+	}
 	if err := db.db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", db.path, err)
 	}
@@ -364,7 +388,15 @@ func (db *DB) tx(f func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing: %w", err)
 	}
+	db.committed()
 	return nil
+}
+
+// committed counts a commit towards the next background checkpoint.
+func (db *DB) committed() {
+	if db.ckpt != nil {
+		db.ckpt.committed()
+	}
 }
 
 // durableTx is tx for results, which must survive a power loss as well as
@@ -383,6 +415,7 @@ func (db *DB) durableExec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.committed()
 	return res, db.syncLog()
 }
 

@@ -1,0 +1,71 @@
+package alloc
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/corepin/corepin/topology"
+)
+
+// freshBudget bounds what one decision on a fresh State allocates, in
+// bytes: the records of a node of some 30 pods made once (not again at
+// the decision's own record), and the exclusive-level counters left
+// unmade where nothing holds CPUs at those levels.
+const freshBudget = 8 << 10
+
+// TestFreshStateBytes: a decision on a fresh State (NewState, the 32
+// Assigns of the benchmark machine at 50% occupancy, then Allocate), as
+// the scheduler extender and plugin build one per node and decision,
+// allocates at most freshBudget bytes. Every byte is garbage the moment
+// the decision is made: fewer bytes mean fewer collections and fewer page
+// faults, two of the things found in the tail of
+// BenchmarkDecisionSizeFresh (issue 27 §5).
+func TestFreshStateBytes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipping: under the race detector sync.Pool drops what it is given at random, so the buffers a decision borrows are made again")
+	}
+	topo := topology.MustSynthetic(benchShape)
+	var occ []Assignment
+	for j, set := range randomOccupancy(topo, 1) {
+		occ = append(occ, Assignment{ID: fmt.Sprintf("busy-%d", j), CPUs: set})
+	}
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		cpus   int
+	}{
+		{name: "corepin/cpus=4", policy: PolicyCorepin, cpus: 4},
+		{name: "corepin/cpus=64", policy: PolicyCorepin, cpus: 64},
+		{name: "kubelet/cpus=4", policy: PolicyKubelet, cpus: 4},
+		{name: "kubelet/cpus=64", policy: PolicyKubelet, cpus: 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decide := func() {
+				s, err := NewState(topo, NodeSettings{Policy: tc.policy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range occ {
+					if err := s.Assign(a); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := s.Allocate(Request{ID: "fresh", CPUs: tc.cpus}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			decide() // the topology's index and pools, made once
+			const n = 200
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for range n {
+				decide()
+			}
+			runtime.ReadMemStats(&m1)
+			if per := (m1.TotalAlloc - m0.TotalAlloc) / n; per > freshBudget {
+				t.Errorf("a decision on a fresh State allocated %d bytes, want at most %d", per, freshBudget)
+			}
+		})
+	}
+}
