@@ -88,9 +88,10 @@ var crossInternalForTests = []string{module + "/internal/testutil"}
 // schedulerReaches is all the scheduler module's code imports of the main
 // module: the allocator's value types and the node view's library
 // (kube/nodestate, which decodes a node and builds the allocator state it
-// is judged on) and the pod's request (kube/podreq). Never plan, nodecore,
-// sim or a door: alloc's state machinery comes only through nodestate.
-var schedulerReaches = []string{"alloc", "cpuset", "topology", "kube/nodestate", "kube/podreq"}
+// is judged on), the node view that judges it (kube/nodeview) and the
+// pod's request (kube/podreq). Never plan, nodecore, sim or a door:
+// alloc's state machinery is judged only in kube/nodeview.
+var schedulerReaches = []string{"alloc", "cpuset", "topology", "kube/nodeview", "kube/nodestate", "kube/podreq"}
 
 // TestModulesKeepTheirInternals: no module imports another module's
 // internal packages (but the shared test helper, in tests), and the
@@ -129,7 +130,7 @@ func TestModulesKeepTheirInternals(t *testing.T) {
 var doorJudges = []string{"Try", "Admit", "Allocate"}
 
 // schedulerDoors are the directories of the scheduler doors, which keep no
-// judge of their own: kube/nodestate judges for both.
+// judge of their own: kube/nodeview judges for both.
 var schedulerDoors = []string{"scheduler/plugin", "kube/extender"}
 
 // judgeExceptions are the scheduler doors' own calls of a judging method
@@ -137,12 +138,8 @@ var schedulerDoors = []string{"scheduler/plugin", "kube/extender"}
 // node view under kube/), keyed "dir/file.go function.Method". An entry
 // goes with its call; a new call, or an entry no call needs, fails.
 var judgeExceptions = map[string]bool{
-	"scheduler/plugin/cache.go build.Admit":                   true,
-	"scheduler/plugin/cache.go (*Cache).Reserve.Admit":        true,
-	"scheduler/plugin/judge.go judge.Try":                     true,
-	"scheduler/plugin/judge.go (*published).refusesEmpty.Try": true,
-	"kube/extender/extender.go admit.Admit":                   true,
-	"kube/extender/pods.go (*Extender).withBound.Admit":       true,
+	"kube/extender/extender.go admit.Admit":             true,
+	"kube/extender/pods.go (*Extender).withBound.Admit": true,
 }
 
 // judgeCalls lists the calls of a doorJudges method (by name: no other
@@ -212,7 +209,7 @@ func TestNoDoorKeepsAJudge(t *testing.T) {
 				used[call] = true
 				continue
 			}
-			t.Errorf("%s: a scheduler door judges on alloc.State itself; judge through kube/nodestate (issue 29: one judge)", call)
+			t.Errorf("%s: a scheduler door judges on alloc.State itself; judge through kube/nodeview (issue 29: one judge)", call)
 		}
 	}
 	for e := range judgeExceptions {
