@@ -216,9 +216,16 @@ func (vw *View) SetNode(n *corev1.Node) {
 // nodes of the same fingerprint share; a node setting what it published
 // before costs a comparison.
 func (vw *View) SetPublished(name string, fp Fingerprint, read func() Annotations) {
+	vw.mu.RLock()
+	old := vw.nodes[name]
+	_, plain := vw.plain[name]
+	vw.mu.RUnlock()
+	if old != nil && old.pub.fp == fp && !plain {
+		return // unchanged: the common case, under the read lock alone
+	}
 	vw.mu.Lock()
 	delete(vw.plain, name)
-	old := vw.nodes[name]
+	old = vw.nodes[name]
 	if old != nil && old.pub.fp == fp {
 		vw.mu.Unlock()
 		return
