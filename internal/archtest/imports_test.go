@@ -38,7 +38,7 @@ var leaves = []string{"internal/quote", "internal/mountinfo", "internal/testutil
 var tiers = [][]string{
 	leaves,
 	slices.Concat(core, []string{"enforce/enforcetest"}),
-	{"kube/podmeta", "kube/podreq", "kube/kubeclient/...", "kube/publish/...", "kube/nodestate/...", "kube/manifests/..."},
+	{"kube/podmeta", "kube/podreq", "kube/kubeclient/...", "kube/publish/...", "kube/nodestate/...", "kube/nodeview", "kube/manifests/..."},
 	{"agent/...", "bench/...", "kube/nri/...", "kube/extender/...", "kube/jobs/..."},
 	{"cmd/..."},
 }
@@ -83,6 +83,9 @@ var rules = []rule{
 	{from: []string{"kube/podmeta"}, to: append([]string{"std:os", "std:os/exec", "std:io/fs", "std:net", "std:net/http", "std:syscall",
 		"k8s.io/api/...", "k8s.io/apimachinery/...", "github.com/containerd/nri/...", "agent/...", "cmd/...", "bench/..."}, core[3:]...),
 		why: "podmeta reads pod metadata from plain values: no I/O, no Kubernetes or NRI types, nothing beyond alloc, so the extender and the NRI plugin share it"},
+	{from: []string{"kube/nodeview"}, to: []string{"k8s.io/kube-scheduler/...", "k8s.io/kubernetes/...", "k8s.io/client-go/...",
+		"std:net", "std:net/http", "std:os", "std:os/exec", "plan", "nodecore", "sim", "agent/...", "cmd/...", "bench/...", "kube/nri/...", "kube/extender/..."},
+		why: "nodeview is the scheduler side's one node view: fed by its doors, it serves nothing, talks to no API server and knows no scheduling framework (Kubernetes API types only), so both scheduler doors can hold it"},
 	{from: core, to: []string{"std:flag", "github.com/spf13/cobra"},
 		why: "command lines are parsed in cmd/corepin/cli only"},
 	{from: leaves, to: []string{"..."},

@@ -23,8 +23,9 @@ import (
 // annotation, the same free CPUs per NUMA node from NodeResourceTopology
 // objects (WithNRT);
 // "topology-distinct-pods": as topology, but each pair is for another pod
-// (64 in turn), as in a scheduling wave, so /filter finds no cached
-// verdict (the cache holds 4096) and places on every node;
+// (64 in turn), as in a scheduling wave: the node view keeps verdicts by
+// node state and request shape, not by pod, so the pods of one shape
+// find them kept;
 // "topology-settings": as topology, each node also publishing its
 // allocator settings (corepin.io/allocator, default topology policy
 // single-numa-node) and the pod naming no policy; "koord": no annotation,

@@ -4,9 +4,12 @@
 // topology policy and CPU wishes, and whose /prioritize scores the rest
 // (0 to extenderv1.MaxExtenderPriority) by the placement each would get.
 //
-// It decides nothing itself: every node's answer is alloc.State.Allocate
-// run on a copy of that node's published state, so the cluster view and the
-// node (the agent, the NRI plugin) cannot disagree about what fits. A node
+// It decides nothing itself: it feeds the nodes of each call into the
+// scheduler side's one node view (kube/nodeview) and answers with the
+// view's verdicts, the same the framework plugin (scheduler/plugin) gives,
+// each found as the node's own admission finds it, so the cluster view
+// and the node (the agent, the NRI plugin) cannot disagree about what
+// fits. A node
 // publishes its state in annotations (AnnotationTopology with
 // AnnotationAssigned, or the coarse AnnotationNUMAFree, each beside
 // AnnotationAllocator, its allocator's policy, options and default topology
@@ -14,8 +17,10 @@
 // (nodestate.NodeAnnotations; kube/nodestate decodes them too); a node is
 // judged under its own settings (alloc.NodeSettings.Apply), and
 // a pod naming no topology policy gets the node's default, as on the node.
-// Decoded states are cached by a hash of those annotations, and verdicts by
-// state and request.
+// The view decodes a node's state once per change of those annotations
+// (a node unchanged since the last call costs a hash of them), shares it
+// between the nodes publishing the same, and keeps verdicts by state and
+// request shape.
 // With WithNRT, a node without those annotations is judged by its
 // NodeResourceTopology object (topology.node.k8s.io v1alpha2, or v1alpha1
 // where only that is served: NRTResourceOf) as an NRTStore keeps it from a
@@ -45,12 +50,13 @@
 // Koordinator labels (else decoded as a corev1.Node), judged at once, and
 // kept only if /filter keeps it, to be answered exactly as sent. The calls
 // in flight are bounded by count and by the bytes of their bodies (a gate;
-// the others wait in a bounded queue, then get a 503), and the state cache
-// by an estimate of the heap it holds, all sized from WithMemoryLimit.
+// the others wait in a bounded queue, then get a 503), and the view's
+// decoded states by an estimate of the heap they hold
+// (nodeview.WithMaxBytes), all sized from WithMemoryLimit.
 // DecodeArgs reads through the same stream for Filter and Prioritize.
 //
 // A pod's wishes are read from the metadata the NRI plugin honours (see
-// RequestOf). The package touches no machine and keeps no state beyond the
-// caches and the stores it is given (NRTStore, PodStore); a malformed
+// RequestOf). The package touches no machine and keeps no state beyond its
+// node view and the stores it is given (NRTStore, PodStore); a malformed
 // request body is a 400, never a panic.
 package extender

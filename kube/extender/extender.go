@@ -16,6 +16,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodeview"
 )
 
 // Defaults of an Extender.
@@ -25,8 +26,6 @@ const (
 	DefaultMaxBodyBytes = 64 << 20
 	// DefaultMaxNodes bounds the nodes of one request.
 	DefaultMaxNodes = 10000
-	// DefaultCacheEntries bounds the decoded node states kept.
-	DefaultCacheEntries = 4096
 	// DefaultMemoryLimit is the memory an Extender's defaults fit in:
 	// the chart's limit of the extender container.
 	DefaultMemoryLimit = 256 << 20
@@ -47,8 +46,7 @@ type Extender struct {
 	memory   int64
 	maxCalls int
 	gate     *gate
-	cache    cache[stateKey, *nodeState]
-	verdicts cache[verdictKey, verdict]
+	view     *nodeview.View
 	metrics  *metrics
 	nrt      *NRTStore
 	pods     *PodStore
@@ -62,10 +60,11 @@ type Option func(*Extender)
 func WithMaxBodyBytes(n int64) Option { return func(e *Extender) { e.maxBody = n } }
 
 // WithMemoryLimit fits the Extender in n bytes of memory (the container's
-// limit; DefaultMemoryLimit unless given): the decoded node states it
-// keeps weigh at most an eighth of n, the bodies of the calls in flight at
-// most a quarter (a larger call waits until it runs alone, and never
-// reads more than that: the body cap is lowered to it). The process's Go
+// limit; DefaultMemoryLimit unless given): the decoded node states its
+// node view keeps weigh at most an eighth of n (nodeview.WithMaxBytes),
+// the bodies of the calls in flight at most a quarter (a larger call
+// waits until it runs alone, and never reads more than that: the body
+// cap is lowered to it). The process's Go
 // soft memory limit is the caller's to set (SoftMemoryLimit).
 func WithMemoryLimit(n int64) Option { return func(e *Extender) { e.memory = n } }
 
@@ -85,10 +84,11 @@ func WithMaxNodes(n int) Option { return func(e *Extender) { e.maxNodes = n } }
 // NodeResourceTopology objects s keeps (NRTStore.Watch).
 func WithNRT(s *NRTStore) Option { return func(e *Extender) { e.nrt = s } }
 
-// WithPods judges each node that names the pods it admitted with the pods
-// s keeps bound to it and not yet admitted there placed first, and each
-// node judged by its NodeResourceTopology object with the pods bound to it
-// after the object last changed (PodStore.Watch).
+// WithPods judges each node with the pods s keeps bound to it and not yet
+// in what it publishes placed first (nodeview.View.Hold): for a node
+// naming the pods it admitted, those it does not name; for one judged by
+// its NodeResourceTopology object, or naming no pods, those bound after
+// its state last changed (PodStore.Watch).
 func WithPods(s *PodStore) Option { return func(e *Extender) { e.pods = s } }
 
 // WithReady makes GET /healthz answer 503 while ready reports false (the
@@ -98,15 +98,19 @@ func WithReady(ready func() bool) Option { return func(e *Extender) { e.ready = 
 // New returns an Extender.
 func New(opts ...Option) *Extender {
 	e := &Extender{maxBody: DefaultMaxBodyBytes, maxNodes: DefaultMaxNodes, memory: DefaultMemoryLimit, maxCalls: DefaultMaxCalls,
-		verdicts: cache[verdictKey, verdict]{max: DefaultCacheEntries}, metrics: newMetrics()}
+		metrics: newMetrics()}
 	for _, o := range opts {
 		o(e)
 	}
 	inFlight := e.memory / 4
 	e.maxBody = min(e.maxBody, inFlight)
 	e.gate = newGate(inFlight, max(e.maxCalls, 1), DefaultMaxWaiting)
-	e.cache = cache[stateKey, *nodeState]{max: DefaultCacheEntries, maxBytes: e.memory / 8, weigh: (*nodeState).bytes}
+	e.view = nodeview.New(nodeview.WithMaxBytes(max(e.memory/8, 1)))
+	if e.nrt != nil {
+		e.nrt.feed(e.view)
+	}
 	if e.pods != nil {
+		e.pods.feed(e.view)
 		pods := e.pods
 		e.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "corepin_extender_bound_pods",
@@ -175,6 +179,7 @@ func (e *Extender) verb(filter bool) http.HandlerFunc {
 		var (
 			req          alloc.Request
 			reqErr       error
+			key          nodeview.Key
 			kept         [][]byte
 			failed       = extenderv1.FailedNodesMap{}
 			unresolvable = extenderv1.FailedNodesMap{}
@@ -187,35 +192,37 @@ func (e *Extender) verb(filter bool) http.HandlerFunc {
 				return fmt.Errorf("%w: parsing Pod: %w", ErrBadRequest, err)
 			}
 			req, reqErr = RequestOf(pod)
+			key = e.view.Key(req)
 			return nil
 		}, func(raw []byte) error {
-			var ns *nodeState
-			var k stateKey
 			var name string
 			if n, ok := readNode(raw); ok {
 				name = n.name
-				ns, k = e.rawStateOf(&n)
+				if err := once(names, name); err != nil {
+					return err
+				}
+				e.setRawNode(&n)
 			} else {
 				var node corev1.Node
 				if err := json.Unmarshal(raw, &node); err != nil {
 					return fmt.Errorf("%w: parsing Nodes: %w", ErrBadRequest, err)
 				}
 				name = node.Name
-				ns, k = e.stateOf(&node)
+				if err := once(names, name); err != nil {
+					return err
+				}
+				e.setNode(&node)
 			}
-			if err := once(names, name); err != nil {
-				return err
-			}
-			v := e.judge(ns, k, req, reqErr)
+			v := e.view.Judge(name, req, reqErr, key)
 			switch {
 			case !filter:
-				scores = append(scores, extenderv1.HostPriority{Host: name, Score: v.score})
-			case v.ok:
+				scores = append(scores, extenderv1.HostPriority{Host: name, Score: v.Score})
+			case v.OK:
 				kept = append(kept, bytes.Clone(raw))
-			case v.unresolvable:
-				unresolvable[name] = v.reason
+			case v.Unresolvable:
+				unresolvable[name] = v.Reason
 			default:
-				failed[name] = v.reason
+				failed[name] = v.Reason
 			}
 			return nil
 		})
@@ -319,112 +326,29 @@ func DecodeArgs(data []byte, maxNodes int) (*extenderv1.ExtenderArgs, error) {
 	return args, nil
 }
 
-// verdict is one node's answer for a pod.
-type verdict struct {
-	ok     bool
-	reason string // why not, when !ok
-	// unresolvable: preempting the node's pods would not help either (the
-	// pod's metadata or the node's annotations are bad, or the node could
-	// not place the request even with nothing held). The scheduler skips
-	// such nodes when it looks for victims.
-	unresolvable bool
-	score        int64
-}
-
-// verdictKey names a verdict: the node's state and the request (its
-// comparable fields; the extender's requests carry no Hint), with the
-// topology policy in force (the pod's, else the node's default) and
-// whether it is the node's default (the reason says so).
-type verdictKey struct {
-	state       stateKey
-	nodeDefault bool
-	id          string
-	shape       nodestate.Shape
-}
-
 // ComingSuffix ends the reason of a refusal that only pods bound to the
 // node and not yet admitted there cause (WithPods): nodestate.ComingSuffix.
 const ComingSuffix = nodestate.ComingSuffix
-
-// judge answers req on a node of state ns (nil: the node publishes none),
-// from the verdict cache or by placing req on a copy of ns. A request
-// naming no topology policy gets the node's default, as the NRI plugin
-// gives it (nodecore.Containers.Admit).
-func (e *Extender) judge(ns *nodeState, k stateKey, req alloc.Request, reqErr error) verdict {
-	if ns == nil {
-		return verdict{ok: true} // not a corepin node: not ours to judge
-	}
-	if pv, ok := nodestate.Prejudge(true, req, reqErr, ns.err, ns.st != nil); ok {
-		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
-	}
-	req, nodeDefault, err := ns.request(req)
-	if err != nil {
-		return verdict{reason: nodestate.Reason(req, err), unresolvable: true}
-	}
-	vk := verdictKey{state: k, nodeDefault: nodeDefault, id: req.ID, shape: nodestate.ShapeOf(req)}
-	if len(req.Hint) == 0 {
-		if v, ok := e.verdicts.get(vk); ok {
-			return v
-		}
-	}
-	var v verdict
-	pl, err := admit(ns.st, req)
-	if err != nil {
-		v = verdict{reason: nodestate.Refusal(req, err, nodeDefault, ns.settings.bindLabel, ns.settings.policyLabel)}
-		if ns.coming > 0 {
-			if _, err := admit(ns.before, req); err == nil {
-				// The CPUs are free on what the node published: say
-				// who takes them.
-				v.reason += ComingSuffix
-			}
-		}
-		if ns.empty != nil {
-			if _, err := admit(ns.empty, req); err != nil {
-				v.unresolvable = true
-			}
-		}
-	} else {
-		v = verdict{ok: true, score: score(pl, ns.free)}
-	}
-	if len(req.Hint) == 0 {
-		e.verdicts.put(vk, v)
-	}
-	return v
-}
-
-// request is req as the node of state ns judges it (nodestate.RequestOn
-// under its settings); nodeDefault reports whether req took a default
-// topology policy other than none; err is the node's refusal of req's
-// own strategies.
-func (ns *nodeState) request(req alloc.Request) (_ alloc.Request, nodeDefault bool, err error) {
-	return nodestate.RequestOn(ns.settings.NodeSettings, req)
-}
-
-// admit is the node's own answer to req on a copy of st, as the NRI
-// plugin admits a container (alloc.State.Admit: the placement, then the
-// check that it does not starve the node's shared pools).
-func admit(st *alloc.State, req alloc.Request) (alloc.Placement, error) {
-	return st.Clone().Admit(req)
-}
 
 // Filter keeps the nodes where the pod's CPUs can be placed and fails the
 // others with a reason worded like the scheduler's own, identical across
 // nodes for the same cause so that the scheduler can count them.
 func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	req, reqErr := RequestOf(args.Pod)
+	key := e.view.Key(req)
 	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}},
 		FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
-		ns, k := e.stateOf(n)
-		v := e.judge(ns, k, req, reqErr)
+		e.setNode(n)
+		v := e.view.Judge(n.Name, req, reqErr, key)
 		switch {
-		case v.ok:
+		case v.OK:
 			res.Nodes.Items = append(res.Nodes.Items, *n)
-		case v.unresolvable:
-			res.FailedAndUnresolvableNodes[n.Name] = v.reason
+		case v.Unresolvable:
+			res.FailedAndUnresolvableNodes[n.Name] = v.Reason
 		default:
-			res.FailedNodes[n.Name] = v.reason
+			res.FailedNodes[n.Name] = v.Reason
 		}
 	}
 	e.metrics.filtered(len(res.Nodes.Items), len(res.FailedNodes), len(res.FailedAndUnresolvableNodes))
@@ -435,18 +359,16 @@ func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFil
 // the pod would get there; a node that cannot take it scores 0.
 func (e *Extender) Prioritize(args *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
 	req, reqErr := RequestOf(args.Pod)
+	key := e.view.Key(req)
 	out := make(extenderv1.HostPriorityList, 0, len(args.Nodes.Items))
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
-		ns, k := e.stateOf(n)
-		v := e.judge(ns, k, req, reqErr)
-		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: v.score})
+		e.setNode(n)
+		v := e.view.Judge(n.Name, req, reqErr, key)
+		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: v.Score})
 	}
 	return &out
 }
-
-// score rates a placement 0 to MaxExtenderPriority (nodestate.Score).
-func score(pl alloc.Placement, free int) int64 { return nodestate.Score(pl, free) }
 
 // Reason words a refusal the way the scheduler's own reasons read ("no
 // NUMA node with 9 free CPUs"), with the same text on every node refused

@@ -220,8 +220,8 @@ func TestFilterPublishedTopologyHonoursAssignments(t *testing.T) {
 	if got, want := res.FailedNodes["busy"], "no NUMA node with 6 free CPUs"; got != want {
 		t.Errorf("reason for busy = %q, want %q", got, want)
 	}
-	if n := ext.cache.len(); n != 2 {
-		t.Errorf("cache holds %d states, want 2 (free and free2 share one)", n)
+	if n := ext.view.States(); n != 2 {
+		t.Errorf("the view holds %d states, want 2 (free and free2 share one)", n)
 	}
 }
 
@@ -438,8 +438,8 @@ func TestConcurrentCallsShareTheCache(t *testing.T) {
 			t.Errorf("a concurrent call differs: %s", d)
 		}
 	}
-	if n := ext.cache.len(); n != 2 {
-		t.Errorf("cache holds %d states, want 2", n)
+	if n := ext.view.States(); n != 2 {
+		t.Errorf("the view holds %d states, want 2", n)
 	}
 }
 

@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
@@ -174,7 +174,7 @@ func TestKoordinatorNodeLabels(t *testing.T) {
 // FullPCPUsOnly two whole cores even when it prefers SpreadByPCPUs; under
 // either engine. On this machine core c holds CPUs c and c+8.
 func TestKoordinatorBindLabelPlaces(t *testing.T) {
-	e := New(WithNRT(labelStore(t)))
+	s := labelStore(t)
 	for _, tc := range []struct {
 		node, label string
 		bind        alloc.Bind // the pod's own
@@ -190,18 +190,7 @@ func TestKoordinatorBindLabelPlaces(t *testing.T) {
 		{node: koordFull, label: "SpreadByPCPUs", cores: 2},
 	} {
 		t.Run(tc.node+"/"+tc.label+"/"+string(tc.bind), func(t *testing.T) {
-			ns, _ := e.nrtStateOf(tc.node, koordLabelValues{bind: tc.label})
-			if ns == nil || ns.err != nil {
-				t.Fatalf("state %v", ns)
-			}
-			req, _, err := ns.request(alloc.Request{ID: "p", CPUs: 4, QoS: alloc.LSE, Bind: tc.bind})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := admit(ns.st, req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pl := koordPlacement(t, s, tc.node, tc.label, "", alloc.Request{ID: "p", CPUs: 4, QoS: alloc.LSE, Bind: tc.bind})
 			cores := map[int]bool{}
 			for _, c := range pl.CPUs.List() {
 				cores[c%8] = true
@@ -220,25 +209,12 @@ func TestKoordinatorBindLabelPlaces(t *testing.T) {
 // pod on node 0, LeastAllocated spreads it to node 1, under corepin's
 // engine; the kubelet engine (a static kubelet policy) places as the
 // kubelet does, whatever the label. The fast and typed paths agree, and
-// the label keys the state.
+// the label keys the state (TestKoordinatorLabelsKeyTheState).
 func TestKoordinatorNUMAStrategyLabelPlaces(t *testing.T) {
 	s := labelStore(t)
-	e := New(WithNRT(s))
 	place := func(node, label string) string {
 		t.Helper()
-		ns, _ := e.nrtStateOf(node, koordLabelValues{strategy: label})
-		if ns == nil || ns.err != nil {
-			t.Fatalf("%s, label %q: state %v", node, label, ns)
-		}
-		req, _, err := ns.request(alloc.Request{ID: "p", CPUs: 2, QoS: alloc.LSE})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl, err := admit(ns.st, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pl.NUMANodes.String()
+		return koordPlacement(t, s, node, "", label, alloc.Request{ID: "p", CPUs: 2, QoS: alloc.LSE}).NUMANodes.String()
 	}
 	for _, tc := range []struct {
 		node, label, want string
@@ -254,11 +230,36 @@ func TestKoordinatorNUMAStrategyLabelPlaces(t *testing.T) {
 		body := args(t, guaranteedPod("two", "2", nil, nil), labeled(tc.node, nil, nodestate.LabelKoordNUMAAllocateStrategy, tc.label))
 		checkSameAnswers(t, body, 1, WithNRT(s))
 	}
-	_, kMost := e.nrtStateOf(koordNone, koordLabelValues{strategy: "MostAllocated"})
-	_, kLeast := e.nrtStateOf(koordNone, koordLabelValues{strategy: "LeastAllocated"})
-	if kMost == kLeast {
-		t.Error("MostAllocated and LeastAllocated share a state key")
+}
+
+// koordPlacement places req on node's Koordinator object in s under its
+// Node's labels bind (nodestate.LabelKoordCPUBindPolicy) and strategy
+// (nodestate.LabelKoordNUMAAllocateStrategy), as the node view decodes
+// and judges it (nodestate.JudgeKoord, nodestate.RequestOn, then the
+// node's admission).
+func koordPlacement(t *testing.T, s *NRTStore, node, bind, strategy string, req alloc.Request) alloc.Placement {
+	t.Helper()
+	ent, ok := s.get(node)
+	if !ok || ent.koord == nil {
+		t.Fatalf("%s: no Koordinator object in the store", node)
 	}
+	l, err := nodestate.ParseKoordLabels(bind, "", strategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := nodestate.JudgeKoord(ent.koord, ent.settings.TopologyPolicy, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, err = nodestate.RequestOn(j.Settings, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := j.State.Clone().Admit(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
 }
 
 // TestKoordinatorBadNodeLabel: an unknown value fails a node judged by
@@ -293,42 +294,34 @@ func TestKoordinatorBadNodeLabel(t *testing.T) {
 			checkSameAnswers(t, body, 4, WithNRT(s))
 		})
 	}
-	// The error wraps ErrNode and nodestate.ErrKoordLabel.
-	ns, _ := New(WithNRT(s)).nrtStateOf(koordNone, koordLabelValues{bind: "Sometimes"})
-	if ns == nil || !errors.Is(ns.err, ErrNode) || !errors.Is(ns.err, nodestate.ErrKoordLabel) {
-		t.Errorf("state error %v: want one wrapping ErrNode and nodestate.ErrKoordLabel", ns)
-	}
 }
 
-// TestKoordinatorLabelsKeyTheState: the labels are part of the state key
-// (a state cached without them is not served with them), and the key of an
-// unlabeled node is its object's.
+// TestKoordinatorLabelsKeyTheState: the labels are part of what the node
+// view keys a node's state by: one extender asked about the same node
+// with and without a label, in turn, on both paths, answers each call by
+// that call's label, never by a state decoded under the other.
 func TestKoordinatorLabelsKeyTheState(t *testing.T) {
-	s := labelStore(t)
-	e := New(WithNRT(s))
-	ent, _ := s.get(koordNone)
-	keys := map[stateKey]string{}
-	for _, l := range [][2]string{{"", ""}, {"FullPCPUsOnly", ""}, {"SpreadByPCPUs", ""}, {"", "SingleNUMANode"}, {"", "None"},
-		{"FullPCPUsOnly", "SingleNUMANode"}} {
-		ns, k := e.nrtStateOf(koordNone, koordLabelValues{bind: l[0], policy: l[1]})
-		if ns == nil || ns.err != nil {
-			t.Fatalf("labels %q: state %v", l, ns)
+	e := New(WithNRT(labelStore(t)))
+	h := e.Handler()
+	nine := guaranteedPod("nine", "9", nil, nil)
+	for round := range 3 {
+		for _, tc := range []struct {
+			node corev1.Node
+			kept bool
+		}{
+			{node: labeled(koordNone, nil), kept: true},
+			{node: labeled(koordNone, nil, numaLabel, "SingleNUMANode")},
+			{node: labeled(koordNone, nil, bindLabel, "None"), kept: true},
+			{node: labeled(koordNone, nil, bindLabel, "FullPCPUsOnly", numaLabel, "SingleNUMANode")},
+		} {
+			res := filter(t, h, args(t, nine, tc.node))
+			typed := e.Filter(&extenderv1.ExtenderArgs{Pod: nine, Nodes: &corev1.NodeList{Items: []corev1.Node{tc.node}}})
+			for path, r := range map[string]*extenderv1.ExtenderFilterResult{"fast": &res, "typed": typed} {
+				if kept := len(r.Nodes.Items) == 1; kept != tc.kept {
+					t.Errorf("round %d, %s path, labels %v: kept %v, want %v (%v)", round, path, tc.node.Labels, kept, tc.kept, r.FailedAndUnresolvableNodes)
+				}
+			}
 		}
-		if prev, dup := keys[k]; dup {
-			t.Errorf("labels %q and %s share a state key", l, prev)
-		}
-		keys[k] = strings.Join(l[:], ",")
-		if (l == [2]string{}) != (k == ent.key) {
-			t.Errorf("labels %q: key is the object's: %v", l, k == ent.key)
-		}
-	}
-	// "None" binds nothing: the same state as no label.
-	_, kNone := e.nrtStateOf(koordNone, koordLabelValues{bind: "None"})
-	if kNone != ent.key {
-		t.Errorf("cpu-bind-policy None keyed apart from no label")
-	}
-	if n := e.cache.len(); n != len(keys) {
-		t.Errorf("cache holds %d states, want %d", n, len(keys))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,91 +22,8 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
-	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/topology"
 )
-
-// heapAfterGC is the bytes of live heap objects, after a collection, the
-// cleanups it queued (alloc drops the index of a topology gone) and a
-// collection of what they let go.
-func heapAfterGC(t *testing.T) int64 {
-	t.Helper()
-	runtime.GC()
-	s := []rtmetrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
-	testutil.Eventually(t, "the queued cleanups run", func() bool {
-		rtmetrics.Read(s)
-		return s[1].Value.Uint64() >= s[0].Value.Uint64()
-	})
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
-// TestStateBytesEstimate: the weight the state cache gives a decoded node
-// state (nodeState.bytes) is at least the heap it holds, measured, for
-// machines of 16 to 1024 CPUs published in full, each node a different
-// machine, so the cache's byte bound is a bound of its memory; and for
-// the largest, at most twice it.
-func TestStateBytesEstimate(t *testing.T) {
-	for _, shape := range []topology.Shape{
-		{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2},
-		{Sockets: 2, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 8, ThreadsPerCore: 2},
-		{Sockets: 4, NodesPerSocket: 2, L3PerNode: 2, CoresPerL3: 32, ThreadsPerCore: 2},
-	} {
-		topo := topology.MustSynthetic(shape)
-		t.Run(fmt.Sprintf("%d CPUs", topo.Present().Size()), func(t *testing.T) {
-			const n = 16
-			var nodes []*rawNode
-			for i := range n {
-				// Each node a different machine (its own isolated CPU):
-				// nodes of one machine share its decoded topology and
-				// index (kube/nodestate), which the weight counts for
-				// each entry, so the bound holds all the more there.
-				m, err := topo.WithIsolation(topology.Isolation{Isolcpus: cpuset.New(i % topo.Present().Size())})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, err := alloc.NewState(m, alloc.NodeSettings{Reserved: cpuset.New(0)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := st.Assign(alloc.Assignment{ID: "x/held", QoS: alloc.LSE, CPUs: cpuset.New(1 + i%(topo.Present().Size()-1))}); err != nil {
-					t.Fatal(err)
-				}
-				raw := rawOf(t, publishedNode(t, fmt.Sprintf("n%d", i), st, "single-numa-node"))
-				nodes = append(nodes, &raw)
-			}
-			e := New()
-			before := heapAfterGC(t)
-			states := make([]*nodeState, 0, n)
-			for _, raw := range nodes {
-				ns, _ := e.rawStateOf(raw)
-				if ns == nil || ns.err != nil {
-					t.Fatalf("decoding: %+v", ns)
-				}
-				states = append(states, ns)
-			}
-			e.cache = cache[stateKey, *nodeState]{} // only states holds them now
-			held := heapAfterGC(t) - before
-			var weight int64
-			for _, ns := range states {
-				weight += ns.bytes()
-			}
-			runtime.KeepAlive(states)
-			runtime.KeepAlive(nodes) // their JSON is not what the states hold
-			t.Logf("%d states hold %d bytes, weigh %d", n, held, weight)
-			if weight < held {
-				t.Errorf("%d states weigh %d bytes, less than the %d they hold", n, weight, held)
-			}
-			// The large machines fill the cache: there the weight must
-			// not keep it much emptier than its bound says.
-			if topo.Present().Size() >= 1024 && weight > 2*held {
-				t.Errorf("%d states weigh %d bytes, more than twice the %d they hold: the cache keeps too few", n, weight, held)
-			}
-		})
-	}
-}
 
 // chartMemoryLimit is the extender container's memory limit in the chart's
 // values.yaml, in bytes.

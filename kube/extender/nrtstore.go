@@ -20,6 +20,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodeview"
 )
 
 // NRTResource and NRTResourceV1alpha1 are the NodeResourceTopology
@@ -44,13 +45,16 @@ var (
 // annotation does: the node takes no pod that needs aligned CPUs
 // (nodestate.Prejudge), and the error, naming what does not read, is the
 // reason. It keeps at most max nodes: an object for one more is logged
-// and ignored until another is deleted. Its methods are safe for
-// concurrent use.
+// and ignored until another is deleted. Each object it keeps is handed to
+// the extender's node view (nodeview.View.SetNRTFields), which judges the
+// node by it. Its methods are safe for concurrent use.
 type NRTStore struct {
 	mu  sync.RWMutex
 	m   map[string]nrtEntry
 	max int
 	log *slog.Logger
+	// views are the node views the objects are handed to (feed).
+	views []*nodeview.View
 }
 
 // nrtEntry is one node's free CPUs per NUMA node or Koordinator state (or
@@ -61,10 +65,12 @@ type nrtEntry struct {
 	koord    *nodestate.Koord
 	readErr  error
 	settings alloc.NodeSettings
-	key      stateKey
-	// changed orders the last change of what the object publishes
-	// against pod bindings (changes): a pod bound after it is not in it.
-	changed uint64
+	// key names what the object publishes; fields are what was read of
+	// it and fieldsErr why they do not read (nodestate.FieldsOf), as
+	// handed to the views.
+	key       [sha256.Size]byte
+	fields    nodestate.NRTFields
+	fieldsErr error
 }
 
 // NewNRTStore returns an empty store of at most max nodes, warning on log
@@ -87,12 +93,12 @@ func (s *NRTStore) Set(node string, zones []nodestate.Zone, attrs ...nodestate.A
 func (s *NRTStore) set(node string, o nodestate.NRTFields) {
 	n, koordErr, err := o.Read()
 	if err != nil {
-		s.failed(node, err)
+		s.failed(node, o, nil, err)
 		return
 	}
 	settings := n.Settings
 	h := sha256.New()
-	ent := nrtEntry{settings: settings, koord: n.Koord, readErr: koordErr, free: n.Free}
+	ent := nrtEntry{settings: settings, koord: n.Koord, readErr: koordErr, free: n.Free, fields: o}
 	if o.KoordAnn != nil {
 		h.Write([]byte("nrt koordinator\x00"))
 		for _, name := range nodestate.KoordAnnotations {
@@ -119,27 +125,41 @@ func (s *NRTStore) set(node string, o nodestate.NRTFields) {
 	s.put(node, ent)
 }
 
-// failed records that node's object does not read (err): the node takes
-// no pod that needs aligned CPUs until the object reads again.
-func (s *NRTStore) failed(node string, err error) {
+// failed records that node's object (fields o, or fieldsErr why they do
+// not read) does not read (err): the node takes no pod that needs aligned
+// CPUs until the object reads again.
+func (s *NRTStore) failed(node string, o nodestate.NRTFields, fieldsErr, err error) {
 	s.log.Warn("NodeResourceTopology unreadable: its node takes no pod that needs aligned CPUs", "node", node, "err", err)
-	s.put(node, nrtEntry{readErr: err, key: sha256.Sum256([]byte("nrt unreadable\x00" + err.Error()))})
+	s.put(node, nrtEntry{readErr: err, key: sha256.Sum256([]byte("nrt unreadable\x00" + err.Error())), fields: o, fieldsErr: fieldsErr})
 }
 
-// put records ent as node's entry.
+// put records ent as node's entry, and hands it to the views.
 func (s *NRTStore) put(node string, ent nrtEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.m[node]
-	if !ok && len(s.m) >= s.max {
+	if _, ok := s.m[node]; !ok && len(s.m) >= s.max {
 		s.log.Warn("NodeResourceTopology ignored: the store is full, its node stays unjudged", "node", node, "max", s.max)
 		return
 	}
-	ent.changed = old.changed
-	if !ok || old.key != ent.key {
-		ent.changed = changes.Add(1)
-	}
 	s.m[node] = ent
+	for _, v := range s.views {
+		ent.handTo(v, node)
+	}
+}
+
+// handTo hands node's entry to the view v: its key names its version.
+func (ent nrtEntry) handTo(v *nodeview.View, node string) {
+	v.SetNRTFields(node, string(ent.key[:]), ent.fields, ent.fieldsErr)
+}
+
+// feed hands the store's objects to v, now and as they change.
+func (s *NRTStore) feed(v *nodeview.View) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.views = append(s.views, v)
+	for node, ent := range s.m {
+		ent.handTo(v, node)
+	}
 }
 
 // Delete forgets node.
@@ -147,6 +167,9 @@ func (s *NRTStore) Delete(node string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, node)
+	for _, v := range s.views {
+		v.DeleteNRT(node)
+	}
 }
 
 // Len is the number of nodes known.
@@ -248,7 +271,7 @@ func (s *NRTStore) onSet(obj any) {
 	}
 	o, err := nodestate.FieldsOf(u)
 	if err != nil {
-		s.failed(u.GetName(), err)
+		s.failed(u.GetName(), o, err, err)
 		return
 	}
 	s.set(u.GetName(), o)

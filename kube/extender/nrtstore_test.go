@@ -2,7 +2,6 @@ package extender
 
 import (
 	"bytes"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -286,18 +286,21 @@ func FuzzNRTObject(f *testing.F) {
 		}
 		s.onSet(tu)
 		e := New(WithNRT(s))
-		ns, k := e.nrtStateOf(u.GetName(), koordLabelValues{})
-		if ns == nil {
-			return
+		name := u.GetName()
+		e.setNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if _, kept := s.get(name); kept != e.view.Known(name) {
+			t.Errorf("store kept the object: %v; view judges the node: %v", kept, e.view.Known(name))
 		}
-		// A node kept with an error is one whose object does not read
-		// (ErrNRT: it refuses the pods that need alignment), or whose
-		// Koordinator annotations do not (ErrNode naming one of them).
-		_, koord := u.GetAnnotations()[nodestate.AnnotationKoordCPUTopology]
-		if ns.err != nil && !errors.Is(ns.err, nodestate.ErrNRT) && (!koord || !errors.Is(ns.err, ErrNode) || !strings.Contains(ns.err.Error(), "koordinator.sh/")) {
-			t.Errorf("kept node has error state %v", ns.err)
+		// A node whose object does not read refuses the pods that need
+		// alignment for good, saying why.
+		for _, r := range []struct {
+			req alloc.Request
+			err error
+		}{{req, reqErr}, {plain, plainErr}} {
+			v := e.view.Judge(name, r.req, r.err, e.view.Key(r.req))
+			if ent, _ := s.get(name); ent.readErr != nil && (v.OK || !v.Unresolvable || v.Reason == "") {
+				t.Errorf("object that does not read (%v): verdict %+v, want refused for good", ent.readErr, v)
+			}
 		}
-		_ = e.judge(ns, k, req, reqErr)
-		_ = e.judge(ns, k, plain, plainErr)
 	})
 }

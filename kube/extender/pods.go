@@ -2,14 +2,10 @@ package extender
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/kube/nodeview"
 )
 
 // PodResource is the core pods resource PodStore.Watch lists and watches.
@@ -33,54 +30,40 @@ const DefaultMaxPods = 150000
 const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 // PodStore keeps the pods bound to nodes that ask for CPUs (every QoS class
-// but BE), with their allocation requests (RequestOf), for WithPods. A
-// node whose corepin.io/allocator says its AnnotationAssigned names the
-// pods it admitted (nodestate.Allocator.PodUIDs) is judged with the pods bound
-// to it that no entry names placed first, in the order the store first
-// saw them bound: pods the scheduler bound a moment ago and the node's NRI
-// plugin has not admitted and published yet. A node judged by its
-// NodeResourceTopology object (WithNRT), which names no pods, is judged
-// with the pods bound to it after the object last changed placed first
-// (those bound before the extender started are taken to be in it): pods
-// koordlet or the topology exporter has not reported yet. Without them a burst of pods
-// would all be judged on the same free CPUs, and the node would refuse
-// those past what it has, after the scheduler bound them. kube-scheduler
-// counts the same pods in its own resource fit; this is their CPUs'
-// placement.
+// but BE), with their allocation requests (RequestOf), for WithPods, and
+// holds each in the extender's node view (nodeview.View.Hold) until it
+// goes: the view judges the node with it placed first until what the node
+// publishes includes it. A node whose corepin.io/allocator says its
+// AnnotationAssigned names the pods it admitted (nodestate.Allocator.PodUIDs)
+// includes the pods it names; a node judged by its NodeResourceTopology
+// object (WithNRT), or naming no pods, includes the pods bound before its
+// state last changed (those bound before the extender started are taken
+// to be in it). These are the pods the scheduler bound a moment ago that
+// the node's NRI plugin, koordlet or the topology exporter has not
+// reported yet: without them a burst of pods would all be judged on the
+// same free CPUs, and the node would refuse those past what it has, after
+// the scheduler bound them. kube-scheduler counts the same pods in its own
+// resource fit; this is their CPUs' placement.
 //
 // It keeps at most max pods: one more is logged once and ignored until
 // others go. Its methods are safe for concurrent use.
 type PodStore struct {
-	mu     sync.RWMutex
-	byUID  map[string]*boundPod
-	byNode map[string]*nodePods
-	max    int
-	full   sync.Once
-	log    *slog.Logger
-}
-
-// changes orders what the extender learns: each change of the pods bound
-// to a node (nodePods.gen), and each change of what a node's
-// NodeResourceTopology object publishes, takes the next number. A pod
-// bound after its node's object last changed is not in that object yet.
-var changes atomic.Uint64
-
-// nodePods are the pods bound to one node, in the order first seen bound;
-// gen changes (to the next number of changes) whenever they or a request
-// of theirs do.
-type nodePods struct {
-	pods []*boundPod
-	gen  uint64
+	mu    sync.RWMutex
+	byUID map[string]*boundPod
+	max   int
+	full  sync.Once
+	log   *slog.Logger
+	// views are the node views the pods are held in (feed).
+	views []*nodeview.View
 }
 
 // boundPod is a pod PodStore keeps.
 type boundPod struct {
 	uid, node string
-	// bound orders the pod's binding against the changes of its node's
-	// NodeResourceTopology object (changes); 0 for a pod of the first
-	// list, which the objects listed with it are taken to hold.
-	bound uint64
-	req   alloc.Request
+	// listed says the pod comes from the informer's first list: bound
+	// before the extender started.
+	listed bool
+	req    alloc.Request
 	// print names req: a pod resized in place gets a new one, a status
 	// update keeps it.
 	print string
@@ -92,7 +75,17 @@ func NewPodStore(max int, log *slog.Logger) *PodStore {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PodStore{byUID: map[string]*boundPod{}, byNode: map[string]*nodePods{}, max: max, log: log}
+	return &PodStore{byUID: map[string]*boundPod{}, max: max, log: log}
+}
+
+// feed holds the store's pods in v, now and as they change.
+func (s *PodStore) feed(v *nodeview.View) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.views = append(s.views, v)
+	for _, p := range s.byUID {
+		v.Hold(p.uid, p.node, p.req, p.listed)
+	}
 }
 
 // Set records pod as the API server has it now: kept when it is bound to a
@@ -121,7 +114,7 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		if old.node == pod.Spec.NodeName {
 			if old.print != print { // resized in place; status updates change nothing
 				old.req, old.print = req, print
-				s.byNode[old.node].gen = changes.Add(1)
+				s.hold(old)
 			}
 			return
 		}
@@ -134,18 +127,16 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		})
 		return
 	}
-	p := &boundPod{uid: uid, node: pod.Spec.NodeName, req: req, print: print}
-	gen := changes.Add(1)
-	if !listed {
-		p.bound = gen
-	}
+	p := &boundPod{uid: uid, node: pod.Spec.NodeName, listed: listed, req: req, print: print}
 	s.byUID[uid] = p
-	np := s.byNode[p.node]
-	if np == nil {
-		np = &nodePods{}
-		s.byNode[p.node] = np
+	s.hold(p)
+}
+
+// hold holds p in the store's views. Called with s.mu held.
+func (s *PodStore) hold(p *boundPod) {
+	for _, v := range s.views {
+		v.Hold(p.uid, p.node, p.req, p.listed)
 	}
-	np.pods, np.gen = append(np.pods, p), gen
 }
 
 // Delete forgets the pod of UID uid.
@@ -159,13 +150,9 @@ func (s *PodStore) Delete(uid string) {
 
 func (s *PodStore) remove(p *boundPod) {
 	delete(s.byUID, p.uid)
-	np := s.byNode[p.node]
-	np.pods = slices.DeleteFunc(np.pods, func(q *boundPod) bool { return q == p })
-	if len(np.pods) == 0 {
-		delete(s.byNode, p.node)
-		return
+	for _, v := range s.views {
+		v.Forget(p.uid)
 	}
-	np.gen = changes.Add(1)
 }
 
 // Len is the number of pods kept.
@@ -173,40 +160,6 @@ func (s *PodStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.byUID)
-}
-
-// generation names the pods bound to node and their requests now: 0 when
-// there is none, else a number that changes whenever they do.
-func (s *PodStore) generation(node string) uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if np := s.byNode[node]; np != nil {
-		return np.gen
-	}
-	return 0
-}
-
-// onTheirWay returns the pods bound to node that published does not name
-// (nil: those bound after change after, of changes), in the order they
-// were first seen bound, as copies, and the generation they are of.
-func (s *PodStore) onTheirWay(node string, published map[string]struct{}, after uint64) ([]boundPod, uint64) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	np := s.byNode[node]
-	if np == nil {
-		return nil, 0
-	}
-	var out []boundPod
-	for _, p := range np.pods {
-		if published == nil {
-			if p.bound > after {
-				out = append(out, *p)
-			}
-		} else if _, ok := published[p.uid]; !ok {
-			out = append(out, *p)
-		}
-	}
-	return out, np.gen
 }
 
 // Watch keeps the store up to date from client's bound pods (all
@@ -304,80 +257,4 @@ func trimPod(obj any) (any, error) {
 	}
 	out.Object["status"] = status
 	return out, nil
-}
-
-// withBound is ns, the state node publishes under key k, with the pods
-// bound to node and not yet admitted there (PodStore) placed on a copy, in
-// the order they were bound, each under the node's defaults as the node
-// will place it; one that no longer fits is left out (the node will
-// refuse it). It is ns itself when the extender tracks no pods, the node
-// does not name its pods' UIDs, or none is on its way. The result is
-// cached by k and those pods.
-func (e *Extender) withBound(node string, ns *nodeState, k stateKey) (*nodeState, stateKey) {
-	if e.pods == nil || ns == nil || ns.err != nil || ns.st == nil || (ns.published == nil && !ns.fromNRT) {
-		return ns, k
-	}
-	// A node judged by its NodeResourceTopology object names no pods: the
-	// pods bound after the object last changed are not in it.
-	var after uint64
-	if ns.published == nil {
-		ent, ok := e.nrt.get(node)
-		if !ok {
-			return ns, k
-		}
-		after = ent.changed
-	}
-	// The key of ns with the node's bound pods as they are now, built
-	// without allocating: most calls find the state cached under it.
-	boundKey := func(gen uint64) stateKey {
-		var b [len(k) + 16 + 6 + 256]byte
-		n := copy(b[:], k[:])
-		binary.LittleEndian.PutUint64(b[n:], gen)
-		binary.LittleEndian.PutUint64(b[n+8:], after)
-		n += 16
-		n += copy(b[n:], "bound\x00")
-		n += copy(b[n:], node[:min(len(node), 256)])
-		return sha256.Sum256(b[:n])
-	}
-	gen := e.pods.generation(node)
-	if gen == 0 {
-		return ns, k
-	}
-	dk := boundKey(gen)
-	if d, ok := e.cache.get(dk); ok {
-		if d == ns {
-			return ns, k
-		}
-		return d, dk
-	}
-	coming, now := e.pods.onTheirWay(node, ns.published, after)
-	if now != gen { // changed in between: key what was read
-		dk = boundKey(now)
-	}
-	if len(coming) == 0 {
-		// Every pod bound there is published: the state is the node's.
-		e.cache.put(dk, ns)
-		return ns, k
-	}
-	st := ns.st.Clone()
-	placed := 0
-	for _, p := range coming {
-		if ns.published == nil && p.req.QoS != alloc.LSE && p.req.QoS != alloc.LSR {
-			// A NodeResourceTopology object counts exclusive CPUs
-			// only: a shared pod's quota is not in what it shows.
-			continue
-		}
-		req, _, err := ns.request(p.req)
-		if err != nil {
-			continue // the node refuses it: it takes no CPUs there
-		}
-		req.ID = "bound/" + p.uid
-		if _, err := st.Admit(req); err == nil {
-			placed++
-		}
-	}
-	d := *ns
-	d.st, d.free, d.coming, d.before = st, st.Pools().LS.Size(), placed, ns.st
-	e.cache.put(dk, &d)
-	return &d, dk
 }

@@ -177,26 +177,26 @@ func TestPodStoreKeepsBoundPodsThatAskForCPUs(t *testing.T) {
 	ls.Spec.Containers[0].Resources.Limits = nil // burstable: a quota
 	s.Set(ls)
 	s.Set(boundPodOn("g", "n1", "2"))
-	if got, _ := s.onTheirWay("n1", map[string]struct{}{}, 0); len(got) != 2 || got[0].uid != "ls" || got[1].uid != "g" || got[0].req.QoS != alloc.LS {
-		t.Fatalf("on n1: %+v, want ls (LS) then g in the order bound", got)
+	if s.Len() != 2 || s.byUID["ls"].req.QoS != alloc.LS || s.byUID["g"].req.QoS != alloc.LSE {
+		t.Fatalf("on n1: %d pods, ls %+v, g %+v; want ls (LS) and g (LSE)", s.Len(), s.byUID["ls"], s.byUID["g"])
 	}
-	// A status update changes nothing the extender keys on; a resize does.
-	gen := s.generation("n1")
+	// A status update changes nothing the extender holds; a resize does.
+	g := s.byUID["g"]
 	again := boundPodOn("g", "n1", "2")
 	again.Status.Phase = corev1.PodRunning
 	s.Set(again)
-	if s.generation("n1") != gen {
-		t.Error("a status update changed the node's generation")
+	if s.byUID["g"] != g || g.req.CPUs != 2 {
+		t.Error("a status update changed the pod held")
 	}
 	s.Set(boundPodOn("g", "n1", "3"))
-	if s.generation("n1") == gen {
-		t.Error("a resize kept the node's generation")
+	if s.byUID["g"].req.CPUs != 3 {
+		t.Error("a resize kept the pod's old request")
 	}
 	done := boundPodOn("g", "n1", "2")
 	done.Status.Phase = corev1.PodSucceeded
 	s.Set(done)
-	if got, _ := s.onTheirWay("n1", map[string]struct{}{"ls": {}}, 0); len(got) != 0 {
-		t.Errorf("after g finished and ls was published: %+v, want none", got)
+	if _, ok := s.byUID["g"]; ok || s.Len() != 1 {
+		t.Errorf("after g finished: %d pods, g kept %v; want ls alone", s.Len(), ok)
 	}
 	log := &logBuf{}
 	small := NewPodStore(1, slog.New(slog.NewTextHandler(log, nil)))
@@ -448,13 +448,11 @@ func TestPublishedAndComingPodsCountOnce(t *testing.T) {
 	}, map[string]string{"nri-u1": "u1"})
 	e := New(WithPods(pods))
 
-	// The state judged: u1 where the node put it, u2 beside it.
-	ns, _ := e.stateOf(&n1)
-	if ns == nil || ns.st == nil || ns.coming != 1 {
-		t.Fatalf("n1 judged with %+v, want one pod coming (u2)", ns)
-	}
-	if diff := cmp.Diff(map[topology.NodeID]int{0: 0, 1: 8}, freePerNode(ns.st)); diff != "" {
-		t.Errorf("free CPUs per NUMA node with u1 published and u2 coming (-want +got):\n%s", diff)
+	// The state judged: u1 where the node put it (published, no longer
+	// held), u2 beside it.
+	e.setNode(&n1)
+	if got := e.view.Reserved(); got != 1 {
+		t.Fatalf("n1 judged with %d pods held, want one pod coming (u2)", got)
 	}
 
 	eight := guaranteedPod("eight", "8", map[string]string{AnnotationNUMAPolicy: "single-numa-node"}, nil)

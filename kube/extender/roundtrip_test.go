@@ -49,16 +49,26 @@ func publishedNodeWithPods(t *testing.T, name string, st *alloc.State, topologyP
 	return node(name, m)
 }
 
-// published is the node whose NRI plugin published st and topologyPolicy,
-// as the extender decodes it, and its key.
-func published(t *testing.T, e *Extender, st *alloc.State, topologyPolicy string) (*nodeState, stateKey) {
+// published sets in e's node view the node "n" whose NRI plugin published
+// st and topologyPolicy, and returns that node's state as the view decodes
+// it (kube/nodestate).
+func published(t *testing.T, e *Extender, st *alloc.State, topologyPolicy string) nodestate.Judged {
 	t.Helper()
 	n := publishedNode(t, "n", st, topologyPolicy)
-	ns, k := e.stateOf(&n)
-	if ns == nil || ns.err != nil || ns.st == nil {
-		t.Fatalf("the extender cannot read what the plugin published (%v): %+v", n.Annotations, ns)
+	e.setNode(&n)
+	var set *string
+	if v, ok := n.Annotations[AnnotationAllocator]; ok {
+		set = &v
 	}
-	return ns, k
+	pub, err := nodestate.DecodeTopology(n.Annotations[AnnotationTopology], n.Annotations[AnnotationAssigned], set)
+	if err != nil {
+		t.Fatalf("the extender cannot read what the plugin published (%v): %v", n.Annotations, err)
+	}
+	j, err := nodestate.JudgeTopology(pub)
+	if err != nil || j.State == nil || !e.view.Known("n") {
+		t.Fatalf("the extender cannot judge what the plugin published (%v): %v", n.Annotations, err)
+	}
+	return j
 }
 
 // nodeAdmits is the node's own answer to a pod asking r: the NRI plugin's
@@ -161,20 +171,20 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 				}
 			}
 			e := New()
-			ns, k := published(t, e, st, tc.topologyPolicy)
-			if diff := cmp.Diff(freePerNode(st), freePerNode(ns.st)); diff != "" {
+			j := published(t, e, st, tc.topologyPolicy)
+			if diff := cmp.Diff(freePerNode(st), freePerNode(j.State)); diff != "" {
 				t.Errorf("free CPUs per NUMA node (-node +extender):\n%s", diff)
 			}
-			if got, want := ns.st.Policy(), st.Policy(); got != want {
+			if got, want := j.State.Policy(), st.Policy(); got != want {
 				t.Errorf("extender's engine %s, node's %s", got, want)
 			}
-			if diff := cmp.Diff(st.Pools(), ns.st.Pools(), cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
+			if diff := cmp.Diff(st.Pools(), j.State.Pools(), cmp.Comparer(cpuset.CPUSet.Equals)); diff != "" {
 				t.Errorf("pools (-node +extender):\n%s", diff)
 			}
 			refused, byDefault := 0, 0
 			for _, r := range asks {
 				want, werr := nodeAdmits(st, r, tc.topologyPolicy)
-				got, gerr := nodeAdmits(ns.st, r, string(ns.settings.TopologyPolicy))
+				got, gerr := nodeAdmits(j.State, r, string(j.Settings.TopologyPolicy))
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Errorf("%s: node says %v, extender %v", r.ID, werr, gerr)
 					continue
@@ -182,7 +192,7 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 				if werr == nil && !want.CPUs.Equals(got.CPUs) {
 					t.Errorf("%s: node places on %s, extender on %s", r.ID, want.CPUs, got.CPUs)
 				}
-				if v := e.judge(ns, k, r, nil); v.ok != (werr == nil) {
+				if v := e.view.Judge("n", r, nil, e.view.Key(r)); v.OK != (werr == nil) {
 					t.Errorf("%s: node says %v, extender's verdict %+v", r.ID, werr, v)
 				}
 				if werr != nil {
@@ -213,11 +223,15 @@ func TestPublishedStateDecodesToTheNodesAnswers(t *testing.T) {
 		if err != nil || !coarse {
 			t.Fatalf("NodeAnnotations: coarse %v, %v; want the fallback", coarse, err)
 		}
-		ns := decodeNUMAFree(*ann[AnnotationNUMAFree], ann[AnnotationAllocator])
-		if ns.err != nil {
-			t.Fatal(ns.err)
+		pub, err := nodestate.DecodeNUMAFree(*ann[AnnotationNUMAFree], ann[AnnotationAllocator])
+		if err != nil {
+			t.Fatal(err)
 		}
-		if diff := cmp.Diff(freePerNode(st), freePerNode(ns.st)); diff != "" {
+		j, err := nodestate.JudgeFree(pub.Free, AnnotationNUMAFree, pub.Settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(freePerNode(st), freePerNode(j.State)); diff != "" {
 			t.Errorf("free CPUs per NUMA node (-node +extender):\n%s", diff)
 		}
 	})

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
@@ -94,7 +95,7 @@ func failedAll(res extenderv1.ExtenderFilterResult) extenderv1.FailedNodesMap {
 }
 
 // A pod's own corepin.io/numa-policy overrides the node's default, as on
-// the node; the verdict cache keeps the two apart.
+// the node; the node view's kept verdicts keep the two apart.
 func TestPodTopologyPolicyOverridesTheNodeDefault(t *testing.T) {
 	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.NodeSettings{})
 	if err != nil {
@@ -190,37 +191,56 @@ func TestBadAllocatorAnnotationFailsTheNode(t *testing.T) {
 	}
 }
 
-// A node's settings are part of its state key: the same machine and
-// assignments under other settings are decoded anew, never served from the
-// cache of the first.
+// A node's settings are part of what the node view keys its state by: the
+// same machine and assignments under other settings are decoded anew,
+// never served from the state of the first, on either path: an extender
+// reading the node typed, and one reading it on the fast path, answer
+// each as an extender that saw it alone.
 func TestSettingsAreInTheStateKey(t *testing.T) {
 	st, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 2, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 4, ThreadsPerCore: 2}), alloc.NodeSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New()
+	asks := []alloc.Request{
+		{ID: "a/b", CPUs: 6, QoS: alloc.LSE},
+		{ID: "a/b", CPUs: 2, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
+		{ID: "a/b", CPUs: 3, QoS: alloc.LSE},
+	}
+	answers := func(e *Extender) string {
+		var b strings.Builder
+		for _, r := range asks {
+			fmt.Fprintf(&b, "%+v;", e.view.Judge("n", r, nil, e.view.Key(r)))
+		}
+		return b.String()
+	}
+	typed, fast := New(), New()
 	base := publishedNode(t, "n", st, "")
-	seen := map[stateKey]string{}
-	for _, v := range []string{"", `{"policy":"corepin"}`, `{"policy":"kubelet"}`, `{"policy":"corepin","topology_policy":"single-numa-node"}`} {
-		n := node("n", maps.Clone(base.Annotations))
-		delete(n.Annotations, AnnotationAllocator)
-		if v != "" {
-			n.Annotations[AnnotationAllocator] = v
+	seen := map[string]string{}
+	for round := range 2 {
+		for _, v := range []string{"", `{"policy":"corepin"}`, `{"policy":"kubelet"}`, `{"policy":"corepin","topology_policy":"single-numa-node"}`,
+			`{"policy":"kubelet","options":["full-pcpus-only"]}`} {
+			n := node("n", maps.Clone(base.Annotations))
+			delete(n.Annotations, AnnotationAllocator)
+			if v != "" {
+				n.Annotations[AnnotationAllocator] = v
+			}
+			alone := New()
+			alone.setNode(&n)
+			want := answers(alone)
+			typed.setNode(&n)
+			if got := answers(typed); got != want {
+				t.Errorf("round %d, settings %q: answers %s, alone %s", round, v, got, want)
+			}
+			raw := rawOf(t, n)
+			fast.setRawNode(&raw)
+			if got := answers(fast); got != want {
+				t.Errorf("round %d, settings %q on the fast path: answers %s, alone %s", round, v, got, want)
+			}
+			seen[want] = v
 		}
-		ns, k := e.stateOf(&n)
-		if ns == nil || ns.err != nil {
-			t.Fatalf("%s: state %+v", v, ns)
-		}
-		if prev, ok := seen[k]; ok {
-			t.Errorf("settings %q and %q share a state key", prev, v)
-		}
-		seen[k] = v
-		raw := rawOf(t, n)
-		_, rk := e.rawStateOf(&raw)
-		if prev, ok := seen[rk]; ok {
-			t.Errorf("raw settings %q and %q share a state key", prev, v)
-		}
-		seen[rk] = "raw " + v
+	}
+	if len(seen) < 3 {
+		t.Errorf("the settings give %d sets of answers: the requests tell them apart too little", len(seen))
 	}
 }
 
@@ -262,8 +282,12 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 		t.Errorf("kubelet node settings %+v", got.settings)
 	}
 	e := New(WithNRT(s))
-	if ns, _ := e.nrtStateOf("kubelet", koordLabelValues{}); ns == nil || ns.st == nil || ns.st.Policy() != alloc.PolicyKubelet {
-		t.Errorf("kubelet node state %+v: want the kubelet engine", ns)
+	// The kubelet engine takes no bind strategy (alloc.ErrNoStrategy).
+	kubelet := node("kubelet", nil)
+	e.setNode(&kubelet)
+	bind := alloc.Request{ID: "a/b", CPUs: 2, QoS: alloc.LSE, Bind: alloc.BindSpreadByPCPUs}
+	if v := e.view.Judge("kubelet", bind, nil, e.view.Key(bind)); v.OK || !strings.Contains(v.Reason, alloc.ErrNoStrategy.Error()) {
+		t.Errorf("a bind strategy on the kubelet node: %+v, want the kubelet engine's refusal", v)
 	}
 	body := args(t, guaranteedPod("nine", "9", nil, nil), node("snn", nil), node("none", nil), node("bad", nil))
 	res := filter(t, e.Handler(), body)
@@ -272,11 +296,6 @@ func TestNRTAttributesAreTheNodeSettings(t *testing.T) {
 	}
 	if got, want := failedAll(res)["snn"], "no NUMA node with 9 free CPUs (the node's default topology policy single-numa-node)"; got != want {
 		t.Errorf("snn reason %q, want %q", got, want)
-	}
-	_, kSNN := e.nrtStateOf("snn", koordLabelValues{})
-	_, kNone := e.nrtStateOf("none", koordLabelValues{})
-	if kSNN == kNone {
-		t.Error("two objects of the same zones and other topology policies share a state key")
 	}
 }
 

@@ -6,9 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/sim"
 	"github.com/corepin/corepin/store"
@@ -54,7 +58,9 @@ func causeOf(err error) answer {
 //   - the scheduler: the node's state as it publishes it
 //     (NodeAnnotations), decoded and judged as both scheduler doors
 //     (kube/extender, scheduler/plugin) judge it: Prejudge, RequestOn,
-//     alloc.State.Try, Refusal;
+//     alloc.State.Try, Refusal; and through the node view both doors
+//     judge by (kube/nodeview, its summary included), which must give
+//     the same verdict and reason;
 //   - the simulator: sim.Replay of the one request on the one node under
 //     the as-deployed scenario.
 //
@@ -127,6 +133,14 @@ func TestOneAnswerPerRule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			view := nodeview.New()
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{}}}
+			for k, v := range ann {
+				if v != nil {
+					n.Annotations[k] = *v
+				}
+			}
+			view.SetNode(n)
 			simSet := ns.set
 			cluster := sim.Config{Cluster: []sim.Node{{Name: "n", Topology: topo, Held: ad.State.Assignments(), Settings: &simSet}},
 				Reserved: ns.set.Reserved}
@@ -144,6 +158,9 @@ func TestOneAnswerPerRule(t *testing.T) {
 						cases++
 						node, nodeErr := nodeAnswer(db, topo, ns.set, spec)
 						sched, reason := schedulerAnswer(j, req)
+						if v := view.Judge("n", req, nil, view.Key(req)); v.OK != sched.ok || !v.OK && v.Reason != reason {
+							t.Errorf("%s: the node view says %+v, the scheduler's rule %v (%s)", name, v, sched, reason)
+						}
 						simulated := simAnswer(t, cluster, req)
 						// The simulator's cluster scheduler asks a node only
 						// when its allocatable CPUs (allowed less reserved)

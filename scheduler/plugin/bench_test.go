@@ -17,7 +17,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/internal/testutil"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
+	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/kube/podmeta"
 	"github.com/corepin/corepin/topology"
 )
@@ -81,13 +82,13 @@ func benchPod(i int, rng *rand.Rand) *corev1.Pod {
 	}
 }
 
-// cached is a plugin whose cache holds nodes, and the nodes as the
+// cached is a plugin whose view holds nodes, and the nodes as the
 // scheduler's snapshot hands them to it.
 func cached(nodes []*corev1.Node) (*Plugin, []fwk.NodeInfo) {
-	p := NewWithCache(NewCache())
+	p := NewWithView(nodeview.New())
 	infos := make([]fwk.NodeInfo, len(nodes))
 	for i, node := range nodes {
-		p.cache.SetNode(node)
+		p.view.SetNode(node)
 		ni := framework.NewNodeInfo()
 		ni.SetNode(node)
 		infos[i] = ni
@@ -132,7 +133,7 @@ func BenchmarkBurst1000Nodes(b *testing.B) {
 	p, infos := cached(nodes)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	runs := judgeRuns.Load()
+	runs, _ := nodeview.Runs()
 	b.ResetTimer()
 	for i := range b.N {
 		pod := benchPod(i, rng)
@@ -148,21 +149,8 @@ func BenchmarkBurst1000Nodes(b *testing.B) {
 		}
 		bindBest(b, p, state, pod, feasible)
 	}
-	b.ReportMetric(float64(judgeRuns.Load()-runs)/float64(b.N), "judgements/op")
-}
-
-// fixtureMachines are the topologies of the sysfs fixtures (the six real
-// machines, the 2x64x2 8-NUMA one among them).
-func fixtureMachines(tb testing.TB) []*topology.Topology {
-	var out []*topology.Topology
-	for _, name := range testutil.Fixtures(tb) {
-		topo, err := topology.Discover(testutil.SysfsFromTarBz2(tb, name), topology.WithoutCgroup())
-		if err != nil {
-			tb.Fatalf("fixture %s: %v", name, err)
-		}
-		out = append(out, topo)
-	}
-	return out
+	judged, _ := nodeview.Runs()
+	b.ReportMetric(float64(judged-runs)/float64(b.N), "judgements/op")
 }
 
 // burstPod is pod i of make bench-sched's burst: 35% LSE whole cores (2,
@@ -207,11 +195,11 @@ func feasibleToFind(n int) int {
 // feasibleToFind nodes, Score rates those, Reserve and PostBind the best.
 // One op is one pod.
 func benchmarkScheduler(b *testing.B, n int) {
-	nodes := benchNodes(b, n, fixtureMachines(b)...)
+	nodes := benchNodes(b, n, nodestatetest.FixtureMachines(b)...)
 	p, infos := cached(nodes)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	runs, allocs := judgeRuns.Load(), allocatorRuns.Load()
+	runs, allocs := nodeview.Runs()
 	want, start, i, bound := feasibleToFind(n), 0, 0, 0
 	feasible := make([]fwk.NodeInfo, 0, want)
 	cpu0 := cpuTime(b)
@@ -235,8 +223,9 @@ func benchmarkScheduler(b *testing.B, n int) {
 			bound++
 		}
 	}
-	b.ReportMetric(float64(judgeRuns.Load()-runs)/float64(i), "judgements/op")
-	b.ReportMetric(float64(allocatorRuns.Load()-allocs)/float64(i), "allocator/op")
+	judged, byAllocator := nodeview.Runs()
+	b.ReportMetric(float64(judged-runs)/float64(i), "judgements/op")
+	b.ReportMetric(float64(byAllocator-allocs)/float64(i), "allocator/op")
 	b.ReportMetric(float64(bound)/float64(i), "bound/op")
 	// The process's CPU time (GC included) tells more than the wall
 	// clock on a machine others load.
@@ -255,12 +244,12 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkScheduler1000Nodes(b *testing.B) { benchmarkScheduler(b, 1000) }
 func BenchmarkScheduler5000Nodes(b *testing.B) { benchmarkScheduler(b, 5000) }
 
-// BenchmarkCache5000Nodes fills a plugin's cache with
+// BenchmarkCache5000Nodes fills a plugin's view with
 // BenchmarkScheduler5000Nodes's nodes, as the informers' first list
 // does, and reports the CPU µs per node decoded and the heap the filled
-// cache keeps (MiB, after a GC). One op is one fill.
+// view keeps (MiB, after a GC). One op is one fill.
 func BenchmarkCache5000Nodes(b *testing.B) {
-	nodes := benchNodes(b, 5000, fixtureMachines(b)...)
+	nodes := benchNodes(b, 5000, nodestatetest.FixtureMachines(b)...)
 	cpu0, fills := cpuTime(b), 0
 	var kept uint64
 	for b.Loop() {

@@ -1,24 +1,26 @@
 // Package plugin is corepin inside kube-scheduler: a scheduling framework
-// plugin (PreFilter, Filter, Score, Reserve/Unreserve, PostBind) that
-// judges each node by the state it publishes, as the scheduler extender
-// (kube/extender) does, through the same decoders (kube/nodestate: the
+// plugin (PreFilter, Filter, Score, Reserve/Unreserve, PostBind), a thin
+// adapter from the framework's calls to the scheduler side's one node
+// view (kube/nodeview), which the scheduler extender (kube/extender)
+// judges through as well: the same decoders (kube/nodestate: the
 // corepin.io/ node annotations, else the node's NodeResourceTopology
-// object, Koordinator's included, under its Koordinator labels) and the
-// same reading of the pod (kube/podreq), without a call over HTTP per pod.
+// object, Koordinator's included, under its Koordinator labels), the same
+// judge and the same reading of the pod (kube/podreq), without a call
+// over HTTP per pod.
 //
-// Node states are decoded once per change, in the Node and
-// NodeResourceTopology informers' event handlers (Cache.SetNode,
-// Cache.SetNRT), never per pod. Each node keeps a summary (free
-// CPUs per NUMA node and per socket, CPUs in whole free cores) that
-// refuses most requests a node cannot take without running the allocator,
-// and the verdicts found on its current state by request shape: the pods
-// of a burst run the allocator once per shape and node change, and Score
-// finds Filter's placement there. A pod the plugin refused is requeued
-// only by events that could help (EventsToRegister). Reserve places the pod
-// on the node's cached state at once and Unreserve releases it; a newly
-// published state replaces the cache with the reserved pods it does not
-// yet include (by pod UID, nodestate.Allocator.PodUIDs) placed again, so a burst
-// is never booked twice on the same CPUs.
+// The plugin keeps the view fed from the scheduler's informers: node
+// states are decoded once per change, in the Node and
+// NodeResourceTopology event handlers (View.SetNode, View.SetNRT), never
+// per pod, and a pod deleted or finished before its node published it is
+// forgotten (View.Forget). PreFilter numbers the pod's request shape once
+// (View.Key), Filter and Score ask the view (View.Judge: Score finds
+// Filter's verdict kept on the node's entry), Reserve places the pod on
+// the node's state in the view at once and Unreserve releases it, and
+// PostBind notes the binding (View.Bound), so a burst is never booked
+// twice on the same CPUs. A pod the plugin refused is requeued only by
+// events that could help (EventsToRegister, nodeview.Changed). Framework
+// statuses are the view's verdicts: refused for good is
+// UnschedulableAndUnresolvable.
 //
 // It lives in its own module (github.com/corepin/corepin/scheduler): the
 // product's module never depends on k8s.io/kubernetes.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/kube/podreq"
 )
 
@@ -28,14 +29,16 @@ const Name = "Corepin"
 // stateKey is the plugin's key in a scheduling cycle's CycleState.
 const stateKey fwk.StateKey = Name
 
-// Plugin is corepin's kube-scheduler framework plugin: PreFilter reads the
+// Plugin is corepin's kube-scheduler framework plugin, an adapter from the
+// framework's calls to a node view (kube/nodeview): PreFilter reads the
 // pod's CPU wish once (kube/podreq, through kube/podmeta as the extender
-// and the NRI plugin read it), Filter keeps the nodes whose state can
-// place it (refusing with the extender's reasons), Score rates the
-// placement Filter found, Reserve places the pod on the node's cached
-// state at once and Unreserve releases it, PostBind notes the binding.
+// and the NRI plugin read it), Filter keeps the nodes the view says can
+// place it (refusing with the view's reasons, the extender's), Score rates
+// the placement Filter found, Reserve places the pod on the node's state
+// in the view at once and Unreserve releases it, PostBind notes the
+// binding.
 type Plugin struct {
-	cache *Cache
+	view *nodeview.View
 	// nrt is the NodeResourceTopology resource the plugin reads, as the
 	// scheduler names an event's resource ("" when none is served).
 	nrt fwk.EventResource
@@ -50,10 +53,10 @@ var (
 )
 
 // New is the plugin's factory (app.WithPlugin(Name, New)): it keeps the
-// cache up to date from the handle's Node and Pod informers and, when the
+// node view up to date from the handle's Node and Pod informers and, when the
 // API server serves them, the NodeResourceTopology objects (watchNRT).
 func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	p := NewWithCache(NewCache())
+	p := NewWithView(nodeview.New())
 	f := h.SharedInformerFactory()
 	reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler())
 	if err != nil {
@@ -71,7 +74,7 @@ func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	return p, nil
 }
 
-// logDecoded says once when the plugin's cache holds every node the
+// logDecoded says once when the plugin's view holds every node the
 // scheduler started with (its Node handler saw the informer's first list,
 // each node decoded), and how long that took: until then a node's state
 // may still be decoded in Filter, at a pod's expense.
@@ -80,13 +83,11 @@ func (p *Plugin) logDecoded(ctx context.Context, reg toolscache.ResourceEventHan
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return
 	}
-	p.cache.mu.RLock()
-	n := len(p.cache.nodes)
-	p.cache.mu.RUnlock()
+	n := p.view.Nodes()
 	klog.FromContext(ctx).Info("corepin: node states decoded", "nodes", n, "seconds", time.Since(begin).Seconds())
 }
 
-// watchNRT keeps the cache's NodeResourceTopology objects (Cache.SetNRT)
+// watchNRT keeps the view's NodeResourceTopology objects (View.SetNRT)
 // from the version the API server serves (nodestate.NRTResourceOf) until
 // ctx ends; none served is logged, not an error: the nodes publishing
 // corepin's annotations are judged all the same.
@@ -131,11 +132,11 @@ func (p *Plugin) watchNRT(ctx context.Context, cfg *rest.Config) error {
 // NodeResourceTopology objects when the plugin starts.
 const nrtSyncLimit = time.Minute
 
-// NRTHandler keeps the cache's NodeResourceTopology objects.
+// NRTHandler keeps the view's NodeResourceTopology objects.
 func (p *Plugin) NRTHandler() toolscache.ResourceEventHandler {
 	set := func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			p.cache.SetNRT(u)
+			p.view.SetNRT(u)
 		}
 	}
 	return toolscache.ResourceEventHandlerFuncs{
@@ -143,21 +144,21 @@ func (p *Plugin) NRTHandler() toolscache.ResourceEventHandler {
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				p.cache.DeleteNRT(t.Key) // cluster-scoped: the key is the name
+				p.view.DeleteNRT(t.Key) // cluster-scoped: the key is the name
 				return
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok {
-				p.cache.DeleteNRT(u.GetName())
+				p.view.DeleteNRT(u.GetName())
 			}
 		},
 	}
 }
 
-// NewWithCache is a Plugin judging by c.
-func NewWithCache(c *Cache) *Plugin { return &Plugin{cache: c} }
+// NewWithView is a Plugin judging through v.
+func NewWithView(v *nodeview.View) *Plugin { return &Plugin{view: v} }
 
-// NodeHandler keeps the cache's node states: each change of a node's
-// corepin annotations is decoded once (Cache.SetNode).
+// NodeHandler keeps the view's node states: each change of a node's
+// corepin annotations is decoded once (View.SetNode).
 func (p *Plugin) NodeHandler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.setNode(obj) },
@@ -167,7 +168,7 @@ func (p *Plugin) NodeHandler() toolscache.ResourceEventHandler {
 				obj = t.Obj
 			}
 			if n, ok := obj.(*corev1.Node); ok {
-				p.cache.DeleteNode(n.Name)
+				p.view.DeleteNode(n.Name)
 			}
 		},
 	}
@@ -175,7 +176,7 @@ func (p *Plugin) NodeHandler() toolscache.ResourceEventHandler {
 
 func (p *Plugin) setNode(obj any) {
 	if n, ok := obj.(*corev1.Node); ok {
-		p.cache.SetNode(n)
+		p.view.SetNode(n)
 	}
 }
 
@@ -185,7 +186,7 @@ func (p *Plugin) PodHandler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*corev1.Pod); ok && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
-				p.cache.Forget(string(pod.UID))
+				p.view.Forget(string(pod.UID))
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -193,7 +194,7 @@ func (p *Plugin) PodHandler() toolscache.ResourceEventHandler {
 				obj = t.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				p.cache.Forget(string(pod.UID))
+				p.view.Forget(string(pod.UID))
 			}
 		},
 	}
@@ -204,11 +205,11 @@ func (p *Plugin) Name() string { return Name }
 
 // cycle is what the plugin keeps in a scheduling cycle: the pod's request
 // (or why it does not read) and its key among the verdicts each node
-// entry keeps (node.kept), where Score finds Filter's placement.
+// entry in the view keeps, where Score finds Filter's verdict.
 type cycle struct {
 	req alloc.Request
 	err error
-	key int32 // Cache.keyID
+	key nodeview.Key
 }
 
 // Clone shares the cycle: it never changes.
@@ -229,7 +230,7 @@ func cycleOf(state fwk.CycleState) (*cycle, error) {
 // PreFilter reads the pod's request once for the cycle.
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
-	state.Write(stateKey, &cycle{req: req, err: err, key: p.cache.keyID(keyOf(req))})
+	state.Write(stateKey, &cycle{req: req, err: err, key: p.view.Key(req)})
 	return nil, nil
 }
 
@@ -247,22 +248,19 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 		return fwk.AsStatus(err)
 	}
 	node := ni.Node()
-	name := node.Name
-	n := p.cache.get(name)
-	if n == nil && publishes(node) {
+	if !p.view.Known(node.Name) && nodeview.Publishes(node) {
 		// The scheduler's snapshot has the node before this plugin's
 		// informer handler ran: decode it now, once.
-		p.cache.SetNode(node)
-		n = p.cache.get(name)
+		p.view.SetNode(node)
 	}
-	v := judgeKept(n, c.req, c.err, c.key)
+	v := p.view.Judge(node.Name, c.req, c.err, c.key)
 	switch {
-	case v.ok:
+	case v.OK:
 		return nil
-	case v.unresolvable:
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.reason)
+	case v.Unresolvable:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Reason)
 	}
-	return fwk.NewStatus(fwk.Unschedulable, v.reason)
+	return fwk.NewStatus(fwk.Unschedulable, v.Reason)
 }
 
 // scoreScale turns nodestate.Score's range into the framework's.
@@ -279,15 +277,15 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 	}
 	// Filter's verdict, kept on the node's entry; judged again only when
 	// the node's state changed since.
-	v := judgeKept(p.cache.get(ni.Node().Name), c.req, c.err, c.key)
-	return v.score * scoreScale, nil
+	v := p.view.Judge(ni.Node().Name, c.req, c.err, c.key)
+	return v.Score * scoreScale, nil
 }
 
 // ScoreExtensions is nil: scores are in the framework's range already.
 func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// Reserve places the pod on the node's cached state at once
-// (Cache.Reserve), so the next pod of a burst is judged on what is left.
+// Reserve places the pod on the node's state in the view at once
+// (View.Reserve), so the next pod of a burst is judged on what is left.
 func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	c, err := cycleOf(state)
 	if err != nil {
@@ -296,7 +294,7 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	if c.err != nil {
 		return nil // Filter let it through: not a corepin node
 	}
-	if err := p.cache.Reserve(string(pod.UID), nodeName, c.req); err != nil {
+	if err := p.view.Reserve(string(pod.UID), nodeName, c.req); err != nil {
 		return fwk.NewStatus(fwk.Unschedulable, nodestate.Reason(c.req, err))
 	}
 	return nil
@@ -304,10 +302,10 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 
 // Unreserve releases the pod's reservation.
 func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	p.cache.Forget(string(pod.UID))
+	p.view.Forget(string(pod.UID))
 }
 
-// PostBind notes that the pod is bound (Cache.Bound).
+// PostBind notes that the pod is bound (View.Bound).
 func (p *Plugin) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	p.cache.Bound(string(pod.UID))
+	p.view.Bound(string(pod.UID))
 }

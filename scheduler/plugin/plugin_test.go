@@ -27,46 +27,20 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
+	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/kube/podmeta"
-	"github.com/corepin/corepin/topology"
 )
 
-// machine is a node's own state: 2 NUMA nodes of 2 two-thread cores
-// (8 CPUs), nothing held.
-func machine(t *testing.T) *alloc.State {
-	t.Helper()
-	topo, err := topology.Synthetic(topology.Shape{Sockets: 1, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := alloc.NewState(topo, alloc.NodeSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// publish sets on node the annotations its NRI plugin publishes for st,
-// naming the pod UID of each assignment (pods, by assignment id), with
-// topology policy policy by default.
-func publish(t *testing.T, node *corev1.Node, st *alloc.State, policy alloc.TopologyPolicy, pods map[string]string) *corev1.Node {
-	t.Helper()
-	ann, coarse, err := nodestate.NodeAnnotations(st, policy, pods)
-	if err != nil || coarse {
-		t.Fatalf("NodeAnnotations: coarse %v, %v", coarse, err)
-	}
-	node = node.DeepCopy()
-	node.Annotations = map[string]string{}
-	for k, v := range ann {
-		if v != nil {
-			node.Annotations[k] = *v
-		}
-	}
-	return node
-}
+// machine, publish and nrtObjectFor build nodes' published states
+// (nodestatetest).
+var (
+	machine      = nodestatetest.SmallState
+	publish      = nodestatetest.Publish
+	nrtObjectFor = nodestatetest.NRTAt
+)
 
 // guaranteed is a Guaranteed pod of cpus whole CPUs asking for one NUMA
 // node.
@@ -158,20 +132,19 @@ func newHarness(t *testing.T, nodes ...*corev1.Node) *harness {
 }
 
 // update writes node to the API server and waits until the plugin's
-// cache holds what it publishes.
+// view holds what it publishes.
 func (h *harness) update(node *corev1.Node) {
 	h.t.Helper()
 	if _, err := h.client.CoreV1().Nodes().Update(h.ctx, node, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-	fp, _ := fingerprint(node)
 	deadline := time.Now().Add(testutil.Patience)
 	for {
-		if n := h.p.cache.get(node.Name); n != nil && n.pub.fp == fp {
+		if h.p.view.Current(node) {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("the plugin's cache never saw node %s's new state", node.Name)
+			h.t.Fatalf("the plugin's view never saw node %s's new state", node.Name)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -217,7 +190,7 @@ func baseNode(name string) *corev1.Node {
 
 // TestBurstNeverDoubleBooked: pods reserved on a node before its
 // annotations catch up take their CPUs at once; the node's new state
-// replaces the cache with the pods it does not include yet placed again,
+// replaces the view's state with the pods it does not include yet placed again,
 // and once it includes them all, their reservations go.
 func TestBurstNeverDoubleBooked(t *testing.T) {
 	own := machine(t)
@@ -231,7 +204,7 @@ func TestBurstNeverDoubleBooked(t *testing.T) {
 	if s := h.schedule(p3, node); s == nil || s.Code() != fwk.Unschedulable || s.Message() != wantComing {
 		t.Fatalf("third 4-CPU pod on a node of two 4-CPU NUMA nodes: status %v, want Unschedulable %q", s, wantComing)
 	}
-	if got := h.p.cache.Reserved(); got != 2 {
+	if got := h.p.view.Reserved(); got != 2 {
 		t.Fatalf("Reserved() = %d, want 2", got)
 	}
 
@@ -245,7 +218,7 @@ func TestBurstNeverDoubleBooked(t *testing.T) {
 	uids := map[string]string{"default/p1": string(p1.UID)}
 	node = publish(t, node, own, alloc.TopologySingleNUMANode, uids)
 	h.update(node)
-	if got := h.p.cache.Reserved(); got != 1 {
+	if got := h.p.view.Reserved(); got != 1 {
 		t.Fatalf("after the node published p1: Reserved() = %d, want 1 (p2)", got)
 	}
 	if s := h.schedule(p3, node); s == nil || s.Message() != wantComing {
@@ -260,7 +233,7 @@ func TestBurstNeverDoubleBooked(t *testing.T) {
 	uids["default/p2"] = string(p2.UID)
 	node = publish(t, node, own, alloc.TopologySingleNUMANode, uids)
 	h.update(node)
-	if got := h.p.cache.Reserved(); got != 0 {
+	if got := h.p.view.Reserved(); got != 0 {
 		t.Fatalf("after the node published p1 and p2: Reserved() = %d, want 0", got)
 	}
 	want := "no NUMA node with 4 free CPUs"
@@ -280,7 +253,7 @@ func TestUnreserve(t *testing.T) {
 		t.Fatal("p3 kept on a node whose 8 CPUs p1 and p2 hold")
 	}
 	h.fw.RunReservePluginsUnreserve(h.ctx, framework.NewCycleState(), p2, node.Name)
-	if got := h.p.cache.Reserved(); got != 1 {
+	if got := h.p.view.Reserved(); got != 1 {
 		t.Fatalf("after Unreserve(p2): Reserved() = %d, want 1", got)
 	}
 	if s := h.schedule(p3, node); s != nil {
@@ -305,7 +278,7 @@ func TestPodDeletedReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(testutil.Patience)
-	for h.p.cache.Reserved() != 0 {
+	for h.p.view.Reserved() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the deleted pod's reservation was never released")
 		}
@@ -320,91 +293,8 @@ func TestNotCorepinNode(t *testing.T) {
 	if s := h.schedule(guaranteed("p1", 64), node); s != nil {
 		t.Fatalf("a plain node refused a pod: %v", s)
 	}
-	if got := h.p.cache.Reserved(); got != 0 {
+	if got := h.p.view.Reserved(); got != 0 {
 		t.Fatalf("Reserved() = %d on a plain node, want 0", got)
-	}
-}
-
-// TestHeartbeatDecodesNothing: an update of a node that leaves its corepin
-// annotations alone keeps the decoded state.
-func TestHeartbeatDecodesNothing(t *testing.T) {
-	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
-	c := NewCache()
-	c.SetNode(node)
-	before := c.get("n1")
-	beat := node.DeepCopy()
-	beat.Labels = map[string]string{"heartbeat": "1"}
-	beat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	c.SetNode(beat)
-	if c.get("n1") != before {
-		t.Fatal("a heartbeat decoded the node's state again")
-	}
-	plain := beat.DeepCopy()
-	delete(plain.Annotations, nodestate.AnnotationTopology)
-	c.SetNode(plain)
-	if c.get("n1") != nil {
-		t.Fatal("a node that stopped publishing is still judged")
-	}
-}
-
-// TestSummaryRefuses: the summary refuses what the node cannot hold
-// without running the allocator, with the words the allocator's refusal
-// gets; where it cannot decide, the allocator does.
-func TestSummaryRefuses(t *testing.T) {
-	own := machine(t)
-	// One thread of a core on each NUMA node is held: 6 CPUs free, 3 on
-	// each NUMA node, 4 of them in whole cores (2 on each).
-	topo := own.Topology()
-	held := cpuset.New(topo.CoreCPUs(0).List()[0], topo.CoreCPUs(2).List()[0])
-	if err := own.Assign(alloc.Assignment{ID: "x/held", QoS: alloc.LSE, CPUs: held}); err != nil {
-		t.Fatal(err)
-	}
-	for _, policy := range []alloc.TopologyPolicy{"", alloc.TopologySingleNUMANode, alloc.TopologyRestricted} {
-		node := publish(t, baseNode("n1"), own, policy, map[string]string{})
-		c := NewCache()
-		c.SetNode(node)
-		n := c.get("n1")
-		for _, tc := range []struct {
-			name       string
-			req        alloc.Request
-			bySummary  bool
-			wantReason string
-		}{
-			{name: "7 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 7, QoS: alloc.LSE}, bySummary: true},
-			{name: "6 whole of 4 whole", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}, bySummary: true},
-			// Under restricted, 4 CPUs fit one NUMA node of the empty
-			// machine, and neither has 4 free.
-			{name: "4 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE}, bySummary: policy != ""},
-			{name: "4 whole of 2 whole per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 4, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs},
-				bySummary: policy != ""},
-			{name: "3 whole-core", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE, Bind: alloc.BindFullPCPUs}},
-			{name: "3 of 3 per NUMA node", req: alloc.Request{ID: "a/b", CPUs: 3, QoS: alloc.LSE}},
-			{name: "6 of 6 free", req: alloc.Request{ID: "a/b", CPUs: 6, QoS: alloc.LSE}, bySummary: policy == alloc.TopologySingleNUMANode},
-			{name: "LS", req: alloc.Request{ID: "a/b", MilliCPUs: 1500, QoS: alloc.LS}, bySummary: true}, // the pool holds it
-		} {
-			t.Run(string(policy)+"/"+tc.name, func(t *testing.T) {
-				v := judge(n, tc.req, nil)
-				if v.byAllocator == tc.bySummary {
-					t.Errorf("byAllocator = %v, want %v", v.byAllocator, !tc.bySummary)
-				}
-				// The allocator's own answer, with the summary left out.
-				req, nodeDefault, err := nodestate.RequestOn(n.pub.j.Settings, tc.req)
-				if err == nil {
-					_, err = n.st.Clone().Admit(req)
-				}
-				if (err == nil) != v.ok {
-					t.Fatalf("ok = %v, allocator's error %v", v.ok, err)
-				}
-				if err != nil {
-					if want := nodestate.Refusal(req, err, nodeDefault, "", ""); v.reason != want {
-						t.Errorf("reason = %q, want the allocator's %q", v.reason, want)
-					}
-					if strings.Contains(v.reason, nodestate.ComingSuffix) {
-						t.Errorf("reason %q counts pods on their way on a node with none", v.reason)
-					}
-				}
-			})
-		}
 	}
 }
 
@@ -413,7 +303,7 @@ func TestSummaryRefuses(t *testing.T) {
 // not passed as a plain node.
 func TestNodeBeforeItsEvent(t *testing.T) {
 	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
-	p := NewWithCache(NewCache())
+	p := NewWithView(nodeview.New())
 	state := framework.NewCycleState()
 	pod := guaranteed("big", 9)
 	if _, s := p.PreFilter(context.Background(), state, pod, nil); !s.IsSuccess() {
@@ -450,7 +340,7 @@ func TestNodeNamingNoPods(t *testing.T) {
 	}
 	node = publish(t, node, own, alloc.TopologySingleNUMANode, nil)
 	h.update(node)
-	if got := h.p.cache.Reserved(); got != 1 {
+	if got := h.p.view.Reserved(); got != 1 {
 		t.Fatalf("after the node published again: Reserved() = %d, want 1 (p2, not bound yet)", got)
 	}
 	if s := h.schedule(p3, node); s == nil {
@@ -473,48 +363,5 @@ func TestSaysWhenNodesDecoded(t *testing.T) {
 			t.Fatalf("no line saying the 3 nodes are decoded in:\n%s", h.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestEmptySharedByMachineType: nodes publishing the same machine and
-// settings share one empty state (what refusesEmpty asks), whatever they
-// hold; a node of other reserved CPUs or another machine has its own; and
-// each node's unresolvable answer is the one it gives decoded alone.
-func TestEmptySharedByMachineType(t *testing.T) {
-	own := machine(t)
-	other := own.Clone()
-	if _, err := other.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 3}); err != nil {
-		t.Fatal(err)
-	}
-	reserved, err := alloc.NewState(own.Topology(), alloc.NodeSettings{ReservedCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bigger, err := alloc.NewState(topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 2, L3PerNode: 1, CoresPerL3: 3, ThreadsPerCore: 2}), alloc.NodeSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	states := map[string]*alloc.State{"n1": own, "n2": other, "n3": reserved, "n4": bigger}
-	c := NewCache()
-	for name, st := range states {
-		c.SetNode(publish(t, baseNode(name), st, alloc.TopologySingleNUMANode, map[string]string{}))
-	}
-	emptyOf := func(name string) *empty { return c.get(name).pub.empty }
-	if emptyOf("n1") == nil || emptyOf("n1") != emptyOf("n2") {
-		t.Fatalf("n1 and n2 (one machine, one setting) have empty states %p and %p, want one shared", emptyOf("n1"), emptyOf("n2"))
-	}
-	if emptyOf("n3") == emptyOf("n1") || emptyOf("n4") == emptyOf("n1") || emptyOf("n4") == emptyOf("n3") {
-		t.Fatal("a node of other reserved CPUs or another machine shares n1's empty state")
-	}
-	for name, st := range states {
-		alone := NewCache()
-		alone.SetNode(publish(t, baseNode(name), st, alloc.TopologySingleNUMANode, map[string]string{}))
-		for cpus := 1; cpus <= 14; cpus++ {
-			req := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: cpus, TopologyPolicy: alloc.TopologySingleNUMANode}
-			got, want := judge(c.get(name), req, nil), judge(alone.get(name), req, nil)
-			if got != want {
-				t.Fatalf("%s, %d CPUs: verdict %+v among the fleet, %+v alone", name, cpus, got, want)
-			}
-		}
 	}
 }

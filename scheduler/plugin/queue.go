@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/corepin/corepin/kube/nodeview"
 )
 
 var _ fwk.EnqueueExtensions = (*Plugin)(nil)
@@ -46,9 +48,7 @@ func nodeChangeHelps(_ klog.Logger, _ *corev1.Pod, oldObj, newObj any) (fwk.Queu
 	if !ok {
 		return fwk.Queue, fmt.Errorf("node event of a %T", oldObj)
 	}
-	fpOld, _ := fingerprint(old)
-	fpNew, _ := fingerprint(n)
-	if fpOld != fpNew || koordLabelsOf(old) != koordLabelsOf(n) {
+	if nodeview.Changed(old, n) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate"
+	"github.com/corepin/corepin/kube/nodeview"
 )
 
 // TestRequeueHints: a pod the plugin refused is retried after a node is
@@ -37,7 +38,7 @@ func TestRequeueHints(t *testing.T) {
 	bound, pending := guaranteed("b", 2), guaranteed("p", 2)
 	bound.Spec.NodeName = "n1"
 
-	p := NewWithCache(NewCache())
+	p := NewWithView(nodeview.New())
 	hints := map[fwk.EventResource]fwk.QueueingHintFn{}
 	evs, err := p.EventsToRegister(context.Background())
 	if err != nil {
@@ -81,55 +82,5 @@ func TestRequeueHints(t *testing.T) {
 	}
 	if !found {
 		t.Error("the NodeResourceTopology objects the plugin reads are no requeue event")
-	}
-}
-
-// TestVerdictKeptPerEntry: the pods of a burst with the same wish are
-// judged once per node state: the second asks the allocator nothing; a
-// reservation on the node (a new entry) judges again, and the answer
-// kept is the one judging anew gives.
-func TestVerdictKeptPerEntry(t *testing.T) {
-	node := publish(t, baseNode("n1"), machine(t), "", map[string]string{})
-	c := NewCache()
-	c.SetNode(node)
-	req := alloc.Request{ID: "default/p1", CPUs: 2, QoS: alloc.LSE}
-	other := req
-	other.ID = "default/p2"
-	runs := judgeRuns.Load()
-	first := judgeKept(c.get("n1"), req, nil, c.keyID(keyOf(req)))
-	if judgeKept(c.get("n1"), other, nil, c.keyID(keyOf(other))) != first || judgeRuns.Load()-runs != 1 {
-		t.Fatalf("two pods of one wish on one node state: %d judgements, want 1", judgeRuns.Load()-runs)
-	}
-	if err := c.Reserve("uid-p1", "n1", req); err != nil {
-		t.Fatal(err)
-	}
-	runs = judgeRuns.Load()
-	v := judgeKept(c.get("n1"), other, nil, c.keyID(keyOf(other)))
-	if judgeRuns.Load()-runs != 1 {
-		t.Fatal("the node's state changed by a reservation, and the verdict of before was kept")
-	}
-	if fresh := judge(c.get("n1"), other, nil); fresh != v {
-		t.Fatalf("kept verdict %+v, judging anew %+v", v, fresh)
-	}
-	bigger := other
-	bigger.CPUs = 4
-	runs = judgeRuns.Load()
-	judgeKept(c.get("n1"), bigger, nil, c.keyID(keyOf(bigger)))
-	if judgeRuns.Load()-runs != 1 {
-		t.Fatal("a request of another shape got a kept verdict")
-	}
-}
-
-// TestVerdictsBeyondTheSlots: keys past the lock-free slots are kept too.
-func TestVerdictsBeyondTheSlots(t *testing.T) {
-	vs := newVerdicts()
-	for _, id := range []int32{0, verdictSlots - 1, verdictSlots, verdictSlots + 9} {
-		if _, ok := vs.load(id); ok {
-			t.Fatalf("key %d kept before it was stored", id)
-		}
-		vs.store(id, verdict{ok: true, score: int64(id)})
-		if v, ok := vs.load(id); !ok || v.score != int64(id) {
-			t.Fatalf("key %d: %+v, %v", id, v, ok)
-		}
 	}
 }

@@ -195,7 +195,7 @@ func newExtenderCmd(e *env) *cobra.Command {
 	fl.StringVar(&listen, "listen", "127.0.0.1:18888", "address to listen on (port 0: any free port)")
 	fl.StringVar(&metricsListen, "metrics-listen", "", "also serve only GET /healthz and GET /metrics on this address (e.g. :18889 for probes and Prometheus while --listen stays on loopback)")
 	fl.Int64Var(&maxBody, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
-	fl.Int64Var(&memLimit, "memory-limit", extender.DefaultMemoryLimit, "bytes of memory the extender may use (the container's limit): its state cache, the bodies in flight (at most a quarter; --max-body-bytes is lowered to it) and, when given, the Go soft memory limit (90%, unless GOMEMLIMIT is set) fit in it")
+	fl.Int64Var(&memLimit, "memory-limit", extender.DefaultMemoryLimit, "bytes of memory the extender may use (the container's limit): its node view's decoded states, the bodies in flight (at most a quarter; --max-body-bytes is lowered to it) and, when given, the Go soft memory limit (90%, unless GOMEMLIMIT is set) fit in it")
 	fl.IntVar(&maxNodes, "max-nodes", extender.DefaultMaxNodes, "most nodes in one request (with --nrt also the most NodeResourceTopology objects kept)")
 	fl.BoolVar(&useNRT, "nrt", false, "also judge nodes without corepin annotations by their NodeResourceTopology objects")
 	fl.BoolVar(&trackPods, "track-pods", false, "count the pods bound to a node and not yet admitted by its NRI plugin on that node's CPUs (nodes whose corepin.io/allocator says pod_uids)")

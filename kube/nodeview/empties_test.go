@@ -1,4 +1,4 @@
-package plugin
+package nodeview
 
 import (
 	"fmt"
@@ -14,10 +14,10 @@ import (
 // verdictsAsAlone fails t unless every node of nodes gets from c the
 // verdict (unresolvable included) it gets decoded alone in a new cache,
 // for LSE requests of 1 to 8 CPUs.
-func verdictsAsAlone(t *testing.T, c *Cache, nodes ...*corev1.Node) {
+func verdictsAsAlone(t *testing.T, c *View, nodes ...*corev1.Node) {
 	t.Helper()
 	for _, n := range nodes {
-		alone := NewCache()
+		alone := New()
 		alone.SetNode(n)
 		for cpus := 1; cpus <= 8; cpus++ {
 			req := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: cpus, TopologyPolicy: alloc.TopologySingleNUMANode}
@@ -51,7 +51,7 @@ func TestEmptyKeyHoldsSettings(t *testing.T) {
 	if nodes[0].Annotations[nodestate.AnnotationTopology] != nodes[1].Annotations[nodestate.AnnotationTopology] {
 		t.Fatal("the nodes publish different machines: the test needs one")
 	}
-	c := NewCache()
+	c := New()
 	for _, n := range nodes {
 		c.SetNode(n)
 	}
@@ -63,10 +63,10 @@ func TestEmptyKeyHoldsSettings(t *testing.T) {
 		}
 	}
 	one := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: 1, TopologyPolicy: alloc.TopologySingleNUMANode}
-	if v := judge(c.get("full-pcpus"), one, nil); v.ok || !v.unresolvable {
+	if v := judge(c.get("full-pcpus"), one, nil); v.OK || !v.Unresolvable {
 		t.Errorf("1 CPU under full-pcpus-only: %+v, want refused for good", v)
 	}
-	if v := judge(c.get("plain"), one, nil); !v.ok {
+	if v := judge(c.get("plain"), one, nil); !v.OK {
 		t.Errorf("1 CPU on the plain node: %+v, want taken", v)
 	}
 	verdictsAsAlone(t, c, nodes...)
@@ -81,7 +81,7 @@ func TestSharedEmptiesBounded(t *testing.T) {
 	st := machine(t)
 	n := publish(t, baseNode("n1"), st, alloc.TopologySingleNUMANode, map[string]string{})
 	doc := n.Annotations[nodestate.AnnotationTopology]
-	c := NewCache()
+	c := New()
 	for i := range 3000 {
 		// Trailing blanks: the same machine, another document.
 		n.Annotations[nodestate.AnnotationTopology] = doc + strings.Repeat(" ", i)

@@ -1,4 +1,4 @@
-package plugin
+package nodeview
 
 import (
 	"slices"
@@ -196,14 +196,22 @@ type nodeOpts struct {
 	// alignBySocket: the option align-by-socket (restricted also admits
 	// socket-aligned masks).
 	alignBySocket bool
+	// kubelet: the kubelet engine, which checks a request's topology
+	// policy before the node's free CPUs.
+	kubelet bool
 }
 
 // refuses is the refusal of req (as alloc.NodeSettings.Apply made it)
 // that the summary alone proves, in the form the allocator gives it
 // (alloc.Rejection, worded by nodestate.Reason), or nil when the
-// allocator must decide, under the node's options o.
+// allocator must decide, under the node's options o. A request the
+// allocator refuses by another rule first (an exclusive level, isolated
+// CPUs; under the kubelet engine, its topology policy or options) is
+// left to it, so that the reason is the allocator's, the node's own
+// (issue 29: one answer per rule).
 func (s summary) refuses(req alloc.Request, o nodeOpts) error {
-	if req.QoS != alloc.LSE && req.QoS != alloc.LSR || req.CPUs <= 0 {
+	if req.QoS != alloc.LSE && req.QoS != alloc.LSR || req.CPUs <= 0 ||
+		req.Exclusive != "" && req.Exclusive != alloc.ExclusiveNone || req.Isolated != alloc.IsolatedAvoid {
 		return nil
 	}
 	whole := o.wholeCores || req.Bind == alloc.BindFullPCPUs
@@ -217,6 +225,8 @@ func (s summary) refuses(req alloc.Request, o nodeOpts) error {
 		constraint = string(alloc.BindFullPCPUs)
 	}
 	switch {
+	case have < req.CPUs && o.kubelet:
+		return nil // the kubelet engine words it by its topology policy or its options first
 	case have < req.CPUs:
 		return alloc.Rejection{Constraint: constraint, Reason: "the node's summary"}
 	case req.TopologyPolicy == alloc.TopologySingleNUMANode && haveOne < req.CPUs:

@@ -1,4 +1,4 @@
-package plugin
+package nodeview
 
 import (
 	"sync/atomic"
@@ -8,16 +8,21 @@ import (
 	"github.com/corepin/corepin/kube/nodestate"
 )
 
-// verdict is one node's answer for a pod, as the extender answers it.
-type verdict struct {
-	ok     bool
-	reason string // why not, when !ok
-	// unresolvable: preempting the node's pods would not help (the pod's
+// Verdict is one node's answer for a pod, the same from every scheduler
+// door.
+type Verdict struct {
+	// OK says the node takes the pod.
+	OK bool
+	// Reason says why not, when !OK, worded as the scheduler shows it
+	// (nodestate.Reason, nodestate.Refusal), the same text on every node
+	// refused for the same cause.
+	Reason string
+	// Unresolvable: preempting the node's pods would not help (the pod's
 	// metadata or the node's state is bad, or the node refuses the
 	// request even with nothing held).
-	unresolvable bool
-	// score is nodestate.Score of the placement, 0 to nodestate.MaxScore.
-	score int64
+	Unresolvable bool
+	// Score is nodestate.Score of the placement, 0 to nodestate.MaxScore.
+	Score int64
 	// byAllocator says the allocator ran (the summary could not decide).
 	byAllocator bool
 }
@@ -30,10 +35,10 @@ type key = nodestate.Shape
 func keyOf(req alloc.Request) key { return nodestate.ShapeOf(req) }
 
 // judgeKept is judge, kept on the entry n (node.kept) under id (the
-// Cache.keyID of keyOf(req)) for Score and the next pod of the same shape
-// while n lasts.
-func judgeKept(n *node, req alloc.Request, reqErr error, id int32) verdict {
-	if n == nil || reqErr != nil || n.kept == nil {
+// View.Key of req) for Score and the next pod of the same shape while n
+// lasts.
+func judgeKept(n *node, req alloc.Request, reqErr error, id Key) Verdict {
+	if n == nil || reqErr != nil || n.kept == nil || id < 0 {
 		return judge(n, req, reqErr)
 	}
 	if v, ok := n.kept.load(id); ok {
@@ -48,11 +53,17 @@ func judgeKept(n *node, req alloc.Request, reqErr error, id int32) verdict {
 // is kept; allocatorRuns those of them the summary left to the allocator.
 var judgeRuns, allocatorRuns atomic.Int64
 
+// Runs is how many times the views of this process judged a node, and
+// how many of those the allocator ran (the summary could not decide):
+// what benchmarks report per pod. A verdict kept on a node's entry is
+// not judged again.
+func Runs() (judged, byAllocator int64) { return judgeRuns.Load(), allocatorRuns.Load() }
+
 // judge answers req (reqErr: the pod's metadata did not read) on node n
 // (nil: the node publishes no corepin state, not ours to judge): by n's
 // summary where it proves a refusal, else by placing req on a copy of n's
 // state as the node's plugin admits it.
-func judge(n *node, req alloc.Request, reqErr error) verdict {
+func judge(n *node, req alloc.Request, reqErr error) Verdict {
 	judgeRuns.Add(1)
 	var stateErr error
 	var hasState bool
@@ -60,17 +71,17 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 		stateErr, hasState = n.pub.err, n.st != nil
 	}
 	if pv, ok := nodestate.Prejudge(n != nil, req, reqErr, stateErr, hasState); ok {
-		return verdict{ok: pv.OK, reason: pv.Reason, unresolvable: pv.Unresolvable}
+		return Verdict{OK: pv.OK, Reason: pv.Reason, Unresolvable: pv.Unresolvable}
 	}
 	p := n.pub
 	req, nodeDefault, err := nodestate.RequestOn(p.j.Settings, req)
 	if err != nil {
-		return verdict{reason: nodestate.Reason(req, err), unresolvable: true}
+		return Verdict{Reason: nodestate.Reason(req, err), Unresolvable: true}
 	}
-	v := verdict{}
+	v := Verdict{}
 	err, decided := n.sum.shared(req)
 	if decided && err == nil {
-		return verdict{ok: true, score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}
+		return Verdict{OK: true, Score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}
 	}
 	if !decided {
 		err = n.sum.refuses(req, p.opts)
@@ -78,26 +89,26 @@ func judge(n *node, req alloc.Request, reqErr error) verdict {
 	if err == nil && n.sum.placesWhole(req) {
 		// nodestate.Score reads only the placement's size and quality.
 		pl := alloc.Placement{QoS: req.QoS, CPUs: cpuset.Range(0, req.CPUs-1), Quality: n.sum.wholeQuality()}
-		return verdict{ok: true, score: nodestate.Score(pl, n.free)}
+		return Verdict{OK: true, Score: nodestate.Score(pl, n.free)}
 	}
 	if err == nil {
 		v.byAllocator = true
 		allocatorRuns.Add(1)
 		pl, aerr := n.st.Try(req)
 		if aerr == nil {
-			return verdict{ok: true, score: nodestate.Score(pl, n.free), byAllocator: true}
+			return Verdict{OK: true, Score: nodestate.Score(pl, n.free), byAllocator: true}
 		}
 		err = aerr
 	}
-	v.reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
+	v.Reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
 	if len(n.reserved) > 0 {
 		if _, err := p.j.State.Try(req); err == nil {
 			// The CPUs are free on what the node published: say who
 			// takes them.
-			v.reason += nodestate.ComingSuffix
+			v.Reason += nodestate.ComingSuffix
 		}
 	}
-	v.unresolvable = p.refusesEmpty(req)
+	v.Unresolvable = p.refusesEmpty(req)
 	return v
 }
 

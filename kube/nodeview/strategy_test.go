@@ -1,4 +1,4 @@
-package plugin
+package nodeview
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestKubeletEngineRefusesPodStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCache()
+	c := New()
 	c.SetNode(publish(t, baseNode("n1"), st, "", map[string]string{}))
 	n := c.get("n1")
 	if n == nil {
@@ -40,8 +40,8 @@ func TestKubeletEngineRefusesPodStrategy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := judge(n, tc.req, nil)
-			if v.ok == tc.refuse {
-				t.Fatalf("ok = %v (%s), want %v", v.ok, v.reason, !tc.refuse)
+			if v.OK == tc.refuse {
+				t.Fatalf("ok = %v (%s), want %v", v.OK, v.Reason, !tc.refuse)
 			}
 			err := c.Reserve("uid-"+tc.name, "n1", tc.req)
 			if !tc.refuse {
@@ -51,8 +51,8 @@ func TestKubeletEngineRefusesPodStrategy(t *testing.T) {
 				c.Forget("uid-" + tc.name)
 				return
 			}
-			if !v.unresolvable || !strings.Contains(v.reason, alloc.ErrNoStrategy.Error()) {
-				t.Errorf("reason %q, unresolvable %v: want alloc.ErrNoStrategy's words, unresolvable", v.reason, v.unresolvable)
+			if !v.Unresolvable || !strings.Contains(v.Reason, alloc.ErrNoStrategy.Error()) {
+				t.Errorf("reason %q, unresolvable %v: want alloc.ErrNoStrategy's words, unresolvable", v.Reason, v.Unresolvable)
 			}
 			if !errors.Is(err, alloc.ErrNoStrategy) {
 				t.Errorf("Reserve = %v, want alloc.ErrNoStrategy", err)
