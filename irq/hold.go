@@ -331,9 +331,12 @@ func (s *Steer) change(edit func(mine []Holder) []Holder) (Report, error) {
 	var rep Report
 	err = s.db.UpdateSetting(SettingKey, func(old json.RawMessage) (json.RawMessage, error) {
 		rep = Report{}
+		if old == nil { // nothing held, nothing to give back
+			return nil, s.writeBanned(cpuset.CPUSet{})
+		}
 		st, err := s.current(old)
-		if err != nil || old == nil {
-			return old, err
+		if err != nil {
+			return nil, err
 		}
 		irqs, err := s.list()
 		if err != nil {

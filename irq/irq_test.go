@@ -175,6 +175,31 @@ func TestHoldAndRelease(t *testing.T) {
 	}
 }
 
+// Where nothing could be moved (the only interrupt runs only on the held
+// CPUs), no affinity is recorded, and the last release still removes
+// irqbalance's banned CPUs.
+func TestNothingMovableBannedFileRemoved(t *testing.T) {
+	root, db := fakeRoot(t, map[int]string{12: "4-5\n"}), openDB(t)
+	banned := filepath.Join(t.TempDir(), "irqbalance.env")
+	s := newSteer(t, db, root, "run", measure.Identity{}, Options{BannedFile: banned})
+	rep, err := s.Hold("job-0", cpuset.New(4, 5))
+	if err != nil || len(rep.Stuck) != 1 || len(rep.Moved) != 0 {
+		t.Fatalf("Hold = %+v, %v; want irq 12 stuck and nothing moved", rep, err)
+	}
+	if _, err := os.Stat(banned); err != nil {
+		t.Errorf("banned file while held: %v", err)
+	}
+	if _, err := s.Release("job-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(banned); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("banned file after the last release: %v, want it removed", err)
+	}
+	if rec := record(t, db); rec != nil {
+		t.Errorf("record after the last release = %+v, want none", rec)
+	}
+}
+
 // Two holders with overlapping CPUs: the release of one keeps the
 // other's CPUs clear; the last gives the affinities found back.
 func TestTwoHoldersOverlap(t *testing.T) {
