@@ -146,3 +146,42 @@ func TestSpecIRQIsolateRefusedForShared(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentIRQIsolateThroughNode: a workload created with irq_isolate
+// through the agent's node shows it, its CPUs are kept clear (on a fake
+// /proc/irq) once created, and given back once deleted.
+func TestAgentIRQIsolateThroughNode(t *testing.T) {
+	requireCgroups(t)
+	root, state := irqRoot(t), filepath.Join(t.TempDir(), "state.db")
+	n, err := openNode(t, testRoot(t), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	f, err := openIRQs(state, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	n.changed = func() { f.Sync(n.List()) }
+	w, err := n.Create(Spec{Name: "web", QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}, IRQIsolate: true})
+	if err != nil {
+		t.Fatalf("Create(web, irq_isolate) = %v", err)
+	}
+	if !w.IRQIsolate {
+		t.Errorf("the created workload's view lacks irq_isolate: %+v", w)
+	}
+	cpus, err := cpuset.Parse(w.Cpuset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := irqAffinity(t, root, 10), cpuset.Range(0, 7).Difference(cpus).String(); got != want {
+		t.Errorf("with web on %s irq 10 = %s, want %s", cpus, got, want)
+	}
+	if err := n.Delete("web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := irqAffinity(t, root, 10); got != "0-7" {
+		t.Errorf("after web's delete irq 10 = %s, want 0-7, as found", got)
+	}
+}
