@@ -86,7 +86,16 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return err
 	}
 	defer ws.Close()
-	n.changed = func() { ws.Sync(hasBE(n.List())) }
+	irqs, err := openIRQs(c.State, "/", log)
+	if err != nil {
+		return err
+	}
+	defer irqs.Close()
+	n.changed = func() {
+		all := n.List()
+		ws.Sync(hasBE(all))
+		irqs.Sync(all)
+	}
 	n.changed()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))

@@ -48,6 +48,9 @@ type Workload struct {
 	// hash of the runtime's container id.
 	Pod       string `json:"pod,omitempty"`
 	Container string `json:"container,omitempty"`
+	// IRQIsolate says the workload's CPUs are kept clear of movable
+	// device interrupts (its spec's irq_isolate).
+	IRQIsolate bool `json:"irq_isolate,omitempty"`
 }
 
 // Node is the agent's node: nodecore's Node (the state file, the
@@ -56,8 +59,9 @@ type Workload struct {
 // controller) calls it.
 type Node struct {
 	*nodecore.Node
-	// changed, when not nil, is called after a workload is created or
-	// deleted (the agent's wake_scan follows its BE workloads).
+	// changed, when not nil, is called after a workload is created,
+	// resized or deleted (the agent's wake_scan follows its BE workloads,
+	// its interrupt steering the CPUs of irq_isolate workloads).
 	changed func()
 }
 
@@ -84,7 +88,7 @@ func view(h nodecore.Held) Workload {
 	a, rec := h.Assignment, h.Record
 	w := Workload{Name: a.Name, QoS: a.QoS, Cpuset: h.CPUs.String(), Exclusive: rec.Excl, NUMANodes: rec.NUMANodes,
 		Threads: rec.Threads, PID: rec.PID, Cgroup: rec.Cgroup, CreatedAt: a.CreatedAt, Generation: a.Generation,
-		Deleting: rec.Deleting}
+		Deleting: rec.Deleting, IRQIsolate: rec.IRQIsolate}
 	if !h.Offline.IsEmpty() {
 		w.OfflineCPUs = h.Offline.String()
 	}
@@ -144,6 +148,7 @@ func (n *Node) Resize(name string, cpus float64) (Workload, error) {
 	if err != nil {
 		return Workload{}, err
 	}
+	n.notify() // an LSE or LSR workload's CPUs changed
 	return view(h), nil
 }
 

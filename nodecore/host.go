@@ -74,6 +74,14 @@ type HostOptions struct {
 	// SchedRoot is the machine whose features file WakeScan switches: ""
 	// for this one; tests give a directory.
 	SchedRoot string
+	// IRQIsolate keeps movable device interrupts off each pinned job's
+	// CPUs while it runs (package irq, recorded in the shared state file
+	// first; restored when the job ends). Where /proc/irq cannot be
+	// written, a note says why and the jobs run.
+	IRQIsolate bool
+	// IRQRoot is the machine whose interrupts IRQIsolate steers: "" for
+	// this one; tests give a directory holding proc/irq.
+	IRQRoot string
 }
 
 // Note is what a set-up has to say before the first job: a few words for
@@ -148,6 +156,12 @@ func SetUpHost(ctx context.Context, t *topology.Topology, o HostOptions) (*Host,
 	}
 	if o.WakeScan == wakescan.Full && o.BE {
 		if err := h.holdWakeScan(o.State, o.SchedRoot, log); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if o.IRQIsolate && h.Placer != nil {
+		if err := h.holdIRQs(o.State, o.IRQRoot, log); err != nil {
 			h.Close()
 			return nil, err
 		}

@@ -69,6 +69,10 @@ type Spec struct {
 	// process it adopts, in that class at priority 1, bounded to its CPUs'
 	// worth of the LS pool (qos.RTShare); "" or "normal" is the fair class.
 	Sched string `json:"sched,omitempty"`
+	// IRQIsolate keeps movable device interrupts off an LSE or LSR
+	// workload's CPUs while it holds them (package irq); refused for LS
+	// and BE, whose CPUs are shared.
+	IRQIsolate bool `json:"irq_isolate,omitempty"`
 }
 
 // ValidateName reports whether name may name a workload: what
@@ -91,8 +95,13 @@ func (s Spec) Validate() error {
 	if err := ValidateName(s.Name); err != nil {
 		return err
 	}
-	if _, err := s.request(); err != nil {
+	r, err := s.request()
+	if err != nil {
 		return err
+	}
+	if s.IRQIsolate && r.QoS != alloc.LSE && r.QoS != alloc.LSR {
+		return fmt.Errorf("%w: workload %q: irq_isolate keeps interrupts off CPUs of the workload's own: qos %s shares its CPUs; use \"qos\": \"LSE\" or \"LSR\"",
+			ErrInvalid, s.Name, r.QoS)
 	}
 	n := 0
 	if s.Command != "" {

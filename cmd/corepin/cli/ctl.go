@@ -147,6 +147,7 @@ func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 	fl.IntVar(&s.PID, "pid", 0, "adopt this running process")
 	fl.StringVar(&s.Cgroup, "cgroup", "", "adopt this existing cgroup (path below the cgroup mount)")
 	fl.StringVar(&s.Sched, "sched", "", "normal, rr or fifo: the real-time route of an LS command or pid (priority 1, bounded to its CPUs' worth of the LS pool)")
+	fl.BoolVar(&s.IRQIsolate, "irq-isolate", false, "keep movable device interrupts off an LSE or LSR workload's CPUs while it holds them (the agent, as root, writes /proc/irq; docs/reference/irq.md)")
 	return cmd
 }
 

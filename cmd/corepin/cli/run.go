@@ -48,7 +48,8 @@ Examples:
   corepin run --qos BE --mode unbounded --cpus 2 --jobs 2 -- corepin workload spin --seconds 30
   corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2
   corepin run --qos LS --sched rr --cpus 1 -- corepin workload service --listen 127.0.0.1:8080
-  sudo corepin run --qos BE --wake-scan full --jobs 2 -- corepin workload spin --seconds 60`
+  sudo corepin run --qos BE --wake-scan full --jobs 2 -- corepin workload spin --seconds 60
+  sudo corepin run --qos LSE --cpus 2 --irq-isolate -- corepin workload service --listen 127.0.0.1:8080`
 
 func init() { register(newRunCmd) }
 
@@ -60,6 +61,10 @@ var runSysfsRoot = "/"
 // switches: this one. Tests point it at a directory holding a features
 // file.
 var runSchedRoot = "/"
+
+// runIRQRoot is the machine whose interrupts --irq-isolate steers: this
+// one. Tests point it at a directory holding proc/irq.
+var runIRQRoot = "/"
 
 type runFlags struct {
 	jobs        int
@@ -77,6 +82,7 @@ type runFlags struct {
 	verbose     bool
 	sched       string
 	wakeScan    string
+	irqIsolate  bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -105,6 +111,7 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.suppress, "suppress", false, "with --qos BE and no agent: also shrink the batch's CPUs as the rest of the machine's load grows (Koordinator's budget); off by default, since on a 2-CPU machine cpu.idle alone kept the service's p99 as low and the batch 96% of the idle CPU where suppression kept 55% (corepin bench colocation)")
 	fl.StringVar(&f.sched, "sched", enforce.RTNormal, "scheduling class of an LS job's threads: normal | rr | fifo (the real-time route, at priority 1: a waking thread finds a CPU running only BE work, which the fair class's scan may miss on a busy machine; bounded to the job's --cpus of the pool where the kernel groups real-time time, else by its real-time throttling; needs root or ulimit -r >= 1)")
 	fl.StringVar(&f.wakeScan, "wake-scan", "default", "with --qos BE: default (change nothing) or full (root, debugfs: SIS_UTIL off in /sys/kernel/debug/sched/features while the batch runs, so a waking service thread still finds a CPU running only BE work; the value found is recorded in the shared state first and restored by the last BE user)")
+	fl.BoolVar(&f.irqIsolate, "irq-isolate", false, "with --qos LSE or LSR: keep movable device interrupts off each job's CPUs while it runs (root: /proc/irq/N/smp_affinity_list; the affinities found are recorded in the shared state first and given back when the job ends; per-CPU and managed interrupts stay, and are named)")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say each note in full (what the driver cannot enforce here, where results and shared state go), not in one line")
@@ -255,6 +262,8 @@ func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runne
 		return runner.Spec{}, Usagef("--suppress applies to --qos BE only")
 	case f.wakeScan == string(wakescan.Full) && spec.QoS != runner.BE:
 		return runner.Spec{}, Usagef("--wake-scan full applies to --qos BE only: it changes the scheduler while BE work runs")
+	case f.irqIsolate && spec.QoS != runner.LSE && spec.QoS != runner.LSR:
+		return runner.Spec{}, Usagef("--irq-isolate applies to --qos LSE or LSR only: it keeps interrupts off CPUs of the job's own; qos %s shares its CPUs", spec.QoS)
 	case f.driver == enforce.NameAffinity && needsCgroup(spec.Mode):
 		return runner.Spec{}, Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
@@ -291,7 +300,7 @@ func runBatch(ctx context.Context, e *env, f runFlags, args []string, jobsSet bo
 	defer stop()
 	host, err := nodecore.SetUpHost(ctx, topo, nodecore.HostOptions{Driver: f.driver, BE: spec.QoS == runner.BE, Placer: true,
 		State: os.Getenv(nodecore.EnvState), SuppressBE: f.suppress && spec.Mode != runner.Pinned, Agent: agentRunning, Log: e.stderr,
-		WakeScan: wake, SchedRoot: runSchedRoot,
+		WakeScan: wake, SchedRoot: runSchedRoot, IRQIsolate: f.irqIsolate, IRQRoot: runIRQRoot,
 		Check: func(d enforce.Driver) error {
 			if d.Name() == enforce.NameAffinity && needsCgroup(spec.Mode) {
 				return Usagef("--mode %s needs a cpu cgroup, and none is usable here (%s): use --mode pinned or unbounded",
