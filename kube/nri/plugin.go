@@ -106,8 +106,8 @@ type Options struct {
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
 // and applies what it answers (cpuset cpus and mems, CPU shares and
 // quota). It admits through nodecore.Containers, the node's state and
-// allocator it shares with the agent, and writes no cgroup itself but
-// the idle parent (Options.IdleParentMount).
+// allocator it shares with the agent, and writes no cgroup itself: the
+// idle parent (Options.IdleParentMount) is written by enforce.IdleParents.
 type Plugin struct {
 	c   *nodecore.Containers
 	log *slog.Logger
