@@ -61,6 +61,9 @@ func openRootFS(dir string) (*rootFS, error) {
 
 func (f *rootFS) mount() string { return f.r.Name() }
 
+// close closes the mount; the drivers keep theirs open for good.
+func (f *rootFS) close() error { return f.r.Close() }
+
 func (f *rootFS) mkdir(dir string) error {
 	if err := f.r.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("creating cgroup in %s: %w", f.mount(), err)

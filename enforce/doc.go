@@ -94,4 +94,17 @@
 // start and stop a process cleanly; most callers want proc, not Start.
 //
 // Tests use the test binary as the shim by calling ShimMain in TestMain.
+//
+// # Idle parents in a mount corepin does not own
+//
+// IdleParents is enforce's writer for the NRI plugin's idle parent
+// (kube/nri decides where it lies and when; enforce writes): a group of
+// the caller's name, one level below a group someone else keeps (the
+// kubelet's kubepods), made idle with cpu.idle 1 (Linux 5.15, read back;
+// ErrNoCPUIdle without it) so the groups the runtime creates below it
+// meet their siblings as one idle entity. On cgroup v1 its cpuset group
+// gets its parent's CPUs and memory nodes where empty, as corepin's own
+// root does. It never makes more than that one level, writes nothing to
+// the group above, and removes only pod<uid> groups below, by rmdir(2).
+// The mount is opened through os.Root like every hierarchy here.
 package enforce

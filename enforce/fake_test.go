@@ -88,13 +88,17 @@ func (f *fakeFS) readBack(t *testing.T, file string) string {
 	return s
 }
 
-// newFake makes a fake hierarchy whose top directory holds top, and whose
-// new cgroups get the files seed returns.
+// newFake makes a fake hierarchy whose top directory holds top (a file
+// may lie in a directory below, made for it), and whose new cgroups get
+// the files seed returns.
 func newFake(t *testing.T, name string, log *[]string, top map[string]string,
 	seed func(f *fakeFS, parent string) map[string]string) *fakeFS {
 	t.Helper()
 	dir := t.TempDir()
 	for file, v := range top {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, file)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}

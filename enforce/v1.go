@@ -69,6 +69,30 @@ func NewV1(m V1Mounts, opts ...Option) (Driver, error) {
 	return newV1(hs, c)
 }
 
+// inheritCPUSets gives dir, a group of a cgroup v1 cpuset hierarchy, its
+// parent's cpuset.cpus, then its cpuset.mems, where its own are empty: a
+// new v1 cpuset starts with both empty, and no task may join it until
+// both are set (cpusets.html, 1.9 and 2.1). A set already there is kept.
+func inheritCPUSets(h cgfs, dir string) error {
+	for _, f := range []string{v1CPUs, v1Mems} {
+		cur, err := h.read(path.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		if cur != "" {
+			continue
+		}
+		p, err := h.read(path.Join(path.Dir(dir), f))
+		if err != nil {
+			return err
+		}
+		if err := h.write(path.Join(dir, f), p); err != nil {
+			return fmt.Errorf("copying the parent's %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
 type v1Hierarchies struct {
 	cpuset, cpu, cpuacct cgfs
 }
@@ -78,7 +102,6 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	parent := path.Dir(base)
 	d := &cgDriver{
 		name:   NameV1,
 		base:   base,
@@ -118,23 +141,8 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 			return nil, fmt.Errorf("creating corepin root: %w", err)
 		}
 	}
-	// cgroup v1 cpusets start empty (cpusets.html, 1.9 and 2.1): copy
-	// the parent's CPUs, then its memory nodes.
-	for _, f := range []string{v1CPUs, v1Mems} {
-		cur, err := hs.cpuset.read(path.Join(d.base, f))
-		if err != nil {
-			return nil, err
-		}
-		if cur != "" {
-			continue
-		}
-		p, err := hs.cpuset.read(path.Join(parent, f))
-		if err != nil {
-			return nil, err
-		}
-		if err := hs.cpuset.write(path.Join(d.base, f), p); err != nil {
-			return nil, fmt.Errorf("initializing corepin root's %s: %w", f, err)
-		}
+	if err := inheritCPUSets(hs.cpuset, d.base); err != nil {
+		return nil, fmt.Errorf("initializing corepin root: %w", err)
 	}
 	for _, p := range []struct {
 		file string

@@ -171,10 +171,11 @@ func converters(files []goFile, w string) []string {
 	return out
 }
 
-// goFile is a parsed non-test file and its package's path in the module.
+// goFile is a parsed non-test file, its package's path in the module and
+// its base name.
 type goFile struct {
-	pkg string
-	ast *ast.File
+	pkg, name string
+	ast       *ast.File
 }
 
 // moduleFiles parses every non-test .go file of the module (not its
@@ -214,7 +215,7 @@ func moduleFiles(t *testing.T) []goFile {
 		if err != nil {
 			return err
 		}
-		out = append(out, goFile{pkg: filepath.ToSlash(rel), ast: f})
+		out = append(out, goFile{pkg: filepath.ToSlash(rel), name: filepath.Base(path), ast: f})
 		return nil
 	})
 	if err != nil {

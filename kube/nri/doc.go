@@ -6,14 +6,18 @@
 // policy, options, reserved CPUs), so `corepin agent`, local `corepin
 // run`s and the plugin never hand out one CPU twice. The plugin needs no
 // root for its decisions: the runtime applies the adjustments, and the
-// plugin writes no container's cgroup. It writes two things itself: where
+// plugin writes no container's cgroup. Two things are written for it,
+// both by package enforce (the one cgroup and scheduling writer): where
 // the runtime did not, SCHED_IDLE on a BE container's process (BERoute,
 // ProtectBE); and on the idle-parent route (RouteIdleParent) the cgroups
 // of the idle parent, its own group under the kubelet's kubepods
-// (IdleGroup): IdleParents makes it, sets its cpu.idle to 1 and, on
-// cgroup v1, its cpuset from kubepods, and removes a pod's group below it
-// when the pod goes. Those writes go through an os.Root on the cgroup
-// mount, beside package enforce rather than through it (issue 29).
+// (IdleGroup). This package decides where that group lies (IdlePath,
+// kubepodsParent) and when it is made, checked and cleaned (CreateContainer,
+// StartContainer, Synchronize, the sandbox's stop and removal);
+// enforce.IdleParents makes it, sets its cpu.idle to 1 and, on cgroup
+// v1, its cpuset from kubepods, and removes a pod's group below it, all
+// through an os.Root on the cgroup mount. The plugin itself calls no
+// file-writing function on that mount (internal/archtest checks it).
 //
 // # Events
 //

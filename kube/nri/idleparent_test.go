@@ -116,19 +116,6 @@ func mount(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// openMount is the idle parents of a mount seeded with files, and its
-// directory.
-func openMount(t *testing.T, files map[string]string) (*IdleParents, string) {
-	t.Helper()
-	dir := mount(t, files)
-	ip, err := OpenIdleParents(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ip.Close() })
-	return ip, dir
-}
-
 func read(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -139,110 +126,19 @@ func read(t *testing.T, p string) string {
 }
 
 // v1Node is the e2e node's layout: cgroup v1, cpu and cpuacct mounted
-// apart, the kubelet's kubepods under a --cgroup-root, the idle parent's
-// cpu.idle as a kernel >= 5.15 shows it in a new group.
+// apart, the kubelet's kubepods under a --cgroup-root, and the idle
+// parent's control files as a kernel >= 5.15 shows them in a new group
+// (package enforce's tests cover its making).
 var v1Node = map[string]string{
-	"cpu/r/kubepods/cpu.shares":               "1024",
-	"cpu/r/kubepods/corepin-be/cpu.idle":      "0",
-	"cpuacct/r/kubepods/":                     "",
-	"cpuset/r/kubepods/cpuset.cpus":           "0-15",
-	"cpuset/r/kubepods/cpuset.mems":           "0-1",
-	"memory/r/kubepods/memory.limit_in_bytes": "1000",
-	"unified/cgroup.procs":                    "",
-}
-
-func TestEnsureMakesAndRepairsTheIdleParent(t *testing.T) {
-	t.Run("cgroup v1", func(t *testing.T) {
-		ip, dir := openMount(t, v1Node)
-		if err := ip.Ensure("/r/kubepods/corepin-be"); err != nil {
-			t.Fatalf("Ensure: %v", err)
-		}
-		for f, want := range map[string]string{"cpu/r/kubepods/corepin-be/cpu.idle": "1",
-			"cpuset/r/kubepods/corepin-be/cpuset.cpus": "0-15", "cpuset/r/kubepods/corepin-be/cpuset.mems": "0-1",
-			"cpu/r/kubepods/cpu.shares": "1024"} {
-			if got := read(t, filepath.Join(dir, f)); got != want {
-				t.Errorf("%s = %q, want %q", f, got, want)
-			}
-		}
-		// Repair: someone reset it.
-		os.WriteFile(filepath.Join(dir, "cpu/r/kubepods/corepin-be/cpu.idle"), []byte("0"), 0o644)
-		if err := ip.Holds("/r/kubepods/corepin-be"); err == nil {
-			t.Errorf("Holds with cpu.idle 0 = nil, want an error")
-		}
-		if err := ip.Ensure("/r/kubepods/corepin-be"); err != nil || read(t, filepath.Join(dir, "cpu/r/kubepods/corepin-be/cpu.idle")) != "1" {
-			t.Errorf("Ensure after a reset: %v, cpu.idle %s; want 1", err, read(t, filepath.Join(dir, "cpu/r/kubepods/corepin-be/cpu.idle")))
-		}
-	})
-	t.Run("cgroup v2", func(t *testing.T) {
-		ip, dir := openMount(t, map[string]string{"cgroup.controllers": "cpuset cpu memory", "r/kubepods/cpu.weight": "100",
-			"r/kubepods/corepin-be/cpu.idle": "0"})
-		if err := ip.Ensure("/r/kubepods/corepin-be"); err != nil {
-			t.Fatalf("Ensure: %v", err)
-		}
-		if got := read(t, filepath.Join(dir, "r/kubepods/corepin-be/cpu.idle")); got != "1" {
-			t.Errorf("cpu.idle = %q, want 1", got)
-		}
-	})
-	t.Run("kernel without cpu.idle", func(t *testing.T) {
-		ip, _ := openMount(t, map[string]string{"cpu/r/kubepods/cpu.shares": "1024"})
-		if err := ip.Ensure("/r/kubepods/corepin-be"); !errors.Is(err, ErrNoCPUIdle) {
-			t.Errorf("Ensure = %v, want ErrNoCPUIdle", err)
-		}
-	})
-	t.Run("no kubepods: nothing made", func(t *testing.T) {
-		ip, dir := openMount(t, map[string]string{"cpu/cpu.shares": "1024"})
-		if err := ip.Ensure("/r/kubepods/corepin-be"); err == nil {
-			t.Errorf("Ensure without kubepods = nil, want an error")
-		}
-		if _, err := os.Stat(filepath.Join(dir, "cpu/r")); err == nil {
-			t.Errorf("Ensure without kubepods made %s", filepath.Join(dir, "cpu/r"))
-		}
-	})
-	t.Run("not an idle parent", func(t *testing.T) {
-		ip, _ := openMount(t, v1Node)
-		for _, p := range []string{"/r/kubepods/besteffort", "r/kubepods/corepin-be", "/r/kubepods/../corepin-be"} {
-			if err := ip.Ensure(p); err == nil {
-				t.Errorf("Ensure(%q) = nil, want an error", p)
-			}
-		}
-	})
-	t.Run("not a cgroup mount", func(t *testing.T) {
-		if _, err := OpenIdleParents(mount(t, map[string]string{"memory/x": ""})); err == nil {
-			t.Errorf("OpenIdleParents of a mount without cpu = nil, want an error")
-		}
-	})
-}
-
-func TestRemovePodRemovesItsGroupsEverywhereAndNothingElse(t *testing.T) {
-	ip, dir := openMount(t, v1Node)
-	for _, h := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
-		for _, pod := range []string{"poda", "podb"} {
-			os.MkdirAll(filepath.Join(dir, h, "r/kubepods/corepin-be", pod), 0o755)
-		}
-	}
-	os.MkdirAll(filepath.Join(dir, "memory/r/kubepods/corepin-be/podb/ctr"), 0o755) // a container still there
-	if got, err := ip.Pods("/r/kubepods/corepin-be"); err != nil || strings.Join(got, ",") != "poda,podb" {
-		t.Errorf("Pods = %v, %v; want poda, podb", got, err)
-	}
-	if err := ip.RemovePod("/r/kubepods/corepin-be", "poda"); err != nil {
-		t.Errorf("RemovePod(poda): %v", err)
-	}
-	if err := ip.RemovePod("/r/kubepods/corepin-be", "podb"); err == nil || !strings.Contains(err.Error(), "memory") {
-		t.Errorf("RemovePod(podb) with a container left = %v, want an error naming the memory group", err)
-	}
-	for _, h := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
-		if _, err := os.Stat(filepath.Join(dir, h, "r/kubepods/corepin-be/poda")); err == nil {
-			t.Errorf("%s: poda's group is still there", h)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "memory/r/kubepods/corepin-be/podb/ctr")); err != nil {
-		t.Errorf("the container left in podb is gone: %v", err)
-	}
-	for _, bad := range []string{"../kubepods", "pod/x", "besteffort"} {
-		if err := ip.RemovePod("/r/kubepods/corepin-be", bad); err == nil {
-			t.Errorf("RemovePod(%q) = nil, want an error", bad)
-		}
-	}
+	"cpu/r/kubepods/cpu.shares":                "1024",
+	"cpu/r/kubepods/corepin-be/cpu.idle":       "0",
+	"cpuset/r/kubepods/corepin-be/cpuset.cpus": "",
+	"cpuset/r/kubepods/corepin-be/cpuset.mems": "",
+	"cpuacct/r/kubepods/":                      "",
+	"cpuset/r/kubepods/cpuset.cpus":            "0-15",
+	"cpuset/r/kubepods/cpuset.mems":            "0-1",
+	"memory/r/kubepods/memory.limit_in_bytes":  "1000",
+	"unified/cgroup.procs":                     "",
 }
 
 // TestBEContainerGoesUnderTheIdleParent drives the plugin through the

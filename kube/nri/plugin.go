@@ -16,6 +16,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/topology"
@@ -105,8 +106,8 @@ type Options struct {
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
 // and applies what it answers (cpuset cpus and mems, CPU shares and
 // quota). It admits through nodecore.Containers, the node's state and
-// allocator it shares with the agent, and writes no cgroup itself but
-// the idle parent (Options.IdleParentMount).
+// allocator it shares with the agent, and writes no cgroup itself: the
+// idle parent (Options.IdleParentMount) is written by enforce.IdleParents.
 type Plugin struct {
 	c   *nodecore.Containers
 	log *slog.Logger
@@ -131,7 +132,7 @@ type Plugin struct {
 	info     string        // Options.InfoDir
 	tasks    Tasks
 	metrics  string // Options.MetricsAddr
-	idle     *IdleParents
+	idle     *enforce.IdleParents
 	wake     *wakescan.Follower
 	wakeSig  chan struct{} // capacity 1: a change wake_scan has not seen
 	// placed is the cgroups path, under an idle parent, of each BE
@@ -158,7 +159,7 @@ func New(o Options) (*Plugin, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if o.IdleParentMount != "" {
-		if p.idle, err = OpenIdleParents(o.IdleParentMount); err != nil {
+		if p.idle, err = enforce.OpenIdleParents(o.IdleParentMount, IdleGroup); err != nil {
 			p.log.Warn("BE containers get no idle parent: SCHED_IDLE routes only", "err", err)
 		}
 	}

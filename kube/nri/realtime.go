@@ -2,7 +2,6 @@ package nri
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -33,12 +32,12 @@ func (p *Plugin) realTime(adj *api.ContainerAdjustment, ctr *api.Container, s no
 		policy = api.LinuxSchedulerPolicy_SCHED_FIFO
 	}
 	adj.SetLinuxScheduler(&api.LinuxScheduler{Policy: policy, Priority: 1})
-	if p.idle == nil || p.idle.cpu == "." {
+	if p.idle == nil || p.idle.V1CPUMount() == "" {
 		return nil // cgroup v2: no real-time group scheduling to feed
 	}
 	share := qos.RTShare(float64(ca.MilliCPUs)/1000, ca.CPUs.Size())
 	dir := ctr.GetLinux().GetCgroupsPath()
-	grouped, err := enforce.MakeRTRoom(filepath.Join(p.idle.root.Name(), p.idle.cpu), dir, share)
+	grouped, err := enforce.MakeRTRoom(p.idle.V1CPUMount(), dir, share)
 	if err != nil {
 		return fmt.Errorf("making room for its real-time share (%.2f of each CPU) above %s: %w", share, dir, err)
 	}
