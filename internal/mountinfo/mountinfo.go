@@ -4,6 +4,7 @@ package mountinfo
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,7 @@ func Parse(r io.Reader) ([]Mount, error) {
 	var ms []Mount
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	sc.Split(scanKernelLines)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		if line == "" {
@@ -155,4 +157,18 @@ func (m Mount) Controllers() []string {
 		}
 	}
 	return cs
+}
+
+// scanKernelLines splits at '\n' only, as the kernel ends each line:
+// bufio.ScanLines would also drop a '\r' before it, which the kernel
+// prints as it is in a path or an option (it escapes only space, tab,
+// newline and backslash).
+func scanKernelLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
