@@ -76,40 +76,23 @@ func benchAdmissions(b *testing.B, spec func(i int) Spec, cl *Client) {
 func BenchmarkAdmission500(b *testing.B) {
 	for _, q := range []string{"LSE", "LS"} {
 		b.Run(q, func(b *testing.B) {
-			phases := &phaseLog{}
-			n, _ := newNode(b, func(o *Options) { o.Observer = phases })
-			lat := make([]time.Duration, 0, 500*b.N)
-			for i := range 500 * b.N {
-				s := Spec{Name: "adm-" + strconv.Itoa(i%4), QoS: q, CPUs: f64(1), Command: "sleep", Args: []string{"600"}}
-				t0 := time.Now()
-				if _, err := n.Create(s); err != nil {
-					b.Fatalf("create %d: %v", i, err)
-				}
-				lat = append(lat, time.Since(t0))
-				if err := n.Delete(s.Name); err != nil {
-					b.Fatalf("delete %d: %v", i, err)
-				}
-			}
-			reportLatency(b, lat)
-			phases.report(b)
+			admissions(b, q, "adm-", 500, 0)
 		})
 	}
 }
 
-// BenchmarkAdmissionSparse is BenchmarkAdmission500's LSE create as it
-// comes on a node between pauses: 100 creates, each 50 ms after the
-// previous create's delete. Back to back, the creates mostly find the
-// kernel's cgroup migration lock warm; after a pause, on cgroup v1, the
-// first move of a task waits for an RCU grace period (see
-// docs/reference/agent.md). It reports what BenchmarkAdmission500 does.
-// Run with -benchtime=1x.
-func BenchmarkAdmissionSparse(b *testing.B) {
+// admissions times count*b.N sequential 1-CPU creates of class q, each
+// deleted before the next and each pause after the previous delete, and
+// reports their latency and phases.
+func admissions(b *testing.B, q, prefix string, count int, pause time.Duration) {
 	phases := &phaseLog{}
 	n, _ := newNode(b, func(o *Options) { o.Observer = phases })
-	lat := make([]time.Duration, 0, 100*b.N)
-	for i := range 100 * b.N {
-		time.Sleep(50 * time.Millisecond)
-		s := Spec{Name: "sparse-" + strconv.Itoa(i%4), QoS: "LSE", CPUs: f64(1), Command: "sleep", Args: []string{"600"}}
+	lat := make([]time.Duration, 0, count*b.N)
+	for i := range count * b.N {
+		if pause > 0 {
+			time.Sleep(pause) // the benchmark's subject: a create after a quiet spell
+		}
+		s := Spec{Name: prefix + strconv.Itoa(i%4), QoS: q, CPUs: f64(1), Command: "sleep", Args: []string{"600"}}
 		t0 := time.Now()
 		if _, err := n.Create(s); err != nil {
 			b.Fatalf("create %d: %v", i, err)
@@ -121,6 +104,17 @@ func BenchmarkAdmissionSparse(b *testing.B) {
 	}
 	reportLatency(b, lat)
 	phases.report(b)
+}
+
+// BenchmarkAdmissionSparse is BenchmarkAdmission500's LSE create as it
+// comes on a node between pauses: 100 creates, each 50 ms after the
+// previous create's delete. Back to back, the creates mostly find the
+// kernel's cgroup migration lock warm; after a pause, on cgroup v1, the
+// first move of a task waits for an RCU grace period (see
+// docs/reference/agent.md). It reports what BenchmarkAdmission500 does.
+// Run with -benchtime=1x.
+func BenchmarkAdmissionSparse(b *testing.B) {
+	admissions(b, "LSE", "sparse-", 100, 50*time.Millisecond)
 }
 
 // phaseLog keeps the duration and the phases of every admission
