@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,9 @@ import (
 // and attaches scx_layered (scripts/vm-scx-layered.sh) with the layer
 // config corepin generates from its classes (corepin sched-ext config).
 // corepin topo reads sched_ext before, while and after scx_layered is
-// attached; a corepin LS run and a BE run go on under it. Debugfs,
+// attached; a corepin LS run and a BE run go on under it, and
+// scx_layered's own statistics count their tasks in the layers "ls" and
+// "be". Debugfs,
 // tracefs and bpffs are mounted as a system has them: scx_layered needs
 // the BPF file system and the function tracer's files. The kernel's
 // config is at /boot/config-$(uname -r), as a Debian system has it:
@@ -48,6 +51,14 @@ block state.attached state
 block topo.attached corepin topo -o json
 block run.ls corepin run --no-db --qos LS -- cat /proc/self/cgroup
 block run.be corepin run --no-db --qos BE -- cat /proc/self/cgroup
+# A BE batch and an LS job spinning: scx_layered's own statistics must
+# count their tasks in the layers "be" and "ls".
+corepin run --no-db --qos BE -- corepin workload spin --threads 1 --seconds 15 >/dev/null 2>&1 & BE=$!
+corepin run --no-db --qos LS -- corepin workload spin --threads 1 --seconds 15 >/dev/null 2>&1 & LS=$!
+jobs_up() { [ -n "$(cat /sys/fs/cgroup/corepin-be/*/cgroup.procs 2>/dev/null)" ] && [ -n "$(cat /sys/fs/cgroup/corepin/*/cgroup.procs 2>/dev/null)" ]; }
+waitfor jobs_up
+block layers sh -c 'timeout 8 scx_layered --monitor 1; true'
+wait $BE $LS
 kill -INT $SCX 2>/dev/null; wait $SCX; echo "exit=$?" > /tmp/scx.exit
 down() { [ "$(cat /sys/kernel/sched_ext/state)" = disabled ]; }
 waitfor down
@@ -68,7 +79,9 @@ const schedExtEnv = "COREPIN_E2E_SCX"
 // boot (state disabled, no ops, every BE route acts); with scx_layered
 // attached on corepin's layer config, corepin topo names it (state
 // enabled, ops layered...) and lists the BE routes it leaves inert
-// (cpu_idle, idle_parent, weight); corepin's LS and BE runs still run;
+// (cpu_idle, idle_parent, weight); corepin's LS and BE runs still run,
+// and scx_layered --monitor counts their tasks in layers "ls" and "be"
+// (the config's cgroup matches are the ones the scheduler applies);
 // when scx_layered ends, the kernel is back on the fair class and corepin
 // topo says so.
 func TestVMSchedExt(t *testing.T) {
@@ -132,11 +145,33 @@ func TestVMSchedExt(t *testing.T) {
 			t.Errorf("%s under scx_layered ran in %q, want a group below %s", name, strings.TrimSpace(out), group)
 		}
 	}
+	tasks := layerTasks(ansi.ReplaceAllString(v.get(t, "layers"), ""))
+	for _, layer := range []string{"be", "ls"} {
+		if tasks[layer] == 0 {
+			t.Errorf("scx_layered --monitor counted no task in layer %q while a corepin %s job ran (tasks by layer: %v):\n%s",
+				layer, strings.ToUpper(layer), tasks, tail(v.get(t, "layers"), 30))
+		}
+	}
 	after := topoScheduler(t, v, "topo.after")
 	if after.SchedExt.State == nil || *after.SchedExt.State != "disabled" || len(after.InertRoutes) != 0 {
 		t.Errorf("after scx_layered ended: sched_ext = %s, inert_routes %v; want state disabled, none inert", after.SchedExt, after.InertRoutes)
 	}
-	t.Logf("sched_ext: before %s; attached %s (inert %v); after %s", before.SchedExt, during.SchedExt, during.InertRoutes, after.SchedExt)
+	t.Logf("sched_ext: before %s; attached %s (inert %v); after %s; most tasks seen per layer: %v",
+		before.SchedExt, during.SchedExt, during.InertRoutes, after.SchedExt, tasks)
+}
+
+// layerLine is a layer's summary line of scx_layered --monitor:
+// "▶ NAME ─ util/open/frac=... tasks=     8".
+var layerLine = regexp.MustCompile(`(?m)^\x{25B6} (\S+) .*tasks=\s*(\d+)`)
+
+// layerTasks returns the most tasks each layer had in any interval.
+func layerTasks(monitor string) map[string]int {
+	out := map[string]int{}
+	for _, m := range layerLine.FindAllStringSubmatch(monitor, -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = max(out[m[1]], n)
+	}
+	return out
 }
 
 // ansi matches the colour escapes scx_layered's log has even in a file.
