@@ -408,6 +408,22 @@ e2e-vm: build
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -timeout 30m -v .
 
+# sched_ext (issue 30) on a real kernel under qemu: Debian's 6.12 source
+# and cloud config plus CONFIG_SCHED_CLASS_EXT=y (scripts/vm-scx-kernel.sh,
+# cached by version in $(COREPIN_CACHE)/vm, seeded from
+# ../shared/vm-kernels; 20-40 minutes to build when neither is there) and
+# scx_layered built with cargo (scripts/vm-scx-layered.sh, cached in
+# $(COREPIN_CACHE)/scx-<version>; 8-27 minutes). The machine attaches
+# scx_layered on `corepin sched-ext config` and corepin topo must name it
+# and the BE routes it leaves inert. COREPIN_E2E_SCX=cached never builds:
+# a cold cache then skips with one loud SKIP line. See
+# docs/reference/sched-ext.md.
+COREPIN_E2E_SCX ?= 1
+.PHONY: e2e-vm-scx
+e2e-vm-scx: build
+	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_SCX=$(COREPIN_E2E_SCX) COREPIN_CACHE=$(COREPIN_CACHE) \
+	  COREPIN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt$$' .
+
 # Issue 21's resize of pinned pods on a real kubelet node, inside a qemu
 # machine (software emulation, no root, no KVM): this host has 2 CPUs, and
 # a pod growing from 2 to 4 CPUs on one NUMA node in whole cores beside a

@@ -49,7 +49,7 @@ var tiers = [][]string{
 var doorExceptions = map[[2]string]bool{}
 
 // core are the packages below the front doors, in the order data flows.
-var core = []string{"cpuset", "topology", "alloc", "plan", "enforce", "measure", "qos", "store", "proc", "runner", "experiment", "sim", "workload", "loadgen", "netbench", "wakescan", "irq", "nodecore"}
+var core = []string{"cpuset", "topology", "alloc", "plan", "enforce", "measure", "qos", "store", "proc", "runner", "experiment", "sim", "workload", "loadgen", "netbench", "wakescan", "irq", "schedext", "nodecore"}
 
 var rules = []rule{
 	{from: core, to: frontDoors, why: "core packages never import a front door (CLI, agent, kube, bench)"},
@@ -78,6 +78,8 @@ var rules = []rule{
 		why: "wakescan switches one scheduler feature, recorded in the state file: it places nothing and makes no group"},
 	{from: []string{"irq"}, to: []string{"alloc", "plan", "enforce", "runner", "proc", "qos", "topology", "sim", "workload", "loadgen", "netbench", "wakescan"},
 		why: "irq moves interrupts off CPUs it is given, recorded in the state file: it chooses no CPU and makes no group"},
+	{from: []string{"schedext"}, to: slices.DeleteFunc(slices.Clone(core), func(p string) bool { return p == "schedext" }),
+		why: "schedext writes the layered scheduler's config from corepin's classes and group names: it reads the machine through no other package, places nothing and makes no group"},
 	{from: []string{"agent/..."}, to: []string{"bench/...", "cmd/..."},
 		why: "the agent is a front door on the core; the CLI and bench sit beside it, not under it"},
 	{from: []string{"bench/..."}, to: []string{"std:os/exec"},

@@ -3,8 +3,10 @@ package e2evm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,13 +127,14 @@ var (
 	initrdOnce sync.Once
 	initrdPath string
 	initrdErr  error
-	initrdDir  string // removed by TestMain
+	initrdDirs []string // removed by TestMain
+	initrdMu   sync.Mutex
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if initrdDir != "" {
-		os.RemoveAll(initrdDir)
+	for _, d := range initrdDirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
@@ -153,22 +156,29 @@ func initrd(t *testing.T) string {
 	if err != nil {
 		need(t, "busybox (apt-get install busybox-static)")
 	}
-	initrdOnce.Do(func() { initrdPath, initrdErr = buildInitrd(bin, busybox) })
+	initrdOnce.Do(func() {
+		initrdPath, initrdErr = buildInitrd(bin, busybox, append(slices.Clone(shapes), captureShape, wakeScanShape, rtRouteShape), nil)
+	})
 	if initrdErr != nil {
 		t.Fatalf("building the initramfs: %v", initrdErr)
 	}
 	return initrdPath
 }
 
-func buildInitrd(bin, busybox string) (string, error) {
+// buildInitrd writes an initramfs holding /init, busybox, corepin, each
+// shape's script and the extra files (host path -> path in the
+// initramfs, such as a program and the libraries it links).
+func buildInitrd(bin, busybox string, shapes []shape, extra map[string]string) (string, error) {
 	dir, err := os.MkdirTemp("", "corepin-e2evm-")
 	if err != nil {
 		return "", err
 	}
-	initrdDir = dir
+	initrdMu.Lock()
+	initrdDirs = append(initrdDirs, dir)
+	initrdMu.Unlock()
 	root := filepath.Join(dir, "root")
 	files := map[string]string{"init": initScript, "bin/cginfo": cginfoScript}
-	for _, s := range append(slices.Clone(shapes), captureShape, wakeScanShape, rtRouteShape) {
+	for _, s := range shapes {
 		files["scripts/"+s.name+".sh"] = s.script
 	}
 	for name, body := range files {
@@ -180,12 +190,18 @@ func buildInitrd(bin, busybox string) (string, error) {
 			return "", err
 		}
 	}
-	for src, dst := range map[string]string{busybox: "bin/busybox", bin: "bin/corepin"} {
+	copies := map[string]string{busybox: "bin/busybox", bin: "bin/corepin"}
+	maps.Copy(copies, extra)
+	for src, dst := range copies {
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(root, dst), data, 0o755); err != nil {
+		p := filepath.Join(root, dst)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, data, 0o755); err != nil {
 			return "", err
 		}
 	}
@@ -321,12 +337,16 @@ func (v *vm) get(t *testing.T, name string) string {
 // mode and the script its init runs.
 type shape struct {
 	name   string
-	kernel string   // meta-package
+	kernel string   // meta-package (or, with vmlinuz, the kernel's name)
 	mem    int      // MiB
 	qemu   []string // -smp, -numa ...
 	append string
 	cg     string // v1 or v2
 	script string
+	// vmlinuz and initrd, when set, boot this kernel image and initramfs
+	// instead of the meta-package's kernel and the shared initramfs.
+	vmlinuz, initrd string
+	cpu             string // qemu -cpu; default Cascadelake-Server (SMT needs an Intel model)
 }
 
 var (
@@ -341,8 +361,13 @@ func boot(t *testing.T, s shape) *vm {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		need(t, "qemu-system-x86_64 (apt-get install qemu-system-x86)")
 	}
-	ird := initrd(t)
-	pkg, vmlinuz := kernel(t, s.kernel)
+	ird, pkg, vmlinuz := s.initrd, s.kernel, s.vmlinuz
+	if ird == "" {
+		ird = initrd(t)
+	}
+	if vmlinuz == "" {
+		pkg, vmlinuz = kernel(t, s.kernel)
+	}
 	dir := t.TempDir()
 	console, results := filepath.Join(dir, "console.log"), filepath.Join(dir, "results.log")
 	// One host thread for all vCPUs (tcg,thread=single): under multi-threaded
@@ -353,7 +378,7 @@ func boot(t *testing.T, s shape) *vm {
 	// its quota run). This host has 2 CPUs and runs several machines at
 	// once, so a machine's wall time measured the same.
 	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-accel", "tcg,thread=single",
-		"-cpu", "Cascadelake-Server", "-m", strconv.Itoa(s.mem),
+		"-cpu", cmp.Or(s.cpu, "Cascadelake-Server"), "-m", strconv.Itoa(s.mem),
 		"-kernel", vmlinuz, "-initrd", ird,
 		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 corepin.cg=" + s.cg + " corepin.script=" + s.name + " " + s.append,
 		"-serial", "file:" + console, "-serial", "file:" + results}
