@@ -289,3 +289,26 @@ func groupFile(t *testing.T, group, file string) string {
 	t.Fatalf("no %s for group %s", file, group)
 	return ""
 }
+
+// The recommendation names a route only when it stacks fewer wakes than
+// corepin's default beyond the noise over the repeats; otherwise it keeps
+// the default; where the default was not measured it says so.
+func TestWakeupRecommendationIsTested(t *testing.T) {
+	row := func(route, class string, batch int, stacked float64) Row {
+		return Row{"be_route": route, "ls_class": class, "batch_threads": batch, "stacked_pct": stacked, "runq_wait_p99_us": 100.0}
+	}
+	rows := []Row{row("none", "normal", 0, 0), row("idle_parent", "normal", 1, 70), row("idle_parent", "rr", 1, 0), row("weight", "normal", 1, 90)}
+	k := func(route, class string) wakeKey { return wakeKey{route, class, "1"} }
+	apart := map[wakeKey][]float64{k("idle_parent", "normal"): {60, 70, 72, 80, 76}, k("idle_parent", "rr"): {0, 0, 2, 0, 0}, k("weight", "normal"): {90, 88, 92, 95, 85}}
+	if got := wakeupRecommendation(rows, apart); !strings.Contains(got, "route idle_parent, LS class rr") || !strings.Contains(got, "Mann-Whitney p=") {
+		t.Errorf("5 repeats apart: %q, want rr named with its test", got)
+	}
+	few := map[wakeKey][]float64{k("idle_parent", "normal"): {70}, k("idle_parent", "rr"): {0}, k("weight", "normal"): {90}}
+	if got := wakeupRecommendation(rows, few); !strings.HasPrefix(got, "keep corepin's default") {
+		t.Errorf("one repeat each: %q, want the default kept (nothing is significant)", got)
+	}
+	noDefault := []Row{row("none", "normal", 0, 0), row("sched_idle", "normal", 1, 92), row("sched_idle", "normal", 2, 100)}
+	if got := wakeupRecommendation(noDefault, map[wakeKey][]float64{}); !strings.Contains(got, "not compared with corepin's default") {
+		t.Errorf("default not measured: %q, want it said", got)
+	}
+}
