@@ -117,12 +117,7 @@ func TestProtectBEChoosesTheBestRouteThatHolds(t *testing.T) {
 			if len(tc.tasks.sets) != tc.wantSets {
 				t.Errorf("SetIdle called on %v, want %d calls", tc.tasks.sets, tc.wantSets)
 			}
-			switch {
-			case tc.why == "" && why != nil:
-				t.Errorf("reason = %v, want none", why)
-			case tc.why != "" && (why == nil || !strings.Contains(why.Error(), tc.why)):
-				t.Errorf("reason = %v, want one naming %q", why, tc.why)
-			}
+			checkReason(t, why, tc.why)
 		})
 	}
 }
@@ -239,4 +234,15 @@ func FuzzInContainer(f *testing.F) {
 		}
 		t.Errorf("inContainer(%q, %q) = true, but no line names the id as its group", cgroups, id)
 	})
+}
+
+// checkReason fails t unless why names part ("": no reason at all).
+func checkReason(t *testing.T, why error, part string) {
+	t.Helper()
+	switch {
+	case part == "" && why != nil:
+		t.Errorf("reason = %v, want none", why)
+	case part != "" && (why == nil || !strings.Contains(why.Error(), part)):
+		t.Errorf("reason = %v, want one naming %q", why, part)
+	}
 }

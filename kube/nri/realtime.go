@@ -2,6 +2,7 @@ package nri
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -122,9 +123,5 @@ func (p *Plugin) ensureRealTime(pod *api.PodSandbox, ctr *api.Container) {
 func (p *Plugin) RTStarts() map[RTRoute]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := make(map[RTRoute]int, len(p.rtStarts))
-	for r, c := range p.rtStarts {
-		n[r] = c
-	}
-	return n
+	return maps.Clone(p.rtStarts)
 }

@@ -97,12 +97,7 @@ func TestEnsureRealTimeSetsWhatTheRuntimeIgnored(t *testing.T) {
 			if len(tc.tasks.sets) != tc.wantSets {
 				t.Errorf("SetRealTime called on %v, want %d calls", tc.tasks.sets, tc.wantSets)
 			}
-			switch {
-			case tc.why == "" && why != nil:
-				t.Errorf("reason = %v, want none", why)
-			case tc.why != "" && (why == nil || !strings.Contains(why.Error(), tc.why)):
-				t.Errorf("reason = %v, want one naming %q", why, tc.why)
-			}
+			checkReason(t, why, tc.why)
 		})
 	}
 }
