@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,24 +167,11 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 // --wake-scan full`, so a crashed bench is undone by the next holder);
 // it says why the policy cannot be measured here ("" when it can).
 func (e *colocationExp) openScan() string {
-	root := cmp.Or(e.scanRoot, "/")
-	if err := wakescan.Probe(root); err != nil {
-		if pe, ok := errors.AsType[*wakescan.ProbeError](err); ok {
-			return pe.Short
-		}
-		return err.Error()
+	scan, db, _, err := nodecore.OpenWakeScan(os.Getenv(nodecore.EnvState), e.scanRoot, "bench")
+	if ue, ok := errors.AsType[*nodecore.WakeScanUnavailable](err); ok {
+		return ue.Short
 	}
-	path := nodecore.SharedState(os.Getenv(nodecore.EnvState), nodecore.DefaultState, nodecore.UserState())
-	if path == "" {
-		return "no state file to record the value found in (set " + nodecore.EnvState + ")"
-	}
-	db, err := nodecore.OpenState(path)
 	if err != nil {
-		return fmt.Sprintf("opening the shared state %s: %v", path, err)
-	}
-	scan, err := wakescan.New(db, wakescan.Options{Root: root, Name: "bench"})
-	if err != nil {
-		db.Close()
 		return err.Error()
 	}
 	e.scan, e.scanDB = scan, db

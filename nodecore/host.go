@@ -1,6 +1,7 @@
 package nodecore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/qos"
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
 	"github.com/corepin/corepin/topology"
 	"github.com/corepin/corepin/wakescan"
 )
@@ -184,36 +186,19 @@ func SetUpHost(ctx context.Context, t *topology.Topology, o HostOptions) (*Host,
 // features file cannot be switched, or no state file can record it, a
 // note says why and nothing changes.
 func (h *Host) holdWakeScan(env, root string, log io.Writer) error {
-	if root == "" {
-		root = "/"
-	}
 	unchanged := func(short string, detail error) {
 		h.Notes = append(h.Notes, Note{Short: "wake_scan full changes nothing: " + short,
 			Detail: []string{"wake_scan full changes nothing; the batch runs as without it: " + detail.Error()}})
 	}
-	if err := wakescan.Probe(root); err != nil {
-		short := err.Error()
-		if pe, ok := errors.AsType[*wakescan.ProbeError](err); ok {
-			short = pe.Short
-		}
-		unchanged(short, err)
+	scan, db, path, err := OpenWakeScan(env, root, "run")
+	if ue, ok := errors.AsType[*WakeScanUnavailable](err); ok {
+		unchanged(ue.Short, ue.Err)
 		return nil
 	}
-	path := SharedState(env, DefaultState, UserState())
-	if path == "" {
-		unchanged("no state file to record it in (set "+EnvState+")",
-			fmt.Errorf("no writable state file to record the value found in (set %s)", EnvState))
-		return nil
-	}
-	db, err := OpenState(path)
 	if err != nil {
-		return fmt.Errorf("opening the shared state %s: %w", path, err)
+		return err
 	}
-	scan, err := wakescan.New(db, wakescan.Options{Root: root, Name: "run"})
-	if err == nil {
-		_, err = scan.Hold()
-	}
-	if err != nil {
+	if _, err := scan.Hold(); err != nil {
 		db.Close()
 		unchanged("turning SIS_UTIL off failed", err)
 		return nil
@@ -227,6 +212,49 @@ func (h *Host) holdWakeScan(env, root string, log io.Writer) error {
 		return errors.Join(err, db.Close())
 	})
 	return nil
+}
+
+// WakeScanUnavailable is OpenWakeScan's answer where the wake_scan switch
+// cannot be held on this machine (nothing changed): Short for a one-line
+// note, Err the detail.
+type WakeScanUnavailable struct {
+	Short string
+	Err   error
+}
+
+func (e *WakeScanUnavailable) Error() string { return e.Err.Error() }
+func (e *WakeScanUnavailable) Unwrap() error { return e.Err }
+
+// OpenWakeScan opens a holder named name ("run", "bench") of the
+// wake_scan switch of the machine whose "/" is root ("" is "/"), on the
+// shared state file (SharedState with env as $COREPIN_STATE, as the
+// placer's) that records the value found, so that whatever a crashed
+// holder left is undone by the next. It holds nothing yet: the caller
+// calls Hold, Release, and closes db. Where the features file cannot be
+// switched or no state file can record the value, it returns a
+// *WakeScanUnavailable; path is the state file's.
+func OpenWakeScan(env, root, name string) (scan *wakescan.Scan, db *store.DB, path string, err error) {
+	root = cmp.Or(root, "/")
+	if err := wakescan.Probe(root); err != nil {
+		short := err.Error()
+		if pe, ok := errors.AsType[*wakescan.ProbeError](err); ok {
+			short = pe.Short
+		}
+		return nil, nil, "", &WakeScanUnavailable{Short: short, Err: err}
+	}
+	path = SharedState(env, DefaultState, UserState())
+	if path == "" {
+		return nil, nil, "", &WakeScanUnavailable{Short: "no state file to record the value found in (set " + EnvState + ")",
+			Err: fmt.Errorf("no writable state file to record the value found in (set %s)", EnvState)}
+	}
+	if db, err = OpenState(path); err != nil {
+		return nil, nil, "", fmt.Errorf("opening the shared state %s: %w", path, err)
+	}
+	if scan, err = wakescan.New(db, wakescan.Options{Root: root, Name: name}); err != nil {
+		db.Close()
+		return nil, nil, "", &WakeScanUnavailable{Short: "turning SIS_UTIL off failed", Err: err}
+	}
+	return scan, db, path, nil
 }
 
 // OpenWakeFollower opens the wake_scan follower (wakescan.Follower) of a
