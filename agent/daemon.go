@@ -96,6 +96,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		ws.Sync(hasBE(all))
 		irqs.Sync(all)
 	}
+	// One reconcile before the API answers, so that the first answers
+	// already say what the machine holds (offline CPUs, runs gone).
+	sweep(n, log)
 	n.changed()
 	log.Info("agent started", "socket", c.Socket, "state", c.State, "driver", drv.Name(), "cgroup_root", c.CgroupRoot,
 		"machine", topo.Summary(), "workloads", len(n.List()))
