@@ -163,7 +163,11 @@ func (c *cluster) startExtender(corepin string, args ...string) int {
 	return ports[0]
 }
 
-// startScheduler runs kube-scheduler with configuration cfg.
+// startScheduler runs kube-scheduler with configuration cfg and the flags
+// the chart runs it with beside the extender: a pod the extender refused
+// is tried again within a minute even when no event comes (it refuses
+// for pods bound and not yet admitted, and one of them may go before the
+// extender hears of it; deploy/kubernetes/scheduler/scheduler-config.yaml).
 func (c *cluster) startScheduler(name string, cfg []byte) {
 	kc := c.kubeconfig()
 	path := c.write(name+".yaml", cfg)
@@ -171,7 +175,8 @@ func (c *cluster) startScheduler(name string, cfg []byte) {
 	kubetest.StartServing(c.t, 1, 60*time.Second, func(ports []int) (*kubetest.Proc, string, string) {
 		return c.ps.Start(name, nil, filepath.Join(c.bin, "kube-scheduler"), "--config="+path,
 			fmt.Sprintf("--secure-port=%d", ports[0]), "--bind-address=127.0.0.1",
-			"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
+			"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+			"--pod-max-in-unschedulable-pods-duration=30s"), fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), ""
 	})
 	c.note("%s healthy %.1f s after start", name, time.Since(begin).Seconds())
 }
@@ -186,11 +191,13 @@ func (c *cluster) create(ctx context.Context, pod *corev1.Pod) time.Time {
 	return created
 }
 
-// waitBound waits until pod is bound and returns the pod as bound.
+// waitBound waits until pod is bound and returns the pod as bound. It
+// allows the scheduler's retry of a refused pod with no event to come
+// (startScheduler: up to 30 s unschedulable plus the 30 s flush period).
 func (c *cluster) waitBound(ctx context.Context, pod *corev1.Pod) *corev1.Pod {
 	c.t.Helper()
 	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		got = p
 		return err == nil && p.Spec.NodeName != "", err
