@@ -36,6 +36,7 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add([]byte(`{"boot_id":"b","prior":[{"irqs":"10,14","affinity":"0-7"}],"holders":[{"name":"run","owner":"12-34","id":"job-0","cpus":"4-5"}]}`))
 	f.Add([]byte(`{"boot_id":"","prior":[],"holders":[]}`))
 	f.Add([]byte(`{"prior":null,"holders":null}`))
+	f.Add([]byte(`{"boot_id":"b","prior":[{"irqs":"10","affinity":"0-7","set":"0-3,6-7"},{"irqs":"11","affinity":"0-7"}],"holders":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, _, err := parseRecord(b)
 		if err != nil {
@@ -52,6 +53,9 @@ func FuzzParseRecord(f *testing.F) {
 		eq := cmp.Comparer(cpuset.CPUSet.Equals)
 		if d := cmp.Diff(st.prior, again.prior, eq); d != "" {
 			t.Errorf("round trip of the prior affinities (-first +again):\n%s", d)
+		}
+		if d := cmp.Diff(st.set, again.set, eq); d != "" {
+			t.Errorf("round trip of the affinities set (-first +again):\n%s", d)
 		}
 	})
 }

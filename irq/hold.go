@@ -38,10 +38,14 @@ type Record struct {
 }
 
 // Prior is the affinity found on a set of interrupts (list format of
-// their numbers), before corepin's first write to each.
+// their numbers), before corepin's first write to each, and the affinity
+// corepin last wrote to them (Set; "" before a write): an interrupt found
+// with neither, moved off the kept CPUs by another writer (irqbalance, an
+// administrator), is left to it.
 type Prior struct {
 	IRQs     string `json:"irqs"`
 	Affinity string `json:"affinity"`
+	Set      string `json:"set,omitempty"`
 }
 
 // Holder is one user keeping CPUs clear: what it is ("agent", "run"),
@@ -58,6 +62,7 @@ type Holder struct {
 type state struct {
 	boot    string
 	prior   map[int]cpuset.CPUSet
+	set     map[int]cpuset.CPUSet // what corepin last wrote, where it wrote
 	holders []Holder
 }
 
@@ -92,7 +97,7 @@ func parseRecord(b []byte) (state, Record, error) {
 	if len(rec.Holders) > MaxHolders {
 		return fail("%d holders, at most %d", len(rec.Holders), MaxHolders)
 	}
-	st := state{boot: rec.BootID, prior: map[int]cpuset.CPUSet{}, holders: rec.Holders}
+	st := state{boot: rec.BootID, prior: map[int]cpuset.CPUSet{}, set: map[int]cpuset.CPUSet{}, holders: rec.Holders}
 	for _, p := range rec.Prior {
 		irqs, err := cpuset.Parse(p.IRQs)
 		if err != nil || irqs.IsEmpty() {
@@ -102,11 +107,20 @@ func parseRecord(b []byte) (state, Record, error) {
 		if err != nil {
 			return fail("prior affinity of irqs %s: %w", irqs, err)
 		}
+		var set cpuset.CPUSet
+		if p.Set != "" {
+			if set, err = ParseAffinity([]byte(p.Set)); err != nil {
+				return fail("affinity set on irqs %s: %w", irqs, err)
+			}
+		}
 		for n := range irqs.All() {
 			if _, dup := st.prior[n]; dup {
 				return fail("irq %d recorded twice", n)
 			}
 			st.prior[n] = aff
+			if p.Set != "" {
+				st.set[n] = set
+			}
 		}
 	}
 	for _, h := range rec.Holders {
@@ -126,19 +140,24 @@ func parseRecord(b []byte) (state, Record, error) {
 	return st, rec, nil
 }
 
-// record encodes st, its prior affinities grouped by value.
+// record encodes st, its prior affinities grouped by value (and by the
+// affinity set).
 func (st state) record() Record {
-	by := map[string]*cpuset.Builder{}
+	type key struct{ prior, set string }
+	by := map[key]*cpuset.Builder{}
 	for n, aff := range st.prior {
-		k := aff.String()
+		k := key{prior: aff.String()}
+		if set, ok := st.set[n]; ok {
+			k.set = set.String()
+		}
 		if by[k] == nil {
 			by[k] = &cpuset.Builder{}
 		}
 		by[k].Add(n)
 	}
 	rec := Record{BootID: st.boot, Prior: []Prior{}, Holders: st.holders}
-	for _, k := range slices.Sorted(maps.Keys(by)) {
-		rec.Prior = append(rec.Prior, Prior{IRQs: by[k].Result().String(), Affinity: k})
+	for k, b := range by {
+		rec.Prior = append(rec.Prior, Prior{IRQs: b.Result().String(), Affinity: k.prior, Set: k.set})
 	}
 	slices.SortFunc(rec.Prior, func(a, b Prior) int { return strings.Compare(a.IRQs, b.IRQs) })
 	return rec
@@ -224,6 +243,11 @@ type Report struct {
 	// Stuck are the interrupts whose affinity is only CPUs kept clear:
 	// left as they are, since an empty affinity is no affinity.
 	Stuck []int `json:"stuck,omitempty"`
+	// Yielded are the interrupts another writer (irqbalance, an
+	// administrator) moved off the kept CPUs since corepin's write: left
+	// to it and forgotten, so that a release gives back nothing corepin
+	// did not take.
+	Yielded []int `json:"yielded,omitempty"`
 }
 
 // Refusal is an interrupt the kernel would not move, and its error.
@@ -359,6 +383,14 @@ func (s *Steer) change(edit func(mine []Holder) []Holder) (Report, error) {
 				}
 				base = q.Affinity // a new interrupt, after the first transaction
 			}
+			if set, ok := st.set[q.N]; ok && !q.Affinity.Equals(set) && !q.Affinity.Intersects(kept) {
+				// Another writer moved it since corepin's write, off the
+				// kept CPUs: its choice stands, and is not undone at release.
+				rep.Yielded = append(rep.Yielded, q.N)
+				delete(st.prior, q.N)
+				delete(st.set, q.N)
+				continue
+			}
 			p := plan(q, base, kept)
 			if p.stuck {
 				rep.Stuck = append(rep.Stuck, q.N)
@@ -371,6 +403,7 @@ func (s *Steer) change(edit func(mine []Holder) []Holder) (Report, error) {
 				switch err := s.write(r, q.N, p.target); {
 				case err == nil:
 					final = p.target
+					st.set[q.N] = p.target
 					if p.target.Equals(base) {
 						rep.Restored = append(rep.Restored, q.N)
 					} else {
@@ -382,13 +415,18 @@ func (s *Steer) change(edit func(mine []Holder) []Holder) (Report, error) {
 					return nil, fmt.Errorf("writing irq %d affinity %s: %w", q.N, p.target, err)
 				}
 			}
-			if recorded && final.Equals(base) {
+			switch {
+			case recorded && final.Equals(base):
 				delete(st.prior, q.N)
+				delete(st.set, q.N)
+			case recorded && final.Equals(p.target):
+				st.set[q.N] = final // as corepin would write it (a write before a crash, unrecorded)
 			}
 		}
 		for n := range st.prior {
 			if !seen[n] {
 				delete(st.prior, n) // the device is gone
+				delete(st.set, n)
 			}
 		}
 		if err := s.writeBanned(kept); err != nil {
@@ -424,7 +462,7 @@ func plan(q IRQ, base, kept cpuset.CPUSet) planned {
 // current decodes the stored record without the holders whose processes
 // are gone; an empty state where none is stored or it is of another boot.
 func (s *Steer) current(old json.RawMessage) (state, error) {
-	empty := state{boot: s.boot, prior: map[int]cpuset.CPUSet{}}
+	empty := state{boot: s.boot, prior: map[int]cpuset.CPUSet{}, set: map[int]cpuset.CPUSet{}}
 	if old == nil {
 		return empty, nil
 	}

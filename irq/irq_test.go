@@ -150,7 +150,7 @@ func TestHoldAndRelease(t *testing.T) {
 		t.Errorf("affinities while held (-want +got):\n%s", d)
 	}
 	rec := record(t, db)
-	if d := cmp.Diff([]Prior{{IRQs: "10", Affinity: "0-7"}, {IRQs: "14", Affinity: "2-7"}}, rec.Prior); d != "" {
+	if d := cmp.Diff([]Prior{{IRQs: "10", Affinity: "0-7", Set: "0-3,6-7"}, {IRQs: "14", Affinity: "2-7", Set: "2-3,6-7"}}, rec.Prior); d != "" {
 		t.Errorf("recorded prior affinities (-want +got):\n%s", d)
 	}
 	if b, err := os.ReadFile(banned); err != nil || !strings.Contains(string(b), "IRQBALANCE_BANNED_CPULIST=4-5\n") ||
@@ -231,6 +231,59 @@ func TestTwoHoldersOverlap(t *testing.T) {
 	}
 	if rec := record(t, db); rec != nil {
 		t.Errorf("record after the last release = %+v, want none", rec)
+	}
+}
+
+// Another writer (irqbalance, an administrator) moving an interrupt after
+// corepin's write: off the kept CPUs its choice stands, now and after the
+// release (corepin forgets the interrupt); back onto them corepin steers
+// it off again and gives back the affinity found at release.
+func TestAnotherWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name, moved   string
+		held, release string // irq 10 after the next change, after the release
+		yielded       []int
+	}{
+		{name: "off the kept CPUs", moved: "2", held: "2", release: "2", yielded: []int{10}},
+		{name: "onto the kept CPUs", moved: "4", held: "0-3,6-7", release: "0-7"},
+		{name: "onto kept and others", moved: "1,5", held: "0-3,6-7", release: "0-7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, db := fakeRoot(t, machine), openDB(t)
+			s := newSteer(t, db, root, "agent", measure.Identity{}, Options{})
+			if _, err := s.Hold("web", cpuset.New(4, 5)); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(root, Dir, "10", AffinityFile)
+			if err := os.WriteFile(p, []byte(tc.moved+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := s.Sync(map[string]cpuset.CPUSet{"web": cpuset.New(4, 5)}) // the agent's next sweep
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := affinity(t, root, 10); got != tc.held {
+				t.Errorf("irq 10 moved to %s, after the next change = %s, want %s", tc.moved, got, tc.held)
+			}
+			if d := cmp.Diff(tc.yielded, rep.Yielded); d != "" {
+				t.Errorf("yielded (-want +got):\n%s", d)
+			}
+			if got := affinity(t, root, 14); got != "2-3,6-7" {
+				t.Errorf("irq 14 = %s, want 2-3,6-7: still corepin's", got)
+			}
+			if _, err := s.Release("web"); err != nil {
+				t.Fatal(err)
+			}
+			if got := affinity(t, root, 10); got != tc.release {
+				t.Errorf("irq 10 after the release = %s, want %s", got, tc.release)
+			}
+			if got := affinity(t, root, 14); got != "2-7" {
+				t.Errorf("irq 14 after the release = %s, want 2-7, as found", got)
+			}
+			if rec := record(t, db); rec != nil {
+				t.Errorf("record after the last release = %+v, want none", rec)
+			}
+		})
 	}
 }
 
@@ -421,6 +474,7 @@ func TestParseRecordRefuses(t *testing.T) {
 		{name: "unknown key", in: `{"boot_id":"","prior":[],"holders":[],"x":1}`, msg: "unknown field"},
 		{name: "irq twice", in: `{"boot_id":"","prior":[{"irqs":"1-2","affinity":"0"},{"irqs":"2","affinity":"1"}],"holders":[]}`, msg: "recorded twice"},
 		{name: "empty affinity", in: `{"boot_id":"","prior":[{"irqs":"1","affinity":""}],"holders":[]}`, msg: "no CPU"},
+		{name: "bad set", in: `{"boot_id":"","prior":[{"irqs":"1","affinity":"0","set":"ff"}],"holders":[]}`, msg: "affinity set on irqs 1"},
 		{name: "bad owner", in: `{"boot_id":"","prior":[],"holders":[{"name":"run","owner":"x","id":"j","cpus":"4"}]}`, msg: "PID-START"},
 		{name: "no id", in: `{"boot_id":"","prior":[],"holders":[{"name":"run","owner":"1-2","id":"","cpus":"4"}]}`, msg: "id"},
 		{name: "no cpus", in: `{"boot_id":"","prior":[],"holders":[{"name":"run","owner":"1-2","id":"j","cpus":""}]}`, msg: "cpus"},
