@@ -2,13 +2,12 @@ package agent
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/irq"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/nodecore"
@@ -17,33 +16,15 @@ import (
 // irqRoot is a machine root of 8 CPUs whose irq 10 is movable over all
 // of them and irq 12 runs only on CPUs 4-5.
 func irqRoot(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	for n, aff := range map[int]string{10: "0-7\n", 12: "4-5\n"} {
-		d := filepath.Join(root, irq.Dir, strconv.Itoa(n))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, irq.AffinityFile), []byte(aff), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
+	return testutil.FakeIRQs(t, map[int]string{10: "0-7", 12: "4-5"})
 }
 
-func irqAffinity(t *testing.T, root string, n int) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, irq.Dir, strconv.Itoa(n), irq.AffinityFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
+func irqAffinity(t *testing.T, root string, n int) string { return testutil.IRQAffinity(t, root, n) }
 
 // TestAgentIRQIsolateFollowsWorkloads: the CPUs of the irq_isolate
 // workloads are kept clear as they come and go (two overlapping, one
-// deleted keeps the other's clear), and the agent's stop gives the
-// affinities back.
+// deleted keeps the other's clear), a container's never (corepin irq
+// sync holds those), and the agent's stop gives the affinities back.
 func TestAgentIRQIsolateFollowsWorkloads(t *testing.T) {
 	root, state := irqRoot(t), filepath.Join(t.TempDir(), "agent.db")
 	var logs syncBuffer
@@ -60,6 +41,7 @@ func TestAgentIRQIsolateFollowsWorkloads(t *testing.T) {
 		want string
 	}{
 		{name: "none", ws: []Workload{plain}, want: "0-7"},
+		{name: "a container's", ws: []Workload{plain, {Name: "nri-c1", QoS: "LSE", Cpuset: "2-3", IRQIsolate: true, Source: "container"}}, want: "0-7"},
 		{name: "web", ws: []Workload{plain, web}, want: "0-3,6-7"},
 		{name: "web and db", ws: []Workload{plain, web, db}, want: "0-3,7"},
 		{name: "web deleted", ws: []Workload{plain, db}, want: "0-4,7"},

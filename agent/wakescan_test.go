@@ -1,15 +1,14 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/store"
@@ -18,22 +17,7 @@ import (
 )
 
 // syncBuffer is a log sink the tests read while the scan writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 const sisOn = "WA_IDLE SIS_UTIL NO_SIS_PROP\n"
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/irq"
 	"github.com/corepin/corepin/runner"
+	"github.com/corepin/corepin/store"
 )
 
 // BannedFile is where corepin keeps irqbalance's banned CPUs on the
@@ -28,12 +30,123 @@ func IrqbalanceNote(root string) string {
 	if root == "" {
 		root = "/"
 	}
-	pid, err := irq.Irqbalance(filepath.Join(root, "proc"))
+	return irqbalanceNote(filepath.Join(root, "proc"), BannedFile(root))
+}
+
+// irqbalanceNote is IrqbalanceNote for the processes under proc, with
+// the banned CPUs kept in banned.
+func irqbalanceNote(proc, banned string) string {
+	pid, err := irq.Irqbalance(proc)
 	if err != nil || pid == 0 {
 		return ""
 	}
 	return fmt.Sprintf("irqbalance runs (pid %d) and may move interrupts back onto the CPUs kept clear: corepin keeps them in %s (IRQBALANCE_BANNED_CPULIST); make it irqbalance's EnvironmentFile and restart irqbalance (docs/reference/irq.md)",
-		pid, BannedFile(root))
+		pid, banned)
+}
+
+// IRQFollower keeps the CPUs a front door's workloads ask to keep clear
+// of movable device interrupts (package irq, one holder: the agent's
+// workloads, the NRI plugin's containers) over a connection of its own to
+// the state file: each Sync makes what it holds exactly the CPUs given,
+// and undoes what holders that died left (a crashed agent's or plugin's
+// workloads that are gone, a killed run's jobs). Where /proc/irq cannot
+// be written, OpenIRQFollower says so once in the log and the follower
+// steers nothing. Errors of a Sync are logged, each once until another
+// is seen; the interrupts left where they are, each once.
+type IRQFollower struct {
+	db    *store.DB
+	steer *irq.Steer // nil: interrupts cannot be steered here
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	lastErr string
+	said    map[int]bool
+}
+
+// OpenIRQFollower opens a follower on the state file at state, steering
+// as holder o (o.Root's interrupts; o.Proc's processes, where irqbalance
+// is looked for too).
+func OpenIRQFollower(state string, o irq.Options, log *slog.Logger) (*IRQFollower, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &IRQFollower{log: log, said: map[int]bool{}}
+	if err := irq.Probe(o.Root); err != nil {
+		log.Info("irq_isolate workloads keep the interrupts where they are on this machine", "why", err.Error())
+		return f, nil
+	}
+	db, err := OpenState(state)
+	if err != nil {
+		return nil, err
+	}
+	steer, err := irq.New(db, o)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	f.db, f.steer = db, steer
+	if o.Proc == "" {
+		o.Proc = "/proc"
+	}
+	if n := irqbalanceNote(o.Proc, o.BannedFile); n != "" {
+		log.Warn("irq_isolate: " + n)
+	}
+	return f, nil
+}
+
+// Sync keeps the CPUs of held (a workload's id -> its CPUs) clear, and
+// only those; it returns the error it logged.
+func (f *IRQFollower) Sync(held map[string]cpuset.CPUSet) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.steer == nil {
+		return nil
+	}
+	rep, err := f.steer.Sync(held)
+	if err != nil {
+		if msg := err.Error(); msg != f.lastErr {
+			f.lastErr = msg
+			f.log.Warn("irq_isolate", "err", msg)
+		}
+		return err
+	}
+	f.lastErr = ""
+	if len(rep.Moved)+len(rep.Restored) > 0 {
+		f.log.Info("irq_isolate: interrupts steered", "kept_clear", rep.Kept.String(), "moved", fmt.Sprint(rep.Moved), "restored", fmt.Sprint(rep.Restored))
+	}
+	var left []int
+	for _, r := range rep.Refused {
+		if !f.said[r.IRQ] {
+			f.said[r.IRQ] = true
+			left = append(left, r.IRQ)
+		}
+	}
+	var stuck []int
+	for _, n := range rep.Stuck {
+		if !f.said[n] {
+			f.said[n] = true
+			stuck = append(stuck, n)
+		}
+	}
+	if len(left)+len(stuck) > 0 {
+		f.log.Info("irq_isolate: interrupts left where they are", "refused_by_kernel", fmt.Sprint(left), "only_on_kept_clear_cpus", fmt.Sprint(stuck))
+	}
+	if len(rep.Yielded) > 0 {
+		f.log.Info("irq_isolate: interrupts another writer (irqbalance?) moved off the kept CPUs, left to it", "irqs", fmt.Sprint(rep.Yielded))
+	}
+	return nil
+}
+
+// Close gives every interrupt back (the affinities found, less what
+// other live holders keep clear) and closes the state file.
+func (f *IRQFollower) Close() error {
+	f.Sync(nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return nil
+	}
+	return f.db.Close()
 }
 
 // holdIRQs wraps h.Placer so that each pinned job's CPUs are kept clear of
