@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -78,6 +79,14 @@ func TestChartRendersValidObjects(t *testing.T) {
 			wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
 				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "full"}},
+		{name: "irq isolate exclusive", overrides: map[string]any{"irqIsolate": "exclusive"},
+			wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "default"}},
+		{name: "irq isolate pod beside beSchedIdle", overrides: map[string]any{"irqIsolate": "pod", "beSchedIdle": true},
+			wantKinds: []string{"ConfigMap", "DaemonSet", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+			wantCfg: agent.Config{State: "/var/lib/corepin/agent.db", ReservedCPUs: "0", Policy: "corepin",
+				PolicyOptions: []string{"full-pcpus-only"}, TopologyPolicy: "best-effort", LogFormat: "json", WakeScan: "default"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,8 +108,10 @@ func TestChartRendersValidObjects(t *testing.T) {
 				t.Errorf("config = %+v, want %+v", cfg, tc.wantCfg)
 			}
 			ds := objs["DaemonSet"].(*appsv1.DaemonSet)
-			checkDaemonSet(t, ds, cm, objs["ServiceAccount"] != nil)
+			checkDaemonSet(t, ds, cm, objs["ServiceAccount"] != nil, tc.overrides["beSchedIdle"] == true)
 			checkDebugfs(t, ds, tc.wantCfg.WakeScan == "full")
+			irqMode, _ := tc.overrides["irqIsolate"].(string)
+			checkIRQSync(t, ds, cmp.Or(irqMode, "off"), tc.wantCfg.State)
 			publish, _ := tc.overrides["nodeResourceTopology"].(map[string]any)
 			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--publish-nrt=true"); got != (publish["publish"] == true) {
 				t.Errorf("--publish-nrt in args = %v, want %v", got, publish["publish"] == true)
@@ -135,8 +146,10 @@ func TestChartRendersValidObjects(t *testing.T) {
 
 // checkDaemonSet checks what the plugin needs from its pod: the selector
 // matching the template, the runtime's socket, the state directory, the
-// host's sysfs, the config at the path the args name, and no privilege.
-func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, withSA bool) {
+// host's sysfs, the config at the path the args name, and no privilege
+// but CAP_SYS_NICE with beSchedIdle (nice). A second container may be
+// irq-sync alone (checkIRQSync).
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, withSA, nice bool) {
 	t.Helper()
 	if ds.Namespace != defaultRelease.Namespace || cm.Namespace != ds.Namespace {
 		t.Errorf("namespaces: DaemonSet %q, ConfigMap %q, want %q", ds.Namespace, cm.Namespace, defaultRelease.Namespace)
@@ -154,8 +167,8 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	if (pod.ServiceAccountName != "") != withSA {
 		t.Errorf("serviceAccountName = %q with rbac.create %v", pod.ServiceAccountName, withSA)
 	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	if n := len(pod.Containers); n != 1 && (n != 2 || pod.Containers[1].Name != "irq-sync") {
+		t.Fatalf("%d containers, want the plugin's (and irq-sync's)", n)
 	}
 	c := pod.Containers[0]
 	if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "nri" {
@@ -164,7 +177,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	flags := map[string]string{}
 	for _, a := range c.Args[1:] {
 		k, v, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt", "--annotate-node", "--info-dir"}, k) {
+		if !ok || !slices.Contains([]string{"--config", "--nri-socket", "--sysfs-root", "--state", "--publish-nrt", "--annotate-node", "--info-dir", "--irq-isolate"}, k) {
 			t.Errorf("argument %q is not a --flag=value of corepin nri", a)
 		}
 		flags[k] = v
@@ -204,6 +217,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 		}
 	}
 	for _, v := range pod.Volumes {
+		if _, mounted := mounts[v.Name]; !mounted {
+			continue // irq-sync's (checkIRQSync)
+		}
 		if v.HostPath != nil && !slices.Contains([]string{"/sys/devices", "/sys/fs/cgroup", "/sys/kernel/debug", flags["--nri-socket"], "/var/lib/corepin", flags["--info-dir"]}, v.HostPath.Path) {
 			t.Errorf("host path %s: the plugin uses no other", v.HostPath.Path)
 		}
@@ -229,16 +245,80 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, wi
 	sc := c.SecurityContext
 	// The one capability: CAP_SYS_NICE with the host's PID namespace, to
 	// set SCHED_IDLE on BE containers' processes (beSchedIdle).
-	nice := []corev1.Capability(nil)
-	if pod.HostPID {
-		nice = []corev1.Capability{"SYS_NICE"}
+	wantCaps := []corev1.Capability(nil)
+	if nice {
+		wantCaps = []corev1.Capability{"SYS_NICE"}
+	}
+	if nice && !pod.HostPID {
+		t.Errorf("beSchedIdle without hostPID: the plugin cannot name a BE container's process")
 	}
 	if sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, nice) {
-		t.Errorf("securityContext %+v (hostPID %v): the plugin writes no cgroup and needs no privilege or capability but CAP_SYS_NICE with hostPID", sc, pod.HostPID)
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(sc.Capabilities.Add, wantCaps) {
+		t.Errorf("securityContext %+v (hostPID %v): the plugin writes no cgroup and needs no privilege or capability but CAP_SYS_NICE with beSchedIdle", sc, pod.HostPID)
+	}
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/host/proc") {
+			t.Errorf("the plugin mounts %s: it writes no /proc/irq (irq-sync does)", m.MountPath)
+		}
 	}
 	if len(pod.Tolerations) == 0 || pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("the plugin must run on every node (tolerations %v) at system-node-critical (%q)", pod.Tolerations, pod.PriorityClassName)
+	}
+}
+
+// checkIRQSync: with irqIsolate pod or exclusive (mode), and only then,
+// the plugin runs with --irq-isolate=mode and the pod has the irq-sync
+// container, in the host's PID namespace: corepin irq sync on the
+// plugin's state file (state), the host's /proc/irq writable at
+// /host/proc/irq and /run/corepin at /host/run/corepin under --root=/host,
+// as root without privilege or capability, its root filesystem read-only,
+// and no other host path.
+func checkIRQSync(t *testing.T, ds *appsv1.DaemonSet, mode, state string) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "irq-sync" })
+	flag := "--irq-isolate=" + mode
+	if mode == "off" {
+		if i >= 0 || slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--irq-isolate") }) {
+			t.Errorf("irqIsolate off: irq-sync container at %d, plugin args %v; want neither", i, pod.Containers[0].Args)
+		}
+		return
+	}
+	if !slices.Contains(pod.Containers[0].Args, flag) {
+		t.Errorf("irqIsolate %s: the plugin's args %v lack %s", mode, pod.Containers[0].Args, flag)
+	}
+	if i < 0 {
+		t.Fatalf("irqIsolate %s: no irq-sync container", mode)
+	}
+	c := pod.Containers[i]
+	if want := []string{"irq", "sync", "--state=" + state, "--root=/host", "--log-format=json"}; !slices.Equal(c.Args, want) || c.Image != pod.Containers[0].Image {
+		t.Errorf("irq-sync: image %s args %v, want the plugin's image (%s) with %v", c.Image, c.Args, pod.Containers[0].Image, want)
+	}
+	if !pod.HostPID {
+		t.Errorf("irqIsolate %s without hostPID: irq-sync's holder identity would name another process to the host's holders", mode)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("irq-sync securityContext %+v: want root without privilege or capability, root filesystem read-only", sc)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	want := map[string]struct{ host, at string }{
+		"state": {filepath.Dir(state), filepath.Dir(state)}, "proc-irq": {"/proc/irq", "/host/proc/irq"}, "run-corepin": {"/run/corepin", "/host/run/corepin"},
+	}
+	if len(c.VolumeMounts) != len(want) {
+		t.Errorf("irq-sync mounts %+v, want only %v", c.VolumeMounts, want)
+	}
+	for _, m := range c.VolumeMounts {
+		w, ok := want[m.Name]
+		v := vols[m.Name].HostPath
+		if !ok || v == nil || v.Path != w.host || m.MountPath != w.at || m.ReadOnly {
+			t.Errorf("irq-sync mount %+v of %+v, want the host's %s writable at %s", m, v, w.host, w.at)
+		}
 	}
 }
 

@@ -101,6 +101,10 @@ type Options struct {
 	// SchedRoot is the directory holding the host's
 	// sys/kernel/debug/sched/features ("" is "/"): the chart's /host.
 	SchedRoot string
+	// IRQIsolate is the node setting irq_isolate ("" is off): which
+	// exclusive containers are admitted with their CPUs to be kept clear
+	// of device interrupts, recorded in their assignments for RunIRQSync.
+	IRQIsolate IRQMode
 }
 
 // Plugin is corepin's NRI plugin: the runtime asks it about each container
@@ -138,6 +142,8 @@ type Plugin struct {
 	// placed is the cgroups path, under an idle parent, of each BE
 	// container created there.
 	placed map[string]string
+	// irqMode is Options.IRQIsolate.
+	irqMode IRQMode
 }
 
 // New opens the state file and returns a plugin over it.
@@ -145,11 +151,15 @@ func New(o Options) (*Plugin, error) {
 	if o.InfoDir != "" && (!filepath.IsAbs(o.InfoDir) || filepath.Clean(o.InfoDir) == "/") {
 		return nil, fmt.Errorf("%w: info dir %q: want an absolute directory of the host other than /, seen by the plugin at the same path", nodecore.ErrInvalid, o.InfoDir)
 	}
+	irqMode, err := ParseIRQMode(string(o.IRQIsolate))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", nodecore.ErrInvalid, err)
+	}
 	c, err := nodecore.OpenContainers(o.State, o.Topology, o.Alloc)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr,
+	p := &Plugin{irqMode: irqMode, c: c, log: o.Logger, applied: map[string]cpuset.CPUSet{}, unstarted: map[string]bool{}, publish: o.Publish, annotate: o.Annotate, changed: make(chan struct{}, 1), info: o.InfoDir, tasks: o.Tasks, metrics: o.MetricsAddr,
 		placed: map[string]string{}, wakeSig: make(chan struct{}, 1)}
 	if p.tasks == nil {
 		p.tasks = KernelTasks{}
@@ -407,6 +417,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			if (s.QoS == "LSE" || s.QoS == "LSR") != pass {
 				continue
 			}
+			p.irqIsolate(pod, &s)
 			ca, err := p.c.Admit(refOf(pod, ctr), s, p.applied[ctr.GetId()])
 			if err != nil {
 				p.log.Warn("leaving a container unmanaged", "id", ctr.GetId(), "err", err)
@@ -564,6 +575,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if err != nil {
 		return nil, nil, fmt.Errorf("corepin: container %s of pod %s/%s: %w", ctr.GetName(), pod.GetNamespace(), pod.GetName(), err)
 	}
+	p.irqIsolate(pod, &s)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ca, err := p.c.Admit(refOf(pod, ctr), s, cpuset.CPUSet{})
@@ -572,7 +584,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	p.applied[ctr.GetId()] = ca.CPUs
 	p.touched()
-	p.log.Info("admitted", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why)
+	p.log.Info("admitted", "id", ctr.GetId(), "pod", pod.GetNamespace()+"/"+pod.GetName(), "qos", ca.QoS, "cpuset", ca.CPUs, "why", why, "irq_isolate", s.IRQIsolate)
 	ups, err := p.repair(func(id string) bool { return id != ctr.GetId() })
 	if err != nil {
 		return nil, nil, err

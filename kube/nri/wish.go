@@ -30,6 +30,11 @@ const (
 	// AnnotationSched is the pod annotation putting an LS pod's containers
 	// in the real-time route: rr or fifo (normal: the fair class).
 	AnnotationSched = podmeta.AnnotationSched
+	// AnnotationIRQIsolate is the pod annotation keeping device
+	// interrupts off its exclusive containers' CPUs ("true"), or opting
+	// out of a node that does it for every exclusive pod ("false"); see
+	// IRQMode.
+	AnnotationIRQIsolate = podmeta.AnnotationIRQIsolate
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator

@@ -105,6 +105,36 @@ func FuzzReadIsolatedCPUs(f *testing.F) {
 	})
 }
 
+// FuzzReadIRQIsolate checks that any value of corepin.io/irq-isolate,
+// with any class and size, gives either an error wrapping ErrInvalid or a
+// wish that keeps the value as said: true or false exactly, true only for
+// an exclusive class (LSE, LSR).
+func FuzzReadIRQIsolate(f *testing.F) {
+	f.Add("true", "LSE", "", int64(2000))
+	f.Add("false", "", "Guaranteed", int64(1000))
+	f.Add("true", "LS", "", int64(1500))
+	f.Add("true", "", "BestEffort", int64(0))
+	f.Add("True", "LSR", "", int64(4000))
+	f.Add("1", "", "Guaranteed", int64(3000))
+	f.Fuzz(func(t *testing.T, value, label, kubelet string, milli int64) {
+		p := Pod{Labels: map[string]string{}, Annotations: map[string]string{AnnotationIRQIsolate: value}, Kubelet: KubeletQoS(kubelet), MilliCPUs: milli}
+		if label != "" {
+			p.Labels[LabelQoSClass] = label
+		}
+		w, ok := readChecked(t, p)
+		if !ok {
+			return
+		}
+		if value != "true" && value != "false" {
+			t.Fatalf("Read accepted %s %q", AnnotationIRQIsolate, value)
+		}
+		exclusive := w.QoS == alloc.LSE || w.QoS == alloc.LSR
+		if w.IRQIsolate == nil || *w.IRQIsolate != (value == "true") || *w.IRQIsolate && !exclusive {
+			t.Fatalf("Read(%+v) = %+v: irq-isolate %v for class %s from %q", p, w, w.IRQIsolate, w.QoS, value)
+		}
+	})
+}
+
 // readChecked reads p as the fuzzers do: an error must wrap ErrInvalid (ok
 // is false then), and a wish must be a request the allocator takes as
 // written.

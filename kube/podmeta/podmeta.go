@@ -43,6 +43,13 @@ const (
 	// the kernel groups real-time time; normal (the default) is the fair
 	// class. Only LS pods take it.
 	AnnotationSched = "corepin.io/sched"
+	// AnnotationIRQIsolate keeps movable device interrupts off the CPUs of
+	// the pod's exclusive containers (LSE, LSR) while they hold them, as
+	// CRI-O's irq-load-balancing.crio.io: disable does: "true" asks for
+	// it, "false" opts out of a node that does it for every exclusive pod
+	// (the plugin's irq_isolate exclusive). An LS or BE pod shares its
+	// CPUs, so "true" is refused there. docs/reference/irq.md.
+	AnnotationIRQIsolate = "corepin.io/irq-isolate"
 	// AnnotationRequiredPlugins is the pod annotation that makes the
 	// runtime refuse to start the pod's containers while the named NRI
 	// plugins are not connected (with containerd's default validator
@@ -173,6 +180,20 @@ func ParseIsolatedCPUs(s string) (alloc.IsolatedPolicy, error) {
 	return "", fmt.Errorf("%w: annotation %s %.40q is not one of prefer, require (leave it out to keep off isolated CPUs while others suffice)", ErrInvalid, AnnotationIsolatedCPUs, s)
 }
 
+// ParseIRQIsolate checks the value of AnnotationIRQIsolate: true or
+// false, spelled exactly (strconv.ParseBool's "1", "t" and "TRUE" are
+// refused, as are surrounding spaces). Errors wrap ErrInvalid and name the
+// annotation and the allowed values.
+func ParseIRQIsolate(s string) (bool, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: annotation %s %.20q: use \"true\" or \"false\"", ErrInvalid, AnnotationIRQIsolate, s)
+}
+
 // KubeletQoS is the kubelet's QoS class of a pod (status.qosClass).
 type KubeletQoS string
 
@@ -215,6 +236,10 @@ type Wish struct {
 	Isolated string
 	// Sched is "rr" or "fifo" (AnnotationSched) for an LS pod, else "".
 	Sched string
+	// IRQIsolate is what the pod says of AnnotationIRQIsolate: nil when
+	// it says nothing (the node's setting decides), else true (only for
+	// LSE and LSR) or false.
+	IRQIsolate *bool
 	// Why says where the class came from ("label koordinator.sh/qosClass",
 	// "kubelet Guaranteed, whole CPUs", ...) and which annotations were
 	// read.
@@ -238,7 +263,9 @@ func (w Wish) RequestSpec() alloc.RequestSpec {
 // (ParseNUMAPolicy), the use of isolated CPUs from AnnotationIsolatedCPUs
 // (ParseIsolatedCPUs): taken by LSE and LSR, ignored as "prefer" by the
 // shared classes (LS, BE), whose pool never holds an isolated CPU, and
-// refused as "require" there. Errors wrap ErrInvalid.
+// refused as "require" there; AnnotationIRQIsolate (ParseIRQIsolate)
+// is kept as said, its true refused for LS and BE. Errors wrap
+// ErrInvalid.
 func Read(p Pod) (Wish, error) {
 	milli := max(p.MilliCPUs, 0)
 	if milli > MaxMilliCPUs {
@@ -319,6 +346,18 @@ func Read(p Pod) (Wish, error) {
 			w.Sched = a
 			w.Why += ", annotation " + AnnotationSched
 		}
+	}
+	if a, ok := p.Annotations[AnnotationIRQIsolate]; ok {
+		on, err := ParseIRQIsolate(a)
+		if err != nil {
+			return Wish{}, err
+		}
+		if on && w.QoS != alloc.LSE && w.QoS != alloc.LSR {
+			return Wish{}, fmt.Errorf("%w: annotation %s true keeps interrupts off CPUs of the pod's own; this one is %s (%s) and shares its CPUs: "+
+				"give it whole CPUs with limits.cpu = requests.cpu (LSE) or label it LSE or LSR", ErrInvalid, AnnotationIRQIsolate, w.QoS, w.Why)
+		}
+		w.IRQIsolate = &on
+		w.Why += ", annotation " + AnnotationIRQIsolate
 	}
 	return w, nil
 }

@@ -126,6 +126,20 @@ func TestRead(t *testing.T) {
 			wantErr: `"true" is not one of prefer, require`},
 		{name: "empty isolated", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIsolatedCPUs: ""}},
 			wantErr: "corepin.io/isolated-cpus"},
+		{name: "LSE asks for interrupts off its CPUs", pod: Pod{Kubelet: Guaranteed, MilliCPUs: 2000, Annotations: map[string]string{AnnotationIRQIsolate: "true"}},
+			want: Wish{QoS: alloc.LSE, MilliCPUs: 2000, IRQIsolate: ptr(true), Why: "kubelet Guaranteed, whole CPUs, annotation corepin.io/irq-isolate"}},
+		{name: "LSR opts out", pod: Pod{Labels: map[string]string{LabelQoSClass: "LSR"}, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIRQIsolate: "false"}},
+			want: Wish{QoS: alloc.LSR, MilliCPUs: 1000, IRQIsolate: ptr(false), Why: "label koordinator.sh/qosClass, annotation corepin.io/irq-isolate"}},
+		{name: "LS saying false is no request", pod: Pod{Kubelet: Burstable, MilliCPUs: 500, Annotations: map[string]string{AnnotationIRQIsolate: "false"}},
+			want: Wish{QoS: alloc.LS, MilliCPUs: 500, IRQIsolate: ptr(false), Why: "kubelet Burstable or fractional Guaranteed, annotation corepin.io/irq-isolate"}},
+		{name: "LS irq-isolate is refused", pod: Pod{Kubelet: Burstable, MilliCPUs: 500, Annotations: map[string]string{AnnotationIRQIsolate: "true"}},
+			wantErr: "annotation corepin.io/irq-isolate true keeps interrupts off CPUs of the pod's own; this one is LS (kubelet Burstable or fractional Guaranteed) and shares its CPUs"},
+		{name: "BE irq-isolate is refused", pod: Pod{Labels: map[string]string{LabelQoSClass: "BE"}, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIRQIsolate: "true"}},
+			wantErr: "this one is BE (label koordinator.sh/qosClass) and shares its CPUs"},
+		{name: "irq-isolate as yes", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIRQIsolate: "yes"}},
+			wantErr: `annotation corepin.io/irq-isolate "yes": use "true" or "false"`},
+		{name: "irq-isolate as CRI-O's disable", pod: Pod{Labels: lse, MilliCPUs: 1000, Annotations: map[string]string{AnnotationIRQIsolate: "disable"}},
+			wantErr: `annotation corepin.io/irq-isolate "disable"`},
 		{name: "beyond every CPU", pod: Pod{Kubelet: Burstable, MilliCPUs: MaxMilliCPUs + 1}, wantErr: "more than the 65536 CPUs"},
 	}
 	for _, tc := range tests {
@@ -157,6 +171,21 @@ func TestParseNUMAPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestParseIRQIsolate(t *testing.T) {
+	for s, want := range map[string]bool{"true": true, "false": false} {
+		if got, err := ParseIRQIsolate(s); err != nil || got != want {
+			t.Errorf("ParseIRQIsolate(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "1", "0", "t", "TRUE", "True", " true", "true\n", "yes", "disable", strings.Repeat("true", 100)} {
+		if _, err := ParseIRQIsolate(s); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationIRQIsolate) {
+			t.Errorf("ParseIRQIsolate(%q) error = %v, want ErrInvalid naming %s", s, err, AnnotationIRQIsolate)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestParseIsolatedCPUs(t *testing.T) {
 	for _, s := range []string{"prefer", "require"} {

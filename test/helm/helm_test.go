@@ -274,6 +274,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "the root as container info dir", set: "containerInfoDir=/", want: "/containerInfoDir"},
 		{name: "unknown log format", set: "logFormat=yaml", want: "/logFormat"},
 		{name: "unknown wake scan", set: "wakeScan=on", want: "/wakeScan"},
+		{name: "unknown irq isolate", set: "irqIsolate=on", want: "/irqIsolate"},
+		{name: "irq isolate as a boolean", set: "irqIsolate=false", want: "/irqIsolate"},
 		{name: "map for a label value", set: "nodeSelector.pool.name=a", want: "/nodeSelector/pool"},
 	}
 	for _, tc := range tests {
@@ -366,4 +368,33 @@ func sameObjects(helm, other []*unstructured.Unstructured) string {
 		}
 	}
 	return ""
+}
+
+// renderClean is helm lint --strict and helm template of the chart with
+// --set set: no lint finding above INFO, and kube/manifests renders the
+// same objects as Helm. It returns Helm's manifest.
+func renderClean(t *testing.T, set string) string {
+	t.Helper()
+	vals := values(t, set)
+	msgs, errs := lint(t, vals)
+	for _, m := range msgs {
+		if m.Severity > support.InfoSev {
+			t.Errorf("helm lint --strict --set %s: %s", set, m)
+		}
+	}
+	for _, err := range errs {
+		t.Errorf("helm lint --strict --set %s: %v", set, err)
+	}
+	m, err := template(t, vals)
+	if err != nil {
+		t.Fatalf("helm template --set %s: %v", set, err)
+	}
+	own, err := manifests.Render(os.DirFS(chartDir), manifests.Release{Name: "corepin", Namespace: namespace}, vals)
+	if err != nil {
+		t.Fatalf("kube/manifests --set %s: %v", set, err)
+	}
+	if diff := sameObjects(objects(t, m), objects(t, string(own))); diff != "" {
+		t.Errorf("--set %s: kube/manifests renders differently from Helm: %s", set, diff)
+	}
+	return m
 }

@@ -58,6 +58,10 @@ func TestHostileFlags(t *testing.T) {
 		{name: "load connections 1e9", args: []string{"load", "--url", "http://127.0.0.1:1/", "--connections", "1000000000"}, msg: "--connections 1000000000: want 1 to 10000"},
 		{name: "pingpong size 1e12", args: []string{"pingpong", "client", "--connect", "127.0.0.1:1", "--messages", "1", "--size", "1000000000000"}, msg: "size 1 to 16777216 bytes"},
 		{name: "ctl token-file FIFO", args: []string{"ctl", "list", "--token-file", fifo}, msg: "reading --token-file: open " + fifo + ": not a regular file"},
+		{name: "nri irq-isolate on", args: []string{"nri", "--irq-isolate", "on"}, msg: `--irq-isolate: irq_isolate "on": want off, pod or exclusive`},
+		{name: "irq sync interval 1ns", args: []string{"irq", "sync", "--interval", "1ns"}, msg: "--interval 1ns: give 100ms to 1m"},
+		{name: "irq sync resync below interval", args: []string{"irq", "sync", "--interval", "2s", "--resync", "1s"}, msg: "--resync 1s: give --interval (2s) to 1h"},
+		{name: "irq sync log format", args: []string{"irq", "sync", "--log-format", "yaml"}, msg: `--log-format "yaml": want text or json`},
 		{name: "agent config FIFO", args: []string{"agent", "--config", fifo, "--socket", filepath.Join(dir, "a.sock"), "--state", filepath.Join(dir, "s.db")}, msg: "--config: open " + fifo + ": not a regular file"},
 	}
 	for _, tc := range tests {

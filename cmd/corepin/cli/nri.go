@@ -48,6 +48,14 @@ NRI is fail-open: a pod annotated required-plugins.noderesource.dev:
 '["corepin"]' is refused while the plugin is away (containerd's
 default_validator must be enabled; see deploy/kubernetes/containerd-nri.toml).
 
+With --irq-isolate pod, an exclusive (LSE, LSR) container of a pod
+annotated corepin.io/irq-isolate: "true" is admitted with its CPUs to be
+kept clear of movable device interrupts (with exclusive, every exclusive
+container but those annotated "false"); the plugin records it in the
+state file and writes no /proc/irq: corepin irq sync, beside it with the
+host's /proc/irq writable, steers the interrupts (docs/reference/irq.md).
+An LS or BE pod annotated "true" is refused with the reason.
+
 With --publish-nrt (in a pod) it keeps a NodeResourceTopology object
 (topology.node.k8s.io/v1alpha2, named after --node-name) up to date with the
 free CPUs of each NUMA node and the attributes topologyManagerPolicy,
@@ -69,12 +77,13 @@ Examples:
   corepin nri --annotate-node --node-name "$NODE_NAME"
   corepin nri --metrics-addr 127.0.0.1:9465
   corepin nri --be-idle-parent /sys/fs/cgroup
+  corepin nri --irq-isolate exclusive
   corepin nri --annotate-node --node-name node-1 --kubeconfig /etc/kubernetes/kubelet.conf`
 
 func init() { register(newNRICmd) }
 
 func newNRICmd(e *env) *cobra.Command {
-	var state, config, socket, root, nodeName, infoDir, metricsAddr, idleMount string
+	var state, config, socket, root, nodeName, infoDir, metricsAddr, idleMount, irqMode string
 	var publishNRT, annotateNode bool
 	var kube kubeclient.Options
 	cmd := &cobra.Command{
@@ -83,6 +92,10 @@ func newNRICmd(e *env) *cobra.Command {
 		Long:  nriUsage,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			irqs, err := nri.ParseIRQMode(irqMode)
+			if err != nil {
+				return Usagef("--irq-isolate: %v", err)
+			}
 			c, err := loadAgentConfig(config)
 			if err != nil {
 				return err
@@ -104,7 +117,7 @@ func newNRICmd(e *env) *cobra.Command {
 			}
 			wake, _ := wakescan.ParseMode(c.WakeScan) // checked by loadAgentConfig
 			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr, IdleParentMount: idleMount,
-				WakeScan: wake, SchedRoot: root}
+				WakeScan: wake, SchedRoot: root, IRQIsolate: irqs}
 			if publishNRT {
 				if nodeName == "" {
 					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
@@ -155,6 +168,7 @@ func newNRICmd(e *env) *cobra.Command {
 	fl.StringVar(&infoDir, "info-dir", "", "host directory (seen by the plugin at the same path) of each container's files cpuset and threads, kept current across resizes and mounted read-only into the container at "+nri.InfoMount+" (empty: none; the variables COREPIN_CPUSET and COREPIN_THREADS are set either way)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "TCP address to serve Prometheus metrics on (GET /metrics: corepin_nri_be_protection, the BE containers by route); empty: none")
 	fl.StringVar(&idleMount, "be-idle-parent", "", "the host's cgroup mount (its /sys/fs/cgroup as the plugin sees it, writable) where BE containers are created under kubepods/"+nri.IdleGroup+", a group with cpu.idle 1 the plugin keeps (cgroupfs driver, cgroup v1 or v2); empty: none, BE containers stay in the kubelet's besteffort group")
+	fl.StringVar(&irqMode, "irq-isolate", string(nri.IRQOff), "which exclusive (LSE, LSR) containers get their CPUs kept clear of device interrupts: off, pod (those of pods annotated "+nri.AnnotationIRQIsolate+": \"true\") or exclusive (all but those annotated \"false\"); corepin irq sync does the steering")
 	fl.BoolVar(&publishNRT, "publish-nrt", false, "publish the node's free CPUs per NUMA node as a NodeResourceTopology (in a pod, with its service account)")
 	fl.BoolVar(&annotateNode, "annotate-node", false, "publish the node's topology and assignments as the annotations corepin extender reads (in a pod, with its service account)")
 	fl.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for --publish-nrt and --annotate-node")
