@@ -8,6 +8,12 @@
 // port; the tests parse that and assert on what the kernel itself reports
 // (sysfs, cgroup files, /proc/PID/status).
 //
+// TestVMIRQ (make e2e-vm-irq, issue 31 §2) boots a 4-CPU machine with
+// two virtio-blk disks and a virtio-net card on qemu's user network and
+// counts each interrupt per CPU under disk and network load while an LSE
+// workload of the agent runs without and with irq_isolate, through a
+// SIGKILL and restart of the agent, and beside Debian's irqbalance.
+//
 // It is its own module so that `go test ./...` in the repository root
 // does not boot machines. `make e2e-vm` runs it with
 // COREPIN_E2E_REQUIRED=1, which turns a missing prerequisite (qemu,
