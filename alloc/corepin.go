@@ -363,14 +363,8 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 	return q
 }
 
-func (ix *topoIndex) uniformCores() bool {
-	for _, cs := range ix.coreCPUs {
-		if len(cs) != ix.tpc {
-			return false
-		}
-	}
-	return true
-}
+// uniformCores reports whether every core has the same number of CPUs.
+func (ix *topoIndex) uniformCores() bool { return ix.uniform }
 
 // computeCaps fills per-core eligible counts and the tree aggregates: one
 // pass over the cores sets the leaves, one pass over the tree from the

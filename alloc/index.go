@@ -111,6 +111,8 @@ type topoIndex struct {
 	nodeTotal  []int   // online CPUs per node index
 	nodeCores  [][]int32
 	numL3      int
+	allL3      bool // every online CPU has an L3 group
+	uniform    bool // every core has tpc CPUs (see uniformCores)
 	l3Total    []int
 	numSockets int
 	tpc        int // most threads in one core
@@ -215,6 +217,18 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 	}
 	for _, cs := range ix.coreCPUs {
 		ix.tpc = max(ix.tpc, len(cs))
+	}
+	ix.uniform = true
+	for _, cs := range ix.coreCPUs {
+		if len(cs) != ix.tpc {
+			ix.uniform = false
+		}
+	}
+	ix.allL3 = true
+	for _, id := range ix.cpus {
+		if ix.cpuL3[id] < 0 {
+			ix.allL3 = false
+		}
 	}
 	ix.dist = make([][]int, len(ix.nodes))
 	for a := range ix.nodes {

@@ -129,8 +129,10 @@ type kubeAcc struct {
 
 // newKubeAcc returns an accumulator for n of avail's CPUs, reusing one from
 // ix's pool (release it with done); its result is a fresh bitset the caller
-// keeps.
-func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool) *kubeAcc {
+// keeps. With from (not nil), avail is from's free CPUs (freeBits), whose
+// counts per core, node and L3 group from keeps: they are copied instead
+// of counted CPU by CPU.
+func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool, from *State) *kubeAcc {
 	k := &ix.kube
 	a, _ := ix.kubeAccs.Get().(*kubeAcc)
 	if a == nil {
@@ -148,6 +150,9 @@ func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool) *kubeAcc {
 		clear(a.freeUncore)
 	}
 	a.result, a.needed, a.spread = newBitset(ix.words), n, spread
+	if from != nil && a.countsFrom(from, avail) {
+		return a
+	}
 	for i, w := range avail {
 		w &= ix.online[i]
 		a.free[i] = w
@@ -160,6 +165,27 @@ func newKubeAcc(ix *topoIndex, avail bitset, n int, spread bool) *kubeAcc {
 		}
 	}
 	return a
+}
+
+// countsFrom sets a's free CPUs to avail and its free counts from s's,
+// and reports whether it could: every CPU has an L3 group (the uncore
+// counts are s's L3 counts) and the nodes lie within sockets (the socket
+// counts are sums of node counts). a's counts are zero on entry.
+func (a *kubeAcc) countsFrom(s *State, avail bitset) bool {
+	ix, k := a.ix, a.k
+	if !ix.allL3 || k.socketNodes == nil {
+		return false
+	}
+	copy(a.free, avail)
+	copy(a.freeCore, s.freeCore)
+	copy(a.freeNode, s.freeNode)
+	copy(a.freeUncore, s.freeL3)
+	for so, nodes := range k.socketNodes {
+		for _, nd := range nodes {
+			a.freeSocket[so] += s.freeNode[nd]
+		}
+	}
+	return true
 }
 
 // done returns a to its index's pool; a must not be used afterwards.
@@ -436,7 +462,37 @@ func (a *kubeAcc) takeUncoreCache() {
 // hybrid machine the machine-wide average is 1 CPU per core, which made a
 // P-core with one thread taken look whole and left the free P-cores out.
 func (a *kubeAcc) takeFullCores() {
+	if a.ix.uniformCores() {
+		outer, inner := a.sortNodes, a.k.nodeCores
+		if a.numaFirst() {
+			outer, inner = a.sortSockets, a.k.socketCores
+		}
+		if inner != nil {
+			a.takeUniformCores(outer(), inner)
+			return
+		}
+	}
 	a.takeWhole(a.sortCores(), func(c int) bool { return a.freeCore[c] == len(a.k.coreCPUs[c]) }, a.k.coreCPUs)
+}
+
+// takeUniformCores is takeFullCores where every core has the same size
+// and the cores nest in the outer units sortCores walks (outer, in its
+// order; inner, the cores of each, ascending): sortCores puts the whole
+// cores of each unit last, in id order, so they are taken in that order
+// without sorting the partly free ones, until fewer CPUs than a core are
+// needed.
+func (a *kubeAcc) takeUniformCores(outer []int, inner [][]int) {
+	size := a.ix.tpc
+	for _, u := range outer {
+		for _, c := range inner[u] {
+			if a.needed < size {
+				return
+			}
+			if a.freeCore[c] == size {
+				a.take(a.k.coreCPUs[c])
+			}
+		}
+	}
 }
 
 func (a *kubeAcc) takeRemaining() {
@@ -453,8 +509,10 @@ func errNotEnough(n, avail int) error {
 }
 
 // kubePacked is kubelet's takeByTopologyNUMAPacked.
-func (ix *topoIndex) kubePacked(avail bitset, n int, spread, uncore bool) (bitset, error) {
-	a := newKubeAcc(ix, avail, n, spread)
+//
+// With from (not nil), avail is from's free CPUs (see newKubeAcc).
+func (ix *topoIndex) kubePacked(avail bitset, n int, spread, uncore bool, from *State) (bitset, error) {
+	a := newKubeAcc(ix, avail, n, spread, from)
 	defer a.done()
 	if a.satisfied() {
 		return a.result, nil
@@ -537,11 +595,12 @@ func balance(xs []int) float64 {
 }
 
 // kubeDistributed is kubelet's takeByTopologyNUMADistributed.
-func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (bitset, error) {
+// With from (not nil), avail is from's free CPUs (see newKubeAcc).
+func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool, from *State) (bitset, error) {
 	if n%group != 0 {
-		return ix.kubePacked(avail, n, spread, false)
+		return ix.kubePacked(avail, n, spread, false, from)
 	}
-	a := newKubeAcc(ix, avail, n, spread)
+	a := newKubeAcc(ix, avail, n, spread, from)
 	defer a.done()
 	if a.satisfied() {
 		return a.result, nil
@@ -645,7 +704,7 @@ func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (b
 		}
 		dist := (n / len(bestCombo) / group) * group
 		for _, nd := range bestCombo {
-			got, _ := ix.kubePacked(a.freeIn(nd), dist, spread, false)
+			got, _ := ix.kubePacked(a.freeIn(nd), dist, spread, false, nil)
 			a.takeSet(got)
 		}
 		remainder := n - dist*len(bestCombo)
@@ -658,7 +717,7 @@ func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (b
 				if a.freeNode[nd] < group {
 					continue
 				}
-				got, _ := ix.kubePacked(a.freeIn(nd), group, spread, false)
+				got, _ := ix.kubePacked(a.freeIn(nd), group, spread, false, nil)
 				a.takeSet(got)
 				remainder -= group
 				progress = true
@@ -672,7 +731,7 @@ func (ix *topoIndex) kubeDistributed(avail bitset, n, group int, spread bool) (b
 		}
 		return a.result, nil
 	}
-	return ix.kubePacked(avail, n, spread, false)
+	return ix.kubePacked(avail, n, spread, false, from)
 }
 
 func (a *kubeAcc) freeIn(node int) bitset {
@@ -694,17 +753,18 @@ func (a *kubeAcc) takeSet(b bitset) {
 	a.take(cpus)
 }
 
-// kubeTake is the static policy's takeByTopology.
-func (s *State) kubeTake(avail bitset, n int) (bitset, error) {
+// kubeTake is the static policy's takeByTopology. With from (not nil),
+// avail is from's free CPUs (freeBits), whose counts it reads.
+func (s *State) kubeTake(avail bitset, n int, from *State) (bitset, error) {
 	o := s.opts
 	if o.distributeNUMA {
 		group := 1
 		if o.fullPCPUs {
 			group = s.ix.kube.cpusPerCore()
 		}
-		return s.ix.kubeDistributed(avail, n, group, o.distributeCores)
+		return s.ix.kubeDistributed(avail, n, group, o.distributeCores, from)
 	}
-	return s.ix.kubePacked(avail, n, o.distributeCores, o.uncore)
+	return s.ix.kubePacked(avail, n, o.distributeCores, o.uncore, from)
 }
 
 // kubeDefault is kubelet's default (shared) cpuset: every CPU not held
@@ -765,7 +825,7 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 				}
 			})
 		}
-		got, err := s.kubeTake(aligned, min(n, aligned.count()))
+		got, err := s.kubeTake(aligned, min(n, aligned.count()), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -775,7 +835,12 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 	for i := range rest {
 		rest[i] = allocatable[i] &^ result[i]
 	}
-	got, err := s.kubeTake(rest, n-result.count())
+	// Without a hint, rest is every free CPU, whose counts s keeps.
+	var from *State
+	if hint == nil {
+		from = s
+	}
+	got, err := s.kubeTake(rest, n-result.count(), from)
 	if err != nil {
 		return nil, err
 	}
@@ -790,7 +855,7 @@ func (s *State) kubeReserve(count int) (bitset, error) {
 	for _, c := range s.ix.cpus {
 		all.set(c)
 	}
-	got, err := s.kubeTake(all, count)
+	got, err := s.kubeTake(all, count, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reserving %d cpus: %v", ErrInvalid, count, err)
 	}

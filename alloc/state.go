@@ -284,20 +284,26 @@ func (s *State) Assign(a Assignment) error {
 	if a.Exclusive == "" {
 		a.Exclusive = ExclusiveNone
 	}
-	r := Request{ID: a.ID, QoS: a.QoS, Exclusive: a.Exclusive, CPUs: a.CPUs.Size(), MilliCPUs: a.MilliCPUs}
-	switch a.QoS {
-	case LSE, LSR:
-		r.MilliCPUs = 0
-	case SYSTEM:
-		r.CPUs, r.MilliCPUs = max(1, s.reserved.count()), 0
-	default:
-		r.CPUs = 0
-		if r.MilliCPUs == 0 {
-			r.MilliCPUs = 1 // an LS or BE assignment with no quota stated still counts as present
+	// An exclusive set with a known exclusive policy is what a node's
+	// state is rebuilt from, per decision: the request normalize would
+	// check is valid, so it is not built.
+	var r Request
+	if !exclusiveSet(a) {
+		r = Request{ID: a.ID, QoS: a.QoS, Exclusive: a.Exclusive, CPUs: a.CPUs.Size(), MilliCPUs: a.MilliCPUs}
+		switch a.QoS {
+		case LSE, LSR:
+			r.MilliCPUs = 0
+		case SYSTEM:
+			r.CPUs, r.MilliCPUs = max(1, s.reserved.count()), 0
+		default:
+			r.CPUs = 0
+			if r.MilliCPUs == 0 {
+				r.MilliCPUs = 1 // an LS or BE assignment with no quota stated still counts as present
+			}
 		}
-	}
-	if err := r.normalize(); err != nil {
-		return err
+		if err := r.normalize(); err != nil {
+			return err
+		}
 	}
 	switch a.QoS {
 	case LSE, LSR:
@@ -336,6 +342,18 @@ func (s *State) Assign(a Assignment) error {
 	}
 	s.record(a)
 	return nil
+}
+
+// exclusiveSet reports whether a (QoS and Exclusive defaulted) is an LSE
+// or LSR assignment with cpus and a known exclusive policy, which
+// Request.normalize accepts as it is.
+func exclusiveSet(a Assignment) bool {
+	switch a.Exclusive {
+	case ExclusiveNone, ExclusivePCPULevel, ExclusiveNUMANodeLevel:
+	default:
+		return false
+	}
+	return (a.QoS == LSE || a.QoS == LSR) && !a.CPUs.IsEmpty()
 }
 
 // recordsHint is the room a State's first record makes for assignments.
