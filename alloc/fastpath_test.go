@@ -1,9 +1,9 @@
 package alloc
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,11 +16,6 @@ import (
 // counts them CPU by CPU, on every property machine and churned states.
 func TestKubeAccCountsFromState(t *testing.T) {
 	topos := propertyTopologies(t)
-	names := make([]string, 0, len(topos))
-	for name := range topos {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	type counts struct {
 		Free                                       string
 		FreeCore, FreeSocket, FreeNode, FreeUncore []int
@@ -32,7 +27,7 @@ func TestKubeAccCountsFromState(t *testing.T) {
 			slices.Clone(a.freeNode), slices.Clone(a.freeUncore)}
 	}
 	copied := 0
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(topos)) {
 		topo := topos[name]
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 3))
