@@ -393,6 +393,8 @@ func (cc *corepinCall) computeCaps() {
 				}
 			}
 		}
+	} else if !wholeOnly && !spread && !pcpu && !numaEx {
+		cc.capEvery()
 	} else {
 		for core := range ix.coreCPUs {
 			cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
@@ -437,6 +439,41 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	sc.socketCap[ix.coreSocket[core]] += free
 	if whole {
 		sc.nodeClean[node] += free
+	}
+}
+
+// capEvery is capCore for every core, where no node is left out, no
+// exclusive level applies and any free CPU counts (Default bind): the
+// first pass of most decisions, written out for speed.
+func (cc *corepinCall) capEvery() {
+	s, sc := cc.s, cc.s.sc
+	ec, clean, taken, freeCore := sc.ec, sc.clean, sc.takenCore, s.freeCore
+	capT, cleanT, coresT := sc.cap, sc.cleanT, sc.coresT
+	nodeCap, nodeClean, socketCap := sc.nodeCap, sc.nodeClean, sc.socketCap
+	cores := s.ix.cores
+	ec, clean, taken, freeCore = ec[:len(cores)], clean[:len(cores)], taken[:len(cores)], freeCore[:len(cores)]
+	for core, ci := range cores {
+		fc, tk := freeCore[core], taken[core]
+		free := fc - tk
+		ec[core] = free
+		if fc != int(ci.size) || tk != 0 {
+			clean[core] = 0
+			if free == 0 {
+				continue
+			}
+			capT[ci.leaf], cleanT[ci.leaf], coresT[ci.leaf] = free, 0, 1
+			nodeCap[ci.node] += free
+			socketCap[ci.socket] += free
+			continue
+		}
+		clean[core] = free
+		if free == 0 {
+			continue
+		}
+		capT[ci.leaf], cleanT[ci.leaf], coresT[ci.leaf] = free, free, 1
+		nodeCap[ci.node] += free
+		socketCap[ci.socket] += free
+		nodeClean[ci.node] += free
 	}
 }
 
@@ -526,11 +563,11 @@ func (cc *corepinCall) placeFinest(m int) {
 	for _, level := range []int{lvL3, lvInner, lvOuter} {
 		var best fit
 		found := false
-		for t := range ix.tree {
-			if ix.tree[t].level != level || sc.cap[t] < m {
+		for _, t := range ix.byLevel[level] {
+			if sc.cap[t] < m {
 				continue
 			}
-			if f := cc.fitOf(int32(t), m); !found || f.compare(best) < 0 {
+			if f := cc.fitOf(t, m); !found || f.compare(best) < 0 {
 				best, found = f, true
 			}
 		}

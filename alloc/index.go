@@ -122,6 +122,10 @@ type topoIndex struct {
 
 	tree     []tnode
 	coreLeaf []int32 // tree index of each core's leaf
+	// cores packs what computeCaps reads of each core, one load per core.
+	cores []coreInfo
+	// byLevel lists the tree nodes of each level, ascending.
+	byLevel [lvCore + 1][]int32
 	parent   []int32 // tree index of each tree node's parent (-1 for the root), always lower
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
@@ -326,6 +330,13 @@ func (ix *topoIndex) buildTree() {
 	}
 	// A child is appended after its parent, so its index is higher
 	// (computeCaps sums the tree from the last node up on it).
+	ix.cores = make([]coreInfo, len(ix.coreCPUs))
+	for core, cs := range ix.coreCPUs {
+		ix.cores[core] = coreInfo{size: int32(len(cs)), node: ix.coreNode[core], socket: ix.coreSocket[core], leaf: ix.coreLeaf[core]}
+	}
+	for t, tn := range ix.tree {
+		ix.byLevel[tn.level] = append(ix.byLevel[tn.level], int32(t))
+	}
 	ix.parent = make([]int32, len(ix.tree))
 	ix.parent[0] = -1
 	for t, tn := range ix.tree {
@@ -334,6 +345,9 @@ func (ix *topoIndex) buildTree() {
 		}
 	}
 }
+
+// coreInfo is a core's CPU count, node index, socket and tree leaf.
+type coreInfo struct{ size, node, socket, leaf int32 }
 
 // nodeLevel is the tree level whose nodes are NUMA nodes (or parts of them).
 func (ix *topoIndex) nodeLevel() int {
