@@ -126,7 +126,7 @@ type topoIndex struct {
 	cores []coreInfo
 	// byLevel lists the tree nodes of each level, ascending.
 	byLevel [lvCore + 1][]int32
-	parent   []int32 // tree index of each tree node's parent (-1 for the root), always lower
+	parent  []int32 // tree index of each tree node's parent (-1 for the root), always lower
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
 	// (see State.recount); counters is the length of a State's counters.
