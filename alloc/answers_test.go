@@ -67,7 +67,7 @@ func TestAnswersUnchanged(t *testing.T) {
 				}
 				r := randomRequest(rng, cfg, i, ncpu)
 				answer(s, r)
-				if _, ok := s.asg[r.ID]; ok {
+				if s.held(r.ID) {
 					held = append(held, r.ID)
 				}
 			}
@@ -83,7 +83,7 @@ func TestAnswersUnchanged(t *testing.T) {
 			for i := range 8 {
 				r := randomRequest(rng, cfg, 100+i, ncpu)
 				answer(fresh, r)
-				if _, ok := fresh.asg[r.ID]; ok {
+				if fresh.held(r.ID) {
 					if err := fresh.Release(r.ID); err != nil {
 						t.Fatalf("%s: Release(%s): %v", name, r.ID, err)
 					}

@@ -1,12 +1,15 @@
 package alloc
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/corepin/corepin/topology"
 )
 
 // TestKubeAccCountsFromState: the kubelet engine's accumulator over a
@@ -59,5 +62,46 @@ func TestKubeAccCountsFromState(t *testing.T) {
 	}
 	if copied == 0 {
 		t.Fatal("no machine took the copied counts")
+	}
+}
+
+// TestIDIndex: a State's index of ids, through Assign and Release in a
+// random order (ids placed, released, placed again; the last record moved
+// into each freed place), finds every id held at its record and none
+// released, as a map kept beside it says, across the table's growth.
+func TestIDIndex(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1})
+	s, err := NewState(topo, NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	want := map[string]bool{}
+	for step := range 5000 {
+		id := fmt.Sprintf("w%d", rng.IntN(300))
+		if want[id] {
+			if err := s.Release(id); err != nil {
+				t.Fatalf("step %d: Release(%s): %v", step, id, err)
+			}
+			delete(want, id)
+		} else {
+			if err := s.Assign(Assignment{ID: id, QoS: BE}); err != nil {
+				t.Fatalf("step %d: Assign(%s): %v", step, id, err)
+			}
+			want[id] = true
+		}
+		if s.ids.n != len(want) || len(s.recs) != len(want) {
+			t.Fatalf("step %d: index holds %d ids and %d records, want %d", step, s.ids.n, len(s.recs), len(want))
+		}
+		for k := range 300 {
+			id := fmt.Sprintf("w%d", k)
+			i, ok := s.ids.lookup(s.recs, id)
+			if ok != want[id] {
+				t.Fatalf("step %d: lookup(%s) found %v, want %v", step, id, ok, want[id])
+			}
+			if ok && s.recs[i].id != id {
+				t.Fatalf("step %d: lookup(%s) = record %d, which holds %s", step, id, i, s.recs[i].id)
+			}
+		}
 	}
 }

@@ -45,7 +45,7 @@ func (a Assignment) Promised() cpuset.CPUSet {
 // with a Rejection, an unknown id with ErrUnknownID.
 func (s *State) Resize(r Request) (Placement, error) {
 	defer s.giveBack(s.borrow())
-	i, ok := s.asg[r.ID]
+	i, ok := s.ids.lookup(s.recs, r.ID)
 	if !ok {
 		return Placement{}, fmt.Errorf("%w: %q", ErrUnknownID, r.ID)
 	}

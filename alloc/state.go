@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/topology"
@@ -34,12 +35,12 @@ type State struct {
 	pcpuCore []int
 	numaExcl []int
 
-	// The assignments held: recs, in no order, and asg, each id's index
+	// The assignments held: recs, in no order, and ids, each id's index
 	// in recs. Values, not pointers, so that Assign allocates nothing per
 	// assignment and Clone copies two blocks. added holds the Added CPUs
 	// of the assignments that have any (resized ones), by id; nil when
 	// none has.
-	asg     map[string]int32
+	ids     idIndex
 	recs    []record
 	added   map[string][]int
 	lsMilli int
@@ -250,7 +251,7 @@ func (s *State) Clone() *State {
 	// The records keep their room: a clone is made to place on (the
 	// extender's Clone().Admit), and a clone cut to its length would copy
 	// them all again at its first record.
-	c.asg, c.recs, c.added = maps.Clone(s.asg), nil, maps.Clone(s.added)
+	c.ids, c.recs, c.added = s.ids.clone(), nil, maps.Clone(s.added)
 	if s.recs != nil {
 		c.recs = append(make([]record, 0, max(cap(s.recs), len(s.recs)+1)), s.recs...)
 	}
@@ -260,11 +261,27 @@ func (s *State) Clone() *State {
 
 // Assignments returns the assignments held, sorted by id.
 func (s *State) Assignments() []Assignment {
-	out := make([]Assignment, 0, len(s.asg))
-	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		out = append(out, s.assignment(s.asg[id]))
+	out := make([]Assignment, 0, len(s.recs))
+	for _, i := range s.byID() {
+		out = append(out, s.assignment(i))
 	}
 	return out
+}
+
+// byID returns the indexes of recs in order of their ids.
+func (s *State) byID() []int32 {
+	order := make([]int32, len(s.recs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(s.recs[a].id, s.recs[b].id) })
+	return order
+}
+
+// held reports whether id holds an assignment.
+func (s *State) held(id string) bool {
+	_, ok := s.ids.lookup(s.recs, id)
+	return ok
 }
 
 // Assign records an existing assignment, as when a plan names workloads
@@ -275,7 +292,7 @@ func (s *State) Assign(a Assignment) error {
 	if a.ID == "" {
 		return invalid("assignment without an id")
 	}
-	if _, dup := s.asg[a.ID]; dup {
+	if s.held(a.ID) {
 		return invalid("assignment id %q used twice", a.ID)
 	}
 	if a.QoS == "" {
@@ -415,21 +432,19 @@ func (s *State) record(a Assignment) {
 		// grow: a node of 32 judged for one more (its 33rd record) made
 		// its records twice, 3.4 KB and then 6.8 KB.
 		s.recs = make([]record, 0, recordsHint)
-		if len(s.asg) == 0 {
-			s.asg = make(map[string]int32, recordsHint)
-		}
 	}
-	s.asg[a.ID] = int32(len(s.recs))
+	i := int32(len(s.recs))
 	s.recs = append(s.recs, record{id: a.ID, cpus: a.CPUs, milli: a.MilliCPUs,
 		qos: uint8(slices.Index(qosCodes[:], a.QoS)), excl: uint8(slices.Index(exclCodes[:], a.Exclusive))})
+	s.ids.insert(s.recs, a.ID, i, recordsHint)
 	s.setAdded(a.ID, a.Added)
 }
 
 // holder names the assignment holding cpu (for error messages only).
 func (s *State) holder(cpu int) string {
-	for _, id := range slices.Sorted(maps.Keys(s.asg)) {
-		if s.recs[s.asg[id]].cpus.Contains(cpu) {
-			return id
+	for _, i := range s.byID() {
+		if s.recs[i].cpus.Contains(cpu) {
+			return s.recs[i].id
 		}
 	}
 	return "?"
@@ -494,17 +509,17 @@ func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
 // Release frees what id holds. The State afterwards is the one before the
 // Allocate or Assign that created id.
 func (s *State) Release(id string) error {
-	i, ok := s.asg[id]
+	i, ok := s.ids.lookup(s.recs, id)
 	if !ok {
 		return ErrUnknownID
 	}
 	a := s.assignment(i)
-	delete(s.asg, id)
+	s.ids.remove(s.recs, id, i)
 	delete(s.added, id)
 	// The last record takes the freed place.
 	if last := int32(len(s.recs) - 1); i != last {
+		s.ids.renumber(s.recs[last].id, last, i)
 		s.recs[i] = s.recs[last]
-		s.asg[s.recs[i].id] = i
 	}
 	s.recs[len(s.recs)-1] = record{}
 	s.recs = s.recs[:len(s.recs)-1]
@@ -530,7 +545,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 	if r.ID == "" {
 		return Placement{}, invalid("request without an id")
 	}
-	if _, dup := s.asg[r.ID]; dup {
+	if s.held(r.ID) {
 		return Placement{}, invalid("request id %q is already assigned; release it first", r.ID)
 	}
 	if s.policy == PolicyKubelet {
