@@ -328,25 +328,26 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 	ix, sc := s.ix, s.sc
 	var q spanScore
 	b.each(func(c int) {
-		if c >= len(ix.cpuCore) || ix.cpuCore[c] < 0 {
+		if c >= len(ix.cpuAt) || ix.cpuAt[c].core < 0 {
 			return
 		}
-		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
+		ci := ix.cpuAt[c]
+		if n := ci.node; sc.markNode[n] == 0 {
 			sc.markNode[n] = 1
 			q.nodes++
 			if nodes != nil && ix.nodes[n] >= 0 { // not the no-node group
 				nodes.Add(int(ix.nodes[n]))
 			}
 		}
-		if so := ix.cpuSocket[c]; sc.markSocket[so] == 0 {
+		if so := ci.socket; sc.markSocket[so] == 0 {
 			sc.markSocket[so] = 1
 			q.sockets++
 		}
-		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
+		if l := ci.l3; l >= 0 && sc.markL3[l] == 0 {
 			sc.markL3[l] = 1
 			q.l3++
 		}
-		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
+		if core := ci.core; sc.markCore[core] == 0 {
 			sc.markCore[core] = 1
 			for _, sib := range ix.coreCPUs[core] {
 				if !b.has(sib) && (s.used.has(sib) || s.reserved.has(sib)) {

@@ -102,6 +102,10 @@ type topoIndex struct {
 
 	// per CPU id (len maxID+1); -1 for CPUs that are not online
 	cpuCore, cpuSocket, cpuNode, cpuL3 []int32
+	// cpuAt packs the four per CPU id, one load for the hot loops
+	// (adjust, span, the kubelet engine's takeOne); core -1 for CPUs
+	// that are not online.
+	cpuAt []cpuInfo
 
 	nodes      []topology.NodeID // nodes with online CPUs, ascending; cpuNode indexes this
 	coreCPUs   [][]int           // online CPUs per core, ascending
@@ -228,6 +232,10 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 			ix.uniform = false
 		}
 	}
+	ix.cpuAt = make([]cpuInfo, n)
+	for i := range n {
+		ix.cpuAt[i] = cpuInfo{core: ix.cpuCore[i], node: ix.cpuNode[i], socket: ix.cpuSocket[i], l3: ix.cpuL3[i]}
+	}
 	ix.allL3 = true
 	for _, id := range ix.cpus {
 		if ix.cpuL3[id] < 0 {
@@ -345,6 +353,9 @@ func (ix *topoIndex) buildTree() {
 		}
 	}
 }
+
+// cpuInfo is a CPU's core, node index, socket and L3 group (-1: none).
+type cpuInfo struct{ core, node, socket, l3 int32 }
 
 // coreInfo is a core's CPU count, node index, socket and tree leaf.
 type coreInfo struct{ size, node, socket, leaf int32 }

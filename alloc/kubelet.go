@@ -211,9 +211,10 @@ func (a *kubeAcc) take(cpus []int) {
 func (a *kubeAcc) takeOne(c int) {
 	if a.free.has(c) {
 		a.free.clear(c)
-		a.freeCore[a.ix.cpuCore[c]]--
-		a.freeSocket[a.ix.cpuSocket[c]]--
-		a.freeNode[a.ix.cpuNode[c]]--
+		ci := a.ix.cpuAt[c]
+		a.freeCore[ci.core]--
+		a.freeSocket[ci.socket]--
+		a.freeNode[ci.node]--
 		a.freeUncore[a.k.cpuUncore[c]]--
 		a.result.set(c)
 		a.needed--

@@ -201,11 +201,11 @@ func (s *State) isFree(c int) bool {
 }
 
 func (s *State) adjust(c, d int) {
-	ix := s.ix
-	s.freeCore[ix.cpuCore[c]] += d
-	s.freeNode[ix.cpuNode[c]] += d
-	if l := ix.cpuL3[c]; l >= 0 {
-		s.freeL3[l] += d
+	ci := s.ix.cpuAt[c]
+	s.freeCore[ci.core] += d
+	s.freeNode[ci.node] += d
+	if ci.l3 >= 0 {
+		s.freeL3[ci.l3] += d
 	}
 }
 
