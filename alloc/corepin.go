@@ -383,19 +383,24 @@ func (cc *corepinCall) computeCaps() {
 	clear(sc.nodeCap)
 	clear(sc.nodeClean)
 	clear(sc.socketCap)
+	plain := !wholeOnly && !spread && !pcpu && !numaEx
 	if allow := cc.allowN; allow != nil {
 		// Only the allowed nodes' cores can hold anything.
 		clear(sc.ec)
 		clear(sc.clean)
 		for node, ok := range allow {
-			if ok {
+			switch {
+			case !ok:
+			case plain:
+				cc.capPlain(ix.nodeCores[node])
+			default:
 				for _, core := range ix.nodeCores[node] {
 					cc.capCore(int(core), wholeOnly, spread, pcpu, numaEx)
 				}
 			}
 		}
-	} else if !wholeOnly && !spread && !pcpu && !numaEx {
-		cc.capEvery()
+	} else if plain {
+		cc.capPlain(ix.coreIDs)
 	} else {
 		for core := range ix.coreCPUs {
 			cc.capCore(core, wholeOnly, spread, pcpu, numaEx)
@@ -443,17 +448,18 @@ func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	}
 }
 
-// capEvery is capCore for every core, where no node is left out, no
-// exclusive level applies and any free CPU counts (Default bind): the
-// first pass of most decisions, written out for speed.
-func (cc *corepinCall) capEvery() {
+// capPlain is capCore for the cores listed, where no exclusive level
+// applies and any free CPU counts (Default bind): the first pass of most
+// decisions and its restriction to the nodes chosen, written out as one
+// loop for speed.
+func (cc *corepinCall) capPlain(list []int32) {
 	s, sc := cc.s, cc.s.sc
 	ec, clean, taken, freeCore := sc.ec, sc.clean, sc.takenCore, s.freeCore
 	capT, cleanT, coresT := sc.cap, sc.cleanT, sc.coresT
 	nodeCap, nodeClean, socketCap := sc.nodeCap, sc.nodeClean, sc.socketCap
 	cores := s.ix.cores
-	ec, clean, taken, freeCore = ec[:len(cores)], clean[:len(cores)], taken[:len(cores)], freeCore[:len(cores)]
-	for core, ci := range cores {
+	for _, core := range list {
+		ci := cores[core]
 		fc, tk := freeCore[core], taken[core]
 		free := fc - tk
 		ec[core] = free
@@ -468,9 +474,6 @@ func (cc *corepinCall) capEvery() {
 			continue
 		}
 		clean[core] = free
-		if free == 0 {
-			continue
-		}
 		capT[ci.leaf], cleanT[ci.leaf], coresT[ci.leaf] = free, free, 1
 		nodeCap[ci.node] += free
 		socketCap[ci.socket] += free

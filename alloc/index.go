@@ -127,7 +127,8 @@ type topoIndex struct {
 	tree     []tnode
 	coreLeaf []int32 // tree index of each core's leaf
 	// cores packs what computeCaps reads of each core, one load per core.
-	cores []coreInfo
+	cores   []coreInfo
+	coreIDs []int32 // every core, ascending
 	// byLevel lists the tree nodes of each level, ascending.
 	byLevel [lvCore + 1][]int32
 	parent  []int32 // tree index of each tree node's parent (-1 for the root), always lower
@@ -339,7 +340,9 @@ func (ix *topoIndex) buildTree() {
 	// A child is appended after its parent, so its index is higher
 	// (computeCaps sums the tree from the last node up on it).
 	ix.cores = make([]coreInfo, len(ix.coreCPUs))
+	ix.coreIDs = make([]int32, len(ix.coreCPUs))
 	for core, cs := range ix.coreCPUs {
+		ix.coreIDs[core] = int32(core)
 		ix.cores[core] = coreInfo{size: int32(len(cs)), node: ix.coreNode[core], socket: ix.coreSocket[core], leaf: ix.coreLeaf[core]}
 	}
 	for t, tn := range ix.tree {
