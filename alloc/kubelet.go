@@ -795,13 +795,19 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 			return nil, reject(OptFullPCPUsOnly, "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d", phys, n, group)
 		}
 	}
-	allocatable := s.freeBits()
+	// The call's scratch bitset: kubeTake copies what it reads of it.
+	allocatable := s.sc.tmp
+	s.freeInto(allocatable)
 	hint, err := s.kubeHint(r, allocatable)
 	if err != nil {
 		return nil, err
 	}
+	if hint == nil {
+		// Every free CPU, whose counts s keeps.
+		return s.kubeTake(allocatable, n, s)
+	}
 	result := newBitset(ix.words)
-	if hint != nil {
+	{
 		aligned := newBitset(ix.words)
 		inHint := make([]bool, len(ix.nodes))
 		for _, nd := range hint {
@@ -836,12 +842,7 @@ func (s *State) kubeAllocate(r *Request) (bitset, error) {
 	for i := range rest {
 		rest[i] = allocatable[i] &^ result[i]
 	}
-	// Without a hint, rest is every free CPU, whose counts s keeps.
-	var from *State
-	if hint == nil {
-		from = s
-	}
-	got, err := s.kubeTake(rest, n-result.count(), from)
+	got, err := s.kubeTake(rest, n-result.count(), nil)
 	if err != nil {
 		return nil, err
 	}

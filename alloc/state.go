@@ -212,10 +212,15 @@ func (s *State) adjust(c, d int) {
 // freeBits returns the CPUs free for an exclusive placement.
 func (s *State) freeBits() bitset {
 	b := newBitset(s.ix.words)
+	s.freeInto(b)
+	return b
+}
+
+// freeInto sets b to the CPUs free for an exclusive placement.
+func (s *State) freeInto(b bitset) {
 	for i := range b {
 		b[i] = s.ix.online[i] & s.ix.allowed[i] &^ s.reserved[i] &^ s.used[i]
 	}
-	return b
 }
 
 // Topology returns the topology the State was built on.
@@ -450,19 +455,11 @@ func (s *State) holder(cpu int) string {
 	return "?"
 }
 
-// hold marks b as used by a workload of class q (d=1) or frees it (d=-1).
-func (s *State) hold(b bitset, q QoS, ex Exclusive, d int) {
-	for i, w := range b {
-		for ; w != 0; w &= w - 1 {
-			s.holdCPU(i<<6|bits.TrailingZeros64(w), q, ex, d)
-		}
-	}
-}
-
-// holdFresh is hold(cpus, q, ex, 1) for cpus that are online, neither
-// reserved nor used (Assign has checked), a word at a time: a fresh State
-// per decision (the extender, the scheduler plugin) holds every assignment
-// of its node through it.
+// holdFresh marks cpus, which are online and neither reserved nor used
+// (Assign has checked; a placement takes only such), as used by a
+// workload of class q, a word at a time: a fresh State per decision (the
+// extender, the scheduler plugin) holds every assignment of its node
+// through it, and every placement through Allocate.
 func (s *State) holdFresh(cpus cpuset.CPUSet, q QoS, ex Exclusive) {
 	ix := s.ix
 	for i := range ix.words {
@@ -486,7 +483,8 @@ func (s *State) holdFresh(cpus cpuset.CPUSet, q QoS, ex Exclusive) {
 	}
 }
 
-// holdCPU is hold for one CPU.
+// holdCPU marks CPU c as used by a workload of class q (d=1) or frees it
+// (d=-1).
 func (s *State) holdCPU(c int, q QoS, ex Exclusive, d int) {
 	if d > 0 {
 		if s.isFree(c) {
@@ -593,8 +591,10 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		if err != nil {
 			return Placement{}, err
 		}
-		s.hold(got, r.QoS, r.Exclusive, 1)
+		// got is free (online, allowed, neither reserved nor used), as
+		// holdFresh wants.
 		p.CPUs = got.toSet()
+		s.holdFresh(p.CPUs, r.QoS, r.Exclusive)
 		a.CPUs = p.CPUs
 	}
 	s.record(a)
@@ -722,9 +722,9 @@ func (s *State) Quality(cpus cpuset.CPUSet) Quality {
 }
 
 func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
-	ix := s.ix
 	var nodes cpuset.Builder
-	b := newBitset(ix.words)
+	b := s.sc.tmp
+	b.reset()
 	b.fromSet(cpus)
 	sp := s.span(b, &nodes)
 	w := s.wholeFree()
