@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-
-	"github.com/corepin/corepin/cpuset"
 )
 
 // The corepin engine. It places an exclusive request in the smallest unit
@@ -324,7 +322,7 @@ func (cc *corepinCall) score(b bitset) spanScore {
 // span counts the NUMA nodes, sockets, L3 groups and shared cores (cores
 // whose other CPUs another workload or the reserved set holds) of the CPUs
 // of b, adding the node ids spanned to nodes when it is not nil.
-func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
+func (s *State) span(b bitset, nodes bitset) spanScore {
 	ix, sc := s.ix, s.sc
 	var q spanScore
 	b.each(func(c int) {
@@ -336,7 +334,7 @@ func (s *State) span(b bitset, nodes *cpuset.Builder) spanScore {
 			sc.markNode[n] = 1
 			q.nodes++
 			if nodes != nil && ix.nodes[n] >= 0 { // not the no-node group
-				nodes.Add(int(ix.nodes[n]))
+				nodes.set(int(ix.nodes[n]))
 			}
 		}
 		if so := ci.socket; sc.markSocket[so] == 0 {

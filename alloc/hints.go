@@ -346,9 +346,10 @@ func itoa(i int) string {
 // the fewest that hold n (by caps), then the closest by distance, then the
 // fewest sockets, then the fullest (MostAllocated) or emptiest
 // (LeastAllocated). Seeds grow by distance, so it is O(nodes^2 log nodes)
-// and never enumerates subsets.
+// and never enumerates subsets. The nodes it returns lie in the call's
+// scratch buffers, valid until it runs again.
 func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
-	ix := s.ix
+	ix, sc := s.ix, s.sc
 	k := fewestNodes(caps, n)
 	if k == 0 {
 		return nil
@@ -389,15 +390,21 @@ func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
 			capOrder, slices.Compare(a.nodes, b.nodes)) < 0
 	}
 	// The k nodes with the most room always work.
-	order := make([]int, 0, len(caps))
+	order := sc.chOrder[:0]
+	defer func() { sc.chOrder = order }()
 	for i, c := range caps {
 		if c > 0 {
 			order = append(order, i)
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(caps[b], caps[a]), cmp.Compare(a, b)) })
-	best := score(slices.Clone(order[:k]))
-	grow := make([]int, 0, len(order))
+	// The best set and the candidate in two buffers, swapped when the
+	// candidate wins.
+	bestBuf, candBuf := append(sc.chBest[:0], order[:k]...), sc.chCand[:0]
+	defer func() { sc.chBest, sc.chCand = bestBuf, candBuf }()
+	best := score(bestBuf)
+	grow := sc.chGrow[:0]
+	defer func() { sc.chGrow = grow }()
 	for _, seed := range order {
 		// The nodes with room by distance from seed, then the most room,
 		// then index: the precomputed distance order, with each run of
@@ -422,8 +429,10 @@ func (s *State) chooseNodes(caps []int, n int, strategy NUMAStrategy) []int {
 			sum += caps[nd]
 			if sum >= n {
 				if i+1 == k {
-					if c := score(slices.Clone(grow[:i+1])); better(c, best) {
+					candBuf = append(candBuf[:0], grow[:i+1]...)
+					if c := score(candBuf); better(c, best) {
 						best = c
+						bestBuf, candBuf = candBuf, bestBuf
 					}
 				}
 				break

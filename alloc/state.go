@@ -722,15 +722,15 @@ func (s *State) Quality(cpus cpuset.CPUSet) Quality {
 }
 
 func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
-	var nodes cpuset.Builder
-	b := s.sc.tmp
+	b, nodes := s.sc.tmp, s.sc.nodeIDs
 	b.reset()
 	b.fromSet(cpus)
-	sp := s.span(b, &nodes)
+	nodes.reset()
+	sp := s.span(b, nodes)
 	w := s.wholeFree()
 	q := Quality{NUMANodes: sp.nodes, Sockets: sp.sockets, L3Groups: sp.l3, SharedCores: sp.shared,
 		FreeCores: w.cores, FreeL3Groups: w.l3, FreeNUMANodes: w.nodes}
-	return q, nodes.Result()
+	return q, nodes.toSet()
 }
 
 // Fragmentation reports the free whole units of the current state.
@@ -755,6 +755,8 @@ type scratch struct {
 	kids                                   []int32
 	amt                                    []int
 	ints                                   []int
+	chOrder, chGrow, chBest, chCand        []int  // chooseNodes
+	nodeIDs                                bitset // node ids a span covers
 }
 
 // borrow gives s the scratch buffers of one call, taken from its
@@ -790,4 +792,9 @@ func (sc *scratch) init(ix *topoIndex) {
 	sc.nodeCap, sc.nodeClean = make([]int, len(ix.nodes)), make([]int, len(ix.nodes))
 	sc.allow, sc.allow2 = make([]bool, len(ix.nodes)), make([]bool, len(ix.nodes))
 	sc.socketCap = make([]int, ix.numSockets)
+	maxNode := 0
+	for _, nd := range ix.nodes {
+		maxNode = max(maxNode, int(nd))
+	}
+	sc.nodeIDs = newBitset(min(maxNode, cpuset.MaxCPU)/64 + 1)
 }
