@@ -20,11 +20,17 @@ func idHash(id string) uint64 { return maphash.String(idSeed, id) }
 
 // lookup returns the record index of id among recs.
 func (x *idIndex) lookup(recs []record, id string) (int32, bool) {
+	return x.lookupHash(recs, id, idHash(id))
+}
+
+// lookupHash is lookup for id of hash hash (idHash), which a caller that
+// also inserts id computes once.
+func (x *idIndex) lookupHash(recs []record, id string, hash uint64) (int32, bool) {
 	if x.n == 0 {
 		return 0, false
 	}
 	mask := uint64(len(x.slots) - 1)
-	for h := idHash(id) & mask; ; h = (h + 1) & mask {
+	for h := hash & mask; ; h = (h + 1) & mask {
 		v := x.slots[h]
 		if v == 0 {
 			return 0, false
@@ -35,14 +41,15 @@ func (x *idIndex) lookup(recs []record, id string) (int32, bool) {
 	}
 }
 
-// insert records that recs[i] holds id, which the index does not hold;
-// room is the number of ids it makes room for when it first grows.
-func (x *idIndex) insert(recs []record, id string, i int32, room int) {
+// insert records that recs[i] holds an id of hash hash (idHash), which
+// the index does not hold; room is the number of ids it makes room for
+// when it first grows.
+func (x *idIndex) insert(recs []record, hash uint64, i int32, room int) {
 	if 2*(x.n+1) > len(x.slots) {
 		x.grow(recs, max(room, 2*(x.n+1)))
 	}
 	mask := uint64(len(x.slots) - 1)
-	h := idHash(id) & mask
+	h := hash & mask
 	for x.slots[h] != 0 {
 		h = (h + 1) & mask
 	}

@@ -283,12 +283,6 @@ func (s *State) byID() []int32 {
 	return order
 }
 
-// held reports whether id holds an assignment.
-func (s *State) held(id string) bool {
-	_, ok := s.ids.lookup(s.recs, id)
-	return ok
-}
-
 // Assign records an existing assignment, as when a plan names workloads
 // already placed or an agent restarts. Exclusive sets (LSE, LSR) must be
 // online, allowed, outside the reserved CPUs and disjoint from every other
@@ -297,7 +291,8 @@ func (s *State) Assign(a Assignment) error {
 	if a.ID == "" {
 		return invalid("assignment without an id")
 	}
-	if s.held(a.ID) {
+	hash := idHash(a.ID)
+	if _, dup := s.ids.lookupHash(s.recs, a.ID, hash); dup {
 		return invalid("assignment id %q used twice", a.ID)
 	}
 	if a.QoS == "" {
@@ -362,7 +357,7 @@ func (s *State) Assign(a Assignment) error {
 			s.lsMilli += a.MilliCPUs
 		}
 	}
-	s.record(a)
+	s.record(a, hash)
 	return nil
 }
 
@@ -424,8 +419,8 @@ func (s *State) setAdded(id string, added []int) {
 }
 
 // record adds a (with a.QoS and a.Exclusive normalized) to the assignments
-// held.
-func (s *State) record(a Assignment) {
+// held; hash is idHash(a.ID).
+func (s *State) record(a Assignment, hash uint64) {
 	if s.trying {
 		return
 	}
@@ -441,7 +436,7 @@ func (s *State) record(a Assignment) {
 	i := int32(len(s.recs))
 	s.recs = append(s.recs, record{id: a.ID, cpus: a.CPUs, milli: a.MilliCPUs,
 		qos: uint8(slices.Index(qosCodes[:], a.QoS)), excl: uint8(slices.Index(exclCodes[:], a.Exclusive))})
-	s.ids.insert(s.recs, a.ID, i, recordsHint)
+	s.ids.insert(s.recs, hash, i, recordsHint)
 	s.setAdded(a.ID, a.Added)
 }
 
@@ -543,7 +538,8 @@ func (s *State) Allocate(r Request) (Placement, error) {
 	if r.ID == "" {
 		return Placement{}, invalid("request without an id")
 	}
-	if s.held(r.ID) {
+	hash := idHash(r.ID)
+	if _, dup := s.ids.lookupHash(s.recs, r.ID, hash); dup {
 		return Placement{}, invalid("request id %q is already assigned; release it first", r.ID)
 	}
 	if s.policy == PolicyKubelet {
@@ -597,7 +593,7 @@ func (s *State) Allocate(r Request) (Placement, error) {
 		s.holdFresh(p.CPUs, r.QoS, r.Exclusive)
 		a.CPUs = p.CPUs
 	}
-	s.record(a)
+	s.record(a, hash)
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
 }
