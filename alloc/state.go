@@ -69,7 +69,7 @@ func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	// asg and recs are made on the first record.
+	// recs and their index by id are made on the first record.
 	s := &State{policy: policy, optNames: slices.Clone(cfg.Options)}
 	if s.opts, err = parseOptions(cfg.Options); err != nil {
 		return nil, err
