@@ -33,13 +33,31 @@ const (
 	cgroupParent = "/corepin-test"
 )
 
-// node is one private containerd with the corepin plugin.
+// engine is the container runtime a node runs: containerd or CRI-O. The
+// scenarios drive either through the CRI alone; what differs is how each is
+// configured, started and handed the test's images.
+type engine interface {
+	// name is the runtime's name in messages.
+	name() string
+	// configure writes the runtime's configuration under n.dir.
+	configure(n *node)
+	// command is the runtime's daemon as configured under dir.
+	command(dir string) *exec.Cmd
+	// sock is the path of the runtime's CRI socket under dir.
+	sock(dir string) string
+	// load gives the running runtime the images of these archives
+	// (docker-archives, each naming its image).
+	load(n *node, archives ...string)
+}
+
+// node is one private container runtime with the corepin plugin.
 type node struct {
 	t       *testing.T
 	dir     string // short: unix socket paths stay under 108 bytes
-	bin     string // containerd, ctr, containerd-shim-runc-v2
+	bin     string // the runtime's binaries, first on its PATH
+	eng     engine
 	corepin string
-	ctd     *exec.Cmd
+	ctd     *exec.Cmd // the runtime's daemon
 	plugin  *exec.Cmd
 	plugLog string
 	rt      runtimeapi.RuntimeServiceClient
@@ -47,7 +65,7 @@ type node struct {
 	pods    []string
 }
 
-func (n *node) sock() string { return filepath.Join(n.dir, "run", "containerd.sock") }
+func (n *node) sock() string { return n.eng.sock(n.dir) }
 
 func (n *node) run(name string, args ...string) string {
 	n.t.Helper()
@@ -90,24 +108,42 @@ cp busybox.tar pause.tar %s/
 	return busybox, pause
 }
 
-func (n *node) writeConfig() string {
-	d := n.dir
-	cfg := testutil.ContainerdConfig(d, pauseImage)
-	p := filepath.Join(d, "containerd.toml")
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+// containerd is the private containerd of make e2e-node: bin holds
+// containerd, ctr and containerd-shim-runc-v2 (and runc, see testutil.Runc).
+type containerd struct{ bin string }
+
+func (containerd) name() string { return "containerd" }
+
+func (containerd) sock(dir string) string { return filepath.Join(dir, "run", "containerd.sock") }
+
+func (containerd) configure(n *node) {
+	n.t.Helper()
+	cfg := testutil.ContainerdConfig(n.dir, pauseImage)
+	if err := os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
-	return p
 }
 
-// startContainerd starts containerd and waits for its CRI.
-func (n *node) startContainerd() {
+func (c containerd) command(dir string) *exec.Cmd {
+	return exec.Command(filepath.Join(c.bin, "containerd"), "--config", filepath.Join(dir, "containerd.toml"))
+}
+
+func (c containerd) load(n *node, archives ...string) {
 	n.t.Helper()
-	log, err := os.OpenFile(filepath.Join(n.dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	for _, a := range archives {
+		n.run(filepath.Join(c.bin, "ctr"), "--address", n.sock(), "-n", "k8s.io", "images", "import", a)
+	}
+}
+
+// startRuntime starts the runtime and waits for its CRI.
+func (n *node) startRuntime() {
+	n.t.Helper()
+	logPath := filepath.Join(n.dir, n.eng.name()+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(n.bin, "containerd"), "--config", filepath.Join(n.dir, "containerd.toml"))
+	cmd := n.eng.command(n.dir)
 	cmd.Env = append(os.Environ(), "PATH="+n.bin+":"+os.Getenv("PATH"))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -132,13 +168,13 @@ func (n *node) startContainerd() {
 			return
 		}
 		if time.Now().After(deadline) {
-			n.t.Fatalf("containerd's CRI did not answer in 30s: %v (log %s)", err, filepath.Join(n.dir, "containerd.log"))
+			n.t.Fatalf("%s's CRI did not answer in 30s: %v (log %s)", n.eng.name(), err, logPath)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func (n *node) stopContainerd() {
+func (n *node) stopRuntime() {
 	n.t.Helper()
 	if n.ctd == nil {
 		return
@@ -213,11 +249,15 @@ func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
 	uid := fmt.Sprintf("%s-%d", p.name, time.Now().UnixNano())
 	logDir := filepath.Join(n.dir, "logs", uid)
 	os.MkdirAll(logDir, 0o755)
+	// The kubelet's defaults but the host network (no CNI): a PID namespace
+	// per container, so CRI-O runs no pause container (whose oom_score_adj
+	// -998 needs CAP_SYS_RESOURCE, which these machines lack).
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER}
 	sc := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: uid},
 		Labels:   p.labels, LogDirectory: logDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent + "/pod" + uid,
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}},
 	}
 	t0 := time.Now()
 	rp, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sc})
@@ -230,9 +270,10 @@ func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
 		res.CpuPeriod = 100000
 	}
 	rc, err := n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: rp.PodSandboxId, SandboxConfig: sc,
-		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, Image: &runtimeapi.ImageSpec{Image: busyboxImage},
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, Image: &runtimeapi.ImageSpec{Image: busyboxImage, UserSpecifiedImage: busyboxImage}, // as the kubelet sends (CRI-O requires it)
 			Command: []string{"/bin/sleep", "3600"}, LogPath: "main.log", Labels: p.labels,
-			Linux: &runtimeapi.LinuxContainerConfig{Resources: res}}})
+			Linux: &runtimeapi.LinuxContainerConfig{Resources: res,
+				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}}})
 	if err != nil {
 		n.t.Fatalf("CreateContainer %s: %v", p.name, err)
 	}
@@ -245,16 +286,27 @@ func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
 func (n *node) removePod(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// Each container is killed first, as the kubelet stops them after their
+	// grace period: the container's command is its PID 1, which ignores
+	// SIGTERM, and CRI-O's StopPodSandbox waits for the container's stop
+	// timeout before it kills it.
+	cs, _ := n.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: id}})
+	for _, c := range cs.GetContainers() {
+		n.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: 0})
+	}
 	n.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
 	n.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
 	n.pods = slices.DeleteFunc(n.pods, func(p string) bool { return p == id })
 }
 
 // live is what the kernel says about a container: its process's affinity
-// and its cgroup's cpuset.
-type live struct{ Affinity, CPUs, Mems, Shares string }
+// and scheduling policy (/proc/PID/sched: 0 fair, 5 SCHED_IDLE), its
+// cgroup's cpuset, CPU shares and CFS quota.
+type live struct{ Affinity, CPUs, Mems, Shares, Quota, Policy string }
 
-func (n *node) liveOf(ctrID string) live {
+// pidOf is the pid of a container's first process, which both runtimes
+// give in the verbose ContainerStatus's "info" JSON.
+func (n *node) pidOf(ctrID string) int {
 	n.t.Helper()
 	st, err := n.rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: ctrID, Verbose: true})
 	if err != nil {
@@ -266,8 +318,21 @@ func (n *node) liveOf(ctrID string) live {
 	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Pid == 0 {
 		n.t.Fatalf("ContainerStatus info: %v", err)
 	}
+	return info.Pid
+}
+
+func (n *node) liveOf(ctrID string) live {
+	n.t.Helper()
+	pid := n.pidOf(ctrID)
 	var l live
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", info.Pid))
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/sched", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "policy" {
+				l.Policy = strings.TrimSpace(v)
+			}
+		}
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -278,7 +343,7 @@ func (n *node) liveOf(ctrID string) live {
 		}
 	}
 	f.Close()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -287,6 +352,8 @@ func (n *node) liveOf(ctrID string) live {
 		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpu") {
 			b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares"))
 			l.Shares = strings.TrimSpace(string(b))
+			q, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.cfs_quota_us"))
+			l.Quota = strings.TrimSpace(string(q))
 		}
 		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuset") {
 			dir := filepath.Join("/sys/fs/cgroup/cpuset", parts[2])
@@ -336,8 +403,17 @@ func (n *node) check(ids map[string]string) map[string]live {
 		}
 		l := n.liveOf(id)
 		out[name] = l
+		r := nri.ResourcesOf(a)
+		// corepin sets the quota of shared (LS) containers only; a BE
+		// container runs SCHED_IDLE (the runtime's, or the plugin's).
 		want := live{Affinity: a.CPUs.String(), CPUs: a.CPUs.String(), Mems: a.Mems.String(),
-			Shares: fmt.Sprint(nri.ResourcesOf(a).Shares)}
+			Shares: fmt.Sprint(r.Shares), Quota: l.Quota, Policy: "0"}
+		if r.Quota > 0 {
+			want.Quota = fmt.Sprint(r.Quota)
+		}
+		if a.QoS == alloc.BE {
+			want.Policy = "5"
+		}
 		if l != want {
 			n.t.Errorf("%s: live %+v, corepin assigned %+v (%s)", name, l, want, a.QoS)
 		}
@@ -378,33 +454,37 @@ func missing(t *testing.T, format string, args ...any) {
 	t.Skipf("skipping: "+format, args...)
 }
 
-// newNode starts a private containerd in a new directory, stopped and
-// removed (kept when the test failed) with everything it ran at the end.
-func newNode(t *testing.T, bin, corepin string) *node {
+// newNode starts a private runtime in a new directory, stopped and removed
+// (kept when the test failed) with everything it ran at the end. bin holds
+// the runtime's binaries.
+func newNode(t *testing.T, eng engine, bin, corepin string) *node {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cpe-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, dir: dir, bin: bin, corepin: corepin}
+	n := &node{t: t, dir: dir, bin: bin, eng: eng, corepin: corepin}
 	t.Cleanup(func() {
 		for _, id := range slices.Clone(n.pods) {
 			n.removePod(id)
 		}
 		n.killPlugin()
-		n.stopContainerd()
+		n.stopRuntime()
 		if n.conn != nil {
 			n.conn.Close()
 		}
 		exec.Command("sh", "-c", "find /sys/fs/cgroup/*"+cgroupParent+" -depth -type d -exec rmdir {} \\; 2>/dev/null").Run()
+		// What a pod the runtime could not remove left mounted under dir
+		// (CRI-O's pinned namespaces and shm), deepest first.
+		exec.Command("sh", "-c", "awk '$2 ~ \"^"+dir+"/\" {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount").Run()
 		if !t.Failed() {
 			os.RemoveAll(dir)
 		} else {
 			t.Logf("kept %s for inspection", dir)
 		}
 	})
-	n.writeConfig()
-	n.startContainerd()
+	eng.configure(n)
+	n.startRuntime()
 	return n
 }
 
@@ -418,14 +498,20 @@ func TestNodeWithContainerd(t *testing.T) {
 			missing(t, "%s missing (apt-get install runc busybox-static umoci skopeo)", tool)
 		}
 	}
-	n := newNode(t, bin, corepin)
+	scenarios(t, newNode(t, containerd{bin: bin}, bin, corepin))
+}
+
+// scenarios runs pods of each class on n through the CRI with the real
+// corepin plugin attached, and checks after each step that every container
+// runs where corepin assigned it: after a restart of the plugin, of the
+// runtime, and the removal of the pinned pod. Then it reports pod-start
+// latency with and without the plugin.
+func scenarios(t *testing.T, n *node) {
 	if err := os.WriteFile(filepath.Join(n.dir, "corepin.yaml"), []byte("reserved_cpus: \"0\"\npolicy: corepin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	busybox, pause := n.images(filepath.Join(filepath.Dir(bin), "..", "images"))
-	for _, img := range []string{pause, busybox} {
-		n.run(filepath.Join(bin, "ctr"), "--address", n.sock(), "-n", "k8s.io", "images", "import", img)
-	}
+	busybox, pause := n.images(filepath.Join(filepath.Dir(n.bin), "..", "images"))
+	n.eng.load(n, pause, busybox)
 	n.startPlugin()
 
 	ids := map[string]string{}
@@ -438,6 +524,11 @@ func TestNodeWithContainerd(t *testing.T) {
 	if got := before["lse"].CPUs; got != "1" {
 		t.Errorf("LSE pod runs on %q, want CPU 1 (CPU 0 is reserved)", got)
 	}
+	// Both runtimes run runc >= 1.2, which applies the SCHED_IDLE the BE
+	// container's adjustment asks for: the plugin finds it done.
+	if r := n.assigned()[ids["be"]].BERoute; r != string(nri.RouteRuntimeIdle) {
+		t.Errorf("the BE container's route is %q, want %q (%s applied NRI's SetLinuxScheduler)", r, nri.RouteRuntimeIdle, n.eng.name())
+	}
 
 	t.Run("plugin killed and restarted", func(t *testing.T) {
 		n.t = t
@@ -447,13 +538,37 @@ func TestNodeWithContainerd(t *testing.T) {
 			t.Errorf("after a plugin restart: %+v, before %+v", after, before)
 		}
 	})
-	t.Run("containerd restarted", func(t *testing.T) {
+	t.Run(n.eng.name()+" restarted", func(t *testing.T) {
 		n.t = t
-		n.stopContainerd()
-		n.startContainerd()
+		n.stopRuntime()
+		n.startRuntime()
 		n.waitSyncs(2) // the plugin reconnected by itself
 		if after := n.check(ids); fmt.Sprint(after) != fmt.Sprint(before) {
-			t.Errorf("after a containerd restart: %+v, before %+v", after, before)
+			t.Errorf("after a %s restart: %+v, before %+v", n.eng.name(), after, before)
+		}
+	})
+	t.Run("shared pod resized in place", func(t *testing.T) {
+		n.t = t
+		// The kubelet's in-place resize of the LS pod from 500m to 800m
+		// (cpuManagerPolicy none: no cpuset in the request).
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := n.rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: ids["ls"],
+			Linux: &runtimeapi.LinuxContainerResources{CpuShares: 819, CpuQuota: 80000, CpuPeriod: 100000}}); err != nil {
+			t.Fatalf("UpdateContainerResources: %v", err)
+		}
+		if a := n.assigned()[ids["ls"]]; a.MilliCPUs != 800 {
+			t.Errorf("after the resize corepin holds %d milli-CPUs for the LS container, want 800", a.MilliCPUs)
+		}
+		after := n.check(ids) // the quota and shares of the new size, the cpuset kept
+		t.Logf("after the resize: %+v", after)
+		for _, name := range []string{"lse", "be"} {
+			if after[name] != before[name] {
+				t.Errorf("%s moved with the LS pod's resize: %+v, before %+v", name, after[name], before[name])
+			}
+		}
+		if after["ls"].CPUs != before["ls"].CPUs {
+			t.Errorf("the LS pod's cpuset went from %s to %s with its resize", before["ls"].CPUs, after["ls"].CPUs)
 		}
 	})
 	t.Run("pinned pod removed: shared pools regrow", func(t *testing.T) {

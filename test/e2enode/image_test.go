@@ -46,7 +46,7 @@ func TestImageUnderContainerd(t *testing.T) {
 		t.Fatalf("make image named the image %q, want the tag %s", name, version)
 	}
 
-	n := newNode(t, bin, "")
+	n := newNode(t, containerd{bin: bin}, bin, "")
 	ctrArgs := func(args ...string) []string {
 		return append([]string{"--address", n.sock(), "-n", "corepin-image"}, args...)
 	}
