@@ -236,13 +236,25 @@ func (n *node) killPlugin() {
 
 // pod asks for a pod with one busybox container.
 type pod struct {
-	name   string
-	labels map[string]string
-	shares int64
-	quota  int64
+	name        string
+	labels      map[string]string
+	annotations map[string]string
+	shares      int64
+	quota       int64
 }
 
 func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
+	n.t.Helper()
+	ctrID, took, err := n.tryPod(p)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return ctrID, took
+}
+
+// tryPod runs p's sandbox (failing the test if it can not) and returns
+// the error of creating or starting its container.
+func (n *node) tryPod(p pod) (ctrID string, took time.Duration, err error) {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -255,7 +267,7 @@ func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
 	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER}
 	sc := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: uid},
-		Labels:   p.labels, LogDirectory: logDir,
+		Labels:   p.labels, Annotations: p.annotations, LogDirectory: logDir,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent + "/pod" + uid,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}},
 	}
@@ -275,12 +287,12 @@ func (n *node) startPod(p pod) (ctrID string, took time.Duration) {
 			Linux: &runtimeapi.LinuxContainerConfig{Resources: res,
 				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}}})
 	if err != nil {
-		n.t.Fatalf("CreateContainer %s: %v", p.name, err)
+		return "", 0, fmt.Errorf("CreateContainer %s: %w", p.name, err)
 	}
 	if _, err := n.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: rc.ContainerId}); err != nil {
-		n.t.Fatalf("StartContainer %s: %v", p.name, err)
+		return "", 0, fmt.Errorf("StartContainer %s: %w", p.name, err)
 	}
-	return rc.ContainerId, time.Since(t0)
+	return rc.ContainerId, time.Since(t0), nil
 }
 
 func (n *node) removePod(id string) {
@@ -533,6 +545,14 @@ func scenarios(t *testing.T, n *node) {
 	t.Run("plugin killed and restarted", func(t *testing.T) {
 		n.t = t
 		n.killPlugin()
+		// Meanwhile a pod that requires corepin is refused by the
+		// runtime's NRI default validator, not started unpinned.
+		_, _, err := n.tryPod(pod{name: "required", shares: 512, quota: 50000,
+			annotations: map[string]string{"required-plugins.noderesource.dev": `["corepin"]`}})
+		if err == nil || !strings.Contains(err.Error(), `required plugin "corepin" not present`) {
+			t.Errorf("a pod requiring corepin, created while it is down: %v; want the validator's refusal", err)
+		}
+		n.removePod(n.pods[len(n.pods)-1])
 		n.startPlugin()
 		if after := n.check(ids); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("after a plugin restart: %+v, before %+v", after, before)
