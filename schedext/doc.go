@@ -23,4 +23,16 @@
 //
 // LSE and LSR jobs keep their exclusive cpusets, which stay in force under
 // sched_ext (the BPF scheduler picks among the CPUs a task may use).
+//
+// Supervise runs scx_layered on that config for the agent's node setting
+// sched_ext (Setting) and keeps it running: it starts it in a session of
+// its own so that it outlives the agent, records its pid and start time
+// (Records, the state file's settings) so that the next agent adopts it
+// instead of starting a second, watches the process and the kernel's
+// /sys/kernel/sched_ext, restarts it with a bounded exponential back-off
+// (Backoff), and reports every transition (Status, Observer): while it is
+// down or ejected the kernel's fair class decides and corepin's BE routes
+// act again. It never starts one beside a scheduler it did not start.
+// The sysfs root, procfs and binary are options, so tests run it on a
+// fake sysfs with a script standing in for scx_layered.
 package schedext

@@ -209,20 +209,52 @@ func ReadScheduler(fsys fs.FS, kernel *string) Scheduler {
 	if wc, ok := fsys.(writeChecker); ok {
 		s.FeaturesWritable = wc.canWrite(schedFeaturesFile)
 	}
-	if st, err := readWord(fsys, schedExtStateFile); err != nil {
-		note(fmt.Errorf("reading sched_ext state: %w", err))
-	} else {
-		s.SchedExt.State = &st
-		ops := ""
-		if o, err := readWord(fsys, schedExtOpsFile); err == nil {
-			ops = o
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			note(fmt.Errorf("reading sched_ext ops: %w", err))
-		}
-		s.SchedExt.Ops = &ops
+	var err error
+	if s.SchedExt, err = ReadSchedExt(fsys); err != nil {
+		note(err)
 	}
 	s.InertRoutes = InertRoutes(s.SchedExt)
 	return s
+}
+
+// ReadSchedExt reads sched_ext's state and attached scheduler from fsys
+// (a root holding sys/). A kernel without sched_ext (no state file) gives
+// both nil and no error. An unreadable or malformed state file leaves
+// both nil; an ops file missing beside a state gives ops "" (none
+// attached), an unreadable one ops "" and the error.
+func ReadSchedExt(fsys fs.FS) (SchedExt, error) {
+	st, err := readWord(fsys, schedExtStateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return SchedExt{}, nil
+	}
+	if err != nil {
+		return SchedExt{}, fmt.Errorf("reading sched_ext state: %w", err)
+	}
+	ops := ""
+	o, err := readWord(fsys, schedExtOpsFile)
+	switch {
+	case err == nil:
+		ops = o
+	case errors.Is(err, fs.ErrNotExist):
+		err = nil
+	default:
+		err = fmt.Errorf("reading sched_ext ops: %w", err)
+	}
+	return SchedExt{State: &st, Ops: &ops}, err
+}
+
+// OpenSchedExt is ReadSchedExt of the machine whose "/" is root ("" or
+// "/": this one), confined to root.
+func OpenSchedExt(root string) (SchedExt, error) {
+	if root == "" {
+		root = "/"
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return SchedExt{}, fmt.Errorf("%w %s: %w", ErrBadRoot, root, err)
+	}
+	defer r.Close()
+	return ReadSchedExt(rootFS{r})
 }
 
 // readWord reads a one-line sysfs attribute of at most 128 printable
