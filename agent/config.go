@@ -11,6 +11,7 @@ import (
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/schedext"
 	"github.com/corepin/corepin/wakescan"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	// scheduler's features while BE workloads run, the value found
 	// restored when they end or the agent stops (package wakescan).
 	WakeScan string `yaml:"wake_scan"`
+	// SchedExt is the BPF scheduler corepin runs and supervises (mode
+	// off, the default, or layered: scx_layered on corepin's layer
+	// config; package schedext).
+	SchedExt schedext.Setting `yaml:"sched_ext"`
 }
 
 // DefaultCgroupRoot is the agent's root group name in each hierarchy.
@@ -104,6 +109,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := wakescan.ParseMode(c.WakeScan); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if _, err := c.SchedExt.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -41,6 +41,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "two documents", yaml: "policy: corepin\n---\npolicy: kubelet\n", wantIn: "more than one"},
 		{name: "tiny interval", yaml: "reconcile_interval: 1ms\n", wantIn: "reconcile_interval"},
 		{name: "bad wake_scan", yaml: "wake_scan: on\n", wantIn: "want default or full"},
+		{name: "bad sched_ext mode", yaml: "sched_ext:\n  mode: rusty\n", wantIn: "want off or layered"},
+		{name: "sched_ext relative binary", yaml: "sched_ext:\n  mode: layered\n  binary: scx_layered\n", wantIn: "absolute path"},
+		{name: "sched_ext binary not a file", yaml: "sched_ext:\n  mode: layered\n  binary: /\n", wantIn: "not a regular file"},
+		{name: "sched_ext unknown key", yaml: "sched_ext:\n  mod: layered\n", wantIn: "mod"},
 		{name: "huge", yaml: strings.Repeat("#", MaxConfig+1), wantIn: "larger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

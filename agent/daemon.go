@@ -91,6 +91,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 		return err
 	}
 	defer irqs.Close()
+	sx, err := openSchedExt(c.SchedExt, c.State, "/", log, m)
+	if err != nil {
+		return err
+	}
+	defer sx.Close()
 	n.changed = func() {
 		all := n.List()
 		ws.Sync(hasBE(all))
@@ -105,7 +110,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	if note := hostDynModsNote(drv.Name()); note != "" {
 		log.Info("admission latency", "note", note)
 	}
-	s := &Server{Node: n, Metrics: m, Log: log, Scheduler: ReadScheduler}
+	s := &Server{Node: n, Metrics: m, Log: log, Scheduler: ReadScheduler, SchedExt: sx.Status}
 	ln, err := ListenUnix(c.Socket)
 	if err != nil {
 		return err
@@ -132,7 +137,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 	for i, l := range lns {
 		srv := s
 		if i > 0 {
-			srv = &Server{Node: n, Metrics: m, Log: log, Token: token, Scheduler: ReadScheduler}
+			srv = &Server{Node: n, Metrics: m, Log: log, Token: token, Scheduler: ReadScheduler, SchedExt: sx.Status}
 		}
 		go func() { errc <- srv.Serve(ctx, l) }()
 	}

@@ -22,6 +22,7 @@ type Metrics struct {
 	qos        *prometheus.GaugeVec
 	qosActions *prometheus.CounterVec
 	offline    *prometheus.GaugeVec
+	schedExt   schedExtMetrics
 }
 
 // NewMetrics returns the agent's metrics in a registry of their own, with
@@ -59,8 +60,10 @@ func NewMetrics() *Metrics {
 			Name: "corepin_workload_offline_cpus",
 			Help: "The workload's exclusive CPUs that are offline now (they stay its own until they are back).",
 		}, []string{"workload", "qos"}),
+		schedExt: newSchedExtMetrics(),
 	}
 	m.reg.MustRegister(m.admission, m.rejections, m.reconciles, m.pools, m.qos, m.qosActions, m.offline,
+		m.schedExt.state, m.schedExt.transitions, m.schedExt.restarts,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

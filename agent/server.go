@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/corepin/corepin/topology"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/corepin/corepin/schedext"
+	"github.com/corepin/corepin/topology"
 )
 
 // Timeouts of the API server against slow or stuck clients.
@@ -42,6 +44,9 @@ type Server struct {
 	// Scheduler, when set, reads the machine's scheduler section for
 	// GET /v1/topology (ReadScheduler).
 	Scheduler func() topology.Scheduler
+	// SchedExt, when set, says what the sched_ext supervisor does, for
+	// GET /v1/topology (nil: the setting is off).
+	SchedExt func() *schedext.Status
 }
 
 // Handler returns the API's routes.
@@ -202,6 +207,9 @@ func (s *Server) topology(w http.ResponseWriter, _ *http.Request) {
 	if s.Scheduler != nil {
 		sc := s.Scheduler()
 		v.Scheduler = &sc
+	}
+	if s.SchedExt != nil {
+		v.SchedExt = s.SchedExt()
 	}
 	writeJSON(w, http.StatusOK, v)
 }

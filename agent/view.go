@@ -8,6 +8,7 @@ import (
 	"github.com/corepin/corepin/cpuset"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/schedext"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -223,6 +224,9 @@ type TopologyView struct {
 	// Scheduler is what decides wake placement on the machine (`corepin
 	// topo`'s scheduler section), when the server reads it.
 	Scheduler *topology.Scheduler `json:"scheduler,omitempty"`
+	// SchedExt is what the supervisor of the layered route does (node
+	// setting sched_ext), absent while the setting is off.
+	SchedExt *schedext.Status `json:"sched_ext_route,omitempty"`
 }
 
 // PoolsView are the CPU sets of each QoS class.

@@ -286,3 +286,74 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// Issue 30 §2: the real agent with the node setting sched_ext layered on
+// this machine. Without /sys/kernel/sched_ext it starts nothing and says
+// so in ctl top (text and -o json) and in its metrics; with sched_ext the
+// supervision itself is schedext's tests' (a fake sysfs root).
+func TestAgentSchedExtSetting(t *testing.T) {
+	requireCgroupRoot(t)
+	if _, err := os.Stat("/sys/kernel/sched_ext"); err == nil {
+		t.Skip("this kernel has sched_ext: the agent would start the fake scheduler for real")
+	}
+	dir := t.TempDir()
+	scx := filepath.Join(dir, "scx_layered")
+	if err := os.WriteFile(scx, []byte("#!/bin/sh\ntouch \"$0.ran\"\nsleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(conf, []byte("sched_ext:\n  mode: layered\n  binary: "+scx+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	socket, state := filepath.Join(dir, "a.sock"), filepath.Join(dir, "state.db")
+	root := fmt.Sprintf("corepin-e2e-scx-%d", os.Getpid())
+	t.Cleanup(func() {
+		for _, d := range []string{"cpuset", "cpu", "cpuacct", ""} {
+			syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d, root))
+		}
+	})
+	a := exec.Command(binary, "agent", "--config", conf, "--socket", socket, "--state", state, "--cgroup-root", root)
+	var logs strings.Builder
+	a.Stderr = &logs
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		a.Process.Kill()
+		a.Wait()
+	}()
+	top := func(args ...string) string {
+		t.Helper()
+		var out string
+		for deadline := time.Now().Add(testutil.Patience); ; time.Sleep(20 * time.Millisecond) {
+			o, _, code := run(t, append([]string{"ctl", "--socket", socket, "top", "--interval", "100ms"}, args...)...)
+			if code == 0 && (strings.Contains(o, "no sched_ext in this kernel") || strings.Contains(o, `"state": "unavailable"`)) {
+				return o
+			}
+			out = o
+			if time.Now().After(deadline) {
+				t.Fatalf("ctl top %v never said sched_ext is unavailable:\n%s\nagent log:\n%s", args, out, logs.String())
+			}
+		}
+	}
+	if out := top(); !strings.Contains(out, "sched_ext layered route: no sched_ext in this kernel: the fair class decides") ||
+		!strings.Contains(out, "off -> unavailable, unavailable: no /sys/kernel/sched_ext") {
+		t.Errorf("ctl top:\n%s", out)
+	}
+	var doc struct {
+		Route struct {
+			Mode, State, Decides string
+			InertRoutes          []string `json:"inert_routes"`
+		} `json:"sched_ext_route"`
+	}
+	if err := json.Unmarshal([]byte(top("-o", "json")), &doc); err != nil || doc.Route.Mode != "layered" || doc.Route.Decides != "fair" ||
+		doc.Route.InertRoutes == nil || len(doc.Route.InertRoutes) != 0 {
+		t.Errorf("ctl top -o json sched_ext_route = %+v (%v)", doc.Route, err)
+	}
+	if _, err := os.Stat(scx + ".ran"); err == nil {
+		t.Error("the agent ran scx_layered on a kernel without sched_ext")
+	}
+	if !strings.Contains(logs.String(), "sched_ext: scx_layered not started") {
+		t.Errorf("the agent's log does not say scx_layered was not started:\n%s", logs.String())
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corepin/corepin/agent"
 	"github.com/corepin/corepin/nodecore"
+	"github.com/corepin/corepin/schedext"
 	"github.com/corepin/corepin/topology"
 )
 
@@ -270,8 +271,9 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 			// What decides wake placement, as the agent reads it (an older
 			// agent says nothing).
 			var sched *topology.Scheduler
+			var route *schedext.Status
 			if v, err := c.Topology(); err == nil {
-				sched = v.Scheduler
+				sched, route = v.Scheduler, v.SchedExt
 			}
 			if e.JSON() {
 				out := map[string]any{"interval_s": interval.Seconds(), "workloads": rows}
@@ -280,6 +282,9 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 				}
 				if sched != nil {
 					out["scheduler"] = sched
+				}
+				if route != nil {
+					out["sched_ext_route"] = route
 				}
 				return e.PrintJSON(out)
 			}
@@ -299,7 +304,16 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 				fmt.Fprint(e.stdout, qosLines(q))
 			}
 			if sched != nil {
-				return topology.RenderScheduler(e.stdout, *sched, nil)
+				if err := topology.RenderScheduler(e.stdout, *sched, nil); err != nil {
+					return err
+				}
+			}
+			if route != nil {
+				// What the supervisor of the layered route does (node
+				// setting sched_ext); the agent's words, bounded.
+				for _, l := range route.Lines() {
+					fmt.Fprintln(e.stdout, agent.Printable(l, maxRouteLine))
+				}
 			}
 			return nil
 		},
@@ -310,6 +324,10 @@ func newCtlTop(e *env, f *ctlFlags) *cobra.Command {
 
 // maxField bounds a string of the agent's that ctl prints in a table.
 const maxField = 256
+
+// maxRouteLine bounds a line of the sched_ext route's status (its last
+// transition carries scx_layered's last output).
+const maxRouteLine = 1024
 
 // shown is a string of the agent's answer as ctl prints it as text: no
 // control characters (a terminal's escapes), at most maxField bytes.

@@ -29,6 +29,16 @@ func TestHostileFlags(t *testing.T) {
 	if err := os.WriteFile(long, []byte("concurrency:\n  concurrency: ["+strings.Repeat("1,", 64)+"1]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The node setting sched_ext naming a binary that cannot run (issue
+	// 30 §2): refused at config load, before anything is started.
+	notExec := filepath.Join(dir, "scx_layered")
+	scxConf := filepath.Join(dir, "scx.yaml")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scxConf, []byte("sched_ext:\n  mode: layered\n  binary: "+notExec+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	db := filepath.Join(dir, "r.db")
 	benchArgs := func(args ...string) []string {
 		return append([]string{"bench", "--db", db, "--report-dir", filepath.Join(dir, "report")}, args...)
@@ -62,6 +72,8 @@ func TestHostileFlags(t *testing.T) {
 		{name: "irq sync interval 1ns", args: []string{"irq", "sync", "--interval", "1ns"}, msg: "--interval 1ns: give 100ms to 1m"},
 		{name: "irq sync resync below interval", args: []string{"irq", "sync", "--interval", "2s", "--resync", "1s"}, msg: "--resync 1s: give --interval (2s) to 1h"},
 		{name: "irq sync log format", args: []string{"irq", "sync", "--log-format", "yaml"}, msg: `--log-format "yaml": want text or json`},
+		{name: "agent sched_ext binary not executable", args: []string{"agent", "--config", scxConf, "--socket", filepath.Join(dir, "a.sock"), "--state", filepath.Join(dir, "s.db")},
+			msg: "sched_ext.binary " + notExec + " is not executable by this user: chmod +x it"},
 		{name: "agent config FIFO", args: []string{"agent", "--config", fifo, "--socket", filepath.Join(dir, "a.sock"), "--state", filepath.Join(dir, "s.db")}, msg: "--config: open " + fifo + ": not a regular file"},
 	}
 	for _, tc := range tests {
