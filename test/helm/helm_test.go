@@ -277,6 +277,10 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "unknown irq isolate", set: "irqIsolate=on", want: "/irqIsolate"},
 		{name: "irq isolate as a boolean", set: "irqIsolate=false", want: "/irqIsolate"},
 		{name: "map for a label value", set: "nodeSelector.pool.name=a", want: "/nodeSelector/pool"},
+		{name: "layered route without an image", set: "schedExt.enabled=true", want: "/schedExt/image"},
+		{name: "layered route's relative binary", set: "schedExt.binary=scx_layered", want: "/schedExt/binary"},
+		{name: "layered route's own layer config", set: "schedExt.args={f:/etc/x.json}", want: "/schedExt/args/0"},
+		{name: "misspelt layered route key", set: "schedExt.enable=true", want: "enable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
