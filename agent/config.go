@@ -55,6 +55,10 @@ type Config struct {
 	// off, the default, or layered: scx_layered on corepin's layer
 	// config; package schedext).
 	SchedExt schedext.Setting `yaml:"sched_ext"`
+	// Reload, when set, reads the config again from where it came from:
+	// at a clean stop the agent stops scx_layered if sched_ext was
+	// removed from it meanwhile.
+	Reload func() (Config, error) `yaml:"-"`
 }
 
 // DefaultCgroupRoot is the agent's root group name in each hierarchy.

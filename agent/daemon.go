@@ -160,6 +160,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func()) error {
 			cancel() // one listener failing stops the others
 		}
 	}
+	sx.stopIfRemoved(c.Reload, log)
 	log.Info("agent stopped; workloads keep running")
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 // the record of the running scx_layered.
 type schedExt struct {
 	sup   *schedext.Supervisor
+	o     schedext.Options
 	close func() error
 }
 
@@ -53,7 +54,7 @@ func openSchedExt(set schedext.Setting, state, root string, log *slog.Logger, ob
 	}
 	log.Info("sched_ext layered: supervising scx_layered", "binary", set.Binary, "config", filepath.Join(o.Dir, schedext.ConfigFile),
 		"log", filepath.Join(o.Dir, schedext.LogFile))
-	return &schedExt{sup: sup, close: func() error { return errors.Join(sup.Close(), db.Close()) }}, nil
+	return &schedExt{sup: sup, o: o, close: func() error { return errors.Join(sup.Close(), db.Close()) }}, nil
 }
 
 // Status is the supervisor's status, nil with the setting off.
@@ -63,6 +64,33 @@ func (x *schedExt) Status() *schedext.Status {
 	}
 	st := x.sup.Status()
 	return &st
+}
+
+// stopIfRemoved is the agent's clean stop with the setting removed: when
+// reload (the config file read again) no longer asks for a scheduler, it
+// stops supervising and stops scx_layered (SIGINT, SIGKILL after the
+// bound) and deletes its record. Otherwise, or when the file cannot be
+// read, scx_layered keeps running for the next agent.
+func (x *schedExt) stopIfRemoved(reload func() (Config, error), log *slog.Logger) {
+	if x == nil || x.sup == nil || reload == nil {
+		return
+	}
+	c, err := reload()
+	if err != nil {
+		log.Warn("sched_ext: reading the config again at stop; scx_layered keeps running", "err", err.Error())
+		return
+	}
+	if c.SchedExt.Enabled() {
+		return
+	}
+	x.sup.Close()
+	did, err := schedext.StopRecorded(x.o)
+	if did != "" {
+		log.Info("sched_ext removed from the config: "+did+"; the fair class decides", "setting", "sched_ext")
+	}
+	if err != nil {
+		log.Warn("sched_ext removed from the config: stopping scx_layered", "err", err.Error())
+	}
 }
 
 // Close stops supervising; scx_layered keeps running for the next agent.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corepin/corepin/nodecore"
 	"github.com/corepin/corepin/schedext"
 )
 
@@ -131,4 +132,48 @@ func series(t *testing.T, m *Metrics, name string) []string {
 		}
 	}
 	return out
+}
+
+// TestSchedExtStopWithSettingRemoved: at a clean stop the agent reads its
+// config again; sched_ext still there (or the file unreadable) leaves
+// scx_layered running, sched_ext removed stops it (SIGINT) and deletes
+// its record.
+func TestSchedExtStopWithSettingRemoved(t *testing.T) {
+	bin, root := fakeScx(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	log := slog.New(slog.DiscardHandler)
+	layered := schedext.Setting{Mode: schedext.ModeLayered, Binary: bin}
+	x, err := openSchedExt(layered, state, root, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	for deadline := time.Now().Add(time.Minute); x.Status().State != schedext.StateAttached; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not attached within a minute: %+v", x.Status())
+		}
+	}
+	pid := x.Status().PID
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	x.stopIfRemoved(func() (Config, error) { return Config{SchedExt: layered}, nil }, log)
+	x.stopIfRemoved(func() (Config, error) { return Config{}, fmt.Errorf("reading the config: gone") }, log)
+	if !scxRunning(pid) {
+		t.Fatalf("scx_layered %d stopped while the setting is still there or the config unreadable", pid)
+	}
+	x.stopIfRemoved(func() (Config, error) { return Config{}, nil }, log)
+	if scxRunning(pid) {
+		t.Errorf("scx_layered %d runs after a clean stop with the setting removed", pid)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "sys/kernel/sched_ext/state")); strings.TrimSpace(string(b)) != "disabled" {
+		t.Errorf("sched_ext state %q after the stop, want disabled (stopped by SIGINT)", b)
+	}
+	x.Close()
+	db, err := nodecore.OpenState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rec, err := schedext.StateRecords(db).Load(); rec != nil || err != nil {
+		t.Errorf("record after the stop: %+v, %v; want none", rec, err)
+	}
 }

@@ -37,6 +37,10 @@ func newAgentCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if config != "" {
+				// Read again at a clean stop: sched_ext removed stops scx_layered.
+				c.Reload = func() (agent.Config, error) { return loadAgentConfig(config) }
+			}
 			fl := cmd.Flags()
 			for _, o := range []struct {
 				flag string
