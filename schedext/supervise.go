@@ -530,11 +530,17 @@ func (s *Supervisor) spawn() (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.o.Binary, err)
 	}
+	// The comm recorded is the one the kernel gives the program (its base
+	// name), not one read now: read right after Start it can still be
+	// the parent's (execve renames the task after it closes the
+	// close-on-exec pipe Start waits on). A comm "corepin" recorded so
+	// made the next agent take the record for another program's and
+	// discard it (seen under qemu on 6.12). The start time is the fork's
+	// and final.
 	p := &proc{p: cmd.Process, child: true, since: time.Now(), logOff: off, exited: make(chan struct{}), comm: s.comm}
 	p.id = measure.Identity{PID: cmd.Process.Pid}
 	if st, err := readStat(s.o.Proc, p.id.PID); err == nil {
 		p.id.Start = st.StartTime
-		p.comm = st.Comm
 	}
 	go func() {
 		p.werr = cmd.Wait()
