@@ -48,6 +48,26 @@ while :; do sleep 1 & wait $!; done
 	return bin, root
 }
 
+// attachedSchedExt opens the agent's sched_ext side with set and polls
+// until scx_layered is attached; it returns it and scx_layered's pid,
+// killed when the test ends.
+func attachedSchedExt(t *testing.T, set schedext.Setting, state, root string, log *slog.Logger, obs schedext.Observer) (*schedExt, int) {
+	t.Helper()
+	x, err := openSchedExt(set, state, root, log, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	for deadline := time.Now().Add(time.Minute); x.Status().State != schedext.StateAttached; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not attached within a minute: %+v", x.Status())
+		}
+	}
+	pid := x.Status().PID
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return x, pid
+}
+
 // TestSchedExtSetting: with sched_ext layered the agent supervises
 // scx_layered and says so in its metrics and in GET /v1/topology (what
 // ctl top prints); stopped, it leaves scx_layered running; started again
@@ -57,18 +77,7 @@ func TestSchedExtSetting(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 	log := slog.New(slog.DiscardHandler)
 	m := NewMetrics()
-	x, err := openSchedExt(schedext.Setting{Mode: schedext.ModeLayered, Binary: bin}, state, root, log, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	for deadline := time.Now().Add(time.Minute); x.Status().State != schedext.StateAttached; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not attached within a minute: %+v", x.Status())
-		}
-	}
-	pid := x.Status().PID
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	x, pid := attachedSchedExt(t, schedext.Setting{Mode: schedext.ModeLayered, Binary: bin}, state, root, log, m)
 	if got, want := series(t, m, "corepin_sched_ext_route_state"), []string{"decides=" + layeredOps + ",state=attached 1"}; !slices.Equal(got, want) {
 		t.Errorf("corepin_sched_ext_route_state = %q, want %q", got, want)
 	}
@@ -143,18 +152,7 @@ func TestSchedExtStopWithSettingRemoved(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 	log := slog.New(slog.DiscardHandler)
 	layered := schedext.Setting{Mode: schedext.ModeLayered, Binary: bin}
-	x, err := openSchedExt(layered, state, root, log, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	for deadline := time.Now().Add(time.Minute); x.Status().State != schedext.StateAttached; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not attached within a minute: %+v", x.Status())
-		}
-	}
-	pid := x.Status().PID
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	x, pid := attachedSchedExt(t, layered, state, root, log, nil)
 	x.stopIfRemoved(func() (Config, error) { return Config{SchedExt: layered}, nil }, log)
 	x.stopIfRemoved(func() (Config, error) { return Config{}, fmt.Errorf("reading the config: gone") }, log)
 	if !scxRunning(pid) {
