@@ -364,7 +364,9 @@ func (n *Node) resources(e *entry) enforce.Resources {
 	case alloc.BE:
 		return n.bePlanned(qos.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
-		return qos.ClassResources(q, k, e.cpus, e.mems)
+		r := qos.ClassResources(q, k, e.cpus, e.mems)
+		r.NoLoadBalance = e.rec.NoLoadBalance()
+		return r
 	}
 }
 
