@@ -444,7 +444,9 @@ e2e-vm-scx: build
 # partition while it runs (cpuset.cpus.partition "isolated", its CPUs in
 # the root's cpuset.cpus.isolated and corepin root's cpuset.cpus.exclusive)
 # and nothing of it stays after; a job on every CPU is refused with the
-# kernel's reason. On 6.1 (no cpuset.cpus.exclusive) the refusal quotes
+# kernel's reason; the agent's load_balance false workloads are partitions
+# too, kept across a SIGKILL and restart, given back by the reconcile for
+# a workload that died meanwhile and by a delete. On 6.1 (no cpuset.cpus.exclusive) the refusal quotes
 # the kernel too. Two machines, state only. See docs/reference/lowlatency.md.
 .PHONY: e2e-vm-partition
 e2e-vm-partition: build

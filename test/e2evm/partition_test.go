@@ -30,11 +30,48 @@ const partAfter = `sh -c 'echo "root.isolated=$(cat /sys/fs/cgroup/cpuset.cpus.i
 echo "corepin.exclusive=$(cat /sys/fs/cgroup/corepin/cpuset.cpus.exclusive 2>/dev/null)"
 echo "groups=$(cd /sys/fs/cgroup/corepin && ls -d run-* 2>/dev/null | wc -l)"'`
 
+// partAgent runs the agent with two load_balance false workloads, kills
+// it (SIGKILL), kills one workload's process while it is down, starts it
+// again, then deletes the other: agent.N blocks print each workload's
+// partition state and exclusive CPUs, corepin-agent's exclusive CPUs and
+// the root's isolated CPUs.
+const partAgent = `
+export COREPIN_SOCKET=/run/corepin.sock
+agent() {
+  corepin agent --socket $COREPIN_SOCKET --state /var/lib/corepin/agent.db >>/tmp/agent.log 2>&1 &
+  AGENT=$!
+  i=0; until corepin ctl list >/dev/null 2>&1; do
+    if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 120 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
+    i=$((i+1)); sleep 0.5
+  done
+}
+parts() {
+  for w in lat gone; do
+    d=$(ls -d /sys/fs/cgroup/corepin-agent/*-$w 2>/dev/null | head -n 1)
+    if [ -n "$d" ]; then echo "$w=$(cat $d/cpuset.cpus.partition) $(cat $d/cpuset.cpus.exclusive)"; else echo "$w=none"; fi
+  done
+  echo "agent.exclusive=$(cat /sys/fs/cgroup/corepin-agent/cpuset.cpus.exclusive)"
+  echo "root.isolated=$(cat /sys/fs/cgroup/cpuset.cpus.isolated)"
+}
+block agent.start agent
+block agent.lat corepin ctl create lat --cpus 2 --qos LSE --no-load-balance -o json -- sleep 100000
+block agent.gone corepin ctl create gone --cpus 1 --qos LSE --no-load-balance -o json -- sleep 100000
+block agent.held parts
+kill -9 $AGENT; wait $AGENT 2>/dev/null
+kill -9 $(cat $(ls -d /sys/fs/cgroup/corepin-agent/*-gone)/cgroup.procs)
+block agent.restart agent
+block agent.reconciled parts
+block agent.delete corepin ctl delete lat
+block agent.deleted parts
+block agent.log cat /tmp/agent.log
+`
+
 // partitionShapes are two machines of 4 CPUs under cgroup v2. On 6.12
 // (cpuset.cpus.exclusive, cpuset.cpus.isolated) a `corepin run --qos LSE
 // --no-load-balance` job runs in an isolated partition that is gone when
 // it ends, and a job asking for every CPU is refused with the kernel's
-// reason; on 6.1 (no cpuset.cpus.exclusive) the partition cannot form
+// reason, then the agent's workloads go through a SIGKILL and restart
+// (partAgent); on 6.1 (no cpuset.cpus.exclusive) the partition cannot form
 // below corepin's root and the job is refused with the kernel's reason.
 var partitionShapes = []shape{{
 	name: "part-6.12", kernel: kernel612, mem: 512, cg: "v2", qemu: []string{"-smp", "4"},
@@ -45,7 +82,7 @@ block part.job cat /tmp/part.job
 block part.after ` + partAfter + `
 block part.all corepin run --no-db -o json --qos LSE --cpus 4 --no-load-balance -- true
 block part.all.after ` + partAfter + `
-`,
+` + partAgent,
 }, {
 	name: "part-6.1", kernel: kernel61, mem: 512, cg: "v2", qemu: []string{"-smp", "4"},
 	script: `
@@ -128,6 +165,7 @@ func TestVMPartition(t *testing.T) {
 			t.Errorf("a job on every CPU: exit %d, error %q, want it refused with the kernel's reason (isolated invalid (...))", all.ExitCode, all.Error)
 		}
 		nothingLeft(t, v, "part.all.after")
+		checkAgentPartitions(t, v)
 	})
 	t.Run("6.1", func(t *testing.T) {
 		s := partitionShapes[1]
@@ -141,4 +179,46 @@ func TestVMPartition(t *testing.T) {
 		}
 		nothingLeft(t, v, "part.after")
 	})
+}
+
+// checkAgentPartitions: the agent's load_balance false workloads are
+// isolated partitions; a SIGKILLed agent's restart keeps the one still
+// running and gives back the one whose process died meanwhile; a delete
+// gives back the last.
+func checkAgentPartitions(t *testing.T, v *vm) {
+	t.Helper()
+	cpus := func(name string) string {
+		var w struct {
+			Cpuset      string `json:"cpuset"`
+			LoadBalance *bool  `json:"load_balance"`
+		}
+		if err := json.Unmarshal([]byte(v.get(t, name)), &w); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w.LoadBalance == nil || *w.LoadBalance {
+			t.Errorf("%s shows load_balance %v, want false", name, w.LoadBalance)
+		}
+		return w.Cpuset
+	}
+	lat, gone := cpus("agent.lat"), cpus("agent.gone")
+	both := v.get(t, "agent.held")
+	t.Logf("agent workloads lat on %s, gone on %s; held:\n%s", lat, gone, both)
+	for _, step := range []struct {
+		block string
+		want  map[string]string
+	}{
+		{"agent.held", map[string]string{"lat": "isolated " + lat, "gone": "isolated " + gone}},
+		{"agent.reconciled", map[string]string{"lat": "isolated " + lat, "gone": "none", "agent.exclusive": lat, "root.isolated": lat}},
+		{"agent.deleted", map[string]string{"lat": "none", "gone": "none", "agent.exclusive": "", "root.isolated": ""}},
+	} {
+		got := kv(v.get(t, step.block))
+		for k, want := range step.want {
+			if got[k] != want {
+				t.Errorf("%s: %s = %q, want %q (all: %v)", step.block, k, got[k], want, got)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("agent log:\n%s", v.blocks["agent.log"].out)
+	}
 }
