@@ -40,7 +40,8 @@ export COREPIN_SOCKET=/run/corepin.sock
 agent() {
   corepin agent --socket $COREPIN_SOCKET --state /var/lib/corepin/agent.db >>/tmp/agent.log 2>&1 &
   AGENT=$!
-  i=0; until corepin ctl list >/dev/null 2>&1; do
+  # ctl list reads the state file while no socket is there: wait for it.
+  i=0; until [ -S $COREPIN_SOCKET ] && corepin ctl list >/dev/null 2>&1; do
     if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 120 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
     i=$((i+1)); sleep 0.5
   done
@@ -63,6 +64,7 @@ block agent.restart agent
 block agent.reconciled parts
 block agent.delete corepin ctl delete lat
 block agent.deleted parts
+block agent.topo corepin topo -o json
 block agent.log cat /tmp/agent.log
 `
 
@@ -217,6 +219,19 @@ func checkAgentPartitions(t *testing.T, v *vm) {
 				t.Errorf("%s: %s = %q, want %q (all: %v)", step.block, k, got[k], want, got)
 			}
 		}
+	}
+	var topo struct {
+		Pools    struct{ LS, BE string } `json:"pools"`
+		Isolated string                  `json:"isolated"`
+	}
+	if err := json.Unmarshal([]byte(v.get(t, "agent.topo")), &topo); err != nil {
+		t.Fatalf("agent.topo: %v", err)
+	}
+	t.Logf("after the delete: isolated %q, pools %+v", topo.Isolated, topo.Pools)
+	// The agent was started again while lat and gone held partitions:
+	// their CPUs are the shared pools' again once both are gone.
+	if topo.Pools.LS != "0-3" || topo.Pools.BE != "0-3" {
+		t.Errorf("after the delete the agent's pools are LS %q, BE %q; want 0-3 (no CPU of its own partitions kept out)", topo.Pools.LS, topo.Pools.BE)
 	}
 	if t.Failed() {
 		t.Logf("agent log:\n%s", v.blocks["agent.log"].out)
