@@ -57,7 +57,8 @@ func DecodeSpec(r io.Reader) (Spec, error) {
 
 // specKeys are the JSON keys of Spec, spelled exactly.
 var specKeys = map[string]bool{"name": true, "qos": true, "cpus": true, "bind": true, "exclusive": true, "numa": true,
-	"topology_policy": true, "isolated": true, "command": true, "args": true, "pid": true, "cgroup": true, "sched": true, "irq_isolate": true}
+	"topology_policy": true, "isolated": true, "command": true, "args": true, "pid": true, "cgroup": true, "sched": true, "irq_isolate": true,
+	"load_balance": true, "cpu_quota": true}
 
 // ResizeSpec is the body of PATCH /v1/workloads/{name}: the workload's
 // new size, whole CPUs for LSE and LSR, a quota for LS and BE (as a

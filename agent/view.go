@@ -52,6 +52,11 @@ type Workload struct {
 	// IRQIsolate says the workload's CPUs are kept clear of movable
 	// device interrupts (its spec's irq_isolate).
 	IRQIsolate bool `json:"irq_isolate,omitempty"`
+	// LoadBalance and CPUQuota are false where its spec asked for no load
+	// balancing (its CPUs an isolated partition, or sched_load_balance 0)
+	// or no CFS quota; absent otherwise.
+	LoadBalance *bool `json:"load_balance,omitempty"`
+	CPUQuota    *bool `json:"cpu_quota,omitempty"`
 }
 
 // Node is the agent's node: nodecore's Node (the state file, the
@@ -90,6 +95,12 @@ func view(h nodecore.Held) Workload {
 	w := Workload{Name: a.Name, QoS: a.QoS, Cpuset: h.CPUs.String(), Exclusive: rec.Excl, NUMANodes: rec.NUMANodes,
 		Threads: rec.Threads, PID: rec.PID, Cgroup: rec.Cgroup, CreatedAt: a.CreatedAt, Generation: a.Generation,
 		Deleting: rec.Deleting, IRQIsolate: rec.IRQIsolate}
+	if rec.NoLoadBalance() {
+		w.LoadBalance = new(false)
+	}
+	if rec.NoCPUQuota() {
+		w.CPUQuota = new(false)
+	}
 	if !h.Offline.IsEmpty() {
 		w.OfflineCPUs = h.Offline.String()
 	}

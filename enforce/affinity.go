@@ -88,6 +88,8 @@ func affinityPlanFor(r Resources, allowed cpuset.CPUSet, nice NiceLimit) (affini
 	switch {
 	case r.Quota != 0 || r.Period != 0:
 		return affinityPlan{}, fmt.Errorf("setting quota: %w by the affinity driver", ErrNotSupported)
+	case r.NoLoadBalance:
+		return affinityPlan{}, fmt.Errorf("%w: %w by the affinity driver (it needs a cpuset cgroup)", ErrLoadBalance, ErrNotSupported)
 	case !r.CPUs.IsSubsetOf(allowed):
 		return affinityPlan{}, fmt.Errorf("%w: cpus %s outside this process's affinity %s",
 			ErrInvalidResources, r.CPUs, allowed)

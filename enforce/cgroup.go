@@ -22,12 +22,21 @@ type features struct {
 	burst     bool // cpu.cfs_burst_us, cpu.max.burst (Linux 5.14)
 	idle      bool // cpu.idle (Linux 5.15, both versions)
 	rt        bool // cpu.rt_runtime_us (v1, CONFIG_RT_GROUP_SCHED)
+	// balance: the load-balancing switch (v1 cpuset.sched_load_balance,
+	// v2 cpuset.cpus.partition, Linux 5.11).
+	balance bool
+	// exclusive: cpuset.cpus.exclusive (v2, Linux 6.7).
+	exclusive bool
 }
 
 // rootSets are the CPUs and memory nodes of corepin's root group, which an
 // empty Resources.CPUs or Mems stands for.
 type rootSets struct {
 	cpus, mems cpuset.CPUSet
+	// held are the CPUs corepin's root lists for its groups' isolated
+	// partitions (v2 cpuset.cpus.exclusive): gone from its effective
+	// CPUs while the partitions hold them, and still a group's to ask for.
+	held cpuset.CPUSet
 }
 
 // cgDriver is the part of the v1 and v2 drivers that does not depend on
@@ -51,6 +60,9 @@ type cgDriver struct {
 	// removed, when set, runs after a group is removed (v1: corepin's
 	// root gives back the real-time share it no longer needs).
 	removed func()
+	// bal, when set, takes groups' CPUs out of load balancing
+	// (Resources.NoLoadBalance; balance.go).
+	bal balancer
 	// roots reads the root group's CPUs and memory nodes.
 	roots func() (rootSets, error)
 	stats func(g *cgGroup) (Stats, error)
@@ -72,9 +84,9 @@ func (d *cgDriver) Writes(r Resources) ([]Write, error) {
 		if rs, err = d.roots(); err != nil {
 			return nil, err
 		}
-		if !r.CPUs.IsSubsetOf(rs.cpus) {
+		if !r.CPUs.IsSubsetOf(rs.cpus.Union(rs.held)) {
 			return nil, fmt.Errorf("%w: cpus %s outside corepin root's %s",
-				ErrInvalidResources, r.CPUs, rs.cpus)
+				ErrInvalidResources, r.CPUs, rs.cpus.Union(rs.held))
 		}
 		if !r.Mems.IsSubsetOf(rs.mems) {
 			return nil, fmt.Errorf("%w: mems %s outside corepin root's %s",
@@ -89,10 +101,13 @@ func (d *cgDriver) Create(name string, r Resources) (Group, error) {
 		return nil, err
 	}
 	ws, err := d.Writes(r)
+	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, dirName(d.self, name))}
+	if err == nil && d.bal != nil {
+		err = d.bal.check(g.dir, r)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
-	g := &cgGroup{d: d, name: name, dir: path.Join(d.base, dirName(d.self, name))}
 	for i, h := range d.hs {
 		if err := h.mkdir(g.dir); err != nil {
 			g.removeFrom(d.hs[:i])
@@ -103,7 +118,11 @@ func (d *cgDriver) Create(name string, r Resources) (Group, error) {
 		g.removeFrom(d.hs)
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
-	if err := writeAll(d.pick, g.dir, ws); err != nil {
+	err = writeAll(d.pick, g.dir, ws)
+	if err == nil && d.bal != nil {
+		err = d.bal.apply(g.dir, r, true)
+	}
+	if err != nil {
 		g.removeFrom(d.hs)
 		return nil, fmt.Errorf("creating group %s: %w", name, err)
 	}
@@ -142,6 +161,9 @@ func (d *cgDriver) Cleanup() ([]string, error) {
 				continue
 			}
 			if len(procs) > 0 {
+				if d.bal != nil {
+					d.bal.dissolve(dir)
+				}
 				errs = append(errs, fmt.Errorf("keeping stale group %s in %s: %d processes still in it (pids %s)",
 					dir, h.mount(), len(procs), strings.Join(procs[:min(len(procs), 5)], " ")))
 				continue
@@ -152,6 +174,9 @@ func (d *cgDriver) Cleanup() ([]string, error) {
 			}
 			removed = append(removed, path.Join(h.mount(), dir))
 		}
+	}
+	if d.bal != nil {
+		d.bal.release()
 	}
 	return removed, errors.Join(errs...)
 }
@@ -167,11 +192,17 @@ func (g *cgGroup) Name() string { return g.name }
 
 func (g *cgGroup) Update(r Resources) error {
 	ws, err := g.d.Writes(r)
+	if err == nil && g.d.bal != nil {
+		err = g.d.bal.check(g.dir, r)
+	}
 	if err == nil {
 		err = g.d.prep(g.dir, r)
 	}
 	if err == nil {
 		err = writeAll(g.d.pick, g.dir, ws)
+	}
+	if err == nil && g.d.bal != nil {
+		err = g.d.bal.apply(g.dir, r, false)
 	}
 	if err != nil {
 		return fmt.Errorf("updating group %s: %w", g.name, err)
@@ -209,6 +240,9 @@ func (g *cgGroup) Remove() error {
 	}
 	if g.d.removed != nil {
 		g.d.removed()
+	}
+	if g.d.bal != nil {
+		g.d.bal.release()
 	}
 	return nil
 }

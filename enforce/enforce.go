@@ -118,6 +118,22 @@ type Resources struct {
 	// and it is not written. 0: none (a new v1 group's own default, under
 	// which no real-time thread may join it). At most MaxRTShare.
 	RTShare float64
+	// NoLoadBalance takes the group's CPUs out of the scheduler's load
+	// balancing while the group holds them, for an exclusive workload
+	// whose threads stay where they were put: on cgroup v2 the group
+	// becomes an isolated partition (cpuset.cpus.partition, with the CPUs
+	// listed in cpuset.cpus.exclusive of every ancestor below the root on
+	// Linux 6.7 and later), on cgroup v1 its cpuset.sched_load_balance is
+	// 0. Where the kernel or the cgroup layout cannot do it, Create and
+	// Update fail with ErrLoadBalance, the kernel's reason quoted, and
+	// nothing of it stays; Update without it, Remove, and the Cleanup of
+	// a dead run's group give the CPUs back. Needs CPUs; the
+	// affinity-only driver refuses it (ErrNotSupported).
+	//
+	// There is no field for "no CFS quota": a Resources without Quota
+	// writes none (cpu.cfs_quota_us -1, cpu.max "max"), as every pinned
+	// group of corepin's has.
+	NoLoadBalance bool
 }
 
 // Limits of Resources, from kernel/sched/core.c (tg_set_cfs_bandwidth) and
@@ -160,6 +176,9 @@ func (r Resources) Validate() error {
 	}
 	if !(r.RTShare >= 0 && r.RTShare <= MaxRTShare) {
 		return bad("real-time share %g outside [0, %g]", r.RTShare, MaxRTShare)
+	}
+	if r.NoLoadBalance && r.CPUs.IsEmpty() {
+		return bad("no load balancing without cpus: name the CPUs to take out of it")
 	}
 	if r.Idle && r.RTShare > 0 {
 		return bad("real-time share %g on an idle group", r.RTShare)

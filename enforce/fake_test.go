@@ -21,6 +21,9 @@ type fakeFS struct {
 	// seed returns the control files of a new cgroup made under parent.
 	seed func(f *fakeFS, parent string) map[string]string
 	log  *[]string
+	// kernel, when set, sees each write first and returns the value to
+	// store, or the error the kernel would give.
+	kernel func(f *fakeFS, file, value string) (string, error)
 }
 
 func (f *fakeFS) mkdir(dir string) error {
@@ -74,6 +77,13 @@ func (f *fakeFS) write(file, value string) error {
 			}
 		}
 		value = strings.Join(on, " ")
+	}
+	if f.kernel != nil {
+		v, err := f.kernel(f, file, value)
+		if err != nil {
+			return fmt.Errorf("fake write %s: %w", file, err)
+		}
+		value = v
 	}
 	return f.rootFS.write(file, value)
 }

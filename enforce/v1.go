@@ -132,7 +132,7 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 			return rootSets{}, err
 		}
 		mems, err := readSet(hs.cpuset, path.Join(d.base, v1Mems))
-		return rootSets{cpus, mems}, err
+		return rootSets{cpus: cpus, mems: mems}, err
 	}
 	d.stats = func(g *cgGroup) (Stats, error) { return v1Stats(hs, g.dir) }
 
@@ -143,6 +143,12 @@ func newV1(hs v1Hierarchies, c config) (*cgDriver, error) {
 	}
 	if err := inheritCPUSets(hs.cpuset, d.base); err != nil {
 		return nil, fmt.Errorf("initializing corepin root: %w", err)
+	}
+	if d.feat.balance, err = hs.cpuset.exists(path.Join(d.base, v1LoadBalance)); err != nil {
+		return nil, err
+	}
+	if d.feat.balance {
+		d.bal = v1Balance{h: hs.cpuset, base: d.base}
 	}
 	for _, p := range []struct {
 		file string
@@ -187,6 +193,7 @@ func featureLimits(f features, quota, burst, idle, idleFallback string) []string
 // v1Writes turns r into cgroup v1 writes, in this order:
 //
 //	cpuset.cpus, cpuset.mems            (before any task joins)
+//	cpuset.sched_load_balance           (0 for NoLoadBalance, else 1; where the kernel has it)
 //	cpu.cfs_burst_us 0                  (so neither write below can fail on an old burst above the new quota)
 //	cpu.cfs_period_us, cpu.cfs_quota_us
 //	cpu.cfs_burst_us                    (only a non-zero burst)
@@ -209,6 +216,14 @@ func v1Writes(r Resources, root rootSets, f features) ([]Write, error) {
 		mems = root.mems
 	}
 	ws := []Write{{v1CPUs, cpus.String()}, {v1Mems, mems.String()}}
+	switch {
+	case f.balance && r.NoLoadBalance:
+		ws = append(ws, Write{v1LoadBalance, "0"})
+	case f.balance:
+		ws = append(ws, Write{v1LoadBalance, "1"})
+	case r.NoLoadBalance:
+		return nil, fmt.Errorf("%w: %w: no %s", ErrLoadBalance, ErrNotSupported, v1LoadBalance)
+	}
 	switch {
 	case f.bandwidth:
 		if f.burst {

@@ -69,7 +69,11 @@ func newV2(h cgfs, c config, want []string) (*cgDriver, error) {
 			return rootSets{}, err
 		}
 		mems, err := readSet(h, path.Join(d.base, v2EffMems))
-		return rootSets{cpus, mems}, err
+		if err != nil || !d.feat.exclusive {
+			return rootSets{cpus: cpus, mems: mems}, err
+		}
+		held, err := readSet(h, path.Join(d.base, v2Exclusive))
+		return rootSets{cpus: cpus, mems: mems, held: held}, err
 	}
 
 	avail, err := h.read(path.Join(parent, v2Controllers))
@@ -97,6 +101,19 @@ func newV2(h cgfs, c config, want []string) (*cgDriver, error) {
 	}
 	d.feat.cpuset = slices.Contains(want, "cpuset")
 	d.feat.cpu = slices.Contains(want, "cpu")
+	if d.feat.cpuset {
+		for _, p := range []struct {
+			file string
+			on   *bool
+		}{{v2Partition, &d.feat.balance}, {v2Exclusive, &d.feat.exclusive}} {
+			if *p.on, err = h.exists(path.Join(d.base, p.file)); err != nil {
+				return nil, err
+			}
+		}
+		if d.feat.balance {
+			d.bal = v2Balance{h: h, base: d.base, exclusive: d.feat.exclusive}
+		}
+	}
 	if d.feat.cpu {
 		for _, p := range []struct {
 			file string
@@ -150,6 +167,9 @@ func (g v2Group) OpenDir() (dirFile, error) { return g.d.hs[0].openDir(g.dir) }
 //	cpu.idle                   (0 before the weight: the kernel refuses a weight on an idle group)
 //	cpu.weight                 (not on an idle group)
 //
+// NoLoadBalance is not a write of this list: the partition is made after
+// it (v2Balance.apply), where the kernel's answer is read back.
+//
 // Empty CPUs and Mems become the root's effective sets. Files of a
 // controller that is not enabled, or that the kernel lacks, are left out
 // when r does not need them and are an ErrNotSupported error when it does,
@@ -168,7 +188,10 @@ func v2Writes(r Resources, root rootSets, f features) ([]Write, error) {
 			mems = root.mems
 		}
 		ws = append(ws, Write{v2CPUs, cpus.String()}, Write{v2Mems, mems.String()})
-	} else if !r.CPUs.IsEmpty() || !r.Mems.IsEmpty() {
+		if r.NoLoadBalance && !f.balance {
+			return nil, fmt.Errorf("%w: %w: no %s (Linux < 5.11)", ErrLoadBalance, ErrNotSupported, v2Partition)
+		}
+	} else if !r.CPUs.IsEmpty() || !r.Mems.IsEmpty() || r.NoLoadBalance {
 		return nil, fmt.Errorf("setting cpus: %w: cpuset controller not enabled", ErrNotSupported)
 	}
 	if !f.cpu {

@@ -52,6 +52,9 @@ type ContainerAssignment struct {
 	// BERoute is Record.BERoute: how a BE container is protected, once
 	// SetBERoute recorded it.
 	BERoute string
+	// NoCPUQuota is its spec's cpu_quota false (an LSE or LSR container
+	// whose runtime should apply no CFS quota).
+	NoCPUQuota bool
 }
 
 // Containers admits and releases runtime containers on the node's state
@@ -337,7 +340,7 @@ func (c *Containers) list() ([]ContainerAssignment, error) {
 
 // resolve is a's assignment as the runtime applies it under pools.
 func (c *Containers) resolve(a store.Assignment, rec Record, pools alloc.Pools) ContainerAssignment {
-	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS), Threads: rec.Threads, BERoute: rec.BERoute}
+	ca := ContainerAssignment{Name: a.Name, QoS: alloc.QoS(a.QoS), Threads: rec.Threads, BERoute: rec.BERoute, NoCPUQuota: rec.NoCPUQuota()}
 	if rec.Container != nil {
 		ca.Ref = *rec.Container
 	}

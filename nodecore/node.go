@@ -167,6 +167,11 @@ func Open(o Options) (*Node, error) {
 		lock.Close()
 		return nil, err
 	}
+	if err := n.ownPartitions(); err != nil {
+		n.db.Close()
+		lock.Close()
+		return nil, err
+	}
 	if _, err := n.Reconcile(); err != nil {
 		n.db.Close()
 		lock.Close()
@@ -188,6 +193,25 @@ func Open(o Options) (*Node, error) {
 	n.done = make(chan struct{})
 	go n.reaper(n.done)
 	return n, nil
+}
+
+// ownPartitions takes the CPUs of the node's own isolated partitions
+// (load_balance false workloads an earlier agent made) out of the
+// topology's isolated CPUs (withoutOwnPartitions).
+func (n *Node) ownPartitions() error {
+	if n.topo.Isolation().Partitions.IsEmpty() {
+		return nil
+	}
+	as, err := n.db.Assignments()
+	if err != nil {
+		return err
+	}
+	_, recs, err := n.stateOf(as)
+	if err != nil {
+		return err
+	}
+	n.topo, err = withoutOwnPartitions(n.topo, recs, as)
+	return err
 }
 
 // lockFile takes an exclusive flock on file, waiting up to wait.
@@ -364,7 +388,9 @@ func (n *Node) resources(e *entry) enforce.Resources {
 	case alloc.BE:
 		return n.bePlanned(qos.ClassResources(q, k, pools.BE, cpuset.CPUSet{}))
 	default:
-		return qos.ClassResources(q, k, e.cpus, e.mems)
+		r := qos.ClassResources(q, k, e.cpus, e.mems)
+		r.NoLoadBalance = e.rec.NoLoadBalance()
+		return r
 	}
 }
 

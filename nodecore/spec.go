@@ -73,7 +73,26 @@ type Spec struct {
 	// workload's CPUs while it holds them (package irq); refused for LS
 	// and BE, whose CPUs are shared.
 	IRQIsolate bool `json:"irq_isolate,omitempty"`
+	// LoadBalance false takes an LSE or LSR workload's CPUs out of the
+	// scheduler's load balancing while it holds them
+	// (enforce.Resources.NoLoadBalance): its group an isolated partition
+	// on cgroup v2, cpuset.sched_load_balance 0 on v1. Where the kernel
+	// or the cgroup layout cannot, the create fails with the reason.
+	// Absent or true: balanced as usual.
+	LoadBalance *bool `json:"load_balance,omitempty"`
+	// CPUQuota false asks for no CFS quota on an LSE or LSR workload's
+	// group (cpu.cfs_quota_us -1, cpu.max max): what the agent gives
+	// every exclusive workload, its own groups and adopted cgroups alike,
+	// so it is checked and recorded, and changes nothing. Absent or true:
+	// the class's own rule.
+	CPUQuota *bool `json:"cpu_quota,omitempty"`
 }
+
+// NoLoadBalance reports whether s asks for load_balance false.
+func (s Spec) NoLoadBalance() bool { return s.LoadBalance != nil && !*s.LoadBalance }
+
+// NoCPUQuota reports whether s asks for cpu_quota false.
+func (s Spec) NoCPUQuota() bool { return s.CPUQuota != nil && !*s.CPUQuota }
 
 // ValidateName reports whether name may name a workload: what
 // enforce.ValidateName allows (letters, digits, '-', '_', '.'; no "..", no
@@ -102,6 +121,9 @@ func (s Spec) Validate() error {
 	if s.IRQIsolate && r.QoS != alloc.LSE && r.QoS != alloc.LSR {
 		return fmt.Errorf("%w: workload %q: irq_isolate keeps interrupts off CPUs of the workload's own: qos %s shares its CPUs; use \"qos\": \"LSE\" or \"LSR\"",
 			ErrInvalid, s.Name, r.QoS)
+	}
+	if err := s.checkLowLatency(r.QoS); err != nil {
+		return err
 	}
 	n := 0
 	if s.Command != "" {
@@ -145,6 +167,25 @@ func (s Spec) Validate() error {
 		if strings.ContainsRune(s.Cgroup, 0) || path.Clean("/"+s.Cgroup) == "/" {
 			return fmt.Errorf("%w: workload %q: cgroup %q is not a cgroup below the root", ErrInvalid, s.Name, s.Cgroup)
 		}
+	}
+	return nil
+}
+
+// checkLowLatency refuses load_balance and cpu_quota false but on an LSE
+// or LSR workload, and load_balance false on an adopted cgroup (a
+// partition's ancestors would be the runtime's groups, not corepin's).
+func (s Spec) checkLowLatency(q alloc.QoS) error {
+	exclusive := q == alloc.LSE || q == alloc.LSR
+	switch {
+	case s.NoLoadBalance() && !exclusive:
+		return fmt.Errorf("%w: workload %q: load_balance false takes CPUs of the workload's own out of the scheduler's balancing: qos %s shares its CPUs; use \"qos\": \"LSE\" or \"LSR\"",
+			ErrInvalid, s.Name, q)
+	case s.NoCPUQuota() && !exclusive:
+		return fmt.Errorf("%w: workload %q: cpu_quota false applies to an LSE or LSR workload's group: qos %s is bounded by its quota or weight on the shared pool",
+			ErrInvalid, s.Name, q)
+	case s.NoLoadBalance() && s.Cgroup != "":
+		return fmt.Errorf("%w: workload %q: load_balance false applies to a command the agent starts or a pid it adopts; an adopted cgroup's ancestors are its runtime's (use the pod annotation corepin.io/load-balance)",
+			ErrInvalid, s.Name)
 	}
 	return nil
 }

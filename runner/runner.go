@@ -232,7 +232,9 @@ type jobOutcome struct {
 // resources returns the enforcement settings of a job in spec's mode.
 func (r *Runner) resources(spec Spec, p Placement) enforce.Resources {
 	if spec.Mode == Pinned {
-		return qos.Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
+		res := qos.Resources(spec.Mode, spec.QoS, spec.CPUs, p.CPUs, p.Mems, r.Period)
+		res.NoLoadBalance = spec.NoLoadBalance
+		return res
 	}
 	res := qos.Resources(spec.Mode, spec.QoS, spec.CPUs, r.Pool, cpuset.CPUSet{}, r.Period)
 	pool := r.Pool.Size()

@@ -100,6 +100,11 @@ type Spec struct {
 	// job's CPUs' worth of each period where the kernel groups real-time
 	// time (RTShare). Only for QoS LS on the shared pool.
 	RealTime enforce.RealTime
+	// NoLoadBalance takes each pinned job's CPUs out of the scheduler's
+	// load balancing while it runs (enforce.Resources.NoLoadBalance; a
+	// job the kernel or cgroup layout cannot give it fails with the
+	// reason). Only for QoS LSE and LSR.
+	NoLoadBalance bool
 }
 
 // RTShare is the real-time share of each CPU of the pool a job of spec
@@ -194,6 +199,9 @@ func (s Spec) Normalize() (Spec, error) {
 		return bad("qos %s needs its own CPUs: use --mode pinned (or --qos LS for a shared pool)", s.QoS)
 	case (s.QoS == LS || s.QoS == BE) && s.Mode == Pinned:
 		return bad("qos %s runs on the shared pool, not pinned CPUs: drop --mode pinned (or use --mode quota, burst or unbounded)", s.QoS)
+	}
+	if s.NoLoadBalance && s.QoS != LSE && s.QoS != LSR {
+		return bad("no load balancing applies to qos LSE or LSR only: it takes CPUs of the job's own out of the scheduler's balancing; qos %s shares its CPUs", s.QoS)
 	}
 	if !s.RealTime.IsZero() {
 		if _, err := enforce.ParseRealTime(s.RealTime.Policy); err != nil {

@@ -504,7 +504,7 @@ type Resources struct {
 	Cpus, Mems string
 	Shares     uint64
 	// Quota and Period are the CFS bandwidth (microseconds); Quota 0
-	// leaves the runtime's value.
+	// leaves the runtime's value, -1 is no quota (cpu_quota false).
 	Quota  int64
 	Period uint64
 }
@@ -528,6 +528,9 @@ func ResourcesOf(ca nodecore.ContainerAssignment) Resources {
 	if cr.Quota > 0 {
 		r.Quota, r.Period = cr.Quota.Microseconds(), uint64(cr.Period.Microseconds())
 	}
+	if ca.NoCPUQuota {
+		r.Quota = noQuota
+	}
 	return r
 }
 
@@ -548,9 +551,12 @@ func set(s cpuSetter, ca nodecore.ContainerAssignment) {
 		s.SetLinuxCPUSetMems(r.Mems)
 	}
 	s.SetLinuxCPUShares(r.Shares)
-	if r.Quota > 0 {
+	switch {
+	case r.Quota > 0:
 		s.SetLinuxCPUQuota(r.Quota)
 		s.SetLinuxCPUPeriod(int64(r.Period))
+	case r.Quota == noQuota:
+		s.SetLinuxCPUQuota(noQuota)
 	}
 }
 

@@ -157,6 +157,11 @@ func SpecOf(pod *api.PodSandbox, ctr *api.Container) (nodecore.Spec, string, err
 		w.MilliCPUs = max(w.MilliCPUs, 1) // at least present
 	}
 	rs := w.RequestSpec()
-	return nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy, Isolated: rs.Isolated,
-		Sched: w.Sched}, w.Why, nil
+	s := nodecore.Spec{QoS: rs.QoS, CPUs: rs.CPUs, Bind: rs.Bind, Exclusive: rs.Exclusive, TopologyPolicy: rs.TopologyPolicy, Isolated: rs.Isolated,
+		Sched: w.Sched}
+	why, err := lowLatency(&s, pod, w)
+	if err != nil {
+		return nodecore.Spec{}, "", err
+	}
+	return s, why, nil
 }

@@ -104,6 +104,7 @@ func newCtlCmd(e *env) *cobra.Command {
 func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 	var s agent.Spec
 	var cpus float64
+	var noBalance, noQuota bool
 	cmd := &cobra.Command{
 		Use:   "create NAME --cpus N [--pid PID | --cgroup PATH | -- CMD ARGS...]",
 		Short: "Admit a workload",
@@ -114,6 +115,12 @@ func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 				return Usagef("create needs --cpus")
 			}
 			s.CPUs = &cpus
+			if noBalance {
+				s.LoadBalance = new(false)
+			}
+			if noQuota {
+				s.CPUQuota = new(false)
+			}
 			if rest := args[1:]; len(rest) > 0 {
 				if cmd.ArgsLenAtDash() != 1 {
 					return Usagef("give the command after --: corepin ctl create %s --cpus N -- CMD ARGS", s.Name)
@@ -149,6 +156,8 @@ func newCtlCreate(e *env, f *ctlFlags) *cobra.Command {
 	fl.StringVar(&s.Cgroup, "cgroup", "", "adopt this existing cgroup (path below the cgroup mount)")
 	fl.StringVar(&s.Sched, "sched", "", "normal, rr or fifo: the real-time route of an LS command or pid (priority 1, bounded to its CPUs' worth of the LS pool)")
 	fl.BoolVar(&s.IRQIsolate, "irq-isolate", false, "keep movable device interrupts off an LSE or LSR workload's CPUs while it holds them (the agent, as root, writes /proc/irq; docs/reference/irq.md)")
+	fl.BoolVar(&noBalance, "no-load-balance", false, "take an LSE or LSR workload's CPUs out of the scheduler's load balancing while it holds them (load_balance false; docs/reference/lowlatency.md)")
+	fl.BoolVar(&noQuota, "no-cpu-quota", false, "no CFS quota on an LSE or LSR workload's group (cpu_quota false; what the agent gives exclusive workloads already)")
 	return cmd
 }
 

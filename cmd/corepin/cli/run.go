@@ -49,7 +49,8 @@ Examples:
   corepin run --jobs-file jobs.txt --concurrency 3 --cpus 2
   corepin run --qos LS --sched rr --cpus 1 -- corepin workload service --listen 127.0.0.1:8080
   sudo corepin run --qos BE --wake-scan full --jobs 2 -- corepin workload spin --seconds 60
-  sudo corepin run --qos LSE --cpus 2 --irq-isolate -- corepin workload service --listen 127.0.0.1:8080`
+  sudo corepin run --qos LSE --cpus 2 --irq-isolate -- corepin workload service --listen 127.0.0.1:8080
+  sudo corepin run --qos LSE --cpus 2 --no-load-balance --no-cpu-quota -- corepin workload service --listen 127.0.0.1:8080`
 
 func init() { register(newRunCmd) }
 
@@ -83,6 +84,8 @@ type runFlags struct {
 	sched       string
 	wakeScan    string
 	irqIsolate  bool
+	noBalance   bool
+	noQuota     bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -112,6 +115,8 @@ func newRunCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.sched, "sched", enforce.RTNormal, "scheduling class of an LS job's threads: normal | rr | fifo (the real-time route, at priority 1: a waking thread finds a CPU running only BE work, which the fair class's scan may miss on a busy machine; bounded to the job's --cpus of the pool where the kernel groups real-time time, else by its real-time throttling; needs root or ulimit -r >= 1)")
 	fl.StringVar(&f.wakeScan, "wake-scan", "default", "with --qos BE: default (change nothing) or full (root, debugfs: SIS_UTIL off in /sys/kernel/debug/sched/features while the batch runs, so a waking service thread still finds a CPU running only BE work; the value found is recorded in the shared state first and restored by the last BE user)")
 	fl.BoolVar(&f.irqIsolate, "irq-isolate", false, "with --qos LSE or LSR: keep movable device interrupts off each job's CPUs while it runs (root: /proc/irq/N/smp_affinity_list; the affinities found are recorded in the shared state first and given back when the job ends; per-CPU and managed interrupts stay, and are named)")
+	fl.BoolVar(&f.noBalance, "no-load-balance", false, "with --qos LSE or LSR: take each job's CPUs out of the scheduler's load balancing while it runs (cgroup v2: its group an isolated partition; v1: cpuset.sched_load_balance 0, where the layout lets it take effect); a job it cannot be given fails with the kernel's or the layout's reason (docs/reference/lowlatency.md)")
+	fl.BoolVar(&f.noQuota, "no-cpu-quota", false, "with --qos LSE or LSR: no CFS quota on each job's group (cpu.cfs_quota_us -1, cpu.max max); corepin's pinned groups carry none already, so this asserts it and refuses a class that would get one")
 	fl.StringVar(&f.driver, "driver", "auto", "enforcement: auto | cgroup-v1 | cgroup-v2 | affinity")
 	fl.DurationVar(&f.sample, "sample-interval", 0, "how often to sample the CPUs jobs run on (default 100ms)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say each note in full (what the driver cannot enforce here, where results and shared state go), not in one line")
@@ -220,6 +225,11 @@ func checkHostFlags(f runFlags) (wakescan.Mode, error) {
 	return wake, nil
 }
 
+// exclusiveQoS reports whether q is a class with CPUs of its own (LSE,
+// LSR), the only ones --irq-isolate, --no-load-balance and --no-cpu-quota
+// apply to.
+func exclusiveQoS(q runner.QoS) bool { return q == runner.LSE || q == runner.LSR }
+
 // runSpec reads the batch the flags and the command line describe, on
 // the CPUs unpinned jobs may share (pool).
 func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runner.Spec, error) {
@@ -262,11 +272,18 @@ func runSpec(f runFlags, args []string, jobsSet bool, pool cpuset.CPUSet) (runne
 		return runner.Spec{}, Usagef("--suppress applies to --qos BE only")
 	case f.wakeScan == string(wakescan.Full) && spec.QoS != runner.BE:
 		return runner.Spec{}, Usagef("--wake-scan full applies to --qos BE only: it changes the scheduler while BE work runs")
-	case f.irqIsolate && spec.QoS != runner.LSE && spec.QoS != runner.LSR:
+	case f.irqIsolate && !exclusiveQoS(spec.QoS):
 		return runner.Spec{}, Usagef("--irq-isolate applies to --qos LSE or LSR only: it keeps interrupts off CPUs of the job's own; qos %s shares its CPUs", spec.QoS)
+	case f.noBalance && !exclusiveQoS(spec.QoS):
+		return runner.Spec{}, Usagef("--no-load-balance applies to --qos LSE or LSR only: it takes CPUs of the job's own out of the scheduler's balancing; qos %s shares its CPUs", spec.QoS)
+	case f.noQuota && !exclusiveQoS(spec.QoS):
+		return runner.Spec{}, Usagef("--no-cpu-quota applies to --qos LSE or LSR only (an exclusive job's group); qos %s is bounded by its quota or weight on the shared pool", spec.QoS)
+	case f.noBalance && f.driver == enforce.NameAffinity:
+		return runner.Spec{}, Usagef("--no-load-balance needs a cpuset cgroup: use --driver auto, cgroup-v1 or cgroup-v2")
 	case f.driver == enforce.NameAffinity && needsCgroup(spec.Mode):
 		return runner.Spec{}, Usagef("--driver affinity cannot enforce --mode %s (a CFS quota needs a cpu cgroup): use --mode pinned or unbounded, or a cgroup driver", spec.Mode)
 	}
+	spec.NoLoadBalance = f.noBalance
 	return spec, nil
 }
 
