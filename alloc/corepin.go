@@ -102,6 +102,11 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	// on a tie the first, which leaves more whole cores free.
 	// What the whole free cores of each node hold, before place restricts.
 	sc.wholeNode = append(sc.wholeNode[:0], sc.nodeClean...)
+	pick := cc.kubeletFirst(n, k)
+	if pick.wins {
+		s.kubeletFirstWon++
+		return pick.set, nil
+	}
 	cc.place(n, k)
 	got := sc.taken.count()
 	score := cc.score(sc.taken)
@@ -130,7 +135,62 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	if got != n {
 		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
 	}
-	return s.kubeletGuard(r, sc.taken, score), nil
+	return s.kubeletGuard(r, sc.taken, score, pick), nil
+}
+
+// kubeletPick is kubelet's placement of a request as kubeletGuard weighs
+// it, when made before the corepin engine's (kubeletFirst).
+type kubeletPick struct {
+	made bool      // set and score hold kubelet's placement (set nil: it failed)
+	wins bool      // it wins the guard whatever the corepin engine places
+	set  bitset    // kubeAllocate's answer
+	q    spanScore // its span
+}
+
+// kubeletFirst makes kubelet's placement before the corepin engine's where
+// the guard will weigh it and the corepin engine's placement will share
+// cores (at least atLeast, bounded from the counts): when kubelet's shares
+// fewer, the guard keeps kubelet's whatever the corepin engine would
+// place, so that placement is never made. On a busy node this is the usual
+// case for requests larger than one L3 group's free whole cores: the
+// corepin engine keeps to the fewest NUMA nodes, and kubelet takes whole
+// cores first.
+//
+// The bound: the corepin engine's first pass places inside k nodes (one,
+// for placeFinest, which on a machine whose nodes lie in sockets finds a
+// node or a unit inside one; the k nodes chooseNodes returns otherwise);
+// at most the k largest counts of CPUs in whole free cores come from whole
+// cores, and every other CPU comes from a core with a CPU that is not free,
+// so reserved or held (every CPU is allowed), which makes that core shared;
+// each such core gives at most tpc-1 CPUs. Its second pass (whole cores
+// only) needs more than k nodes then, so it is not tried. The guard's
+// unbeatable test fails, as kubelet's placement shares at least the cores
+// it counts. So kubelet's placement sharing fewer cores is not matched on
+// that metric, and the guard takes it.
+func (cc *corepinCall) kubeletFirst(n, k int) kubeletPick {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	if s.slow || !ix.plainShares || ix.tpc < 2 || !guarded(cc.r) || cc.bind != BindDefault || cc.allowN != nil ||
+		(k > 1 && cc.strategy != MostAllocated) {
+		return kubeletPick{}
+	}
+	var buf [64]int // no allocation for the usual few nodes
+	clean := topSum(sc.nodeClean, k, buf[:0])
+	if clean >= n {
+		return kubeletPick{}
+	}
+	atLeast := (n - clean + ix.tpc - 2) / (ix.tpc - 1)
+	theirs, err := s.kubeAllocate(cc.r)
+	if err != nil || theirs.count() != n {
+		return kubeletPick{made: true}
+	}
+	q := s.span(theirs, nil)
+	return kubeletPick{made: true, wins: q.shared < atLeast, set: theirs, q: q}
+}
+
+// guarded reports whether kubeletGuard weighs r: a request kubelet can
+// express.
+func guarded(r *Request) bool {
+	return r.Bind == BindDefault && r.Exclusive == ExclusiveNone && r.NUMA == MostAllocated && len(r.Hint) == 0
 }
 
 // unbeatable reports whether a placement of n CPUs scoring q is as good as
@@ -188,18 +248,25 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 // NUMA node or an L3 group with a shared core; kubelet never gets there,
 // and a user comparing the two must never see corepin lose a metric.) Only
 // requests kubelet can express are guarded.
-func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore) bitset {
-	if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated || len(r.Hint) > 0 {
+// pick is kubelet's placement where kubeletFirst made it already.
+func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore, pick kubeletPick) bitset {
+	if !guarded(r) {
 		return ours
 	}
 	if s.unbeatable(q, ours.count()) {
 		return ours
 	}
-	theirs, err := s.kubeAllocate(r)
-	if err != nil || theirs.count() != ours.count() {
+	if !pick.made {
+		set, err := s.kubeAllocate(r)
+		if err != nil {
+			return ours
+		}
+		pick.set, pick.q = set, s.span(set, nil)
+	}
+	theirs, k := pick.set, pick.q
+	if theirs == nil || theirs.count() != ours.count() {
 		return ours
 	}
-	k := s.span(theirs, nil)
 	if q == k {
 		// Aligned alike: keep the one that leaves more whole NUMA nodes,
 		// L3 groups and cores free for the next request.

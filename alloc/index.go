@@ -116,10 +116,16 @@ type topoIndex struct {
 	nodeCores  [][]int32
 	numL3      int
 	allL3      bool // every online CPU has an L3 group
-	uniform    bool // every core has tpc CPUs (see uniformCores)
-	l3Total    []int
-	numSockets int
-	tpc        int // most threads in one core
+	// plainShares: every online CPU is allowed, each core lies in one
+	// NUMA node and each node in one socket, so that a core with a free
+	// CPU and a CPU not free is shared by whoever takes the free one, and
+	// a placement the corepin engine makes inside one node (placeFinest)
+	// stays there (see kubeletWins).
+	plainShares bool
+	uniform     bool // every core has tpc CPUs (see uniformCores)
+	l3Total     []int
+	numSockets  int
+	tpc         int // most threads in one core
 
 	dist      [][]int // NUMA distance between node indexes
 	distOrder [][]int // node indexes by distance from each node, then index
@@ -243,6 +249,12 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 			ix.allL3 = false
 		}
 	}
+	ix.plainShares = t.Allowed().Equals(online)
+	for _, id := range ix.cpus {
+		if ix.cpuNode[id] != ix.coreNode[ix.cpuCore[id]] {
+			ix.plainShares = false
+		}
+	}
 	ix.dist = make([][]int, len(ix.nodes))
 	for a := range ix.nodes {
 		ix.dist[a] = make([]int, len(ix.nodes))
@@ -271,6 +283,7 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 	ix.counters = len(ix.coreCPUs) + ix.numL3 + len(ix.nodes)
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
+	ix.plainShares = ix.plainShares && ix.kube.socketNodes != nil
 	ix.scratches.New = func() any {
 		sc := &scratch{}
 		sc.init(ix)

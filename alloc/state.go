@@ -56,6 +56,11 @@ type State struct {
 	// trying: a copy Try places on, sharing its original's assignments,
 	// which it must never change (record does nothing).
 	trying bool
+	// slow (tests only) turns kubeletFirst off, and kubeletFirstWon
+	// counts the decisions it settled, so that tests can show it decides
+	// as the full path does.
+	slow            bool
+	kubeletFirstWon int
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
