@@ -24,6 +24,8 @@ type corepinCall struct {
 	allowN   []bool // node indexes the request may use; nil for all
 	// cleanOnly counts only whole free cores, so nothing is shared.
 	cleanOnly bool
+	// light: the counts are lightCaps', not computeCaps' (see there).
+	light bool
 }
 
 func (s *State) corepinAllocate(r *Request) (bitset, error) {
@@ -61,7 +63,7 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	hintAllow := cc.allowN
 	sc.taken.reset()
 	clear(sc.takenCore)
-	cc.computeCaps()
+	cc.firstCaps()
 	total := sc.cap[0]
 	if total < n {
 		return nil, cc.capacityRejection(n, total)
@@ -173,10 +175,15 @@ func (cc *corepinCall) kubeletFirst(n, k int) kubeletPick {
 		(k > 1 && cc.strategy != MostAllocated) {
 		return kubeletPick{}
 	}
-	var buf [64]int // no allocation for the usual few nodes
-	clean := topSum(sc.nodeClean, k, buf[:0])
+	var buf [64]int                   // topSum's: no allocation for the usual few nodes
+	clean := slices.Max(sc.nodeClean) // the cheap test first: it settles small requests
 	if clean >= n {
 		return kubeletPick{}
+	}
+	if k > 1 {
+		if clean = topSum(sc.nodeClean, k, buf[:0]); clean >= n {
+			return kubeletPick{}
+		}
 	}
 	atLeast := (n - clean + ix.tpc - 2) / (ix.tpc - 1)
 	theirs, err := s.kubeAllocate(cc.r)
@@ -432,12 +439,75 @@ func (s *State) span(b bitset, nodes bitset) spanScore {
 // uniformCores reports whether every core has the same number of CPUs.
 func (ix *topoIndex) uniformCores() bool { return ix.uniform }
 
+// firstCaps counts what the first pass can take: lightCaps where they
+// suffice for now, computeCaps otherwise.
+func (cc *corepinCall) firstCaps() {
+	r := cc.r
+	if !cc.s.slow && cc.bind == BindDefault && r.Exclusive == ExclusiveNone && cc.allowN == nil {
+		cc.lightCaps()
+		return
+	}
+	cc.computeCaps()
+}
+
+// lightCaps is computeCaps for the first pass of a plain request (Default
+// bind, no exclusive level, every node allowed) counted only as far as a
+// decision usually reads them: per NUMA node and socket, per L3 group of
+// the tree (its level lvL3, the leaves' parents) and at the root. The
+// leaves and the levels between are left as they were; cc.light says so.
+// Most decisions then read no more (one node holds the request and one of
+// its L3 groups does too: placeFinest fills the group's leaves itself,
+// lightFill), or count again anyway (restrict, the second pass); where
+// they need more, placeFinest calls computeCaps. One loop over the cores
+// with no store per core, and no clearing of the tree's counts.
+func (cc *corepinCall) lightCaps() {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	capT, cleanT, freeCore := sc.cap, sc.cleanT, s.freeCore
+	nodeCap, nodeClean, socketCap := sc.nodeCap, sc.nodeClean, sc.socketCap
+	clear(nodeCap)
+	clear(nodeClean)
+	clear(socketCap)
+	for _, t := range ix.byLevel[lvL3] {
+		capT[t], cleanT[t] = 0, 0
+	}
+	for core, ci := range ix.cores {
+		free := freeCore[core]
+		cl := free * b2i(free == int(ci.size))
+		capT[ci.l3t] += free
+		cleanT[ci.l3t] += cl
+		nodeCap[ci.node] += free
+		socketCap[ci.socket] += free
+		nodeClean[ci.node] += cl
+	}
+	total := 0
+	for _, c := range nodeCap {
+		total += c
+	}
+	capT[0] = total
+	cc.light = true
+}
+
+// lightFill fills m below L3 group t after lightCaps: the leaves of t's
+// cores counted as capPlain counts them, then fill.
+func (cc *corepinCall) lightFill(t int32, m int) {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	for _, core := range ix.tree[t].cores {
+		ci := ix.cores[core]
+		free := s.freeCore[core] - sc.takenCore[core]
+		cl := free * b2i(s.freeCore[core] == int(ci.size)) * b2i(sc.takenCore[core] == 0)
+		sc.ec[core], sc.clean[core] = free, cl
+		sc.cap[ci.leaf], sc.cleanT[ci.leaf], sc.coresT[ci.leaf] = free, cl, b2i(free != 0)
+	}
+	cc.fill(t, m)
+}
+
 // computeCaps fills per-core eligible counts and the tree aggregates: one
 // pass over the cores sets the leaves, one pass over the tree from the
 // last node up adds each node into its parent (a child always comes after
 // its parent).
 func (cc *corepinCall) computeCaps() {
 	ix, sc := cc.s.ix, cc.s.sc
+	cc.light = false
 	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
 	spread := cc.bind == BindSpreadByPCPUs
 	pcpu := cc.r.Exclusive == ExclusivePCPULevel
@@ -634,9 +704,15 @@ func (cc *corepinCall) placeFinest(m int) {
 				best, found = f, true
 			}
 		}
-		if found {
+		switch {
+		case found && cc.light:
+			cc.lightFill(best.t, m)
+			return
+		case found:
 			cc.fill(best.t, m)
 			return
+		case cc.light:
+			cc.computeCaps() // the levels above L3 groups: counted now
 		}
 	}
 	cc.fill(0, m)

@@ -12,7 +12,8 @@ import (
 
 // TestShortcutsDecideAlike: the corepin engine's shortcuts (kubeletFirst:
 // kubelet's placement made first and kept where it provably wins the
-// guard) decide exactly as the full path does (State.slow), placement and
+// guard; lightCaps: the first pass counted per node and L3 group only)
+// decide exactly as the full path does (State.slow), placement and
 // rejection alike, on every property machine at several occupancies, for
 // plain requests of every size and for random ones under random options;
 // and kubeletFirst settles some of them (else this shows nothing).

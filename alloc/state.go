@@ -56,9 +56,10 @@ type State struct {
 	// trying: a copy Try places on, sharing its original's assignments,
 	// which it must never change (record does nothing).
 	trying bool
-	// slow (tests only) turns kubeletFirst off, and kubeletFirstWon
-	// counts the decisions it settled, so that tests can show it decides
-	// as the full path does.
+	// slow (tests only) turns the corepin engine's shortcuts off
+	// (kubeletFirst, lightCaps), and kubeletFirstWon counts the decisions
+	// kubeletFirst settled, so that tests can show they decide as the
+	// full path does.
 	slow            bool
 	kubeletFirstWon int
 }
