@@ -458,30 +458,31 @@ func (cc *corepinCall) firstCaps() {
 // Most decisions then read no more (one node holds the request and one of
 // its L3 groups does too: placeFinest fills the group's leaves itself,
 // lightFill), or count again anyway (restrict, the second pass); where
-// they need more, placeFinest calls computeCaps. One loop over the cores
-// with no store per core, and no clearing of the tree's counts.
+// they need more, placeFinest calls computeCaps. It sums each L3 group's
+// cores in registers (a group's cores share its node and socket), storing
+// nothing per core and clearing none of the tree's counts.
 func (cc *corepinCall) lightCaps() {
 	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
-	capT, cleanT, freeCore := sc.cap, sc.cleanT, s.freeCore
+	capT, cleanT, freeCore, cores := sc.cap, sc.cleanT, s.freeCore, ix.cores
 	nodeCap, nodeClean, socketCap := sc.nodeCap, sc.nodeClean, sc.socketCap
 	clear(nodeCap)
 	clear(nodeClean)
 	clear(socketCap)
-	for _, t := range ix.byLevel[lvL3] {
-		capT[t], cleanT[t] = 0, 0
-	}
-	for core, ci := range ix.cores {
-		free := freeCore[core]
-		cl := free * b2i(free == int(ci.size))
-		capT[ci.l3t] += free
-		cleanT[ci.l3t] += cl
-		nodeCap[ci.node] += free
-		socketCap[ci.socket] += free
-		nodeClean[ci.node] += cl
-	}
 	total := 0
-	for _, c := range nodeCap {
-		total += c
+	for _, t := range ix.byLevel[lvL3] {
+		free, clean := 0, 0
+		list := ix.tree[t].cores
+		for _, core := range list {
+			f := freeCore[core]
+			free += f
+			clean += f * b2i(f == int(cores[core].size))
+		}
+		capT[t], cleanT[t] = free, clean
+		ci := cores[list[0]]
+		nodeCap[ci.node] += free
+		nodeClean[ci.node] += clean
+		socketCap[ci.socket] += free
+		total += free
 	}
 	capT[0] = total
 	cc.light = true

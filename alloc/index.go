@@ -358,6 +358,9 @@ func (ix *topoIndex) buildTree() {
 		ix.coreIDs[core] = int32(core)
 		ix.cores[core] = coreInfo{size: int32(len(cs)), node: ix.coreNode[core], socket: ix.coreSocket[core], leaf: ix.coreLeaf[core]}
 	}
+	for t, tn := range ix.tree {
+		ix.byLevel[tn.level] = append(ix.byLevel[tn.level], int32(t))
+	}
 	ix.parent = make([]int32, len(ix.tree))
 	ix.parent[0] = -1
 	for t, tn := range ix.tree {
@@ -365,20 +368,13 @@ func (ix *topoIndex) buildTree() {
 			ix.parent[ch] = int32(t)
 		}
 	}
-	for core := range ix.cores {
-		ix.cores[core].l3t = ix.parent[ix.coreLeaf[core]]
-	}
-	for t, tn := range ix.tree {
-		ix.byLevel[tn.level] = append(ix.byLevel[tn.level], int32(t))
-	}
 }
 
 // cpuInfo is a CPU's core, node index, socket and L3 group (-1: none).
 type cpuInfo struct{ core, node, socket, l3 int32 }
 
 // coreInfo is a core's CPU count, node index, socket and tree leaf.
-// l3t is the tree index of the leaf's parent, its L3 group.
-type coreInfo struct{ size, node, socket, leaf, l3t int32 }
+type coreInfo struct{ size, node, socket, leaf int32 }
 
 // nodeLevel is the tree level whose nodes are NUMA nodes (or parts of them).
 func (ix *topoIndex) nodeLevel() int {

@@ -80,3 +80,25 @@ func TestShortcutsDecideAlike(t *testing.T) {
 	}
 	t.Logf("kubeletFirst settled %d decisions", won)
 }
+
+// TestRecordCodes: qosCode and exclCode give each class's and policy's
+// index in qosCodes and exclCodes, which a record stores, and -1 for a
+// name those do not hold, so that a record reads back what was assigned.
+func TestRecordCodes(t *testing.T) {
+	for i, q := range qosCodes {
+		if got := qosCode(q); got != i {
+			t.Errorf("qosCode(%s) = %d, want %d", q, got, i)
+		}
+	}
+	for i, e := range exclCodes {
+		if got := exclCode(e); got != i {
+			t.Errorf("exclCode(%s) = %d, want %d", e, got, i)
+		}
+	}
+	if got := qosCode("LSX"); got != -1 {
+		t.Errorf("qosCode(LSX) = %d, want -1", got)
+	}
+	if got := exclCode("CoreLevel"); got != -1 {
+		t.Errorf("exclCode(CoreLevel) = %d, want -1", got)
+	}
+}
