@@ -665,12 +665,29 @@ func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := cc.s.sc
 	ix := cc.s.ix
 	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t),
-		socketCap: sc.socketCap[ix.coreSocket[ix.tree[t].cores[0]]]}
+		socketCap: sc.socketCap[ix.treeSocket[t]]}
 }
 
+// compare orders fits as fit says. (Written out rather than with cmp.Or,
+// which evaluates every comparison: placeFinest weighs every L3 group of
+// the machine with it.)
 func (a fit) compare(b fit) int {
-	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
-		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.socketCap, b.socketCap), cmp.Compare(a.t, b.t))
+	if a.unclean != b.unclean {
+		return cmpBool(a.unclean, b.unclean)
+	}
+	if a.needed != b.needed {
+		return cmp.Compare(a.needed, b.needed)
+	}
+	if a.cap != b.cap {
+		return cmp.Compare(a.cap, b.cap)
+	}
+	if a.nodeCap != b.nodeCap {
+		return cmp.Compare(a.nodeCap, b.nodeCap)
+	}
+	if a.socketCap != b.socketCap {
+		return cmp.Compare(a.socketCap, b.socketCap)
+	}
+	return cmp.Compare(a.t, b.t)
 }
 
 func cmpBool(a, b bool) int {
@@ -686,8 +703,7 @@ func cmpBool(a, b bool) int {
 // nodeCapOf is the eligible capacity of the NUMA node holding tree node t,
 // so that among equal fits the one in the fuller node wins.
 func (cc *corepinCall) nodeCapOf(t int32) int {
-	ix := cc.s.ix
-	return cc.s.sc.nodeCap[ix.coreNode[ix.tree[t].cores[0]]]
+	return cc.s.sc.nodeCap[cc.s.ix.treeNode[t]]
 }
 
 // placeFinest takes m from the single tightest unit that holds it, trying

@@ -138,6 +138,9 @@ type topoIndex struct {
 	// byLevel lists the tree nodes of each level, ascending.
 	byLevel [lvCore + 1][]int32
 	parent  []int32 // tree index of each tree node's parent (-1 for the root), always lower
+	// treeNode and treeSocket are the node index and socket of each tree
+	// node's first core (fitOf's).
+	treeNode, treeSocket []int32
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
 	// (see State.recount); counters is the length of a State's counters.
@@ -363,10 +366,12 @@ func (ix *topoIndex) buildTree() {
 	}
 	ix.parent = make([]int32, len(ix.tree))
 	ix.parent[0] = -1
+	ix.treeNode, ix.treeSocket = make([]int32, len(ix.tree)), make([]int32, len(ix.tree))
 	for t, tn := range ix.tree {
 		for _, ch := range tn.children {
 			ix.parent[ch] = int32(t)
 		}
+		ix.treeNode[t], ix.treeSocket[t] = ix.coreNode[tn.cores[0]], ix.coreSocket[tn.cores[0]]
 	}
 }
 
