@@ -24,6 +24,8 @@ type corepinCall struct {
 	allowN   []bool // node indexes the request may use; nil for all
 	// cleanOnly counts only whole free cores, so nothing is shared.
 	cleanOnly bool
+	// light: the counts are lightCaps', not computeCaps' (see there).
+	light bool
 }
 
 func (s *State) corepinAllocate(r *Request) (bitset, error) {
@@ -61,7 +63,7 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	hintAllow := cc.allowN
 	sc.taken.reset()
 	clear(sc.takenCore)
-	cc.computeCaps()
+	cc.firstCaps()
 	total := sc.cap[0]
 	if total < n {
 		return nil, cc.capacityRejection(n, total)
@@ -102,6 +104,11 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	// on a tie the first, which leaves more whole cores free.
 	// What the whole free cores of each node hold, before place restricts.
 	sc.wholeNode = append(sc.wholeNode[:0], sc.nodeClean...)
+	pick := cc.kubeletFirst(n, k)
+	if pick.wins {
+		s.kubeletFirstWon++
+		return pick.set, nil
+	}
 	cc.place(n, k)
 	got := sc.taken.count()
 	score := cc.score(sc.taken)
@@ -130,7 +137,67 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	if got != n {
 		return nil, reject(string(cc.bind), "%d CPUs requested, but only %d could be taken as whole cores; request a different size", n, got)
 	}
-	return s.kubeletGuard(r, sc.taken, score), nil
+	return s.kubeletGuard(r, sc.taken, score, pick), nil
+}
+
+// kubeletPick is kubelet's placement of a request as kubeletGuard weighs
+// it, when made before the corepin engine's (kubeletFirst).
+type kubeletPick struct {
+	made bool      // set and score hold kubelet's placement (set nil: it failed)
+	wins bool      // it wins the guard whatever the corepin engine places
+	set  bitset    // kubeAllocate's answer
+	q    spanScore // its span
+}
+
+// kubeletFirst makes kubelet's placement before the corepin engine's where
+// the guard will weigh it and the corepin engine's placement will share
+// cores (at least atLeast, bounded from the counts): when kubelet's shares
+// fewer, the guard keeps kubelet's whatever the corepin engine would
+// place, so that placement is never made. On a busy node this is the usual
+// case for requests larger than one L3 group's free whole cores: the
+// corepin engine keeps to the fewest NUMA nodes, and kubelet takes whole
+// cores first.
+//
+// The bound: the corepin engine's first pass places inside k nodes (one,
+// for placeFinest, which on a machine whose nodes lie in sockets finds a
+// node or a unit inside one; the k nodes chooseNodes returns otherwise);
+// at most the k largest counts of CPUs in whole free cores come from whole
+// cores, and every other CPU comes from a core with a CPU that is not free,
+// so reserved or held (every CPU is allowed), which makes that core shared;
+// each such core gives at most tpc-1 CPUs. Its second pass (whole cores
+// only) needs more than k nodes then, so it is not tried. The guard's
+// unbeatable test fails, as kubelet's placement shares at least the cores
+// it counts. So kubelet's placement sharing fewer cores is not matched on
+// that metric, and the guard takes it.
+func (cc *corepinCall) kubeletFirst(n, k int) kubeletPick {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	if s.slow || !ix.plainShares || ix.tpc < 2 || !guarded(cc.r) || cc.bind != BindDefault || cc.allowN != nil ||
+		(k > 1 && cc.strategy != MostAllocated) {
+		return kubeletPick{}
+	}
+	var buf [64]int                   // topSum's: no allocation for the usual few nodes
+	clean := slices.Max(sc.nodeClean) // the cheap test first: it settles small requests
+	if clean >= n {
+		return kubeletPick{}
+	}
+	if k > 1 {
+		if clean = topSum(sc.nodeClean, k, buf[:0]); clean >= n {
+			return kubeletPick{}
+		}
+	}
+	atLeast := (n - clean + ix.tpc - 2) / (ix.tpc - 1)
+	theirs, err := s.kubeAllocate(cc.r)
+	if err != nil || theirs.count() != n {
+		return kubeletPick{made: true}
+	}
+	q := s.span(theirs, nil)
+	return kubeletPick{made: true, wins: q.shared < atLeast, set: theirs, q: q}
+}
+
+// guarded reports whether kubeletGuard weighs r: a request kubelet can
+// express.
+func guarded(r *Request) bool {
+	return r.Bind == BindDefault && r.Exclusive == ExclusiveNone && r.NUMA == MostAllocated && len(r.Hint) == 0
 }
 
 // unbeatable reports whether a placement of n CPUs scoring q is as good as
@@ -188,18 +255,25 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 // NUMA node or an L3 group with a shared core; kubelet never gets there,
 // and a user comparing the two must never see corepin lose a metric.) Only
 // requests kubelet can express are guarded.
-func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore) bitset {
-	if r.Bind != BindDefault || r.Exclusive != ExclusiveNone || r.NUMA != MostAllocated || len(r.Hint) > 0 {
+// pick is kubelet's placement where kubeletFirst made it already.
+func (s *State) kubeletGuard(r *Request, ours bitset, q spanScore, pick kubeletPick) bitset {
+	if !guarded(r) {
 		return ours
 	}
 	if s.unbeatable(q, ours.count()) {
 		return ours
 	}
-	theirs, err := s.kubeAllocate(r)
-	if err != nil || theirs.count() != ours.count() {
+	if !pick.made {
+		set, err := s.kubeAllocate(r)
+		if err != nil {
+			return ours
+		}
+		pick.set, pick.q = set, s.span(set, nil)
+	}
+	theirs, k := pick.set, pick.q
+	if theirs == nil || theirs.count() != ours.count() {
 		return ours
 	}
-	k := s.span(theirs, nil)
 	if q == k {
 		// Aligned alike: keep the one that leaves more whole NUMA nodes,
 		// L3 groups and cores free for the next request.
@@ -365,12 +439,76 @@ func (s *State) span(b bitset, nodes bitset) spanScore {
 // uniformCores reports whether every core has the same number of CPUs.
 func (ix *topoIndex) uniformCores() bool { return ix.uniform }
 
+// firstCaps counts what the first pass can take: lightCaps where they
+// suffice for now, computeCaps otherwise.
+func (cc *corepinCall) firstCaps() {
+	r := cc.r
+	if !cc.s.slow && cc.bind == BindDefault && r.Exclusive == ExclusiveNone && cc.allowN == nil {
+		cc.lightCaps()
+		return
+	}
+	cc.computeCaps()
+}
+
+// lightCaps is computeCaps for the first pass of a plain request (Default
+// bind, no exclusive level, every node allowed) counted only as far as a
+// decision usually reads them: per NUMA node and socket, per L3 group of
+// the tree (its level lvL3, the leaves' parents) and at the root. The
+// leaves and the levels between are left as they were; cc.light says so.
+// Most decisions then read no more (one node holds the request and one of
+// its L3 groups does too: placeFinest fills the group's leaves itself,
+// lightFill), or count again anyway (restrict, the second pass); where
+// they need more, placeFinest calls computeCaps. It sums each L3 group's
+// cores in registers (a group's cores share its node and socket), storing
+// nothing per core and clearing none of the tree's counts.
+func (cc *corepinCall) lightCaps() {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	capT, cleanT, freeCore, cores := sc.cap, sc.cleanT, s.freeCore, ix.cores
+	nodeCap, nodeClean, socketCap := sc.nodeCap, sc.nodeClean, sc.socketCap
+	clear(nodeCap)
+	clear(nodeClean)
+	clear(socketCap)
+	total := 0
+	for _, t := range ix.byLevel[lvL3] {
+		free, clean := 0, 0
+		list := ix.tree[t].cores
+		for _, core := range list {
+			f := freeCore[core]
+			free += f
+			clean += f * b2i(f == int(cores[core].size))
+		}
+		capT[t], cleanT[t] = free, clean
+		ci := cores[list[0]]
+		nodeCap[ci.node] += free
+		nodeClean[ci.node] += clean
+		socketCap[ci.socket] += free
+		total += free
+	}
+	capT[0] = total
+	cc.light = true
+}
+
+// lightFill fills m below L3 group t after lightCaps: the leaves of t's
+// cores counted as capPlain counts them, then fill.
+func (cc *corepinCall) lightFill(t int32, m int) {
+	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
+	for _, core := range ix.tree[t].cores {
+		ci := ix.cores[core]
+		free := s.freeCore[core] - sc.takenCore[core]
+		cl := free * b2i(s.freeCore[core] == int(ci.size)) * b2i(sc.takenCore[core] == 0)
+		sc.ec[core], sc.clean[core] = free, cl
+		sc.cap[ci.leaf], sc.cleanT[ci.leaf], sc.coresT[ci.leaf] = free, cl, b2i(free != 0)
+	}
+	cc.fill(t, m)
+}
+
 // computeCaps fills per-core eligible counts and the tree aggregates: one
 // pass over the cores sets the leaves, one pass over the tree from the
 // last node up adds each node into its parent (a child always comes after
 // its parent).
 func (cc *corepinCall) computeCaps() {
 	ix, sc := cc.s.ix, cc.s.sc
+	cc.light = false
 	wholeOnly := cc.bind == BindFullPCPUs || cc.cleanOnly
 	spread := cc.bind == BindSpreadByPCPUs
 	pcpu := cc.r.Exclusive == ExclusivePCPULevel
@@ -527,12 +665,29 @@ func (cc *corepinCall) fitOf(t int32, m int) fit {
 	sc := cc.s.sc
 	ix := cc.s.ix
 	return fit{t: t, unclean: sc.cleanT[t] < m, needed: cc.childrenNeeded(t, m), cap: sc.cap[t], nodeCap: cc.nodeCapOf(t),
-		socketCap: sc.socketCap[ix.coreSocket[ix.tree[t].cores[0]]]}
+		socketCap: sc.socketCap[ix.treeSocket[t]]}
 }
 
+// compare orders fits as fit says. (Written out rather than with cmp.Or,
+// which evaluates every comparison: placeFinest weighs every L3 group of
+// the machine with it.)
 func (a fit) compare(b fit) int {
-	return cmp.Or(cmpBool(a.unclean, b.unclean), cmp.Compare(a.needed, b.needed),
-		cmp.Compare(a.cap, b.cap), cmp.Compare(a.nodeCap, b.nodeCap), cmp.Compare(a.socketCap, b.socketCap), cmp.Compare(a.t, b.t))
+	if a.unclean != b.unclean {
+		return cmpBool(a.unclean, b.unclean)
+	}
+	if a.needed != b.needed {
+		return cmp.Compare(a.needed, b.needed)
+	}
+	if a.cap != b.cap {
+		return cmp.Compare(a.cap, b.cap)
+	}
+	if a.nodeCap != b.nodeCap {
+		return cmp.Compare(a.nodeCap, b.nodeCap)
+	}
+	if a.socketCap != b.socketCap {
+		return cmp.Compare(a.socketCap, b.socketCap)
+	}
+	return cmp.Compare(a.t, b.t)
 }
 
 func cmpBool(a, b bool) int {
@@ -548,8 +703,7 @@ func cmpBool(a, b bool) int {
 // nodeCapOf is the eligible capacity of the NUMA node holding tree node t,
 // so that among equal fits the one in the fuller node wins.
 func (cc *corepinCall) nodeCapOf(t int32) int {
-	ix := cc.s.ix
-	return cc.s.sc.nodeCap[ix.coreNode[ix.tree[t].cores[0]]]
+	return cc.s.sc.nodeCap[cc.s.ix.treeNode[t]]
 }
 
 // placeFinest takes m from the single tightest unit that holds it, trying
@@ -567,9 +721,15 @@ func (cc *corepinCall) placeFinest(m int) {
 				best, found = f, true
 			}
 		}
-		if found {
+		switch {
+		case found && cc.light:
+			cc.lightFill(best.t, m)
+			return
+		case found:
 			cc.fill(best.t, m)
 			return
+		case cc.light:
+			cc.computeCaps() // the levels above L3 groups: counted now
 		}
 	}
 	cc.fill(0, m)

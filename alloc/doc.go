@@ -151,7 +151,10 @@
 //     checks it on random states of every fixture and synthetic shape, and
 //     counts where corepin is strictly better. The guard roughly doubles a
 //     decision's median cost (still microseconds; the kubelet engine reuses
-//     pooled buffers).
+//     pooled buffers). Where the node counts show that corepin's placement
+//     must share more cores than kubelet's does (on a busy node, most
+//     requests larger than an L3 group's free whole cores), kubelet's is
+//     made first and kept without making corepin's (kubeletFirst).
 //   - Speed. Free counts per core, L3 group and node are kept as the state
 //     changes, so a decision is a few passes over the cores, with no
 //     per-decision maps: microseconds where kubelet takes milliseconds on a

@@ -30,6 +30,9 @@ func topSum(xs []int, r int, buf []int) int {
 
 // fewestNodes returns the smallest k such that some k nodes hold n, or 0.
 func fewestNodes(caps []int, n int) int {
+	if n > 0 && len(caps) > 0 && slices.Max(caps) >= n {
+		return 1 // the usual case, without counting or sorting
+	}
 	if k, ok := fewestSmall(caps, n); ok {
 		return k
 	}

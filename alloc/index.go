@@ -116,10 +116,16 @@ type topoIndex struct {
 	nodeCores  [][]int32
 	numL3      int
 	allL3      bool // every online CPU has an L3 group
-	uniform    bool // every core has tpc CPUs (see uniformCores)
-	l3Total    []int
-	numSockets int
-	tpc        int // most threads in one core
+	// plainShares: every online CPU is allowed, each core lies in one
+	// NUMA node and each node in one socket, so that a core with a free
+	// CPU and a CPU not free is shared by whoever takes the free one, and
+	// a placement the corepin engine makes inside one node (placeFinest)
+	// stays there (see kubeletWins).
+	plainShares bool
+	uniform     bool // every core has tpc CPUs (see uniformCores)
+	l3Total     []int
+	numSockets  int
+	tpc         int // most threads in one core
 
 	dist      [][]int // NUMA distance between node indexes
 	distOrder [][]int // node indexes by distance from each node, then index
@@ -132,6 +138,9 @@ type topoIndex struct {
 	// byLevel lists the tree nodes of each level, ascending.
 	byLevel [lvCore + 1][]int32
 	parent  []int32 // tree index of each tree node's parent (-1 for the root), always lower
+	// treeNode and treeSocket are the node index and socket of each tree
+	// node's first core (fitOf's).
+	treeNode, treeSocket []int32
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
 	// (see State.recount); counters is the length of a State's counters.
@@ -243,6 +252,12 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 			ix.allL3 = false
 		}
 	}
+	ix.plainShares = t.Allowed().Equals(online)
+	for _, id := range ix.cpus {
+		if ix.cpuNode[id] != ix.coreNode[ix.cpuCore[id]] {
+			ix.plainShares = false
+		}
+	}
 	ix.dist = make([][]int, len(ix.nodes))
 	for a := range ix.nodes {
 		ix.dist[a] = make([]int, len(ix.nodes))
@@ -271,6 +286,7 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 	ix.counters = len(ix.coreCPUs) + ix.numL3 + len(ix.nodes)
 	ix.buildTree()
 	ix.kube = newKubeTopo(ix)
+	ix.plainShares = ix.plainShares && ix.kube.socketNodes != nil
 	ix.scratches.New = func() any {
 		sc := &scratch{}
 		sc.init(ix)
@@ -350,10 +366,12 @@ func (ix *topoIndex) buildTree() {
 	}
 	ix.parent = make([]int32, len(ix.tree))
 	ix.parent[0] = -1
+	ix.treeNode, ix.treeSocket = make([]int32, len(ix.tree)), make([]int32, len(ix.tree))
 	for t, tn := range ix.tree {
 		for _, ch := range tn.children {
 			ix.parent[ch] = int32(t)
 		}
+		ix.treeNode[t], ix.treeSocket[t] = ix.coreNode[tn.cores[0]], ix.coreSocket[tn.cores[0]]
 	}
 }
 

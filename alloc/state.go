@@ -56,6 +56,12 @@ type State struct {
 	// trying: a copy Try places on, sharing its original's assignments,
 	// which it must never change (record does nothing).
 	trying bool
+	// slow (tests only) turns the corepin engine's shortcuts off
+	// (kubeletFirst, lightCaps), and kubeletFirstWon counts the decisions
+	// kubeletFirst settled, so that tests can show they decide as the
+	// full path does.
+	slow            bool
+	kubeletFirstWon int
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
@@ -304,8 +310,9 @@ func (s *State) Assign(a Assignment) error {
 	// An exclusive set with a known exclusive policy is what a node's
 	// state is rebuilt from, per decision: the request normalize would
 	// check is valid, so it is not built.
+	qc, ec := qosCode(a.QoS), exclCode(a.Exclusive)
 	var r Request
-	if !exclusiveSet(a) {
+	if !exclusiveSet(a, qc, ec) {
 		r = Request{ID: a.ID, QoS: a.QoS, Exclusive: a.Exclusive, CPUs: a.CPUs.Size(), MilliCPUs: a.MilliCPUs}
 		switch a.QoS {
 		case LSE, LSR:
@@ -322,8 +329,8 @@ func (s *State) Assign(a Assignment) error {
 			return err
 		}
 	}
-	switch a.QoS {
-	case LSE, LSR:
+	switch qc {
+	case qosLSE, qosLSR:
 		if a.CPUs.IsEmpty() {
 			return invalid("assignment %q: %s needs a cpuset", a.ID, a.QoS)
 		}
@@ -357,20 +364,17 @@ func (s *State) Assign(a Assignment) error {
 			s.lsMilli += a.MilliCPUs
 		}
 	}
-	s.record(a, hash)
+	// normalize has accepted a.QoS and a.Exclusive where exclusiveSet
+	// did not: both codes are known.
+	s.recordCoded(&a, hash, uint8(qc), uint8(ec))
 	return nil
 }
 
-// exclusiveSet reports whether a (QoS and Exclusive defaulted) is an LSE
-// or LSR assignment with cpus and a known exclusive policy, which
-// Request.normalize accepts as it is.
-func exclusiveSet(a Assignment) bool {
-	switch a.Exclusive {
-	case ExclusiveNone, ExclusivePCPULevel, ExclusiveNUMANodeLevel:
-	default:
-		return false
-	}
-	return (a.QoS == LSE || a.QoS == LSR) && !a.CPUs.IsEmpty()
+// exclusiveSet reports whether a (QoS and Exclusive defaulted, of codes
+// qc and ec) is an LSE or LSR assignment with cpus and a known exclusive
+// policy, which Request.normalize accepts as it is.
+func exclusiveSet(a Assignment, qc, ec int) bool {
+	return (qc == qosLSE || qc == qosLSR) && ec >= 0 && !a.CPUs.IsEmpty()
 }
 
 // recordsHint is the room a State's first record makes for assignments.
@@ -394,6 +398,40 @@ var (
 	exclCodes = [...]Exclusive{ExclusiveNone, ExclusivePCPULevel, ExclusiveNUMANodeLevel}
 )
 
+// The codes of LSE and LSR in qosCodes.
+const qosLSE, qosLSR = 1, 2
+
+// qosCode is q's index in qosCodes, -1 for a class it does not hold: one
+// switch per Assign, instead of a search per use.
+func qosCode(q QoS) int {
+	switch q {
+	case SYSTEM:
+		return 0
+	case LSE:
+		return qosLSE
+	case LSR:
+		return qosLSR
+	case LS:
+		return 3
+	case BE:
+		return 4
+	}
+	return -1
+}
+
+// exclCode is e's index in exclCodes, -1 for a policy it does not hold.
+func exclCode(e Exclusive) int {
+	switch e {
+	case ExclusiveNone:
+		return 0
+	case ExclusivePCPULevel:
+		return 1
+	case ExclusiveNUMANodeLevel:
+		return 2
+	}
+	return -1
+}
+
 // QoS returns the record's class.
 func (r record) QoS() QoS { return qosCodes[r.qos] }
 
@@ -409,7 +447,9 @@ func (s *State) assignment(i int32) Assignment {
 // setAdded records the Added CPUs of id (none: nil), as a copy.
 func (s *State) setAdded(id string, added []int) {
 	if len(added) == 0 {
-		delete(s.added, id)
+		if s.added != nil { // the usual case: no call
+			delete(s.added, id)
+		}
 		return
 	}
 	if s.added == nil {
@@ -421,6 +461,12 @@ func (s *State) setAdded(id string, added []int) {
 // record adds a (with a.QoS and a.Exclusive normalized) to the assignments
 // held; hash is idHash(a.ID).
 func (s *State) record(a Assignment, hash uint64) {
+	s.recordCoded(&a, hash, uint8(qosCode(a.QoS)), uint8(exclCode(a.Exclusive)))
+}
+
+// recordCoded is record with a.QoS and a.Exclusive as their codes (qosCode,
+// exclCode); a by reference, not copied again (104 bytes).
+func (s *State) recordCoded(a *Assignment, hash uint64, qc, ec uint8) {
 	if s.trying {
 		return
 	}
@@ -434,8 +480,7 @@ func (s *State) record(a Assignment, hash uint64) {
 		s.recs = make([]record, 0, recordsHint)
 	}
 	i := int32(len(s.recs))
-	s.recs = append(s.recs, record{id: a.ID, cpus: a.CPUs, milli: a.MilliCPUs,
-		qos: uint8(slices.Index(qosCodes[:], a.QoS)), excl: uint8(slices.Index(exclCodes[:], a.Exclusive))})
+	s.recs = append(s.recs, record{id: a.ID, cpus: a.CPUs, milli: a.MilliCPUs, qos: qc, excl: ec})
 	s.ids.insert(s.recs, hash, i, recordsHint)
 	s.setAdded(a.ID, a.Added)
 }
