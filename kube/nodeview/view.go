@@ -135,6 +135,19 @@ func (vw *View) Judge(name string, req alloc.Request, reqErr error, k Key) Verdi
 	return judgeKept(vw.get(name), req, reqErr, k)
 }
 
+// JudgeNode is Judge for node n as a scheduler's snapshot hands it over:
+// a node the view has not seen yet (the snapshot had it before the view's
+// feed) that publishes corepin annotations is decoded first, once
+// (SetNode). One look-up of the node's entry when the view has it.
+func (vw *View) JudgeNode(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
+	e := vw.get(n.Name)
+	if e == nil && Publishes(n) {
+		vw.SetNode(n)
+		e = vw.get(n.Name)
+	}
+	return judgeKept(e, req, reqErr, k)
+}
+
 // Known reports whether the view judges node name (it has its published
 // state, or its NodeResourceTopology object).
 func (vw *View) Known(name string) bool { return vw.get(name) != nil }

@@ -201,6 +201,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	runs, allocs := nodeview.Runs()
 	want, start, i, bound := feasibleToFind(n), 0, 0, 0
+	filtered := 0
 	feasible := make([]fwk.NodeInfo, 0, want)
 	cpu0 := cpuTime(b)
 	for b.Loop() {
@@ -219,6 +220,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 			}
 		}
 		start = (start + k) % n
+		filtered += k
 		if bindBest(b, p, state, pod, feasible) {
 			bound++
 		}
@@ -227,6 +229,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 	b.ReportMetric(float64(judged-runs)/float64(i), "judgements/op")
 	b.ReportMetric(float64(byAllocator-allocs)/float64(i), "allocator/op")
 	b.ReportMetric(float64(bound)/float64(i), "bound/op")
+	b.ReportMetric(float64(filtered)/float64(i), "filtered/op")
 	// The process's CPU time (GC included) tells more than the wall
 	// clock on a machine others load.
 	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu-µs/op")

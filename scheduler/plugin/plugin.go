@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,10 @@ const stateKey fwk.StateKey = Name
 // binding.
 type Plugin struct {
 	view *nodeview.View
+	// last is the cycle PreFilter wrote last, with the CycleState it
+	// wrote it in: the scheduler runs one scheduling cycle at a time, so
+	// Filter and Score find it without reading the state (cycleOf).
+	last atomic.Pointer[cycle]
 	// nrt is the NodeResourceTopology resource the plugin reads, as the
 	// scheduler names an event's resource ("" when none is served).
 	nrt fwk.EventResource
@@ -210,12 +215,20 @@ type cycle struct {
 	req alloc.Request
 	err error
 	key nodeview.Key
+	// state is the CycleState the cycle was written in (Plugin.last).
+	state fwk.CycleState
 }
 
 // Clone shares the cycle: it never changes.
 func (c *cycle) Clone() fwk.StateData { return c }
 
-func cycleOf(state fwk.CycleState) (*cycle, error) {
+// cycleOf is the cycle PreFilter wrote in state: the last one written
+// when state is the one it was written in, else read from state (a copy
+// of it: the scheduler's runs with nominated pods added, preemption's).
+func (p *Plugin) cycleOf(state fwk.CycleState) (*cycle, error) {
+	if c := p.last.Load(); c != nil && c.state == state {
+		return c, nil
+	}
 	d, err := state.Read(stateKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pod's corepin request: %w", err)
@@ -230,7 +243,9 @@ func cycleOf(state fwk.CycleState) (*cycle, error) {
 // PreFilter reads the pod's request once for the cycle.
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
-	state.Write(stateKey, &cycle{req: req, err: err, key: p.view.Key(req)})
+	c := &cycle{req: req, err: err, key: p.view.Key(req), state: state}
+	state.Write(stateKey, c)
+	p.last.Store(c)
 	return nil, nil
 }
 
@@ -243,17 +258,13 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 // UnschedulableAndUnresolvable when preempting the node's pods would not
 // help.
 func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	node := ni.Node()
-	if !p.view.Known(node.Name) && nodeview.Publishes(node) {
-		// The scheduler's snapshot has the node before this plugin's
-		// informer handler ran: decode it now, once.
-		p.view.SetNode(node)
-	}
-	v := p.view.Judge(node.Name, c.req, c.err, c.key)
+	// A node the scheduler's snapshot has before this plugin's informer
+	// handler ran is decoded now, once.
+	v := p.view.JudgeNode(ni.Node(), c.req, c.err, c.key)
 	switch {
 	case v.OK:
 		return nil
@@ -271,7 +282,7 @@ const scoreScale = fwk.MaxNodeScore / nodestate.MaxScore
 // pod again; a node that
 // publishes no corepin state scores 0, as with the extender.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
@@ -287,7 +298,7 @@ func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve places the pod on the node's state in the view at once
 // (View.Reserve), so the next pod of a burst is judged on what is left.
 func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}

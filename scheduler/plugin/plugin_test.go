@@ -365,3 +365,43 @@ func TestSaysWhenNodesDecoded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFilterReadsItsOwnCycle: Filter and Score find the pod's request in
+// the cycle state they are handed, not in the last one PreFilter wrote: a
+// state from before the next pod's PreFilter (as preemption and the
+// nominated pods' pass hand over copies of) still judges its own pod.
+func TestFilterReadsItsOwnCycle(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), alloc.TopologySingleNUMANode, map[string]string{})
+	p := NewWithView(nodeview.New())
+	p.view.SetNode(node)
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	ctx := context.Background()
+	big, small := framework.NewCycleState(), framework.NewCycleState()
+	if _, s := p.PreFilter(ctx, big, guaranteed("big", 6), nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if _, s := p.PreFilter(ctx, small, guaranteed("small", 2), nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	for _, tc := range []struct {
+		name  string
+		state fwk.CycleState
+		ok    bool
+	}{
+		{name: "the last cycle", state: small, ok: true},
+		{name: "the cycle before", state: big, ok: false}, // 6 CPUs on no NUMA node of 4
+		{name: "a copy of the last", state: small.Clone(), ok: true},
+		{name: "a copy of the one before", state: big.Clone(), ok: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if s := p.Filter(ctx, tc.state, nil, ni); s.IsSuccess() != tc.ok {
+				t.Errorf("Filter = %v, want kept %v", s, tc.ok)
+			}
+			sc, s := p.Score(ctx, tc.state, nil, ni)
+			if !s.IsSuccess() || (sc > 0) != tc.ok {
+				t.Errorf("Score = %d, %v; want a score > 0: %v", sc, s, tc.ok)
+			}
+		})
+	}
+}
