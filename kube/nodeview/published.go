@@ -161,10 +161,14 @@ func (p *published) finish() {
 	// whole cores alone.
 	p.opts.kubelet = p.j.Settings.Policy == alloc.PolicyKubelet
 	p.opts.wholeCores = p.opts.fullPCPUs && !p.opts.kubelet
+	// Kept to be judged on and cloned, never placed on: the room for
+	// more assignments goes.
 	if p.j.State != nil {
+		p.j.State.Trim()
 		p.sum = summarize(p.j.State)
 	}
 	if p.j.Empty != nil {
+		p.j.Empty.Trim()
 		p.empty = &empty{st: p.j.Empty, sum: summarize(p.j.Empty)}
 	}
 }
@@ -304,5 +308,5 @@ func (p *published) weigh() int64 {
 		}
 		w += stateBytesFixed + stateBytesPerCPU*cpus
 	}
-	return w + 64*int64(len(p.j.Admitted)+len(p.sum.ids))
+	return w + 64*int64(len(p.j.Admitted)+p.sum.assigned)
 }

@@ -541,7 +541,7 @@ func (n *node) weigh() int64 {
 		w += stateBytesFixed + stateBytesPerCPU*int64(n.st.Topology().Present().Size())
 	}
 	if n.st != n.pub.j.State {
-		w += 64 * int64(len(n.sum.ids))
+		w += 64 * int64(n.sum.assigned)
 	}
 	return w + 64*int64(len(n.reserved))
 }
