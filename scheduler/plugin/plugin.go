@@ -35,7 +35,8 @@ const stateKey fwk.StateKey = Name
 // pod's CPU wish once (kube/podreq, through kube/podmeta as the extender
 // and the NRI plugin read it), Filter keeps the nodes the view says can
 // place it (refusing with the view's reasons, the extender's), Score rates
-// the placement Filter found, Reserve places the pod on the node's state
+// the placement Filter found (skipped when every node kept scores the
+// same: PreScore), Reserve places the pod on the node's state
 // in the view at once and Unreserve releases it, PostBind notes the
 // binding.
 type Plugin struct {
@@ -52,6 +53,7 @@ type Plugin struct {
 var (
 	_ fwk.PreFilterPlugin = (*Plugin)(nil)
 	_ fwk.FilterPlugin    = (*Plugin)(nil)
+	_ fwk.PreScorePlugin  = (*Plugin)(nil)
 	_ fwk.ScorePlugin     = (*Plugin)(nil)
 	_ fwk.ReservePlugin   = (*Plugin)(nil)
 	_ fwk.PostBindPlugin  = (*Plugin)(nil)
@@ -217,6 +219,21 @@ type cycle struct {
 	key nodeview.Key
 	// state is the CycleState the cycle was written in (Plugin.last).
 	state fwk.CycleState
+	// score is the score of every node Filter kept in this cycle so
+	// far, noScore before the first; scores says they differ. When
+	// they do not, PreScore skips Score (PreScore).
+	score  atomic.Int64
+	scores atomic.Bool
+}
+
+// noScore is cycle.score before Filter kept a node.
+const noScore = -1
+
+// kept notes that Filter kept a node whose verdict scores score.
+func (c *cycle) kept(score int64) {
+	if !c.score.CompareAndSwap(noScore, score) && c.score.Load() != score {
+		c.scores.Store(true)
+	}
 }
 
 // Clone shares the cycle: it never changes.
@@ -244,6 +261,7 @@ func (p *Plugin) cycleOf(state fwk.CycleState) (*cycle, error) {
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
 	c := &cycle{req: req, err: err, key: p.view.Key(req), state: state}
+	c.score.Store(noScore)
 	state.Write(stateKey, c)
 	p.last.Store(c)
 	return nil, nil
@@ -267,11 +285,28 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 	v := p.view.JudgeNode(ni.Node(), c.req, c.err, c.key)
 	switch {
 	case v.OK:
+		c.kept(v.Score)
 		return nil
 	case v.Unresolvable:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Reason)
 	}
 	return fwk.NewStatus(fwk.Unschedulable, v.Reason)
+}
+
+// PreScore skips Score when every node Filter kept in this cycle scored
+// the same (an LS or BE pod on nodes that all place it in their shared
+// pool, or on nodes corepin does not judge): a score equal on every node
+// changes no node's rank, and the nodes' Score calls cost what Filter's
+// did.
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	c, err := p.cycleOf(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if c.score.Load() != noScore && !c.scores.Load() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
 }
 
 // scoreScale turns nodestate.Score's range into the framework's.

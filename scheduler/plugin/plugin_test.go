@@ -405,3 +405,58 @@ func TestFilterReadsItsOwnCycle(t *testing.T) {
 		})
 	}
 }
+
+// TestPreScoreSkipsEqualScores: PreScore skips Score when every node
+// Filter kept scores the same, and only then: an LS pod on nodes that all
+// place it in their shared pool, but not beside a node corepin does not
+// judge (score 0), nor an exclusive pod on nodes of different room.
+func TestPreScoreSkipsEqualScores(t *testing.T) {
+	roomy := publish(t, baseNode("roomy"), machine(t), "", map[string]string{})
+	tight := machine(t)
+	if _, err := tight.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 4}); err != nil {
+		t.Fatal(err)
+	}
+	full := publish(t, baseNode("tight"), tight, "", map[string]string{})
+	ls := guaranteed("ls", 1)
+	ls.Annotations = nil
+	ls.Spec.Containers[0].Resources.Limits = nil // Burstable: LS
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		nodes []*corev1.Node
+		skip  bool
+	}{
+		{name: "LS on judged nodes", pod: ls, nodes: []*corev1.Node{roomy, full}, skip: true},
+		{name: "LS beside a node not judged", pod: ls, nodes: []*corev1.Node{roomy, baseNode("plain")}},
+		{name: "exclusive on nodes of different room", pod: guaranteed("lse", 2), nodes: []*corev1.Node{roomy, full}},
+		{name: "exclusive on one node", pod: guaranteed("lse", 2), nodes: []*corev1.Node{roomy}, skip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewWithView(nodeview.New())
+			ctx := context.Background()
+			state := framework.NewCycleState()
+			if _, s := p.PreFilter(ctx, state, tc.pod, nil); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			var infos []fwk.NodeInfo
+			scores := map[int64]bool{}
+			for _, n := range tc.nodes {
+				p.view.SetNode(n)
+				ni := framework.NewNodeInfo()
+				ni.SetNode(n)
+				if s := p.Filter(ctx, state, tc.pod, ni); !s.IsSuccess() {
+					t.Fatalf("Filter on %s: %v", n.Name, s)
+				}
+				sc, _ := p.Score(ctx, state, tc.pod, ni)
+				scores[sc] = true
+				infos = append(infos, ni)
+			}
+			if s := p.PreScore(ctx, state, tc.pod, infos); s.IsSkip() != tc.skip {
+				t.Errorf("PreScore = %v, want skip %v (the scores: %v)", s, tc.skip, scores)
+			}
+			if tc.skip != (len(scores) == 1) {
+				t.Errorf("the nodes score %v: want them all the same %v", scores, tc.skip)
+			}
+		})
+	}
+}
