@@ -307,9 +307,8 @@ func (vw *View) replace(name string, old *node, p *published, since uint64) {
 // when it names none (nodestate.Allocator.PodUIDs unset, a
 // NodeResourceTopology object), r was bound before.
 func included(p *published, since uint64, r reservation) bool {
-	if p.j.Admitted != nil {
-		_, ok := p.j.Admitted[r.uid]
-		return ok
+	if p.admitted.names {
+		return p.admitted.has(r.uid)
 	}
 	return r.before || r.bound != 0 && r.bound < since
 }
