@@ -64,7 +64,7 @@ func (vs *verdicts) store(id Key, v Verdict) {
 // allocates nothing. Numbers start at 1 and are never reused; at most
 // maxInterned verdicts are numbered, the others kept in the entries' maps.
 type verdictTable struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	ids  map[Verdict]uint32
 	list atomic.Pointer[[]Verdict] // list[i-1] is verdict i, appended only
 }
@@ -83,6 +83,14 @@ func (t *verdictTable) get(i uint32) Verdict { return (*t.list.Load())[i-1] }
 // number is v's number, v numbered now if it was not; false when the
 // table is full.
 func (t *verdictTable) number(v Verdict) (uint32, bool) {
+	// Found under the read lock, the common case: the parallel Filters
+	// of a cycle never wait on each other for a verdict numbered before.
+	t.mu.RLock()
+	i, ok := t.ids[v]
+	t.mu.RUnlock()
+	if ok {
+		return i, true
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if i, ok := t.ids[v]; ok {
@@ -99,7 +107,7 @@ func (t *verdictTable) number(v Verdict) (uint32, bool) {
 	// holds a number this call returns loads the new list.
 	list = append(list, v)
 	t.list.Store(&list)
-	i := uint32(len(list))
+	i = uint32(len(list))
 	t.ids[v] = i
 	return i, true
 }
