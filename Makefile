@@ -275,7 +275,8 @@ BENCH_PODS  ?= 300
 BENCH_SEED  ?= 1
 BENCH_QPS   ?= 1000
 BENCH_SCHEDULERS ?= stock,plugin,extender
-# A directory: each scheduler's CPU profile over 15 s of its burst.
+# A directory: each scheduler's CPU profile over 15 s of its burst, and its
+# heap (after a GC) once the burst settled.
 BENCH_PROFILE ?=
 BENCH_LIMIT ?= 5m
 .PHONY: bench-sched

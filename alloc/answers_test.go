@@ -67,7 +67,7 @@ func TestAnswersUnchanged(t *testing.T) {
 				}
 				r := randomRequest(rng, cfg, i, ncpu)
 				answer(s, r)
-				if s.held(r.ID) {
+				if s.Holds(r.ID) {
 					held = append(held, r.ID)
 				}
 			}
@@ -83,7 +83,7 @@ func TestAnswersUnchanged(t *testing.T) {
 			for i := range 8 {
 				r := randomRequest(rng, cfg, 100+i, ncpu)
 				answer(fresh, r)
-				if fresh.held(r.ID) {
+				if fresh.Holds(r.ID) {
 					if err := fresh.Release(r.ID); err != nil {
 						t.Fatalf("%s: Release(%s): %v", name, r.ID, err)
 					}

@@ -65,12 +65,6 @@ func TestKubeAccCountsFromState(t *testing.T) {
 	}
 }
 
-// held reports whether id holds an assignment of s.
-func (s *State) held(id string) bool {
-	_, ok := s.ids.lookup(s.recs, id)
-	return ok
-}
-
 // TestIDIndex: a State's index of ids, through Assign and Release in a
 // random order (ids placed, released, placed again; the last record moved
 // into each freed place), finds every id held at its record and none

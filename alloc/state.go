@@ -270,6 +270,25 @@ func (s *State) Clone() *State {
 	return &c
 }
 
+// Holds reports whether an assignment of id is held.
+func (s *State) Holds(id string) bool {
+	_, ok := s.ids.lookup(s.recs, id)
+	return ok
+}
+
+// Trim gives back the room s keeps for the assignments it may record
+// next: its records and their index at their length. It is for a State
+// kept to be read and cloned, never placed on itself (a scheduler's
+// decoded node states, thousands of them), whose first record made room
+// for recordsHint; a Clone makes room again.
+func (s *State) Trim() {
+	if s.trying || s.recs == nil {
+		return
+	}
+	s.recs = slices.Clip(slices.Clone(s.recs))
+	s.ids.grow(s.recs, s.ids.n) // remade at the size of the ids held
+}
+
 // Assignments returns the assignments held, sorted by id.
 func (s *State) Assignments() []Assignment {
 	out := make([]Assignment, 0, len(s.recs))

@@ -36,6 +36,9 @@ type published struct {
 	// placed on it.
 	exclusiveOnly bool
 	empty         *empty // nil when the node does not say what it holds
+	// admitted are the pods j.Admitted names (then nil): the node
+	// admitted them.
+	admitted uidSet
 	// sum is j.State's summary, the entries' without held pods.
 	sum summary
 	// shares says that empty may be shared with other nodes publishing
@@ -151,6 +154,7 @@ func (p *published) finish() {
 	if p.err != nil {
 		return
 	}
+	p.admitted, p.j.Admitted = newUIDSet(p.j.Admitted), nil
 	p.opts = nodeOpts{
 		fullPCPUs:     slices.Contains(p.j.Settings.Options, alloc.OptFullPCPUsOnly),
 		alignBySocket: slices.Contains(p.j.Settings.Options, alloc.OptAlignBySocket),
@@ -161,10 +165,14 @@ func (p *published) finish() {
 	// whole cores alone.
 	p.opts.kubelet = p.j.Settings.Policy == alloc.PolicyKubelet
 	p.opts.wholeCores = p.opts.fullPCPUs && !p.opts.kubelet
+	// Kept to be judged on and cloned, never placed on: the room for
+	// more assignments goes.
 	if p.j.State != nil {
+		p.j.State.Trim()
 		p.sum = summarize(p.j.State)
 	}
 	if p.j.Empty != nil {
+		p.j.Empty.Trim()
 		p.empty = &empty{st: p.j.Empty, sum: summarize(p.j.Empty)}
 	}
 }
@@ -304,5 +312,5 @@ func (p *published) weigh() int64 {
 		}
 		w += stateBytesFixed + stateBytesPerCPU*cpus
 	}
-	return w + 64*int64(len(p.j.Admitted)+len(p.sum.ids))
+	return w + 64*int64(p.admitted.len()+p.sum.assigned)
 }

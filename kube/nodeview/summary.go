@@ -26,10 +26,11 @@ type summary struct {
 	online   []int
 	noneCPUs bool
 	// ls and be are the shared pools' CPUs, lsMilli the LS quotas
-	// committed, ids the assignment ids held: what the allocator reads of
-	// a shared (LS, BE) request.
-	ls, be, lsMilli int
-	ids             map[string]struct{}
+	// committed, st the state counted (whose assignment ids are held):
+	// what the allocator reads of a shared (LS, BE) request. assigned is
+	// the number of its assignments.
+	ls, be, lsMilli, assigned int
+	st                        *alloc.State
 	// exact says the node's engine and machine place an exclusive
 	// request that fits one L3 group's whole free cores there
 	// (placesWhole; exactUnits). unitWhole is the most CPUs in whole free
@@ -88,9 +89,10 @@ func summarize(st *alloc.State) summary {
 		s.tpc = 0
 	}
 	s.ls, s.be = p.LS.Size(), p.BE.Size()
-	s.ids = map[string]struct{}{}
-	for _, a := range st.Assignments() {
-		s.ids[a.ID] = struct{}{}
+	s.st = st
+	as := st.Assignments()
+	s.assigned = len(as)
+	for _, a := range as {
 		if a.QoS == alloc.LS {
 			s.lsMilli += a.MilliCPUs
 		}
@@ -114,7 +116,7 @@ func (s summary) shared(req alloc.Request) (err error, decided bool) {
 	if _, err := alloc.ParseTopologyPolicy(string(req.TopologyPolicy)); err != nil {
 		return nil, false
 	}
-	if _, held := s.ids[req.ID]; held {
+	if s.st != nil && s.st.Holds(req.ID) {
 		return nil, false
 	}
 	milli := req.MilliCPUs
@@ -307,7 +309,7 @@ func (s summary) placesWhole(req alloc.Request) bool {
 	if _, err := alloc.ParseTopologyPolicy(string(req.TopologyPolicy)); err != nil {
 		return false
 	}
-	if _, held := s.ids[req.ID]; held {
+	if s.st != nil && s.st.Holds(req.ID) {
 		return false
 	}
 	left := s.ls - req.CPUs

@@ -135,6 +135,19 @@ func (vw *View) Judge(name string, req alloc.Request, reqErr error, k Key) Verdi
 	return judgeKept(vw.get(name), req, reqErr, k)
 }
 
+// JudgeNode is Judge for node n as a scheduler's snapshot hands it over:
+// a node the view has not seen yet (the snapshot had it before the view's
+// feed) that publishes corepin annotations is decoded first, once
+// (SetNode). One look-up of the node's entry when the view has it.
+func (vw *View) JudgeNode(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
+	e := vw.get(n.Name)
+	if e == nil && Publishes(n) {
+		vw.SetNode(n)
+		e = vw.get(n.Name)
+	}
+	return judgeKept(e, req, reqErr, k)
+}
+
 // Known reports whether the view judges node name (it has its published
 // state, or its NodeResourceTopology object).
 func (vw *View) Known(name string) bool { return vw.get(name) != nil }
@@ -294,9 +307,8 @@ func (vw *View) replace(name string, old *node, p *published, since uint64) {
 // when it names none (nodestate.Allocator.PodUIDs unset, a
 // NodeResourceTopology object), r was bound before.
 func included(p *published, since uint64, r reservation) bool {
-	if p.j.Admitted != nil {
-		_, ok := p.j.Admitted[r.uid]
-		return ok
+	if p.admitted.names {
+		return p.admitted.has(r.uid)
 	}
 	return r.before || r.bound != 0 && r.bound < since
 }
@@ -528,7 +540,7 @@ func (n *node) weigh() int64 {
 		w += stateBytesFixed + stateBytesPerCPU*int64(n.st.Topology().Present().Size())
 	}
 	if n.st != n.pub.j.State {
-		w += 64 * int64(len(n.sum.ids))
+		w += 64 * int64(n.sum.assigned)
 	}
 	return w + 64*int64(len(n.reserved))
 }

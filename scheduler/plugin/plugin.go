@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,11 +35,16 @@ const stateKey fwk.StateKey = Name
 // pod's CPU wish once (kube/podreq, through kube/podmeta as the extender
 // and the NRI plugin read it), Filter keeps the nodes the view says can
 // place it (refusing with the view's reasons, the extender's), Score rates
-// the placement Filter found, Reserve places the pod on the node's state
+// the placement Filter found (skipped when every node kept scores the
+// same: PreScore), Reserve places the pod on the node's state
 // in the view at once and Unreserve releases it, PostBind notes the
 // binding.
 type Plugin struct {
 	view *nodeview.View
+	// last is the cycle PreFilter wrote last, with the CycleState it
+	// wrote it in: the scheduler runs one scheduling cycle at a time, so
+	// Filter and Score find it without reading the state (cycleOf).
+	last atomic.Pointer[cycle]
 	// nrt is the NodeResourceTopology resource the plugin reads, as the
 	// scheduler names an event's resource ("" when none is served).
 	nrt fwk.EventResource
@@ -47,6 +53,7 @@ type Plugin struct {
 var (
 	_ fwk.PreFilterPlugin = (*Plugin)(nil)
 	_ fwk.FilterPlugin    = (*Plugin)(nil)
+	_ fwk.PreScorePlugin  = (*Plugin)(nil)
 	_ fwk.ScorePlugin     = (*Plugin)(nil)
 	_ fwk.ReservePlugin   = (*Plugin)(nil)
 	_ fwk.PostBindPlugin  = (*Plugin)(nil)
@@ -210,12 +217,35 @@ type cycle struct {
 	req alloc.Request
 	err error
 	key nodeview.Key
+	// state is the CycleState the cycle was written in (Plugin.last).
+	state fwk.CycleState
+	// score is the score of every node Filter kept in this cycle so
+	// far, noScore before the first; scores says they differ. When
+	// they do not, PreScore skips Score (PreScore).
+	score  atomic.Int64
+	scores atomic.Bool
+}
+
+// noScore is cycle.score before Filter kept a node.
+const noScore = -1
+
+// kept notes that Filter kept a node whose verdict scores score.
+func (c *cycle) kept(score int64) {
+	if !c.score.CompareAndSwap(noScore, score) && c.score.Load() != score {
+		c.scores.Store(true)
+	}
 }
 
 // Clone shares the cycle: it never changes.
 func (c *cycle) Clone() fwk.StateData { return c }
 
-func cycleOf(state fwk.CycleState) (*cycle, error) {
+// cycleOf is the cycle PreFilter wrote in state: the last one written
+// when state is the one it was written in, else read from state (a copy
+// of it: the scheduler's runs with nominated pods added, preemption's).
+func (p *Plugin) cycleOf(state fwk.CycleState) (*cycle, error) {
+	if c := p.last.Load(); c != nil && c.state == state {
+		return c, nil
+	}
 	d, err := state.Read(stateKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pod's corepin request: %w", err)
@@ -230,7 +260,10 @@ func cycleOf(state fwk.CycleState) (*cycle, error) {
 // PreFilter reads the pod's request once for the cycle.
 func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
-	state.Write(stateKey, &cycle{req: req, err: err, key: p.view.Key(req)})
+	c := &cycle{req: req, err: err, key: p.view.Key(req), state: state}
+	c.score.Store(noScore)
+	state.Write(stateKey, c)
+	p.last.Store(c)
 	return nil, nil
 }
 
@@ -243,24 +276,37 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 // UnschedulableAndUnresolvable when preempting the node's pods would not
 // help.
 func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	node := ni.Node()
-	if !p.view.Known(node.Name) && nodeview.Publishes(node) {
-		// The scheduler's snapshot has the node before this plugin's
-		// informer handler ran: decode it now, once.
-		p.view.SetNode(node)
-	}
-	v := p.view.Judge(node.Name, c.req, c.err, c.key)
+	// A node the scheduler's snapshot has before this plugin's informer
+	// handler ran is decoded now, once.
+	v := p.view.JudgeNode(ni.Node(), c.req, c.err, c.key)
 	switch {
 	case v.OK:
+		c.kept(v.Score)
 		return nil
 	case v.Unresolvable:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Reason)
 	}
 	return fwk.NewStatus(fwk.Unschedulable, v.Reason)
+}
+
+// PreScore skips Score when every node Filter kept in this cycle scored
+// the same (an LS or BE pod on nodes that all place it in their shared
+// pool, or on nodes corepin does not judge): a score equal on every node
+// changes no node's rank, and the nodes' Score calls cost what Filter's
+// did.
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	c, err := p.cycleOf(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if c.score.Load() != noScore && !c.scores.Load() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
 }
 
 // scoreScale turns nodestate.Score's range into the framework's.
@@ -271,7 +317,7 @@ const scoreScale = fwk.MaxNodeScore / nodestate.MaxScore
 // pod again; a node that
 // publishes no corepin state scores 0, as with the extender.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
@@ -287,7 +333,7 @@ func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve places the pod on the node's state in the view at once
 // (View.Reserve), so the next pod of a burst is judged on what is left.
 func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
-	c, err := cycleOf(state)
+	c, err := p.cycleOf(state)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}

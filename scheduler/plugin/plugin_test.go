@@ -365,3 +365,98 @@ func TestSaysWhenNodesDecoded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFilterReadsItsOwnCycle: Filter and Score find the pod's request in
+// the cycle state they are handed, not in the last one PreFilter wrote: a
+// state from before the next pod's PreFilter (as preemption and the
+// nominated pods' pass hand over copies of) still judges its own pod.
+func TestFilterReadsItsOwnCycle(t *testing.T) {
+	node := publish(t, baseNode("n1"), machine(t), alloc.TopologySingleNUMANode, map[string]string{})
+	p := NewWithView(nodeview.New())
+	p.view.SetNode(node)
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	ctx := context.Background()
+	big, small := framework.NewCycleState(), framework.NewCycleState()
+	if _, s := p.PreFilter(ctx, big, guaranteed("big", 6), nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if _, s := p.PreFilter(ctx, small, guaranteed("small", 2), nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	for _, tc := range []struct {
+		name  string
+		state fwk.CycleState
+		ok    bool
+	}{
+		{name: "the last cycle", state: small, ok: true},
+		{name: "the cycle before", state: big, ok: false}, // 6 CPUs on no NUMA node of 4
+		{name: "a copy of the last", state: small.Clone(), ok: true},
+		{name: "a copy of the one before", state: big.Clone(), ok: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if s := p.Filter(ctx, tc.state, nil, ni); s.IsSuccess() != tc.ok {
+				t.Errorf("Filter = %v, want kept %v", s, tc.ok)
+			}
+			sc, s := p.Score(ctx, tc.state, nil, ni)
+			if !s.IsSuccess() || (sc > 0) != tc.ok {
+				t.Errorf("Score = %d, %v; want a score > 0: %v", sc, s, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPreScoreSkipsEqualScores: PreScore skips Score when every node
+// Filter kept scores the same, and only then: an LS pod on nodes that all
+// place it in their shared pool, but not beside a node corepin does not
+// judge (score 0), nor an exclusive pod on nodes of different room.
+func TestPreScoreSkipsEqualScores(t *testing.T) {
+	roomy := publish(t, baseNode("roomy"), machine(t), "", map[string]string{})
+	tight := machine(t)
+	if _, err := tight.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 4}); err != nil {
+		t.Fatal(err)
+	}
+	full := publish(t, baseNode("tight"), tight, "", map[string]string{})
+	ls := guaranteed("ls", 1)
+	ls.Annotations = nil
+	ls.Spec.Containers[0].Resources.Limits = nil // Burstable: LS
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		nodes []*corev1.Node
+		skip  bool
+	}{
+		{name: "LS on judged nodes", pod: ls, nodes: []*corev1.Node{roomy, full}, skip: true},
+		{name: "LS beside a node not judged", pod: ls, nodes: []*corev1.Node{roomy, baseNode("plain")}},
+		{name: "exclusive on nodes of different room", pod: guaranteed("lse", 2), nodes: []*corev1.Node{roomy, full}},
+		{name: "exclusive on one node", pod: guaranteed("lse", 2), nodes: []*corev1.Node{roomy}, skip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewWithView(nodeview.New())
+			ctx := context.Background()
+			state := framework.NewCycleState()
+			if _, s := p.PreFilter(ctx, state, tc.pod, nil); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			var infos []fwk.NodeInfo
+			scores := map[int64]bool{}
+			for _, n := range tc.nodes {
+				p.view.SetNode(n)
+				ni := framework.NewNodeInfo()
+				ni.SetNode(n)
+				if s := p.Filter(ctx, state, tc.pod, ni); !s.IsSuccess() {
+					t.Fatalf("Filter on %s: %v", n.Name, s)
+				}
+				sc, _ := p.Score(ctx, state, tc.pod, ni)
+				scores[sc] = true
+				infos = append(infos, ni)
+			}
+			if s := p.PreScore(ctx, state, tc.pod, infos); s.IsSkip() != tc.skip {
+				t.Errorf("PreScore = %v, want skip %v (the scores: %v)", s, tc.skip, scores)
+			}
+			if tc.skip != (len(scores) == 1) {
+				t.Errorf("the nodes score %v: want them all the same %v", scores, tc.skip)
+			}
+		})
+	}
+}

@@ -48,7 +48,7 @@ const (
 	envReport  = "COREPIN_BENCH_REPORT"     // the JSON report's path
 	envPending = "COREPIN_BENCH_PENDING"    // 1: create the burst before the scheduler starts
 	envLimit   = "COREPIN_BENCH_LIMIT"      // the longest a burst may take to settle
-	envProfile = "COREPIN_BENCH_PROFILE"    // a directory: a CPU profile of each scheduler's burst there
+	envProfile = "COREPIN_BENCH_PROFILE"    // a directory: a CPU profile of each scheduler's burst there, and its heap after
 )
 
 // params are one run's parameters.
@@ -72,7 +72,8 @@ type params struct {
 	// start-up (the plugin decoding every node) included.
 	Live bool `json:"live"`
 	// Profile is the directory of each burst's CPU profile of its
-	// scheduler (seconds of the burst, from its /debug/pprof), "" for none.
+	// scheduler (seconds of the burst, from its /debug/pprof) and of its
+	// heap when the burst settled (after a GC), "" for none.
 	Profile string `json:"profile,omitempty"`
 	// LimitS is the longest a burst may take to settle; a burst still
 	// settling then is reported as timed out, its figures those of the
@@ -318,6 +319,9 @@ func burst(t *testing.T, e env, p params, cp *kubetest.ControlPlane, cs kubernet
 	})
 	<-profiled
 	cpu1, rss := procUsage(pid)
+	if p.Profile != "" {
+		heapProfile(t, port, cp.Token, filepath.Join(p.Profile, fmt.Sprintf("bench-sched-%d-%s.heap.pprof", n, s)))
+	}
 	out := w.snapshot()
 	r := summarize(out, start)
 	r.Nodes, r.Scheduler, r.Pods, r.TimedOut = n, s, len(pods), !settled

@@ -109,9 +109,22 @@ func startScheduler(t *testing.T, e env, ps *kubetest.Procs, dir, kubeconfig, s 
 // over the next seconds through its /debug/pprof (the admin's token), to
 // path; a failure is logged, not fatal (the figures stand without it).
 func profile(t *testing.T, port int, token string, seconds int, path string) {
-	client := &http.Client{Timeout: time.Duration(seconds+30) * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, seconds), nil)
+	fetchProfile(t, port, token, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
+	t.Logf("CPU profile of the scheduler: %s (go tool pprof -top %s)", path, path)
+}
+
+// heapProfile saves the heap profile of the scheduler listening on port,
+// after a garbage collection (gc=1: what the scheduler holds, not what it
+// has yet to free), to path; a failure is logged, not fatal.
+func heapProfile(t *testing.T, port int, token string, path string) {
+	fetchProfile(t, port, token, "heap?gc=1", time.Minute, path)
+	t.Logf("heap profile of the scheduler: %s (go tool pprof -sample_index=inuse_space -top %s)", path, path)
+}
+
+// fetchProfile saves the scheduler's /debug/pprof/<what> to path.
+func fetchProfile(t *testing.T, port int, token, what string, limit time.Duration, path string) {
+	client := &http.Client{Timeout: limit, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", port, what), nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	rsp, err := client.Do(req)
 	if err != nil {
@@ -126,9 +139,7 @@ func profile(t *testing.T, port int, token string, seconds int, path string) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Logf("profiling the scheduler: %v", err)
-		return
 	}
-	t.Logf("CPU profile of the scheduler: %s (go tool pprof -top %s)", path, path)
 }
 
 // procUsage is a process's CPU time so far and its peak resident memory.
