@@ -459,16 +459,30 @@ e2e-vm-irq: build
 # cached by version in $(COREPIN_CACHE)/vm, seeded from
 # ../shared/vm-kernels; 20-40 minutes to build when neither is there) and
 # scx_layered built with cargo (scripts/vm-scx-layered.sh, cached in
-# $(COREPIN_CACHE)/scx-<version>; 8-27 minutes). The machine attaches
-# scx_layered on `corepin sched-ext config` and corepin topo must name it
-# and the BE routes it leaves inert. COREPIN_E2E_SCX=cached never builds:
-# a cold cache then skips with one loud SKIP line. See
-# docs/reference/sched-ext.md.
+# $(COREPIN_CACHE)/scx-<version>; 8-27 minutes). Two machines, 2 cores and
+# 2 cores x SMT2: corepin topo must name scx_layered attached on `corepin
+# sched-ext config` and the BE routes it leaves inert; the wake-placement
+# probe's layered route runs on the fair class and under scx_layered (the
+# placement table, in $(COREPIN_CACHE)/e2e-vm-scx-report.txt); on 2 cores
+# scx_layered is SIGKILLed mid-probe (the kernel, corepin topo and the
+# probe back on the fair class) and fed a config it refuses.
+# COREPIN_E2E_SCX=cached never builds: a cold cache then skips with one
+# loud SKIP line. e2e-vm-scx reports issue 30's target for the layered
+# route (at most 5% of rounds stacked, at least 90% of the idle CPU to
+# the batch); e2e-vm-scx-table asserts it, which under qemu's software
+# emulation fails today. See docs/reference/sched-ext.md.
 COREPIN_E2E_SCX ?= 1
-.PHONY: e2e-vm-scx
+.PHONY: e2e-vm-scx e2e-vm-scx-table
 e2e-vm-scx: build
+	rm -f $(COREPIN_CACHE)/e2e-vm-scx-report.txt
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_SCX=$(COREPIN_E2E_SCX) COREPIN_CACHE=$(COREPIN_CACHE) \
-	  COREPIN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt$$' .
+	  COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-scx-report.txt \
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt(SMT2)?$$' .
+e2e-vm-scx-table: build
+	rm -f $(COREPIN_CACHE)/e2e-vm-scx-report.txt
+	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_SCX=$(COREPIN_E2E_SCX) COREPIN_E2E_SCX_TARGET=1 COREPIN_CACHE=$(COREPIN_CACHE) \
+	  COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-scx-report.txt \
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt(SMT2)?$$' .
 
 # Issue 31 §3 on real kernels under qemu (no root, no KVM; the 6.1 and
 # 6.12 cloud kernels make e2e-vm caches): `corepin run --qos LSE

@@ -28,6 +28,16 @@ func init() { Register(func() Experiment { return &wakeupExp{} }) }
 // idle BE parent, the lowest group weight.
 var wakeupRoutes = []string{topology.RouteNone, topology.RouteSchedIdle, topology.RouteCPUIdle, topology.RouteIdleParent, topology.RouteWeight}
 
+// wakeupAskedRoutes are measured only when a spec names them: layered
+// places the batch and the service where corepin's scx_layered config
+// matches them and leaves the scheduling to whatever is attached, so it
+// is the fair class's idle parent route unless scx_layered runs.
+var wakeupAskedRoutes = []string{topology.RouteLayered}
+
+// wakeupLSGroup is the service's group of the layered route, under
+// corepin's root (scx_layered's "ls" layer).
+const wakeupLSGroup = "wake-ls"
+
 var wakeupClasses = []string{workload.ClassNormal, workload.ClassRR, workload.ClassFIFO}
 
 // Sizes that follow the machine: one batch thread per allowed CPU, and
@@ -79,6 +89,9 @@ type wakeupExp struct {
 	// observe, when set (tests), sees the batch of every point once it
 	// runs under its route, before the probe starts.
 	observe func(route string, batch *proc.Process)
+	// observeProbe, when set (tests), sees the probe of every point once
+	// it started, in its group.
+	observeProbe func(route string, probe *proc.Process)
 }
 
 func (e *wakeupExp) Name() string { return "wakeup" }
@@ -112,8 +125,8 @@ func (e *wakeupExp) validate() error {
 		return fmt.Errorf("%w: wakeup "+format, append([]any{experiment.ErrUsage}, args...)...)
 	}
 	for _, r := range e.spec.Routes {
-		if !slices.Contains(wakeupRoutes, r) {
-			return bad("route %q: choose from %s", r, strings.Join(wakeupRoutes, ", "))
+		if !slices.Contains(wakeupRoutes, r) && !slices.Contains(wakeupAskedRoutes, r) {
+			return bad("route %q: choose from %s", r, strings.Join(append(slices.Clone(wakeupRoutes), wakeupAskedRoutes...), ", "))
 		}
 	}
 	for _, c := range e.spec.Classes {
@@ -220,6 +233,9 @@ func (e *wakeupExp) probeRoute(env *Env, route string) error {
 	if env.Driver == nil || env.Driver.Name() == enforce.NameAffinity {
 		return errors.New("needs a writable cgroup (root); corepin runs without one here (affinity driver)")
 	}
+	if route == topology.RouteLayered && env.Driver.Name() != enforce.NameV2 {
+		return fmt.Errorf("needs cgroup v2 (scx_layered matches a task's cgroup v2 path); corepin runs on %s here", env.Driver.Name())
+	}
 	d, res, err := e.routeGroup(env, route)
 	if err != nil {
 		return err
@@ -228,20 +244,28 @@ func (e *wakeupExp) probeRoute(env *Env, route string) error {
 	if err != nil {
 		return fmt.Errorf("making its group: %w", err)
 	}
+	if err := g.Remove(); err != nil || route != topology.RouteLayered {
+		return err
+	}
+	if g, err = env.Driver.Create(wakeupLSGroup, enforce.Resources{}); err != nil {
+		return fmt.Errorf("making the service's group: %w", err)
+	}
 	return g.Remove()
 }
 
 // routeGroup is where route puts the batch: its driver and settings.
 // idle_parent is corepin's own BE layout (idleBERoot), as colocation's
-// corepin policy runs it; weight is the lowest weight enforce writes
-// (cpu.weight 1, the kubelet's BestEffort value; cgroup v1 cpu.shares 10).
+// corepin policy runs it, and so is layered (the idle parent is the
+// group scx_layered's "be" layer matches); weight is the lowest weight
+// enforce writes (cpu.weight 1, the kubelet's BestEffort value; cgroup v1
+// cpu.shares 10).
 func (e *wakeupExp) routeGroup(env *Env, route string) (enforce.Driver, enforce.Resources, error) {
 	switch route {
 	case topology.RouteCPUIdle:
 		return env.Driver, enforce.Resources{Idle: true}, nil
 	case topology.RouteWeight:
 		return env.Driver, enforce.Resources{Weight: 1}, nil
-	case topology.RouteIdleParent:
+	case topology.RouteIdleParent, topology.RouteLayered:
 		if e.be == nil {
 			be, err := idleBERoot()
 			if err != nil {
@@ -342,7 +366,12 @@ func (e *wakeupExp) Run(ctx context.Context, env *Env, p experiment.Point) (expe
 	// measured from the same place. So the batch's group meets the
 	// service's tasks where corepin's root meets the bench's own group:
 	// cpu_idle (a group inside corepin's root) is ranked there as that
-	// root is, which is what idle_parent changes.
+	// root is, which is what idle_parent changes. The layered route is
+	// the exception: its service runs in a group under corepin's root, the
+	// group scx_layered's "ls" layer matches.
+	if route == topology.RouteLayered {
+		spec.Driver, spec.Group = env.Driver, wakeupLSGroup
+	}
 	var batchBefore time.Duration
 	if batch != nil {
 		batchBefore, _ = procCPU(batch.Pid())
@@ -350,6 +379,9 @@ func (e *wakeupExp) Run(ctx context.Context, env *Env, p experiment.Point) (expe
 	ls, err := proc.Start(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("starting the probe: %w", err)
+	}
+	if e.observeProbe != nil {
+		e.observeProbe(route, ls)
 	}
 	x, err := ls.Wait()
 	if err != nil {

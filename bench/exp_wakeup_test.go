@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -196,8 +197,59 @@ func TestWakeupRoutesApplied(t *testing.T) {
 		t.Skipf("skipping: no writable cgroup: %q", d.Limitations())
 	}
 	e, env := wakeupTestEnv(t, d)
-	for _, r := range []string{topology.RouteSchedIdle, topology.RouteCPUIdle, topology.RouteIdleParent, topology.RouteWeight} {
+	routes := []string{topology.RouteSchedIdle, topology.RouteCPUIdle, topology.RouteIdleParent, topology.RouteWeight}
+	if d.Name() == enforce.NameV2 {
+		routes = append(routes, topology.RouteLayered)
+	}
+	for _, r := range routes {
 		t.Run(r, func(t *testing.T) { checkRoute(t, e, env, r) })
+	}
+}
+
+// namedDriver is a driver that only has a name: enough for the checks
+// that read nothing else.
+type namedDriver struct {
+	enforce.Driver
+	name string
+}
+
+func (d namedDriver) Name() string { return d.name }
+
+func (d namedDriver) Create(string, enforce.Resources) (enforce.Group, error) {
+	return nil, errors.New("a named driver makes no group")
+}
+
+// The layered route is measured only when asked for, and only where
+// scx_layered can match a cgroup: cgroup v2.
+func TestWakeupLayeredRoute(t *testing.T) {
+	e := &wakeupExp{}
+	if slices.Contains(e.Spec(false).(*wakeupSpec).Routes, topology.RouteLayered) {
+		t.Errorf("the default spec measures %s; it is for a spec that asks", topology.RouteLayered)
+	}
+	e.spec.Routes = []string{topology.RouteLayered}
+	if err := e.validate(); err != nil {
+		t.Errorf("a spec asking for route %s: %v", topology.RouteLayered, err)
+	}
+	e.spec.Routes = []string{"layerd"}
+	if err := e.validate(); err == nil || !strings.Contains(err.Error(), "idle_parent, weight, layered") {
+		t.Errorf("route layerd: %v; want a refusal naming every route", err)
+	}
+	tests := []struct {
+		name   string
+		driver enforce.Driver
+		want   string
+	}{
+		{name: "cgroup v1", driver: namedDriver{name: enforce.NameV1}, want: "needs cgroup v2"},
+		{name: "affinity", driver: namedDriver{name: enforce.NameAffinity}, want: "needs a writable cgroup"},
+		{name: "no driver", want: "needs a writable cgroup"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.probeRoute(&Env{Driver: tc.driver}, topology.RouteLayered)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("probeRoute(layered) on %s = %v, want an error saying %q", tc.name, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -221,7 +273,8 @@ func checkRoute(t *testing.T, e *wakeupExp, env *Env, route string) {
 				continue
 			}
 			cg := cpuGroup(t, dir)
-			if !strings.Contains(cg, "wake-batch") || (route == topology.RouteIdleParent) != strings.Contains(cg, "corepin-be") {
+			underBE := route == topology.RouteIdleParent || route == topology.RouteLayered
+			if !strings.Contains(cg, "wake-batch") || underBE != strings.Contains(cg, "corepin-be") {
 				t.Errorf("%s: thread %s is in cpu group %q", route, tid.Name(), cg)
 			}
 			file, want := "cpu.idle", "1"
@@ -236,13 +289,23 @@ func checkRoute(t *testing.T, e *wakeupExp, env *Env, route string) {
 			}
 		}
 	}
-	defer func() { e.observe = nil }()
+	// The probe runs where bench runs, but for the layered route: in a
+	// group under corepin's root.
+	probeSeen := false
+	e.observeProbe = func(r string, p *proc.Process) {
+		probeSeen = true
+		cg := cpuGroup(t, "/proc/"+strconv.Itoa(p.Pid()))
+		if inLS := strings.HasPrefix(cg, "/"+enforce.DefaultRoot+"/") && strings.Contains(cg, wakeupLSGroup); inLS != (route == topology.RouteLayered) {
+			t.Errorf("%s: the probe runs in cpu group %q", route, cg)
+		}
+	}
+	defer func() { e.observe, e.observeProbe = nil, nil }()
 	m, err := e.Run(context.Background(), env, experiment.P("be_route", route, "ls_class", "normal", "batch_threads", 1, "ls_threads", 2))
 	if err != nil {
 		t.Fatalf("%s: %v", route, err)
 	}
-	if !seen || m["rounds"] != 3 {
-		t.Errorf("%s: observed %v, metrics %v: want the batch seen and 3 rounds", route, seen, m)
+	if !seen || !probeSeen || m["rounds"] != 3 {
+		t.Errorf("%s: observed batch %v, probe %v, metrics %v: want both seen and 3 rounds", route, seen, probeSeen, m)
 	}
 }
 

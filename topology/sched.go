@@ -46,6 +46,13 @@ const (
 	RouteCPUIdle    = "cpu_idle"    // the batch's group has cpu.idle 1
 	RouteIdleParent = "idle_parent" // under corepin's idle BE parent (corepin-be)
 	RouteWeight     = "weight"      // the batch's group at the lowest weight
+	// RouteLayered only places: the batch under corepin's idle BE parent
+	// (scx_layered's "be" layer), the service in a group under corepin's
+	// root (its "ls" layer); whatever scheduler is attached decides.
+	// InertRoutes never lists it: under the fair class it is the idle
+	// parent route, and under scx_layered on corepin's config the layers
+	// act on it.
+	RouteLayered = "layered"
 )
 
 // Scheduler is what the running kernel's scheduler does with a waking

@@ -14,6 +14,15 @@
 // workload of the agent runs without and with irq_isolate, through a
 // SIGKILL and restart of the agent, and beside Debian's irqbalance.
 //
+// TestVMSchedExt and TestVMSchedExtSMT2 (make e2e-vm-scx, issue 30)
+// boot a 6.12 kernel with sched_ext in a 2-core and a 2-core SMT2
+// machine and attach scx_layered on `corepin sched-ext config`: corepin
+// topo must name it and the BE routes it leaves inert; the wake-placement
+// probe's layered route runs on the fair class and under scx_layered (the
+// placement table; make e2e-vm-scx-table asserts issue 30's target on
+// it); on 2 cores scx_layered is SIGKILLed mid-probe and fed a config it
+// refuses, and the kernel and corepin topo must be back on the fair class.
+//
 // It is its own module so that `go test ./...` in the repository root
 // does not boot machines. `make e2e-vm` runs it with
 // COREPIN_E2E_REQUIRED=1, which turns a missing prerequisite (qemu,

@@ -142,6 +142,33 @@ type wakeRow struct {
 	Batch   int      `json:"batch_threads"`
 	LS      int      `json:"ls_threads"`
 	Stacked *float64 `json:"stacked_pct"`
+	BEShare *float64 `json:"be_share_of_idle"`
+}
+
+// wakeAnalysis is the analysis of the probe's one experiment in its -o
+// json: the rows, the notice and what it skipped.
+type wakeAnalysis struct {
+	Rows    []wakeRow `json:"rows"`
+	Notice  string    `json:"notice"`
+	Skipped []struct {
+		What   string `json:"what"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
+}
+
+// wakeAnalysisOf parses block name, the probe's -o json.
+func wakeAnalysisOf(t *testing.T, v *vm, name string) wakeAnalysis {
+	t.Helper()
+	var rep struct {
+		Experiments []struct {
+			Analysis wakeAnalysis `json:"analysis"`
+		} `json:"experiments"`
+	}
+	out := v.get(t, name)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Experiments) != 1 {
+		t.Fatalf("%s: %v (%d experiments)\n%s", name, err, len(rep.Experiments), tail(out, 20))
+	}
+	return rep.Experiments[0].Analysis
 }
 
 // wakeRun is one machine's probe under one SIS setting.
@@ -219,22 +246,7 @@ func checkWake(t *testing.T, v *vm) {
 		}
 		f.accepted = append(f.accepted, sis.feature)
 		r := wakeRun{kernel: name.kernel, topo: name.topo, sis: sis.feature}
-		var rep struct {
-			Experiments []struct {
-				Analysis struct {
-					Rows    []wakeRow `json:"rows"`
-					Skipped []struct {
-						What   string `json:"what"`
-						Reason string `json:"reason"`
-					} `json:"skipped"`
-				} `json:"analysis"`
-			} `json:"experiments"`
-		}
-		out := v.get(t, "wakeup."+sis.feature)
-		if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Experiments) != 1 {
-			t.Fatalf("wakeup.%s: %v (%d experiments)\n%s", sis.feature, err, len(rep.Experiments), tail(out, 20))
-		}
-		a := rep.Experiments[0].Analysis
+		a := wakeAnalysisOf(t, v, "wakeup."+sis.feature)
 		if len(a.Skipped) > 0 {
 			t.Errorf("%s: the probe skipped %v, as root in a cgroup v2 machine", sis.feature, a.Skipped)
 		}
@@ -380,18 +392,25 @@ func wakeTable() string {
 
 // logWakeTable logs the table and appends it to $COREPIN_E2E_REPORT.
 func logWakeTable(t *testing.T) {
-	tab := wakeTable()
-	if tab == "" {
+	if tab := wakeTable(); tab != "" {
+		logSection(t, "wake placement (issue 28 §1)", tab)
+	}
+}
+
+// logSection logs text under title and appends both to
+// $COREPIN_E2E_REPORT when it is set.
+func logSection(t *testing.T, title, text string) {
+	t.Helper()
+	t.Logf("%s:\n%s", title, text)
+	p := os.Getenv("COREPIN_E2E_REPORT")
+	if p == "" {
 		return
 	}
-	t.Logf("wake placement (issue 28 §1):\n%s", tab)
-	if p := os.Getenv("COREPIN_E2E_REPORT"); p != "" {
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Errorf("appending the wake table to %s: %v", p, err)
-			return
-		}
-		defer f.Close()
-		fmt.Fprintf(f, "\nwake placement (issue 28 §1):\n%s", tab)
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Errorf("appending %s to %s: %v", title, p, err)
+		return
 	}
+	defer f.Close()
+	fmt.Fprintf(f, "\n%s:\n%s\n", title, strings.TrimRight(text, "\n"))
 }

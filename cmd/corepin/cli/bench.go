@@ -36,7 +36,9 @@ configuration to use:
                     per BE route (none, sched_idle, cpu_idle, idle_parent,
                     weight), LS class (normal, rr, fifo) and batch size;
                     what it cannot run here (rr/fifo without the right, the
-                    cgroup routes without root) it skips and says why
+                    cgroup routes without root) it skips and says why; a
+                    --spec may ask for route layered: the batch and the
+                    service in the groups scx_layered's layers match
 
 Points run in a randomised, interleaved order after a warm-up, at least 5
 repeats each; results go to the results database and report/index.html.
