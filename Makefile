@@ -437,7 +437,7 @@ e2e-newcomer:
 # here and skips outside make. See test/e2evm.
 .PHONY: e2e-vm
 e2e-vm: build
-	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
+	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_IRQ=1 COREPIN_CACHE=$(COREPIN_CACHE) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-report.txt $(GO) test -count=1 -timeout 30m -v .
 
 # Device interrupts off an LSE workload's CPUs (issue 31 §2) on a real

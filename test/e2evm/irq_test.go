@@ -15,7 +15,7 @@ import (
 	"testing"
 )
 
-// irqEnv is COREPIN_E2E_IRQ: make e2e-vm-irq sets it; unset skips
+// irqEnv is COREPIN_E2E_IRQ: make e2e-vm and make e2e-vm-irq set it; unset skips
 // TestVMIRQ (it downloads irqbalance and the kernel's virtio modules).
 const irqEnv = "COREPIN_E2E_IRQ"
 
