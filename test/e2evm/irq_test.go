@@ -165,16 +165,9 @@ kill $AGENT; wait $AGENT
 // irqbalance's own moves alone. It logs the counts table.
 func TestVMIRQ(t *testing.T) {
 	if os.Getenv(irqEnv) == "" {
-		t.Skipf("%s is unset: make e2e-vm-irq runs this test", irqEnv)
+		t.Skipf("%s is unset: make e2e-vm and make e2e-vm-irq run this test", irqEnv)
 	}
-	bin := os.Getenv("COREPIN_BIN")
-	if bin == "" {
-		need(t, "COREPIN_BIN, a static corepin binary (make build)")
-	}
-	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		need(t, "busybox (apt-get install busybox-static)")
-	}
+	bin, busybox := initrdParts(t)
 	pkg, vmlinuz := kernel(t, irqShape.kernel)
 	mods := kernelModules(t, pkg, irqModules)
 	ib := irqbalanceBinary(t)

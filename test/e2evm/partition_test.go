@@ -3,7 +3,6 @@ package e2evm
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -102,14 +101,7 @@ func TestVMPartition(t *testing.T) {
 	if os.Getenv(partitionEnv) == "" {
 		t.Skipf("%s is unset: make e2e-vm-partition runs this test", partitionEnv)
 	}
-	bin := os.Getenv("COREPIN_BIN")
-	if bin == "" {
-		need(t, "COREPIN_BIN, a static corepin binary (make build)")
-	}
-	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		need(t, "busybox (apt-get install busybox-static)")
-	}
+	bin, busybox := initrdParts(t)
 	ird, err := buildInitrd(bin, busybox, partitionShapes, nil)
 	if err != nil {
 		t.Fatalf("building the initramfs: %v", err)

@@ -219,14 +219,7 @@ func bootSchedExt(t *testing.T, m scxMachine) *vm {
 	cachedOnly := mode == "cached"
 	kernelImg := scxArtifact(t, "vm-scx-kernel.sh", cachedOnly)
 	layered := scxArtifact(t, "vm-scx-layered.sh", cachedOnly)
-	bin := os.Getenv("COREPIN_BIN")
-	if bin == "" {
-		need(t, "COREPIN_BIN, a static corepin binary (make build)")
-	}
-	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		need(t, "busybox (apt-get install busybox-static)")
-	}
+	bin, busybox := initrdParts(t)
 	extra, err := withLibraries(layered, "bin/scx_layered")
 	if err != nil {
 		t.Fatalf("listing scx_layered's libraries: %v", err)

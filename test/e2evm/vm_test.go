@@ -139,12 +139,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// initrd builds, once, the initramfs every machine boots: busybox,
-// corepin ($COREPIN_BIN, static), /init and each shape's script under
-// /scripts.
-func initrd(t *testing.T) string {
+// initrdParts are what every initramfs holds: corepin ($COREPIN_BIN,
+// static) and busybox; a missing one is a missing prerequisite (need).
+func initrdParts(t *testing.T) (bin, busybox string) {
 	t.Helper()
-	bin := os.Getenv("COREPIN_BIN")
+	bin = os.Getenv("COREPIN_BIN")
 	if bin == "" {
 		need(t, "COREPIN_BIN, a static corepin binary (make build)")
 	}
@@ -156,6 +155,15 @@ func initrd(t *testing.T) string {
 	if err != nil {
 		need(t, "busybox (apt-get install busybox-static)")
 	}
+	return bin, busybox
+}
+
+// initrd builds, once, the initramfs every machine boots: busybox,
+// corepin ($COREPIN_BIN, static), /init and each shape's script under
+// /scripts.
+func initrd(t *testing.T) string {
+	t.Helper()
+	bin, busybox := initrdParts(t)
 	initrdOnce.Do(func() {
 		initrdPath, initrdErr = buildInitrd(bin, busybox, append(slices.Clone(shapes), captureShape, wakeScanShape, rtRouteShape), nil)
 	})
