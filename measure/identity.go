@@ -27,15 +27,25 @@ func IdentityOf(procRoot string, pid int) (Identity, error) {
 	if pid <= 0 {
 		return Identity{}, fmt.Errorf("reading the identity of pid %d: %w", pid, fs.ErrNotExist)
 	}
-	b, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "stat"))
+	st, err := ReadTaskStat(procRoot, pid)
 	if err != nil {
-		return Identity{}, err
-	}
-	st, err := ParseTaskStat(b)
-	if err != nil {
+		if _, ok := errors.AsType[*fs.PathError](err); ok {
+			return Identity{}, err // as os.ReadFile said it
+		}
 		return Identity{}, fmt.Errorf("reading the identity of pid %d: %w", pid, err)
 	}
 	return Identity{PID: pid, Start: st.StartTime}, nil
+}
+
+// ReadTaskStat reads and parses /proc/PID/stat of pid under procRoot
+// ("/proc" for this machine). A process that does not exist gives an
+// error matching fs.ErrNotExist.
+func ReadTaskStat(procRoot string, pid int) (TaskStat, error) {
+	b, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return TaskStat{}, err
+	}
+	return ParseTaskStat(b)
 }
 
 // Self is this process's identity, read once.

@@ -31,11 +31,7 @@ type Owner struct {
 
 // OwnerOf reads pid's start time.
 func OwnerOf(pid int) (Owner, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return Owner{}, err
-	}
-	st, err := measure.ParseTaskStat(b)
+	st, err := measure.ReadTaskStat("/proc", pid)
 	if err != nil {
 		return Owner{}, err
 	}

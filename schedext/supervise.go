@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -219,19 +218,11 @@ func (p *proc) gone(procRoot string) bool {
 
 // live reports whether id runs (not a zombie) under the name comm.
 func live(procRoot string, id measure.Identity, comm string) bool {
-	st, err := readStat(procRoot, id.PID)
+	st, err := measure.ReadTaskStat(procRoot, id.PID)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist) // unreadable: keep it
 	}
 	return st.StartTime == id.Start && st.State != 'Z' && st.Comm == comm
-}
-
-func readStat(procRoot string, pid int) (measure.TaskStat, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return measure.TaskStat{}, err
-	}
-	return measure.ParseTaskStat(b)
 }
 
 // Supervisor runs scx_layered on corepin's layer config and keeps it
@@ -424,7 +415,7 @@ func (s *Supervisor) begin() {
 // kernel gives it), opened for signals; else nil and why not.
 func (s *Supervisor) find(rec Record) (*proc, string) {
 	id := rec.Identity()
-	st, err := readStat(s.o.Proc, rec.PID)
+	st, err := measure.ReadTaskStat(s.o.Proc, rec.PID)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Sprintf("pid %d is gone", rec.PID)
@@ -539,7 +530,7 @@ func (s *Supervisor) spawn() (*proc, error) {
 	// and final.
 	p := &proc{p: cmd.Process, child: true, since: time.Now(), logOff: off, exited: make(chan struct{}), comm: s.comm}
 	p.id = measure.Identity{PID: cmd.Process.Pid}
-	if st, err := readStat(s.o.Proc, p.id.PID); err == nil {
+	if st, err := measure.ReadTaskStat(s.o.Proc, p.id.PID); err == nil {
 		p.id.Start = st.StartTime
 	}
 	go func() {

@@ -137,7 +137,7 @@ func (f *fake) starts(t *testing.T) []int {
 // running on purpose).
 func (f *fake) killAll(t *testing.T) {
 	for _, pid := range f.starts(t) {
-		if st, err := readStat(pid); err == nil && st.Comm == "scx_layered" {
+		if st, err := measure.ReadTaskStat("/proc", pid); err == nil && st.Comm == "scx_layered" {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -230,17 +230,9 @@ func poll(t *testing.T, what string, cond func() bool, state func() string) {
 	}
 }
 
-func readStat(pid int) (measure.TaskStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return measure.TaskStat{}, err
-	}
-	return measure.ParseTaskStat(b)
-}
-
 // running reports whether pid runs as scx_layered (not a zombie).
 func running(pid int) bool {
-	st, err := readStat(pid)
+	st, err := measure.ReadTaskStat("/proc", pid)
 	return err == nil && st.State != 'Z' && st.Comm == "scx_layered"
 }
 
@@ -277,7 +269,7 @@ func TestSuperviseStartsAndAttaches(t *testing.T) {
 	if args, _ := os.ReadFile(filepath.Join(f.dir, "args")); strings.TrimSpace(string(args)) != "--disable-topology -v f:"+cfg {
 		t.Errorf("scx_layered ran with %q, want the setting's arguments, then f:%s", args, cfg)
 	}
-	ps, err := readStat(pids[0])
+	ps, err := measure.ReadTaskStat("/proc", pids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
