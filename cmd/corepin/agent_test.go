@@ -313,7 +313,7 @@ func TestAgentSchedExtSetting(t *testing.T) {
 		}
 	})
 	a := exec.Command(binary, "agent", "--config", conf, "--socket", socket, "--state", state, "--cgroup-root", root)
-	var logs strings.Builder
+	var logs testutil.SyncBuffer // read while exec's goroutine copies the agent's stderr into it
 	a.Stderr = &logs
 	if err := a.Start(); err != nil {
 		t.Fatal(err)

@@ -78,8 +78,10 @@ var rules = []rule{
 		why: "wakescan switches one scheduler feature, recorded in the state file: it places nothing and makes no group"},
 	{from: []string{"irq"}, to: []string{"alloc", "plan", "enforce", "runner", "proc", "qos", "topology", "sim", "workload", "loadgen", "netbench", "wakescan"},
 		why: "irq moves interrupts off CPUs it is given, recorded in the state file: it chooses no CPU and makes no group"},
-	{from: []string{"schedext"}, to: slices.DeleteFunc(slices.Clone(core), func(p string) bool { return p == "schedext" }),
-		why: "schedext writes the layered scheduler's config from corepin's classes and group names: it reads the machine through no other package, places nothing and makes no group"},
+	{from: []string{"schedext"}, to: slices.DeleteFunc(slices.Clone(core), func(p string) bool {
+		return p == "schedext" || p == "topology" || p == "measure" || p == "store"
+	}),
+		why: "schedext writes the layered scheduler's config from corepin's classes and group names and supervises scx_layered: it reads the kernel's sched_ext state through topology, names its process through measure and records it in the state file (store); it places nothing and makes no group"},
 	{from: []string{"agent/..."}, to: []string{"bench/...", "cmd/..."},
 		why: "the agent is a front door on the core; the CLI and bench sit beside it, not under it"},
 	{from: []string{"bench/..."}, to: []string{"std:os/exec"},

@@ -118,30 +118,8 @@ func newNRICmd(e *env) *cobra.Command {
 			wake, _ := wakescan.ParseMode(c.WakeScan) // checked by loadAgentConfig
 			o := nri.Options{State: c.State, Topology: topo, Alloc: ac, Logger: slog.New(h), InfoDir: infoDir, MetricsAddr: metricsAddr, IdleParentMount: idleMount,
 				WakeScan: wake, SchedRoot: root, IRQIsolate: irqs}
-			if publishNRT {
-				if nodeName == "" {
-					return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
-				}
-				pub, err := publisher(kube)
-				if err != nil {
-					return Usagef("--publish-nrt: %v", err)
-				}
-				set := ac
-				set.TopologyPolicy = alloc.TopologyPolicy(c.TopologyPolicy)
-				settings := nodestate.AllocatorOf(set)
-				o.Publish = func(ctx context.Context, pools alloc.Pools) error {
-					return pub.Publish(ctx, nodestate.BuildNRTWith(nodeName, topo, pools, settings))
-				}
-			}
-			if annotateNode {
-				if nodeName == "" {
-					return Usagef("--annotate-node needs --node-name (or $NODE_NAME): the node to annotate")
-				}
-				pub, err := publisher(kube)
-				if err != nil {
-					return Usagef("--annotate-node: %v", err)
-				}
-				o.Annotate = (&publish.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: alloc.TopologyPolicy(c.TopologyPolicy), Log: o.Logger}).Annotate
+			if err := nriPublishers(&o, kube, nodeName, publishNRT, annotateNode, ac, c.TopologyPolicy); err != nil {
+				return err
 			}
 			p, err := nri.New(o)
 			if isAgentUsage(err) {
@@ -192,4 +170,35 @@ func publisher(o kubeclient.Options) (*publish.Publisher, error) {
 		return nil, err
 	}
 	return publish.New(cfg)
+}
+
+// nriPublishers sets o's publishers of the node's state for --publish-nrt
+// and --annotate-node.
+func nriPublishers(o *nri.Options, kube kubeclient.Options, nodeName string, publishNRT, annotateNode bool, ac alloc.NodeSettings, policy string) error {
+	if publishNRT {
+		if nodeName == "" {
+			return Usagef("--publish-nrt needs --node-name (or $NODE_NAME): the object is named after the node")
+		}
+		pub, err := publisher(kube)
+		if err != nil {
+			return Usagef("--publish-nrt: %v", err)
+		}
+		set := ac
+		set.TopologyPolicy = alloc.TopologyPolicy(policy)
+		settings, topo := nodestate.AllocatorOf(set), o.Topology
+		o.Publish = func(ctx context.Context, pools alloc.Pools) error {
+			return pub.Publish(ctx, nodestate.BuildNRTWith(nodeName, topo, pools, settings))
+		}
+	}
+	if annotateNode {
+		if nodeName == "" {
+			return Usagef("--annotate-node needs --node-name (or $NODE_NAME): the node to annotate")
+		}
+		pub, err := publisher(kube)
+		if err != nil {
+			return Usagef("--annotate-node: %v", err)
+		}
+		o.Annotate = (&publish.Annotator{Publisher: pub, Node: nodeName, TopologyPolicy: alloc.TopologyPolicy(policy), Log: o.Logger}).Annotate
+	}
+	return nil
 }
