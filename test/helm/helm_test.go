@@ -55,6 +55,10 @@ var switches = []struct {
 	{settings: []string{"policy=corepin", "policy=kubelet,policyOptions={full-pcpus-only,strict-cpu-reservation},topologyPolicy=single-numa-node,reservedCPUs=0-1"}},
 	{settings: []string{"rbac.create=true", "rbac.create=false"}},
 	{settings: []string{"rbac.ownNodeOnly=true", "rbac.ownNodeOnly=false"}},
+	// The privileged helpers beside the plugin: irq-sync (issue 31 §2)
+	// and scx_layered (issue 30 §2), each off by default. One switch for
+	// both keeps the count of dry runs at twice, not four times, today's.
+	{settings: []string{"irqIsolate=off,schedExt.enabled=false", "irqIsolate=pod,schedExt.enabled=true,schedExt.image=registry.example.com/scx:1.1.4"}},
 	// A cluster without kube-proxy, as make e2e-deploy's node is.
 	{settings: []string{"hostNetwork=false,apiServer.host=", "hostNetwork=true,apiServer.host=10.0.0.1,apiServer.port=6443"}},
 }
