@@ -190,8 +190,13 @@ func (cc *corepinCall) kubeletFirst(n, k int) kubeletPick {
 	if err != nil || theirs.count() != n {
 		return kubeletPick{made: true}
 	}
-	q := s.span(theirs, nil)
-	return kubeletPick{made: true, wins: q.shared < atLeast, set: theirs, q: q}
+	// Spanned with its node ids: where it wins, the placement's quality
+	// reads them (State.quality) instead of spanning it again.
+	sc.nodeIDs.reset()
+	q := s.span(theirs, sc.nodeIDs)
+	wins := q.shared < atLeast
+	sc.spanKnown, sc.knownSpan = wins, q
+	return kubeletPick{made: true, wins: wins, set: theirs, q: q}
 }
 
 // guarded reports whether kubeletGuard weighs r: a request kubelet can

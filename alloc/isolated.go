@@ -26,18 +26,18 @@ func SharedCPUs(t *topology.Topology) cpuset.CPUSet {
 	return t.Allowed()
 }
 
-// allocateIsolated runs place (an engine's exclusive placement of r) with
-// the CPUs r's Isolated policy keeps out hidden as if held, and puts them
-// back after: by default it hides the isolated CPUs and, where the rest
+// allocateIsolated runs place (the State's engine's exclusive placement
+// of r) with the CPUs r's Isolated policy keeps out hidden as if held, and
+// puts them back after: by default it hides the isolated CPUs and, where the rest
 // cannot hold r, tries again with them; prefer hides the others first and
 // falls back to every CPU; require hides the others only.
-func (s *State) allocateIsolated(r *Request, place func(*Request) (bitset, error)) (bitset, error) {
+func (s *State) allocateIsolated(r *Request) (bitset, error) {
 	ix := s.ix
 	if ix.isolated.count() == 0 {
 		if r.Isolated == IsolatedRequire {
 			return nil, reject("isolated CPUs", "request %q requires isolated CPUs, and this machine has none (isolcpus=, nohz_full= or an isolated cpuset partition make some)", r.ID)
 		}
-		return place(r)
+		return s.place(r)
 	}
 	hide := newBitset(ix.words)
 	for i := range hide {
@@ -47,10 +47,10 @@ func (s *State) allocateIsolated(r *Request, place func(*Request) (bitset, error
 			hide[i] = ix.allowed[i] &^ ix.isolated[i]
 		}
 	}
-	got, err := s.withHidden(hide, r, place)
+	got, err := s.withHidden(hide, r)
 	if err == nil || r.Isolated != IsolatedRequire {
 		if err != nil {
-			return place(r) // avoid or prefer: every CPU, as without isolation
+			return s.place(r) // avoid or prefer: every CPU, as without isolation
 		}
 		return got, nil
 	}
@@ -63,8 +63,16 @@ func (s *State) allocateIsolated(r *Request, place func(*Request) (bitset, error
 	return nil, reject("isolated CPUs", "request %q requires %d isolated CPUs; %d of the isolated CPUs %s are free (%v)", r.ID, r.CPUs, free, ix.isolated.toSet(), err)
 }
 
+// place is the State's engine's exclusive placement of r.
+func (s *State) place(r *Request) (bitset, error) {
+	if s.policy == PolicyKubelet {
+		return s.kubeAllocate(r)
+	}
+	return s.corepinAllocate(r)
+}
+
 // withHidden runs place with the free CPUs of hide counted as held.
-func (s *State) withHidden(hide bitset, r *Request, place func(*Request) (bitset, error)) (bitset, error) {
+func (s *State) withHidden(hide bitset, r *Request) (bitset, error) {
 	var hidden []int
 	hide.each(func(c int) {
 		if s.isFree(c) {
@@ -73,10 +81,12 @@ func (s *State) withHidden(hide bitset, r *Request, place func(*Request) (bitset
 			hidden = append(hidden, c)
 		}
 	})
-	got, err := place(r)
+	got, err := s.place(r)
 	for _, c := range hidden {
 		s.used.clear(c)
 		s.adjust(c, 1)
 	}
+	// Spanned with the hidden CPUs held: not the state it is placed on.
+	s.sc.spanKnown = false
 	return got, err
 }

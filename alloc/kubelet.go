@@ -464,12 +464,8 @@ func (a *kubeAcc) takeUncoreCache() {
 // P-core with one thread taken look whole and left the free P-cores out.
 func (a *kubeAcc) takeFullCores() {
 	if a.ix.uniformCores() {
-		outer, inner := a.sortNodes, a.k.nodeCores
-		if a.numaFirst() {
-			outer, inner = a.sortSockets, a.k.socketCores
-		}
-		if inner != nil {
-			a.takeUniformCores(outer(), inner)
+		if outer, inner := a.nestedCores(); inner != nil {
+			a.takeUniformCores(outer, inner)
 			return
 		}
 	}
@@ -496,11 +492,60 @@ func (a *kubeAcc) takeUniformCores(outer []int, inner [][]int) {
 	}
 }
 
+// nestedCores returns the outer units sortCores walks, in its order, and
+// the cores of each, ascending, where the cores nest in those units; nil
+// and nil, sorting nothing, where they do not.
+func (a *kubeAcc) nestedCores() (outer []int, inner [][]int) {
+	sortOuter, inner := a.sortNodes, a.k.nodeCores
+	if a.numaFirst() {
+		sortOuter, inner = a.sortSockets, a.k.socketCores
+	}
+	if inner == nil {
+		return nil, nil
+	}
+	return sortOuter(), inner
+}
+
 func (a *kubeAcc) takeRemaining() {
+	if !a.spread {
+		if outer, inner := a.nestedCores(); inner != nil {
+			a.takeRemainingNested(outer, inner)
+			return
+		}
+	}
 	for _, c := range a.sortCPUs() {
 		a.takeOne(c)
 		if a.satisfied() {
 			return
+		}
+	}
+}
+
+// takeRemainingNested is takeRemaining's packed walk (sortCPUs) where
+// the cores nest in the outer units sortCores walks (outer, in its order;
+// inner, the cores of each, ascending), without sorting or listing every
+// core: within each unit, the cores with 1 free CPU, then 2, and so on,
+// each in id order, is byFree's order (free count, then id), and the walk
+// stops once the request is satisfied. Taking a core's CPUs lowers only
+// its own count, which no later pass matches again.
+func (a *kubeAcc) takeRemainingNested(outer []int, inner [][]int) {
+	for _, u := range outer {
+		most := 0
+		for _, c := range inner[u] {
+			most = max(most, a.freeCore[c])
+		}
+		for f := 1; f <= most; f++ {
+			for _, c := range inner[u] {
+				if a.freeCore[c] != f {
+					continue
+				}
+				for _, cpu := range a.k.coreCPUs[c] {
+					a.takeOne(cpu)
+					if a.satisfied() {
+						return
+					}
+				}
+			}
 		}
 	}
 }

@@ -8,17 +8,22 @@ import (
 	"testing"
 
 	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/topology"
 )
 
 // TestShortcutsDecideAlike: the corepin engine's shortcuts (kubeletFirst:
 // kubelet's placement made first and kept where it provably wins the
-// guard; lightCaps: the first pass counted per node and L3 group only)
-// decide exactly as the full path does (State.slow), placement and
-// rejection alike, on every property machine at several occupancies, for
-// plain requests of every size and for random ones under random options;
-// and kubeletFirst settles some of them (else this shows nothing).
+// guard, its span handed to the placement's quality; lightCaps: the first
+// pass counted per node and L3 group only) decide exactly as the full path
+// does (State.slow), placement, quality and rejection alike, on every
+// property machine and the reference machine with isolated CPUs (placed
+// with them hidden as held, where a span counts their cores as shared) at
+// several occupancies, for plain requests of every size and for random
+// ones under random options; and kubeletFirst settles some of them (else
+// this shows nothing).
 func TestShortcutsDecideAlike(t *testing.T) {
 	topos := propertyTopologies(t)
+	topos["2s-4n-2l3-8c-2t isolcpus=128-135"] = isolatedShape(t, benchShape, "128-135")
 	won := 0
 	for ti, name := range slices.Sorted(maps.Keys(topos)) {
 		topo := topos[name]
@@ -67,8 +72,9 @@ func TestShortcutsDecideAlike(t *testing.T) {
 					slow.slow = true
 					p, err := fast.Allocate(r)
 					p2, err2 := slow.Allocate(r)
-					if fmt.Sprint(err) != fmt.Sprint(err2) || !p.CPUs.Equals(p2.CPUs) {
-						t.Fatalf("trial %d, %+v: shortcuts decided %s (%v), the full path %s (%v)", trial, r, p.CPUs, err, p2.CPUs, err2)
+					if fmt.Sprint(err) != fmt.Sprint(err2) || !p.CPUs.Equals(p2.CPUs) || p.Quality != p2.Quality || !p.NUMANodes.Equals(p2.NUMANodes) {
+						t.Fatalf("trial %d, %+v: shortcuts decided %s (%v) of quality %+v on nodes %s, the full path %s (%v) of quality %+v on nodes %s",
+							trial, r, p.CPUs, err, p.Quality, p.NUMANodes, p2.CPUs, err2, p2.Quality, p2.NUMANodes)
 					}
 					won += fast.kubeletFirstWon
 				}
@@ -101,4 +107,14 @@ func TestRecordCodes(t *testing.T) {
 	if got := exclCode("CoreLevel"); got != -1 {
 		t.Errorf("exclCode(CoreLevel) = %d, want -1", got)
 	}
+}
+
+// isolatedShape is the synthetic machine of shape s with isolcpus=cpus.
+func isolatedShape(t *testing.T, s topology.Shape, cpus string) *topology.Topology {
+	t.Helper()
+	topo, err := topology.MustSynthetic(s).WithIsolation(topology.Isolation{Isolcpus: cpuset.MustParse(cpus)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }

@@ -641,13 +641,14 @@ func (s *State) Allocate(r Request) (Placement, error) {
 			s.lsMilli += r.MilliCPUs
 		}
 	default:
-		var got bitset
-		var err error
-		place := s.corepinAllocate
-		if s.policy == PolicyKubelet {
-			place = s.kubeAllocate
-		}
-		got, err = s.allocateIsolated(&r, place)
+		// The engines take the request by reference and keep it beyond
+		// escape analysis' sight: handed &r, Allocate's r moved to the
+		// heap (one allocation per decision). The call's scratch holds it
+		// instead, cleared after.
+		req := &s.sc.req
+		*req = r
+		got, err := s.allocateIsolated(req)
+		*req = Request{}
 		if err != nil {
 			return Placement{}, err
 		}
@@ -783,10 +784,14 @@ func (s *State) Quality(cpus cpuset.CPUSet) Quality {
 
 func (s *State) quality(cpus cpuset.CPUSet) (Quality, cpuset.CPUSet) {
 	b, nodes := s.sc.tmp, s.sc.nodeIDs
-	b.reset()
-	b.fromSet(cpus)
-	nodes.reset()
-	sp := s.span(b, nodes)
+	sp := s.sc.knownSpan
+	if !s.sc.spanKnown {
+		b.reset()
+		b.fromSet(cpus)
+		nodes.reset()
+		sp = s.span(b, nodes)
+	}
+	s.sc.spanKnown = false
 	w := s.wholeFree()
 	q := Quality{NUMANodes: sp.nodes, Sockets: sp.sockets, L3Groups: sp.l3, SharedCores: sp.shared,
 		FreeCores: w.cores, FreeL3Groups: w.l3, FreeNUMANodes: w.nodes}
@@ -815,8 +820,15 @@ type scratch struct {
 	kids                                   []int32
 	amt                                    []int
 	ints                                   []int
-	chOrder, chGrow, chBest, chCand        []int  // chooseNodes
-	nodeIDs                                bitset // node ids a span covers
+	chOrder, chGrow, chBest, chCand        []int   // chooseNodes
+	nodeIDs                                bitset  // node ids a span covers
+	req                                    Request // the exclusive request Allocate places (see there)
+	// spanKnown: the engine's answer was spanned on the State it is
+	// placed on, to knownSpan and nodeIDs, which quality then reads.
+	// (The shared cores of a set count the same before and after it is
+	// held: its own CPUs never count.)
+	spanKnown bool
+	knownSpan spanScore
 }
 
 // borrow gives s the scratch buffers of one call, taken from its
@@ -828,6 +840,7 @@ func (s *State) borrow() bool {
 		return false
 	}
 	s.sc = s.ix.scratches.Get().(*scratch)
+	s.sc.spanKnown = false
 	clear(s.sc.markNode)
 	clear(s.sc.markSocket)
 	clear(s.sc.markL3)
