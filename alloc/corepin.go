@@ -106,7 +106,9 @@ func (s *State) corepinAllocate(r *Request) (bitset, error) {
 	sc.wholeNode = append(sc.wholeNode[:0], sc.nodeClean...)
 	pick := cc.kubeletFirst(n, k)
 	if pick.wins {
-		s.kubeletFirstWon++
+		if testHooks.won != nil {
+			testHooks.won()
+		}
 		return pick.set, nil
 	}
 	cc.place(n, k)
@@ -171,7 +173,7 @@ type kubeletPick struct {
 // that metric, and the guard takes it.
 func (cc *corepinCall) kubeletFirst(n, k int) kubeletPick {
 	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
-	if s.slow || !ix.plainShares || ix.tpc < 2 || !guarded(cc.r) || cc.bind != BindDefault || cc.allowN != nil ||
+	if testHooks.slow || !ix.plainShares || ix.tpc < 2 || !guarded(cc.r) || cc.bind != BindDefault || cc.allowN != nil ||
 		(k > 1 && cc.strategy != MostAllocated) {
 		return kubeletPick{}
 	}
@@ -223,7 +225,7 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 			perSocket = append(perSocket, 0)
 		}
 		for core, free := range s.freeCore {
-			perSocket[ix.coreSocket[core]] += free
+			perSocket[ix.coreSocket[core]] += int(free)
 		}
 		s.sc.socketFree = perSocket
 		if q.sockets > fewestNodes(perSocket, n) {
@@ -237,10 +239,10 @@ func (s *State) unbeatable(q spanScore, n int) bool {
 		partial := s.sc.partialFree[:0]
 		for core, free := range s.freeCore {
 			switch {
-			case free == len(ix.coreCPUs[core]):
-				whole += free
+			case free == ix.cores[core].size:
+				whole += int(free)
 			case free > 0:
-				partial = append(partial, free)
+				partial = append(partial, int(free))
 			}
 		}
 		s.sc.partialFree = partial
@@ -307,17 +309,17 @@ func (s *State) wholeFree() wholeLeft {
 	var w wholeLeft
 	s.work += int64(len(s.freeNode) + len(s.freeL3) + len(s.freeCore))
 	for n, f := range s.freeNode {
-		if f == ix.nodeTotal[n] {
+		if int(f) == ix.nodeTotal[n] {
 			w.nodes++
 		}
 	}
 	for l, f := range s.freeL3 {
-		if f == ix.l3Total[l] {
+		if int(f) == ix.l3Total[l] {
 			w.l3++
 		}
 	}
 	for c, f := range s.freeCore {
-		if f == len(ix.coreCPUs[c]) {
+		if f == ix.cores[c].size {
 			w.cores++
 		}
 	}
@@ -332,19 +334,19 @@ func (s *State) leftWhole(b bitset) wholeLeft {
 	b.each(func(c int) {
 		if n := ix.cpuNode[c]; sc.markNode[n] == 0 {
 			sc.markNode[n] = 1
-			if s.freeNode[n] == ix.nodeTotal[n] {
+			if int(s.freeNode[n]) == ix.nodeTotal[n] {
 				w.nodes--
 			}
 		}
 		if l := ix.cpuL3[c]; l >= 0 && sc.markL3[l] == 0 {
 			sc.markL3[l] = 1
-			if s.freeL3[l] == ix.l3Total[l] {
+			if int(s.freeL3[l]) == ix.l3Total[l] {
 				w.l3--
 			}
 		}
 		if core := ix.cpuCore[c]; sc.markCore[core] == 0 {
 			sc.markCore[core] = 1
-			if s.freeCore[core] == len(ix.coreCPUs[core]) {
+			if s.freeCore[core] == ix.cores[core].size {
 				w.cores--
 			}
 		}
@@ -448,7 +450,7 @@ func (ix *topoIndex) uniformCores() bool { return ix.uniform }
 // suffice for now, computeCaps otherwise.
 func (cc *corepinCall) firstCaps() {
 	r := cc.r
-	if !cc.s.slow && cc.bind == BindDefault && r.Exclusive == ExclusiveNone && cc.allowN == nil {
+	if !testHooks.slow && cc.bind == BindDefault && r.Exclusive == ExclusiveNone && cc.allowN == nil {
 		cc.lightCaps()
 		return
 	}
@@ -479,8 +481,8 @@ func (cc *corepinCall) lightCaps() {
 		list := ix.tree[t].cores
 		for _, core := range list {
 			f := freeCore[core]
-			free += f
-			clean += f * b2i(f == int(cores[core].size))
+			free += int(f)
+			clean += int(f) * b2i(f == cores[core].size)
 		}
 		capT[t], cleanT[t] = free, clean
 		ci := cores[list[0]]
@@ -499,8 +501,8 @@ func (cc *corepinCall) lightFill(t int32, m int) {
 	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
 	for _, core := range ix.tree[t].cores {
 		ci := ix.cores[core]
-		free := s.freeCore[core] - sc.takenCore[core]
-		cl := free * b2i(s.freeCore[core] == int(ci.size)) * b2i(sc.takenCore[core] == 0)
+		free := int(s.freeCore[core]) - sc.takenCore[core]
+		cl := free * b2i(s.freeCore[core] == ci.size) * b2i(sc.takenCore[core] == 0)
 		sc.ec[core], sc.clean[core] = free, cl
 		sc.cap[ci.leaf], sc.cleanT[ci.leaf], sc.coresT[ci.leaf] = free, cl, b2i(free != 0)
 	}
@@ -560,7 +562,7 @@ func (cc *corepinCall) computeCaps() {
 // the tree among others (see computeCaps).
 func (cc *corepinCall) capCore(core int, wholeOnly, spread, pcpu, numaEx bool) {
 	s, ix, sc := cc.s, cc.s.ix, cc.s.sc
-	fc, tk := s.freeCore[core], sc.takenCore[core]
+	fc, tk := int(s.freeCore[core]), sc.takenCore[core]
 	free, whole := fc-tk, fc == len(ix.coreCPUs[core]) && tk == 0
 	node := ix.coreNode[core]
 	if (cc.allowN != nil && !cc.allowN[node]) || (pcpu && s.pcpuHeld(core) > 0) || (numaEx && s.numaHeld(node) > 0) {
@@ -606,8 +608,8 @@ func (cc *corepinCall) capPlain(list []int32) {
 	for _, core := range list {
 		ci := cores[core]
 		fc, tk := freeCore[core], taken[core]
-		free := fc - tk
-		cl := free * (b2i(fc == int(ci.size)) & b2i(tk == 0))
+		free := int(fc) - tk
+		cl := free * (b2i(fc == ci.size) & b2i(tk == 0))
 		ec[core], clean[core] = free, cl
 		capT[ci.leaf], cleanT[ci.leaf], coresT[ci.leaf] = free, cl, b2i(free != 0)
 		nodeCap[ci.node] += free

@@ -28,20 +28,23 @@ func topSum(xs []int, r int, buf []int) int {
 	return s
 }
 
+// count is a count of CPUs: the State keeps its free counts as int32.
+type count interface{ ~int | ~int32 }
+
 // fewestNodes returns the smallest k such that some k nodes hold n, or 0.
-func fewestNodes(caps []int, n int) int {
-	if n > 0 && len(caps) > 0 && slices.Max(caps) >= n {
+func fewestNodes[T count](caps []T, n int) int {
+	if n > 0 && len(caps) > 0 && int(slices.Max(caps)) >= n {
 		return 1 // the usual case, without counting or sorting
 	}
 	if k, ok := fewestSmall(caps, n); ok {
 		return k
 	}
-	var buf [64]int // no allocation for the usual few units
+	var buf [64]T // no allocation for the usual few units
 	sorted := append(buf[:0], caps...)
 	slices.Sort(sorted)
 	sum := 0
 	for i := range sorted {
-		sum += sorted[len(sorted)-1-i]
+		sum += int(sorted[len(sorted)-1-i])
 		if sum >= n {
 			return i + 1
 		}
@@ -52,18 +55,18 @@ func fewestNodes(caps []int, n int) int {
 // fewestSmall is fewestNodes by counting, for caps of small values (the
 // free CPUs of partly held cores): it reports false where a cap is
 // negative or above 16.
-func fewestSmall(caps []int, n int) (int, bool) {
+func fewestSmall[T count](caps []T, n int) (int, bool) {
 	const maxCap = 16
-	var count [maxCap + 1]int
+	var counts [maxCap + 1]int
 	for _, c := range caps {
 		if c < 0 || c > maxCap {
 			return 0, false
 		}
-		count[c]++
+		counts[c]++
 	}
 	sum, k := 0, 0
 	for c := maxCap; c > 0; c-- {
-		for range count[c] {
+		for range counts[c] {
 			sum += c
 			k++
 			if sum >= n {

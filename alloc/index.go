@@ -144,7 +144,7 @@ type topoIndex struct {
 
 	// Free CPUs per unit with nothing reserved or held: the allowed ones
 	// (see State.recount); counters is the length of a State's counters.
-	allowedCore, allowedL3, allowedNode []int
+	allowedCore, allowedL3, allowedNode []int32
 	counters                            int
 
 	kube kubeTopo
@@ -273,7 +273,7 @@ func newTopoIndex(t *topology.Topology) *topoIndex {
 		}
 		slices.SortStableFunc(ix.distOrder[a], func(x, y int) int { return cmp.Compare(ix.dist[a][x], ix.dist[a][y]) })
 	}
-	ix.allowedCore, ix.allowedL3, ix.allowedNode = make([]int, len(ix.coreCPUs)), make([]int, ix.numL3), make([]int, len(ix.nodes))
+	ix.allowedCore, ix.allowedL3, ix.allowedNode = make([]int32, len(ix.coreCPUs)), make([]int32, ix.numL3), make([]int32, len(ix.nodes))
 	for _, c := range ix.cpus {
 		if ix.allowed.has(c) {
 			ix.allowedCore[ix.cpuCore[c]]++

@@ -177,15 +177,24 @@ func (a *kubeAcc) countsFrom(s *State, avail bitset) bool {
 		return false
 	}
 	copy(a.free, avail)
-	copy(a.freeCore, s.freeCore)
-	copy(a.freeNode, s.freeNode)
-	copy(a.freeUncore, s.freeL3)
+	widen(a.freeCore, s.freeCore)
+	widen(a.freeNode, s.freeNode)
+	widen(a.freeUncore, s.freeL3)
 	for so, nodes := range k.socketNodes {
 		for _, nd := range nodes {
-			a.freeSocket[so] += s.freeNode[nd]
+			a.freeSocket[so] += int(s.freeNode[nd])
 		}
 	}
 	return true
+}
+
+// widen copies the State's counts from into the accumulator's to, which
+// is at least as long (the uncore counts have the sockets' after the L3
+// groups').
+func widen(to []int, from []int32) {
+	for i, x := range from {
+		to[i] = int(x)
+	}
 }
 
 // done returns a to its index's pool; a must not be used afterwards.

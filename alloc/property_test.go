@@ -81,7 +81,7 @@ type snapshot struct {
 	Assignments                []Assignment
 	Pools                      Pools
 	Frag                       Quality
-	FreeCore, FreeL3, FreeNode []int
+	FreeCore, FreeL3, FreeNode []int32
 	PCPU, NUMAExcl             []int
 	LSMilli                    int
 	Used                       string

@@ -204,7 +204,7 @@ func (s *State) growth(a Assignment, r Request, k int, whole bool) ([]int, error
 		if (iso == IsolatedAvoid) != isIso {
 			g.iso = 0
 		}
-		wholeFree := s.freeCore[core] == len(ix.coreCPUs[core])
+		wholeFree := int(s.freeCore[core]) == len(ix.coreCPUs[core])
 		switch {
 		case ownCore[core] > 0:
 			g.tier = 0
@@ -215,7 +215,7 @@ func (s *State) growth(a Assignment, r Request, k int, whole bool) ([]int, error
 		default:
 			g.tier = 3
 		}
-		if whole && !wholeFree && (ownCore[core] == 0 || ownCore[core]+s.freeCore[core] != len(ix.coreCPUs[core])) {
+		if whole && !wholeFree && (ownCore[core] == 0 || ownCore[core]+int(s.freeCore[core]) != len(ix.coreCPUs[core])) {
 			skipped++ // takes whole cores only: no thread of a core another holds
 			return
 		}

@@ -15,7 +15,7 @@ import (
 // kubelet's placement made first and kept where it provably wins the
 // guard, its span handed to the placement's quality; lightCaps: the first
 // pass counted per node and L3 group only) decide exactly as the full path
-// does (State.slow), placement, quality and rejection alike, on every
+// does (testHooks.slow), placement, quality and rejection alike, on every
 // property machine and the reference machine with isolated CPUs (placed
 // with them hidden as held, where a span counts their cores as shared) at
 // several occupancies, for plain requests of every size and for random
@@ -25,6 +25,8 @@ func TestShortcutsDecideAlike(t *testing.T) {
 	topos := propertyTopologies(t)
 	topos["2s-4n-2l3-8c-2t isolcpus=128-135"] = isolatedShape(t, benchShape, "128-135")
 	won := 0
+	testHooks.won = func() { won++ }
+	t.Cleanup(func() { testHooks.won, testHooks.slow = nil, false })
 	for ti, name := range slices.Sorted(maps.Keys(topos)) {
 		topo := topos[name]
 		t.Run(name, func(t *testing.T) {
@@ -69,14 +71,18 @@ func TestShortcutsDecideAlike(t *testing.T) {
 				}
 				for _, r := range reqs {
 					fast, slow := s.Clone(), s.Clone()
-					slow.slow = true
 					p, err := fast.Allocate(r)
+					testHooks.slow = true
+					before := won
 					p2, err2 := slow.Allocate(r)
+					testHooks.slow = false
+					if won != before {
+						t.Fatalf("trial %d, %+v: kubeletFirst settled a decision with the shortcuts off", trial, r)
+					}
 					if fmt.Sprint(err) != fmt.Sprint(err2) || !p.CPUs.Equals(p2.CPUs) || p.Quality != p2.Quality || !p.NUMANodes.Equals(p2.NUMANodes) {
 						t.Fatalf("trial %d, %+v: shortcuts decided %s (%v) of quality %+v on nodes %s, the full path %s (%v) of quality %+v on nodes %s",
 							trial, r, p.CPUs, err, p.Quality, p.NUMANodes, p2.CPUs, err2, p2.Quality, p2.NUMANodes)
 					}
-					won += fast.kubeletFirstWon
 				}
 			}
 		})

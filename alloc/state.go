@@ -26,9 +26,12 @@ type State struct {
 	used                   bitset // CPUs held by LSE and LSR assignments
 	lsr                    bitset // CPUs held by LSR assignments (BE may borrow them)
 
-	freeCore []int // CPUs of each core free for an exclusive placement
-	freeL3   []int
-	freeNode []int
+	// CPUs of each core, L3 group and node free for an exclusive
+	// placement: int32, half the bytes of a fresh State's counters (a
+	// decision's garbage), and more cores to a cache line.
+	freeCore []int32
+	freeL3   []int32
+	freeNode []int32
 	// CPUs per core held by PCPULevel-exclusive assignments, and per node
 	// index by NUMANodeLevel-exclusive ones: both nil until the first
 	// such assignment (holdExcl), which most nodes never hold.
@@ -56,12 +59,16 @@ type State struct {
 	// trying: a copy Try places on, sharing its original's assignments,
 	// which it must never change (record does nothing).
 	trying bool
-	// slow (tests only) turns the corepin engine's shortcuts off
-	// (kubeletFirst, lightCaps), and kubeletFirstWon counts the decisions
-	// kubeletFirst settled, so that tests can show they decide as the
-	// full path does.
-	slow            bool
-	kubeletFirstWon int
+}
+
+// testHooks are for tests only, set while no decision runs: slow turns
+// the corepin engine's shortcuts off (kubeletFirst, lightCaps), and won,
+// when set, is called for each decision kubeletFirst settles, so that
+// tests can show they decide as the full path does. They are not State
+// fields, which every State would carry.
+var testHooks struct {
+	slow bool
+	won  func()
 }
 
 // NewState returns an empty State for t. It fails with ErrInvalid on an
@@ -93,7 +100,7 @@ func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 	if s.policy == PolicyKubelet && s.opts.alignBySocket && ix.numSockets > len(ix.nodes) {
 		return nil, invalid("option %s needs at least as many NUMA nodes as sockets; this machine has %d sockets and %d nodes", OptAlignBySocket, ix.numSockets, len(ix.nodes))
 	}
-	s.carve(make(bitset, 4*ix.words), make([]int, ix.counters))
+	s.carve(make(bitset, 4*ix.words), make([]int32, ix.counters))
 	if !cfg.Reserved.IsEmpty() {
 		if !cfg.Reserved.IsSubsetOf(t.Online()) {
 			return nil, invalid("reserved cpus %s are not all online (online: %s)", cfg.Reserved, t.Online())
@@ -129,7 +136,7 @@ func NewState(t *topology.Topology, cfg NodeSettings) (*State, error) {
 // carve lays the State's bitsets (reserved, reservedPhys, used, lsr) over
 // bits and its free counters (freeCore, freeL3, freeNode) over counters,
 // one allocation each instead of one per slice.
-func (s *State) carve(bits bitset, counters []int) {
+func (s *State) carve(bits bitset, counters []int32) {
 	ix := s.ix
 	w := ix.words
 	s.reserved, s.reservedPhys, s.used, s.lsr = bits[:w:w], bits[w:2*w:2*w], bits[2*w:3*w:3*w], bits[3*w:4*w:4*w]
@@ -206,7 +213,7 @@ func (s *State) isFree(c int) bool {
 	return s.ix.allowed.has(c) && !s.reserved.has(c) && !s.used.has(c)
 }
 
-func (s *State) adjust(c, d int) {
+func (s *State) adjust(c int, d int32) {
 	ci := s.ix.cpuAt[c]
 	s.freeCore[ci.core] += d
 	s.freeNode[ci.node] += d
@@ -251,8 +258,8 @@ func (s *State) Clone() *State {
 	copy(bits[w:], s.reservedPhys)
 	copy(bits[2*w:], s.used)
 	copy(bits[3*w:], s.lsr)
-	counters := make([]int, 0, s.ix.counters)
-	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode} {
+	counters := make([]int32, 0, s.ix.counters)
+	for _, xs := range [][]int32{s.freeCore, s.freeL3, s.freeNode} {
 		counters = append(counters, xs...)
 	}
 	c.carve(bits, counters)

@@ -19,7 +19,7 @@ func (s *State) Try(r Request) (Placement, error) {
 	copy(t.bits[2*w:], s.used)
 	copy(t.bits[3*w:], s.lsr)
 	counters := t.counters[:0]
-	for _, xs := range [][]int{s.freeCore, s.freeL3, s.freeNode} {
+	for _, xs := range [][]int32{s.freeCore, s.freeL3, s.freeNode} {
 		counters = append(counters, xs...)
 	}
 	c.carve(t.bits, counters)
@@ -48,10 +48,10 @@ func (s *State) Try(r Request) (Placement, error) {
 type trial struct {
 	st       State
 	bits     bitset
-	counters []int
+	counters []int32
 	excl     []int
 }
 
 func (ix *topoIndex) newTrial() *trial {
-	return &trial{bits: make(bitset, 4*ix.words), counters: make([]int, 0, ix.counters), excl: make([]int, len(ix.coreCPUs)+len(ix.nodes))}
+	return &trial{bits: make(bitset, 4*ix.words), counters: make([]int32, 0, ix.counters), excl: make([]int, len(ix.coreCPUs)+len(ix.nodes))}
 }
