@@ -75,16 +75,16 @@ func (s *State) Resize(r Request) (Placement, error) {
 // resizeQuota sets the quota of the LS or BE assignment recs[i].
 func (s *State) resizeQuota(i int32, r Request) (Placement, error) {
 	a := &s.recs[i]
-	q := a.QoS()
+	q, milli := a.QoS(), s.milliOf(a)
 	pool := s.pool(q == BE)
 	if q == LS {
-		if left := pool.count()*1000 - (s.lsMilli - a.milli); r.MilliCPUs > left {
+		if left := pool.count()*1000 - (s.lsMilli - milli); r.MilliCPUs > left {
 			return Placement{}, reject("LS pool", "%d millicpus asked for %q, but the shared pool has %d CPUs with %d millicpus committed to other LS work; at most %d fit",
-				r.MilliCPUs, r.ID, pool.count(), s.lsMilli-a.milli, max(0, left))
+				r.MilliCPUs, r.ID, pool.count(), s.lsMilli-milli, max(0, left))
 		}
-		s.lsMilli += r.MilliCPUs - a.milli
+		s.lsMilli += r.MilliCPUs - milli
 	}
-	a.milli = r.MilliCPUs
+	s.setMilli(a, r.MilliCPUs)
 	p := Placement{ID: r.ID, QoS: q, CPUs: pool.toSet(), MilliCPUs: r.MilliCPUs}
 	p.Quality, p.NUMANodes = s.quality(p.CPUs)
 	return p, nil
