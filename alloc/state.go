@@ -408,8 +408,11 @@ func exclusiveSet(a Assignment, qc, ec int) bool {
 	return (qc == qosLSE || qc == qosLSR) && ec >= 0 && !a.CPUs.IsEmpty()
 }
 
-// recordsHint is the room a State's first record makes for assignments.
-const recordsHint = 48
+// recordsHint is the room a State's first record makes for assignments:
+// 47 records of 48 bytes, with the 8-byte header the Go allocator puts on
+// a block of more than 512 bytes that holds pointers, fill its 2304-byte
+// size class; 48 would take the next, of 2688.
+const recordsHint = 47
 
 // record is an Assignment as a State holds it: its QoS and Exclusive as
 // indexes into qosCodes and exclCodes, its MilliCPUs as an int32 (a count
