@@ -16,17 +16,20 @@ import (
 // State's free CPUs, with its counts copied from the State's (the path
 // kubeAllocate takes without a hint), holds the same free CPUs and the
 // same free counts per core, socket, node and uncore cache as one that
-// counts them CPU by CPU, on every property machine and churned states.
+// counts them CPU by CPU, on every property machine and churned states;
+// and taking every other whole free core in one step (takeCore) leaves it
+// as taking their CPUs one by one does.
 func TestKubeAccCountsFromState(t *testing.T) {
 	topos := propertyTopologies(t)
 	type counts struct {
-		Free                                       string
+		Free, Result                               string
+		Needed                                     int
 		FreeCore, FreeSocket, FreeNode, FreeUncore []int
 	}
 	of := func(a *kubeAcc) counts {
 		defer a.done()
 		// Copies: a goes back to the pool, whose next user clears it.
-		return counts{a.free.toSet().String(), slices.Clone(a.freeCore), slices.Clone(a.freeSocket),
+		return counts{a.free.toSet().String(), a.result.toSet().String(), a.needed, slices.Clone(a.freeCore), slices.Clone(a.freeSocket),
 			slices.Clone(a.freeNode), slices.Clone(a.freeUncore)}
 	}
 	copied := 0
@@ -56,6 +59,16 @@ func TestKubeAccCountsFromState(t *testing.T) {
 				copied++
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Fatalf("after %d requests: counts copied from the state differ from counted ones (-counted +copied):\n%s", i+1, diff)
+				}
+				one, each := newKubeAcc(ix, free, len(ix.cpus), false, s), newKubeAcc(ix, free, len(ix.cpus), false, s)
+				for core, cpus := range ix.coreCPUs {
+					if core%2 == 0 && one.freeCore[core] == len(cpus) {
+						one.takeCore(core)
+						each.take(cpus)
+					}
+				}
+				if diff := cmp.Diff(of(each), of(one)); diff != "" {
+					t.Fatalf("after %d requests: whole cores taken in one step differ from their CPUs taken one by one (-one by one +in one step):\n%s", i+1, diff)
 				}
 			}
 		})

@@ -34,7 +34,15 @@ type kubeTopo struct {
 	socketCores, nodeCores, socketNodes, nodeSockets, nodeUncores [][]int
 	nodeCPUs                                                      [][]int // by node index
 	uncoreCPUs                                                    [][]int // by uncore key (may hold empty keys)
+	// coreUnit is each core's socket, node index and uncore key where
+	// every core's CPUs share all three (unitCores), so that a whole core
+	// is taken in one step (takeCore).
+	coreUnit  []kubeUnit
+	unitCores bool
 }
+
+// kubeUnit is a core's socket, node index and uncore key.
+type kubeUnit struct{ socket, node, uncore int32 }
 
 func newKubeTopo(ix *topoIndex) kubeTopo {
 	k := kubeTopo{
@@ -61,6 +69,16 @@ func newKubeTopo(ix *topoIndex) kubeTopo {
 	for _, u := range k.uncoreCPUs {
 		if len(u) > 0 {
 			k.numUncore++
+		}
+	}
+	k.coreUnit, k.unitCores = make([]kubeUnit, len(ix.coreCPUs)), true
+	for core, cpus := range ix.coreCPUs {
+		c := cpus[0]
+		k.coreUnit[core] = kubeUnit{socket: ix.cpuSocket[c], node: ix.cpuNode[c], uncore: k.cpuUncore[c]}
+		for _, c := range cpus {
+			if (kubeUnit{socket: ix.cpuSocket[c], node: ix.cpuNode[c], uncore: k.cpuUncore[c]}) != k.coreUnit[core] {
+				k.unitCores = false
+			}
 		}
 	}
 	k.socketCores = nest(ix, ix.numSockets, ix.cpuSocket, len(ix.coreCPUs), ix.cpuCore)
@@ -214,6 +232,27 @@ func (a *kubeAcc) take(cpus []int) {
 	for _, c := range cpus {
 		a.takeOne(c)
 	}
+}
+
+// takeCore claims every CPU of core, all of them free: in one step where
+// the core's CPUs share their socket, node and uncore cache (unitCores),
+// as take otherwise.
+func (a *kubeAcc) takeCore(core int) {
+	cpus := a.k.coreCPUs[core]
+	if !a.k.unitCores {
+		a.take(cpus)
+		return
+	}
+	for _, c := range cpus {
+		a.free.clear(c)
+		a.result.set(c)
+	}
+	n, u := len(cpus), a.k.coreUnit[core]
+	a.freeCore[core] -= n
+	a.freeSocket[u.socket] -= n
+	a.freeNode[u.node] -= n
+	a.freeUncore[u.uncore] -= n
+	a.needed -= n
 }
 
 // takeOne claims c if it is free.
@@ -495,7 +534,7 @@ func (a *kubeAcc) takeUniformCores(outer []int, inner [][]int) {
 				return
 			}
 			if a.freeCore[c] == size {
-				a.take(a.k.coreCPUs[c])
+				a.takeCore(c)
 			}
 		}
 	}
