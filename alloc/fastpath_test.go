@@ -118,3 +118,48 @@ func TestIDIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestIDIndexWidths: the index keeps a table of at most smallTable slots
+// in bytes and a larger one in int32s, and finds every id held through
+// the growth from one to the other (600 ids placed, every one looked up
+// after each 25th) and through their release in a random order.
+func TestIDIndexWidths(t *testing.T) {
+	topo := topology.MustSynthetic(topology.Shape{Sockets: 1, NodesPerSocket: 1, L3PerNode: 1, CoresPerL3: 2, ThreadsPerCore: 1})
+	s, err := NewState(topo, NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, held []string) {
+		t.Helper()
+		if small := s.ids.small != nil; small != (s.ids.size() <= smallTable) || (s.ids.slots != nil) == small {
+			t.Fatalf("%s: a table of %d slots keeps them in bytes: %v, in int32s: %v", when, s.ids.size(), s.ids.small != nil, s.ids.slots != nil)
+		}
+		for _, id := range held {
+			if i, ok := s.ids.lookup(s.recs, id); !ok || s.recs[i].id != id {
+				t.Fatalf("%s: lookup(%s) = %d, %v", when, id, i, ok)
+			}
+		}
+	}
+	var held []string
+	for k := range 600 {
+		id := fmt.Sprintf("w%d", k)
+		if err := s.Assign(Assignment{ID: id, QoS: BE}); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, id)
+		if k%25 == 0 {
+			check(fmt.Sprintf("after %d ids", k+1), held)
+		}
+	}
+	check("after 600 ids", held)
+	rand.New(rand.NewPCG(7, 7)).Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+	for len(held) > 0 {
+		if err := s.Release(held[0]); err != nil {
+			t.Fatal(err)
+		}
+		held = held[1:]
+		if len(held)%25 == 0 {
+			check(fmt.Sprintf("with %d ids left", len(held)), held)
+		}
+	}
+}

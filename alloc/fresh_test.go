@@ -12,10 +12,11 @@ import (
 // bytes: the records of a node of some 30 pods made once (not again at
 // the decision's own record) at 48 bytes each (MilliCPUs as an int32),
 // as many as fill one size class (recordsHint), their index by id as a
-// table of int32 slots (not a map), the free counters as int32 (not int:
-// 608 bytes, not 1216, on the benchmark machine), and the exclusive-level
-// counters left unmade where nothing holds CPUs at those levels: 4 KiB.
-const freshBudget = 4 << 10
+// table of byte slots (not a map, nor int32 slots), the free counters as
+// int32 (not int: 608 bytes, not 1216, on the benchmark machine), and the
+// exclusive-level counters left unmade where nothing holds CPUs at those
+// levels: 3.75 KiB.
+const freshBudget = 15 << 8
 
 // TestFreshStateBytes: a decision on a fresh State (NewState, the 32
 // Assigns of the benchmark machine at 50% occupancy, then Allocate), as

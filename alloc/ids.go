@@ -6,17 +6,50 @@ import "hash/maphash"
 // with linear probing, each slot 0 (empty) or a record's index plus one.
 // It replaces a map[string]int32 that a fresh State per decision (the
 // extender, the scheduler plugin) made and filled for every assignment of
-// its node: one small block of int32 slots, and no second copy of the ids
-// (they stay in the records).
+// its node: one small block of slots, and no second copy of the ids (they
+// stay in the records). A table of at most smallTable slots, which holds
+// at most half as many ids, keeps its slots in bytes (small), a larger
+// one in int32s (slots): the 128 slots of a fresh State's first records
+// (recordsHint) take 128 bytes, not 512.
 type idIndex struct {
-	slots []int32 // a power of two long, at most half full; nil when empty
+	small []uint8 // the slots of a table of at most smallTable; nil otherwise
+	slots []int32 // the slots of a larger table; nil otherwise
 	n     int     // ids held
 }
+
+// smallTable is the most slots a table keeps in bytes: it holds at most
+// 128 ids, so a slot's value (a record index plus one) is at most 128.
+const smallTable = 256
 
 // idSeed hashes every State's ids; their order never shows (lookups only).
 var idSeed = maphash.MakeSeed()
 
 func idHash(id string) uint64 { return maphash.String(idSeed, id) }
+
+// size is the table's number of slots, a power of two (0 when empty).
+func (x *idIndex) size() int {
+	if x.small != nil {
+		return len(x.small)
+	}
+	return len(x.slots)
+}
+
+// at returns slot h.
+func (x *idIndex) at(h uint64) int32 {
+	if x.small != nil {
+		return int32(x.small[h])
+	}
+	return x.slots[h]
+}
+
+// put sets slot h to v.
+func (x *idIndex) put(h uint64, v int32) {
+	if x.small != nil {
+		x.small[h] = uint8(v)
+		return
+	}
+	x.slots[h] = v
+}
 
 // lookup returns the record index of id among recs.
 func (x *idIndex) lookup(recs []record, id string) (int32, bool) {
@@ -29,9 +62,9 @@ func (x *idIndex) lookupHash(recs []record, id string, hash uint64) (int32, bool
 	if x.n == 0 {
 		return 0, false
 	}
-	mask := uint64(len(x.slots) - 1)
+	mask := uint64(x.size() - 1)
 	for h := hash & mask; ; h = (h + 1) & mask {
-		v := x.slots[h]
+		v := x.at(h)
 		if v == 0 {
 			return 0, false
 		}
@@ -45,15 +78,15 @@ func (x *idIndex) lookupHash(recs []record, id string, hash uint64) (int32, bool
 // the index does not hold; room is the number of ids it makes room for
 // when it first grows.
 func (x *idIndex) insert(recs []record, hash uint64, i int32, room int) {
-	if 2*(x.n+1) > len(x.slots) {
+	if 2*(x.n+1) > x.size() {
 		x.grow(recs, max(room, 2*(x.n+1)))
 	}
-	mask := uint64(len(x.slots) - 1)
+	mask := uint64(x.size() - 1)
 	h := hash & mask
-	for x.slots[h] != 0 {
+	for x.at(h) != 0 {
 		h = (h + 1) & mask
 	}
-	x.slots[h] = i + 1
+	x.put(h, i+1)
 	x.n++
 }
 
@@ -64,26 +97,32 @@ func (x *idIndex) grow(recs []record, ids int) {
 	for size < 2*ids {
 		size *= 2
 	}
-	old := x.slots
-	x.slots = make([]int32, size)
+	old := *x
+	x.small, x.slots = nil, nil
+	if size <= smallTable {
+		x.small = make([]uint8, size)
+	} else {
+		x.slots = make([]int32, size)
+	}
 	mask := uint64(size - 1)
-	for _, v := range old {
+	for j := range old.size() {
+		v := old.at(uint64(j))
 		if v == 0 {
 			continue
 		}
 		h := idHash(recs[v-1].id) & mask
-		for x.slots[h] != 0 {
+		for x.at(h) != 0 {
 			h = (h + 1) & mask
 		}
-		x.slots[h] = v
+		x.put(h, v)
 	}
 }
 
 // slot returns the slot holding record index i, whose id is id.
 func (x *idIndex) slot(id string, i int32) uint64 {
-	mask := uint64(len(x.slots) - 1)
+	mask := uint64(x.size() - 1)
 	h := idHash(id) & mask
-	for x.slots[h] != i+1 {
+	for x.at(h) != i+1 {
 		h = (h + 1) & mask
 	}
 	return h
@@ -92,28 +131,32 @@ func (x *idIndex) slot(id string, i int32) uint64 {
 // remove forgets id, held by recs[i] (recs as the index knows them),
 // moving back the entries after it that its slot kept from their place.
 func (x *idIndex) remove(recs []record, id string, i int32) {
-	mask := uint64(len(x.slots) - 1)
+	mask := uint64(x.size() - 1)
 	hole := x.slot(id, i)
-	x.slots[hole] = 0
+	x.put(hole, 0)
 	x.n--
-	for j := (hole + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
-		home := idHash(recs[x.slots[j]-1].id) & mask
+	for j := (hole + 1) & mask; x.at(j) != 0; j = (j + 1) & mask {
+		home := idHash(recs[x.at(j)-1].id) & mask
 		// The entry at j stays where its home lies cyclically in (hole, j].
 		if (hole < j && hole < home && home <= j) || (hole > j && (home > hole || home <= j)) {
 			continue
 		}
-		x.slots[hole], x.slots[j] = x.slots[j], 0
+		x.put(hole, x.at(j))
+		x.put(j, 0)
 		hole = j
 	}
 }
 
 // renumber records that the id held by record index from is now at to.
 func (x *idIndex) renumber(id string, from, to int32) {
-	x.slots[x.slot(id, from)] = to + 1
+	x.put(x.slot(id, from), to+1)
 }
 
 // clone returns an independent copy.
 func (x idIndex) clone() idIndex {
+	if x.small != nil {
+		x.small = append([]uint8(nil), x.small...)
+	}
 	if x.slots != nil {
 		x.slots = append([]int32(nil), x.slots...)
 	}
