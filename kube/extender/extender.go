@@ -3,6 +3,7 @@ package extender
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,7 +89,9 @@ func WithNRT(s *NRTStore) Option { return func(e *Extender) { e.nrt = s } }
 // in what it publishes placed first (nodeview.View.Hold): for a node
 // naming the pods it admitted, those it does not name; for one judged by
 // its NodeResourceTopology object, or naming no pods, those bound after
-// its state last changed (PodStore.Watch).
+// its state last changed (PodStore.Watch). A node /filter would refuse
+// only for the CPUs of those pods is judged again once the API server has
+// been asked about them and one is gone (see MaxRecheckPods).
 func WithPods(s *PodStore) Option { return func(e *Extender) { e.pods = s } }
 
 // WithReady makes GET /healthz answer 503 while ready reports false (the
@@ -176,6 +179,8 @@ func (e *Extender) verb(filter bool) http.HandlerFunc {
 			// (issue 17: a 64 MiB call left 1.9 GB held).
 			defer debug.FreeOSMemory()
 		}
+		rc := newRecheck(r.Context())
+		defer rc.done()
 		var (
 			req          alloc.Request
 			reqErr       error
@@ -214,6 +219,9 @@ func (e *Extender) verb(filter bool) http.HandlerFunc {
 				e.setNode(&node)
 			}
 			v := e.view.Judge(name, req, reqErr, key)
+			if filter {
+				v = e.confirm(rc, name, req, reqErr, key, v)
+			}
 			switch {
 			case !filter:
 				scores = append(scores, extenderv1.HostPriority{Host: name, Score: v.Score})
@@ -338,10 +346,12 @@ func (e *Extender) Filter(args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFil
 	key := e.view.Key(req)
 	res := &extenderv1.ExtenderFilterResult{Nodes: &corev1.NodeList{Items: []corev1.Node{}},
 		FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
+	rc := newRecheck(context.Background())
+	defer rc.done()
 	for i := range args.Nodes.Items {
 		n := &args.Nodes.Items[i]
 		e.setNode(n)
-		v := e.view.Judge(n.Name, req, reqErr, key)
+		v := e.confirm(rc, n.Name, req, reqErr, key, e.view.Judge(n.Name, req, reqErr, key))
 		switch {
 		case v.OK:
 			res.Nodes.Items = append(res.Nodes.Items, *n)

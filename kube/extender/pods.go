@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,7 +44,10 @@ const BoundPodSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=
 // reported yet: without them a burst of pods would all be judged on the
 // same free CPUs, and the node would refuse those past what it has, after
 // the scheduler bound them. kube-scheduler counts the same pods in its own
-// resource fit; this is their CPUs' placement.
+// resource fit; this is their CPUs' placement. Its watch can lag behind a
+// deletion: before a node is refused only for the CPUs of the pods counted
+// there, the extender asks the API server whether they are still there
+// (recheck, through the client Watch watches through).
 //
 // It keeps at most max pods: one more is logged once and ignored until
 // others go. Its methods are safe for concurrent use.
@@ -55,11 +59,17 @@ type PodStore struct {
 	log   *slog.Logger
 	// views are the node views the pods are held in (feed).
 	views []*nodeview.View
+	// client is what Watch watches through, asked again by recheck;
+	// rechecks rations its GETs across calls.
+	client   dynamic.Interface
+	rechecks *rate.Limiter
 }
 
 // boundPod is a pod PodStore keeps.
 type boundPod struct {
 	uid, node string
+	// namespace and name are where the API server has it (recheck).
+	namespace, name string
 	// listed says the pod comes from the informer's first list: bound
 	// before the extender started.
 	listed bool
@@ -75,7 +85,8 @@ func NewPodStore(max int, log *slog.Logger) *PodStore {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PodStore{byUID: map[string]*boundPod{}, max: max, log: log}
+	return &PodStore{byUID: map[string]*boundPod{}, max: max, log: log,
+		rechecks: rate.NewLimiter(RecheckRate, RecheckRate)}
 }
 
 // feed holds the store's pods in v, now and as they change.
@@ -127,7 +138,7 @@ func (s *PodStore) set(pod *corev1.Pod, listed bool) {
 		})
 		return
 	}
-	p := &boundPod{uid: uid, node: pod.Spec.NodeName, listed: listed, req: req, print: print}
+	p := &boundPod{uid: uid, node: pod.Spec.NodeName, namespace: pod.Namespace, name: pod.Name, listed: listed, req: req, print: print}
 	s.byUID[uid] = p
 	s.hold(p)
 }
@@ -167,6 +178,9 @@ func (s *PodStore) Len() int {
 // informer that keeps only what RequestOf reads of each pod. synced
 // reports whether the informer has listed them all once.
 func (s *PodStore) Watch(ctx context.Context, client dynamic.Interface) (synced func() bool, err error) {
+	s.mu.Lock()
+	s.client = client
+	s.mu.Unlock()
 	synced, err = watchTrimmed(ctx, client, PodResource, BoundPodSelector, trimPod, s.onSet, func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj

@@ -531,6 +531,19 @@ func (vw *View) Reserved() int {
 	return len(vw.pods)
 }
 
+// Holding is the UIDs of the pods held on node name (Reserve, Hold) and
+// not yet in its published state, in the order they came: those a
+// refusal ending nodestate.ComingSuffix counts.
+func (vw *View) Holding(name string) []string {
+	vw.mu.RLock()
+	defer vw.mu.RUnlock()
+	var uids []string
+	for _, r := range vw.held[name] {
+		uids = append(uids, r.uid)
+	}
+	return uids
+}
+
 // weigh estimates the heap n holds besides its published state (counted
 // once for the entries sharing it, published.weigh): the copy of the state
 // its held pods are placed on, its summary and what it names.

@@ -88,7 +88,10 @@ extender started are taken to be in it): pods koordlet or the topology
 exporter has not reported yet. Without it a burst of pods is judged on the
 same free CPUs, and the node refuses those past what it has after they are
 bound. A refusal only they cause ends "(counting pods bound there and not
-yet admitted)". At most --max-pods are kept.
+yet admitted)"; before answering it, the extender asks the API server for
+those pods (at most 4 per call, within a second, 4 per second in all; it
+may get pods) and judges the node again without the ones deleted since.
+At most --max-pods are kept.
 
 Nodes publishing none of these pass, scored 0. A node that could not take
 the pod even with nothing held is failed as unresolvable, so the scheduler
