@@ -313,6 +313,9 @@ func FuzzParseDocument(f *testing.F) {
 	f.Add([]byte(""), "ops", -1.0, "")
 	f.Fuzz(func(t *testing.T, doc []byte, field string, num float64, str string) {
 		if len(doc) == 0 {
+			if strings.Contains(field, ".") {
+				return // set would read it as a path below result
+			}
 			// The good document, one of its result's fields replaced.
 			good := goodDoc(t, 0, "corepin-concurrency-000-r0-fuzz", 2)
 			var v any = str
