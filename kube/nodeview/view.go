@@ -177,7 +177,14 @@ func (vw *View) Nodes() int {
 // node is one node's entry: its published state with the pods held there
 // placed. Entries are never changed once stored.
 type node struct {
-	pub *published
+	// kept are the verdicts found on this entry, by request (its Key):
+	// the entry never changes, so a burst of pods of a few shapes runs
+	// the allocator once per shape and node change, not once per pod.
+	// First, and held in the entry rather than behind a pointer: a kept
+	// verdict is read with the one memory access to the entry that every
+	// Filter and Score of a cycle makes.
+	kept verdicts
+	pub  *published
 	// since orders the state against the pods bound to the node
 	// (View.seq): a pod bound after it is not in it. It is when the view
 	// learnt the state, or, for a NodeResourceTopology object's, when the
@@ -187,10 +194,6 @@ type node struct {
 	st       *alloc.State // pub.j.State with reserved placed; nil when pub has none
 	sum      summary
 	free     int
-	// kept are the verdicts found on this entry, by request (its Key):
-	// the entry never changes, so a burst of pods of a few shapes runs
-	// the allocator once per shape and node change, not once per pod.
-	kept *verdicts
 	// bytes estimates the heap the entry holds (View.maxBytes).
 	bytes int64
 }
@@ -318,7 +321,7 @@ func included(p *published, since uint64, r reservation) bool {
 // will place it; one the node refuses, or that no longer fits, stays held
 // but unplaced (the node will refuse the pod).
 func build(p *published, since uint64, reserved []reservation) *node {
-	n := &node{pub: p, since: since, reserved: reserved, st: p.j.State, free: p.j.Free, kept: newVerdicts()}
+	n := &node{pub: p, since: since, reserved: reserved, st: p.j.State, free: p.j.Free}
 	if p.err != nil || p.j.State == nil {
 		n.bytes = n.weigh()
 		return n
@@ -440,7 +443,7 @@ func (vw *View) Reserve(uid, name string, req alloc.Request) error {
 	}
 	held := append(slices.Clone(vw.held[name]), r)
 	vw.setHeldLocked(name, held)
-	e := &node{pub: n.pub, since: n.since, reserved: held, st: st, sum: summarize(st), free: st.Pools().LS.Size(), kept: newVerdicts()}
+	e := &node{pub: n.pub, since: n.since, reserved: held, st: st, sum: summarize(st), free: st.Pools().LS.Size()}
 	e.bytes = e.weigh()
 	vw.putLocked(name, e)
 	vw.pods[uid] = name
@@ -500,7 +503,9 @@ func (vw *View) Bound(uid string) {
 	vw.setHeldLocked(name, held)
 	if n := vw.nodes[name]; n != nil {
 		// A binding changes no verdict: the entry's verdicts stay.
-		vw.putLocked(name, &node{pub: n.pub, since: n.since, reserved: held, st: n.st, sum: n.sum, free: n.free, kept: n.kept, bytes: n.bytes})
+		e := &node{pub: n.pub, since: n.since, reserved: held, st: n.st, sum: n.sum, free: n.free, bytes: n.bytes}
+		e.kept.copyFrom(&n.kept)
+		vw.putLocked(name, e)
 	}
 }
 
