@@ -21,6 +21,15 @@ import (
 type View struct {
 	mu    sync.RWMutex
 	nodes map[string]*node
+	// byObj are the entries of the nodes by the Node object a scheduler's
+	// informer last handed over (SetNode), which its snapshot hands to
+	// Filter and Score (JudgeNode, JudgeSeen): found by the object's
+	// address, without reading its name. objOf is that object by node
+	// name. An object is there only while it is the last one set and its
+	// node has an entry, and then with that entry (indexObj, putLocked,
+	// forgetNodeLocked).
+	byObj map[*corev1.Node]*node
+	objOf map[string]*corev1.Node
 	// held are the pods reserved or bound on each node and not yet in
 	// its published state, by node name, in the order they came; pods
 	// names the node of each, by UID. They outlive the node's entry
@@ -93,7 +102,8 @@ func WithMaxBytes(n int64) Option {
 
 // New returns an empty View.
 func New(opts ...Option) *View {
-	vw := &View{nodes: map[string]*node{}, decoded: map[Fingerprint]*published{}, held: map[string][]reservation{},
+	vw := &View{nodes: map[string]*node{}, byObj: map[*corev1.Node]*node{}, objOf: map[string]*corev1.Node{},
+		decoded: map[Fingerprint]*published{}, held: map[string][]reservation{},
 		pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}, keys: map[key]Key{},
 		empties: map[[sha256.Size]byte]*sharedEmpty{}}
 	for _, o := range opts {
@@ -138,14 +148,60 @@ func (vw *View) Judge(name string, req alloc.Request, reqErr error, k Key) Verdi
 // JudgeNode is Judge for node n as a scheduler's snapshot hands it over:
 // a node the view has not seen yet (the snapshot had it before the view's
 // feed) that publishes corepin annotations is decoded first, once
-// (SetNode). One look-up of the node's entry when the view has it.
+// (SetNode). One look-up of the node's entry when the view has it, by
+// the object's address when it is the one the view was last set with.
 func (vw *View) JudgeNode(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
-	e := vw.get(n.Name)
+	e := vw.entryOf(n)
 	if e == nil && Publishes(n) {
 		vw.SetNode(n)
 		e = vw.get(n.Name)
 	}
 	return judgeKept(e, req, reqErr, k)
+}
+
+// JudgeSeen is Judge for node n as a scheduler's snapshot hands it over
+// (Score, after Filter judged it: JudgeNode), decoding nothing.
+func (vw *View) JudgeSeen(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
+	return judgeKept(vw.entryOf(n), req, reqErr, k)
+}
+
+// entryOf is the entry of node n, nil when the view does not judge it:
+// by the object when the view was last set with it (byObj), else by its
+// name.
+func (vw *View) entryOf(n *corev1.Node) *node {
+	vw.mu.RLock()
+	defer vw.mu.RUnlock()
+	if e, ok := vw.byObj[n]; ok {
+		return e
+	}
+	return vw.nodes[n.Name]
+}
+
+// indexObj makes n the object by which its node's entry is found
+// (byObj), when the view has an entry for it: the object a scheduler's
+// informer hands over last is the one its snapshot holds next. A view
+// fed the nodes of each call (WithMaxBytes) indexes none: each call
+// hands over objects of its own.
+func (vw *View) indexObj(n *corev1.Node) {
+	if vw.byCalls {
+		return
+	}
+	vw.mu.RLock()
+	done := vw.objOf[n.Name] == n || vw.nodes[n.Name] == nil
+	vw.mu.RUnlock()
+	if done {
+		return
+	}
+	vw.mu.Lock()
+	defer vw.mu.Unlock()
+	e := vw.nodes[n.Name]
+	if e == nil {
+		return
+	}
+	if old := vw.objOf[n.Name]; old != nil {
+		delete(vw.byObj, old)
+	}
+	vw.objOf[n.Name], vw.byObj[n] = n, e
 }
 
 // Known reports whether the view judges node name (it has its published
@@ -221,9 +277,10 @@ func reservationID(uid string) string { return "reserved/" + uid }
 func (vw *View) SetNode(n *corev1.Node) {
 	if !Publishes(n) {
 		vw.SetPlain(n.Name, koordLabelsOf(n))
-		return
+	} else {
+		vw.SetPublished(n.Name, FingerprintOf(n), func() Annotations { return annotationsOf(n) })
 	}
-	vw.SetPublished(n.Name, FingerprintOf(n), func() Annotations { return annotationsOf(n) })
+	vw.indexObj(n)
 }
 
 // SetPublished records that node name publishes the corepin annotations
@@ -376,6 +433,10 @@ func (vw *View) forgetNodeLocked(name string) {
 	vw.releaseLocked(n.pub)
 	vw.bytes -= n.bytes
 	delete(vw.nodes, name)
+	if o := vw.objOf[name]; o != nil {
+		delete(vw.byObj, o)
+		delete(vw.objOf, name)
+	}
 }
 
 // putLocked makes n node name's entry, in place of the one it had (which
@@ -394,6 +455,9 @@ func (vw *View) putLocked(name string, n *node) {
 	}
 	vw.nodes[name] = n
 	vw.bytes += n.bytes
+	if o := vw.objOf[name]; o != nil {
+		vw.byObj[o] = n
+	}
 }
 
 // setHeldLocked makes held node name's held pods. Called with vw.mu held.

@@ -236,6 +236,53 @@ func TestBindingKeepsVerdicts(t *testing.T) {
 	}
 }
 
+// TestJudgeByObject: a node's entry found by the Node object the view
+// was last set with is the one found by its name, through every change
+// of the entry (a reservation, the node republishing, its deletion); an
+// object the view was set with before (a snapshot not yet updated) is
+// judged by the name, and the view keeps one object per node, none once
+// the node is gone.
+func TestJudgeByObject(t *testing.T) {
+	c := New()
+	st := machine(t)
+	first := publish(t, baseNode("n1"), st, "", map[string]string{})
+	c.SetNode(first)
+	req := alloc.Request{ID: "default/p1", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}
+	same := func(step string, n *corev1.Node) {
+		t.Helper()
+		k := c.Key(req)
+		if got, want := c.JudgeNode(n, req, nil, k), c.Judge("n1", req, nil, k); got != want {
+			t.Errorf("%s: by the object %+v, by the name %+v", step, got, want)
+		}
+		if got, want := c.JudgeSeen(n, req, nil, k), c.Judge("n1", req, nil, k); got != want {
+			t.Errorf("%s: seen by the object %+v, by the name %+v", step, got, want)
+		}
+	}
+	same("set", first)
+	if err := c.Reserve("uid-p0", "n1", alloc.Request{ID: "default/p0", CPUs: 4, QoS: alloc.LSE}); err != nil {
+		t.Fatal(err)
+	}
+	same("after a reservation", first)
+	held := st.Clone()
+	if _, err := held.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	second := publish(t, baseNode("n1"), held, "", map[string]string{})
+	c.SetNode(second)
+	same("republished", second)
+	same("the object of before", first)
+	if len(c.byObj) != 1 || c.byObj[second] == nil {
+		t.Errorf("after the node republished the view indexes %d objects, want its last one", len(c.byObj))
+	}
+	c.DeleteNode("n1")
+	if got := c.JudgeSeen(second, req, nil, c.Key(req)); !got.OK || got.Score != 0 {
+		t.Errorf("a deleted node: %+v, want taken with score 0 (not judged)", got)
+	}
+	if len(c.byObj)+len(c.objOf) != 0 {
+		t.Errorf("after the node's deletion the view keeps %d objects", len(c.byObj)+len(c.objOf))
+	}
+}
+
 // TestVerdictsBeyondTheSlots: keys past the lock-free slots are kept too.
 func TestVerdictsBeyondTheSlots(t *testing.T) {
 	vs := newVerdicts()
