@@ -1,12 +1,8 @@
 package nodeview
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
@@ -35,27 +31,11 @@ func burstShapes() []alloc.Request {
 // fleet find them: what a node's first verdict for a shape costs. One
 // op is one verdict.
 func BenchmarkJudgeFresh(b *testing.B) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	topos := nodestatetest.FixtureMachines(b)
 	vw := New()
 	var names []string
-	for i := range 1000 {
-		topo := topos[i%len(topos)]
-		st, err := alloc.NewState(topo, alloc.NodeSettings{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		target := int(0.75 * rng.Float64() * float64(topo.Allowed().Size()))
-		pods := map[string]string{}
-		for k := 0; topo.Allowed().Size()-st.Pools().LS.Size() < target && k < 100; k++ {
-			id := fmt.Sprintf("held/w%d", k)
-			if _, err := st.Admit(alloc.Request{ID: id, QoS: alloc.LSE, CPUs: 1 + rng.IntN(8)}); err == nil {
-				pods[id] = fmt.Sprintf("uid-%d-%d", i, k)
-			}
-		}
-		name := fmt.Sprintf("n%04d", i)
-		vw.SetNode(nodestatetest.Publish(b, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, st, "", pods))
-		names = append(names, name)
+	for _, n := range nodestatetest.BusyNodes(b, 1000, rand.New(rand.NewPCG(5, 6)), nodestatetest.FixtureMachines(b)...) {
+		vw.SetNode(n)
+		names = append(names, n.Name)
 	}
 	shapes := burstShapes()
 	keys := make([]Key, len(shapes))
