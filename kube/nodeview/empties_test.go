@@ -13,16 +13,24 @@ import (
 
 // verdictsAsAlone fails t unless every node of nodes gets from c the
 // verdict (unresolvable included) it gets decoded alone in a new cache,
-// for LSE requests of 1 to 8 CPUs.
+// for LSE requests of 1 to 8 CPUs, judged anew and as a scheduler
+// judges (View.Judge under the request's View.Key: the answers kept on
+// a node's entry and on the empty state it shares).
 func verdictsAsAlone(t *testing.T, c *View, nodes ...*corev1.Node) {
 	t.Helper()
 	for _, n := range nodes {
 		alone := New()
 		alone.SetNode(n)
 		for cpus := 1; cpus <= 8; cpus++ {
-			req := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: cpus, TopologyPolicy: alloc.TopologySingleNUMANode}
-			if got, want := judge(c.get(n.Name), req, nil), judge(alone.get(n.Name), req, nil); got != want {
-				t.Fatalf("%s, %d CPUs: verdict %+v in the cache, %+v decoded alone", n.Name, cpus, got, want)
+			for _, bind := range []alloc.Bind{"", alloc.BindFullPCPUs} {
+				req := alloc.Request{ID: "a/b", QoS: alloc.LSE, CPUs: cpus, TopologyPolicy: alloc.TopologySingleNUMANode, Bind: bind}
+				want := judge(alone.get(n.Name), req, nil)
+				if got := judge(c.get(n.Name), req, nil); got != want {
+					t.Fatalf("%s, %d CPUs %s: verdict %+v in the cache, %+v decoded alone", n.Name, cpus, bind, got, want)
+				}
+				if got := c.Judge(n.Name, req, nil, c.Key(req)); got != want {
+					t.Fatalf("%s, %d CPUs %s: verdict %+v judged under its key, %+v decoded alone", n.Name, cpus, bind, got, want)
+				}
 			}
 		}
 	}

@@ -38,13 +38,13 @@ func keyOf(req alloc.Request) key { return nodestate.ShapeOf(req) }
 // View.Key of req) for Score and the next pod of the same shape while n
 // lasts.
 func judgeKept(n *node, req alloc.Request, reqErr error, id Key) Verdict {
-	if n == nil || reqErr != nil || n.kept == nil || id < 0 {
-		return judge(n, req, reqErr)
+	if n == nil || reqErr != nil || id < 0 {
+		return judgeAs(n, req, reqErr, -1)
 	}
 	if v, ok := n.kept.load(id); ok {
 		return v
 	}
-	v := judge(n, req, reqErr)
+	v := judgeAs(n, req, reqErr, id)
 	n.kept.store(id, v)
 	return v
 }
@@ -63,7 +63,12 @@ func Runs() (judged, byAllocator int64) { return judgeRuns.Load(), allocatorRuns
 // (nil: the node publishes no corepin state, not ours to judge): by n's
 // summary where it proves a refusal, else by placing req on a copy of n's
 // state as the node's plugin admits it.
-func judge(n *node, req alloc.Request, reqErr error) Verdict {
+func judge(n *node, req alloc.Request, reqErr error) Verdict { return judgeAs(n, req, reqErr, -1) }
+
+// judgeAs is judge of a request whose View.Key is id (-1: none), by which
+// the answers found on the node's empty state are kept
+// (published.refusesEmpty).
+func judgeAs(n *node, req alloc.Request, reqErr error, id Key) Verdict {
 	judgeRuns.Add(1)
 	var stateErr error
 	var hasState bool
@@ -108,25 +113,54 @@ func judge(n *node, req alloc.Request, reqErr error) Verdict {
 			v.Reason += nodestate.ComingSuffix
 		}
 	}
-	v.Unresolvable = p.refusesEmpty(req)
+	v.Unresolvable = p.refusesEmpty(req, id)
 	return v
 }
 
-// refusesEmpty reports whether the node of state p refuses req even with
-// nothing held but its reserved CPUs; false when p does not say what it
-// holds. The answer is kept per request shape for as long as p lasts.
-func (p *published) refusesEmpty(req alloc.Request) bool {
+// refusesEmpty reports whether the node of state p refuses req (as
+// nodestate.RequestOn made it under p's settings) even with nothing held
+// but its reserved CPUs; false when p does not say what it holds. The
+// answer is kept on p's empty state for as long as it lasts: by id, the
+// View.Key of the request before p's settings (-1: none), which names
+// the same request on every node sharing the empty state (they publish
+// the same settings: emptyKey), else by the request's shape.
+func (p *published) refusesEmpty(req alloc.Request, id Key) bool {
 	if p.j.Empty == nil {
 		return false
 	}
-	if p.empty.sum.refuses(req, p.opts) != nil {
+	e := p.empty
+	if id >= 0 && id < verdictSlots {
+		if v := e.byKey[id].Load(); v != 0 {
+			return v == emptyRefuses
+		}
+	}
+	refuses := e.refusesShape(req, p.opts)
+	if id >= 0 && id < verdictSlots {
+		v := uint32(emptyTakes)
+		if refuses {
+			v = emptyRefuses
+		}
+		e.byKey[id].Store(v)
+	}
+	return refuses
+}
+
+// Answers kept in empty.byKey (0: not asked yet).
+const (
+	emptyTakes   = 1
+	emptyRefuses = 2
+)
+
+// refusesShape is refusesEmpty by the shape of req.
+func (e *empty) refusesShape(req alloc.Request, o nodeOpts) bool {
+	if e.sum.refuses(req, o) != nil {
 		return true
 	}
 	k := nodestate.ShapeOf(req)
-	if v, ok := p.empty.refuses.Load(k); ok {
+	if v, ok := e.refuses.Load(k); ok {
 		return v.(bool)
 	}
-	_, err := p.empty.st.Try(req)
-	p.empty.refuses.Store(k, err != nil)
+	_, err := e.st.Try(req)
+	e.refuses.Store(k, err != nil)
 	return err != nil
 }

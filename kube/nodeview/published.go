@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -61,8 +62,12 @@ type empty struct {
 	st  *alloc.State
 	sum summary
 	// refuses memoizes, by request shape (nodestate.Shape), whether st
-	// refuses it.
+	// refuses it; byKey the same by the View.Key of the request before
+	// the node's settings, for the first keys (emptyTakes,
+	// emptyRefuses; 0 when not asked yet): one load, not a hash of the
+	// shape's strings, for every node refusing a pod.
 	refuses sync.Map
+	byKey   [verdictSlots]atomic.Uint32
 }
 
 // Annotations are the corepin annotations a node carries, nil when

@@ -1,6 +1,7 @@
 package nodeview
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -26,6 +27,18 @@ type verdicts struct {
 const verdictSlots = 32
 
 func newVerdicts() *verdicts { return &verdicts{} }
+
+// copyFrom makes vs hold what o holds now (vs new, read by no one yet):
+// a verdict o keeps later may be missing from vs, and is found again.
+func (vs *verdicts) copyFrom(o *verdicts) {
+	for i := range o.slots {
+		vs.slots[i].Store(o.slots[i].Load())
+	}
+	o.mu.Lock()
+	vs.m = maps.Clone(o.m)
+	o.mu.Unlock()
+	vs.spilled.Store(o.spilled.Load())
+}
 
 func (vs *verdicts) load(id Key) (Verdict, bool) {
 	if id >= 0 && id < verdictSlots {

@@ -21,6 +21,15 @@ import (
 type View struct {
 	mu    sync.RWMutex
 	nodes map[string]*node
+	// byObj are the entries of the nodes by the Node object a scheduler's
+	// informer last handed over (SetNode), which its snapshot hands to
+	// Filter and Score (JudgeNode, JudgeSeen): found by the object's
+	// address, without reading its name. objOf is that object by node
+	// name. An object is there only while it is the last one set and its
+	// node has an entry, and then with that entry (indexObj, putLocked,
+	// forgetNodeLocked).
+	byObj map[*corev1.Node]*node
+	objOf map[string]*corev1.Node
 	// held are the pods reserved or bound on each node and not yet in
 	// its published state, by node name, in the order they came; pods
 	// names the node of each, by UID. They outlive the node's entry
@@ -93,7 +102,8 @@ func WithMaxBytes(n int64) Option {
 
 // New returns an empty View.
 func New(opts ...Option) *View {
-	vw := &View{nodes: map[string]*node{}, decoded: map[Fingerprint]*published{}, held: map[string][]reservation{},
+	vw := &View{nodes: map[string]*node{}, byObj: map[*corev1.Node]*node{}, objOf: map[string]*corev1.Node{},
+		decoded: map[Fingerprint]*published{}, held: map[string][]reservation{},
 		pods: map[string]string{}, nrt: map[string]*nrtObject{}, plain: map[string][3]string{}, keys: map[key]Key{},
 		empties: map[[sha256.Size]byte]*sharedEmpty{}}
 	for _, o := range opts {
@@ -138,14 +148,60 @@ func (vw *View) Judge(name string, req alloc.Request, reqErr error, k Key) Verdi
 // JudgeNode is Judge for node n as a scheduler's snapshot hands it over:
 // a node the view has not seen yet (the snapshot had it before the view's
 // feed) that publishes corepin annotations is decoded first, once
-// (SetNode). One look-up of the node's entry when the view has it.
+// (SetNode). One look-up of the node's entry when the view has it, by
+// the object's address when it is the one the view was last set with.
 func (vw *View) JudgeNode(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
-	e := vw.get(n.Name)
+	e := vw.entryOf(n)
 	if e == nil && Publishes(n) {
 		vw.SetNode(n)
 		e = vw.get(n.Name)
 	}
 	return judgeKept(e, req, reqErr, k)
+}
+
+// JudgeSeen is Judge for node n as a scheduler's snapshot hands it over
+// (Score, after Filter judged it: JudgeNode), decoding nothing.
+func (vw *View) JudgeSeen(n *corev1.Node, req alloc.Request, reqErr error, k Key) Verdict {
+	return judgeKept(vw.entryOf(n), req, reqErr, k)
+}
+
+// entryOf is the entry of node n, nil when the view does not judge it:
+// by the object when the view was last set with it (byObj), else by its
+// name.
+func (vw *View) entryOf(n *corev1.Node) *node {
+	vw.mu.RLock()
+	defer vw.mu.RUnlock()
+	if e, ok := vw.byObj[n]; ok {
+		return e
+	}
+	return vw.nodes[n.Name]
+}
+
+// indexObj makes n the object by which its node's entry is found
+// (byObj), when the view has an entry for it: the object a scheduler's
+// informer hands over last is the one its snapshot holds next. A view
+// fed the nodes of each call (WithMaxBytes) indexes none: each call
+// hands over objects of its own.
+func (vw *View) indexObj(n *corev1.Node) {
+	if vw.byCalls {
+		return
+	}
+	vw.mu.RLock()
+	done := vw.objOf[n.Name] == n || vw.nodes[n.Name] == nil
+	vw.mu.RUnlock()
+	if done {
+		return
+	}
+	vw.mu.Lock()
+	defer vw.mu.Unlock()
+	e := vw.nodes[n.Name]
+	if e == nil {
+		return
+	}
+	if old := vw.objOf[n.Name]; old != nil {
+		delete(vw.byObj, old)
+	}
+	vw.objOf[n.Name], vw.byObj[n] = n, e
 }
 
 // Known reports whether the view judges node name (it has its published
@@ -177,7 +233,14 @@ func (vw *View) Nodes() int {
 // node is one node's entry: its published state with the pods held there
 // placed. Entries are never changed once stored.
 type node struct {
-	pub *published
+	// kept are the verdicts found on this entry, by request (its Key):
+	// the entry never changes, so a burst of pods of a few shapes runs
+	// the allocator once per shape and node change, not once per pod.
+	// First, and held in the entry rather than behind a pointer: a kept
+	// verdict is read with the one memory access to the entry that every
+	// Filter and Score of a cycle makes.
+	kept verdicts
+	pub  *published
 	// since orders the state against the pods bound to the node
 	// (View.seq): a pod bound after it is not in it. It is when the view
 	// learnt the state, or, for a NodeResourceTopology object's, when the
@@ -187,10 +250,6 @@ type node struct {
 	st       *alloc.State // pub.j.State with reserved placed; nil when pub has none
 	sum      summary
 	free     int
-	// kept are the verdicts found on this entry, by request (its Key):
-	// the entry never changes, so a burst of pods of a few shapes runs
-	// the allocator once per shape and node change, not once per pod.
-	kept *verdicts
 	// bytes estimates the heap the entry holds (View.maxBytes).
 	bytes int64
 }
@@ -218,9 +277,10 @@ func reservationID(uid string) string { return "reserved/" + uid }
 func (vw *View) SetNode(n *corev1.Node) {
 	if !Publishes(n) {
 		vw.SetPlain(n.Name, koordLabelsOf(n))
-		return
+	} else {
+		vw.SetPublished(n.Name, FingerprintOf(n), func() Annotations { return annotationsOf(n) })
 	}
-	vw.SetPublished(n.Name, FingerprintOf(n), func() Annotations { return annotationsOf(n) })
+	vw.indexObj(n)
 }
 
 // SetPublished records that node name publishes the corepin annotations
@@ -318,7 +378,7 @@ func included(p *published, since uint64, r reservation) bool {
 // will place it; one the node refuses, or that no longer fits, stays held
 // but unplaced (the node will refuse the pod).
 func build(p *published, since uint64, reserved []reservation) *node {
-	n := &node{pub: p, since: since, reserved: reserved, st: p.j.State, free: p.j.Free, kept: newVerdicts()}
+	n := &node{pub: p, since: since, reserved: reserved, st: p.j.State, free: p.j.Free}
 	if p.err != nil || p.j.State == nil {
 		n.bytes = n.weigh()
 		return n
@@ -373,6 +433,10 @@ func (vw *View) forgetNodeLocked(name string) {
 	vw.releaseLocked(n.pub)
 	vw.bytes -= n.bytes
 	delete(vw.nodes, name)
+	if o := vw.objOf[name]; o != nil {
+		delete(vw.byObj, o)
+		delete(vw.objOf, name)
+	}
 }
 
 // putLocked makes n node name's entry, in place of the one it had (which
@@ -391,6 +455,9 @@ func (vw *View) putLocked(name string, n *node) {
 	}
 	vw.nodes[name] = n
 	vw.bytes += n.bytes
+	if o := vw.objOf[name]; o != nil {
+		vw.byObj[o] = n
+	}
 }
 
 // setHeldLocked makes held node name's held pods. Called with vw.mu held.
@@ -440,7 +507,7 @@ func (vw *View) Reserve(uid, name string, req alloc.Request) error {
 	}
 	held := append(slices.Clone(vw.held[name]), r)
 	vw.setHeldLocked(name, held)
-	e := &node{pub: n.pub, since: n.since, reserved: held, st: st, sum: summarize(st), free: st.Pools().LS.Size(), kept: newVerdicts()}
+	e := &node{pub: n.pub, since: n.since, reserved: held, st: st, sum: summarize(st), free: st.Pools().LS.Size()}
 	e.bytes = e.weigh()
 	vw.putLocked(name, e)
 	vw.pods[uid] = name
@@ -500,7 +567,9 @@ func (vw *View) Bound(uid string) {
 	vw.setHeldLocked(name, held)
 	if n := vw.nodes[name]; n != nil {
 		// A binding changes no verdict: the entry's verdicts stay.
-		vw.putLocked(name, &node{pub: n.pub, since: n.since, reserved: held, st: n.st, sum: n.sum, free: n.free, kept: n.kept, bytes: n.bytes})
+		e := &node{pub: n.pub, since: n.since, reserved: held, st: n.st, sum: n.sum, free: n.free, bytes: n.bytes}
+		e.kept.copyFrom(&n.kept)
+		vw.putLocked(name, e)
 	}
 }
 

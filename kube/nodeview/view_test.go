@@ -1,6 +1,7 @@
 package nodeview
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -119,6 +120,14 @@ func TestEmptySharedByMachineType(t *testing.T) {
 	if _, err := other.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 3}); err != nil {
 		t.Fatal(err)
 	}
+	// Two nodes holding more, sharing the empty state: both refuse
+	// requests the empty state takes (resolvable), asked of it once.
+	fuller := own.Clone()
+	for i, cpus := range []int{4, 3} {
+		if _, err := fuller.Admit(alloc.Request{ID: fmt.Sprintf("x/held%d", i), QoS: alloc.LSE, CPUs: cpus}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	reserved, err := alloc.NewState(own.Topology(), alloc.NodeSettings{ReservedCount: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -127,14 +136,15 @@ func TestEmptySharedByMachineType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := map[string]*alloc.State{"n1": own, "n2": other, "n3": reserved, "n4": bigger}
+	states := map[string]*alloc.State{"n1": own, "n2": other, "n3": reserved, "n4": bigger, "n5": fuller, "n6": fuller}
 	c := New()
 	for name, st := range states {
 		c.SetNode(publish(t, baseNode(name), st, alloc.TopologySingleNUMANode, map[string]string{}))
 	}
 	emptyOf := func(name string) *empty { return c.get(name).pub.empty }
-	if emptyOf("n1") == nil || emptyOf("n1") != emptyOf("n2") {
-		t.Fatalf("n1 and n2 (one machine, one setting) have empty states %p and %p, want one shared", emptyOf("n1"), emptyOf("n2"))
+	if emptyOf("n1") == nil || emptyOf("n1") != emptyOf("n2") || emptyOf("n1") != emptyOf("n5") || emptyOf("n1") != emptyOf("n6") {
+		t.Fatalf("n1, n2, n5 and n6 (one machine, one setting) have empty states %p, %p, %p and %p, want one shared",
+			emptyOf("n1"), emptyOf("n2"), emptyOf("n5"), emptyOf("n6"))
 	}
 	if emptyOf("n3") == emptyOf("n1") || emptyOf("n4") == emptyOf("n1") || emptyOf("n4") == emptyOf("n3") {
 		t.Fatal("a node of other reserved CPUs or another machine shares n1's empty state")
@@ -147,6 +157,11 @@ func TestEmptySharedByMachineType(t *testing.T) {
 			got, want := judge(c.get(name), req, nil), judge(alone.get(name), req, nil)
 			if got != want {
 				t.Fatalf("%s, %d CPUs: verdict %+v among the fleet, %+v alone", name, cpus, got, want)
+			}
+			// As a scheduler judges: the answers of the shared empty
+			// state kept by the request's key are the same.
+			if got := c.Judge(name, req, nil, c.Key(req)); got != want {
+				t.Fatalf("%s, %d CPUs: verdict %+v among the fleet under its key, %+v alone", name, cpus, got, want)
 			}
 		}
 	}
@@ -185,6 +200,86 @@ func TestVerdictKeptPerEntry(t *testing.T) {
 	c.Judge("n1", bigger, nil, c.Key(bigger))
 	if judgeRuns.Load()-runs != 1 {
 		t.Fatal("a request of another shape got a kept verdict")
+	}
+}
+
+// TestBindingKeepsVerdicts: a pod reserved on a node and then bound
+// changes no verdict there, so the entry Bound makes keeps those found
+// before it, in the slots and past them, and judges none again.
+func TestBindingKeepsVerdicts(t *testing.T) {
+	c := New()
+	c.SetNode(publish(t, baseNode("n1"), machine(t), "", map[string]string{}))
+	if err := c.Reserve("uid-p0", "n1", alloc.Request{ID: "default/p0", CPUs: 1, QoS: alloc.LSE}); err != nil {
+		t.Fatal(err)
+	}
+	req := alloc.Request{ID: "default/p1", CPUs: 2, QoS: alloc.LSE}
+	past := req
+	past.CPUs = 3
+	for c.Key(past) < verdictSlots { // a key past the slots
+		c.Key(alloc.Request{ID: "default/x", MilliCPUs: 100 + int(c.Key(past)), QoS: alloc.LS})
+		past.CPUs++
+	}
+	want := map[Key]Verdict{c.Key(req): c.Judge("n1", req, nil, c.Key(req)), c.Key(past): c.Judge("n1", past, nil, c.Key(past))}
+	c.Bound("uid-p0")
+	runs := judgeRuns.Load()
+	for k, v := range want {
+		r := req
+		if k == c.Key(past) {
+			r = past
+		}
+		if got := c.Judge("n1", r, nil, k); got != v {
+			t.Errorf("key %d after the binding: %+v, want %+v", k, got, v)
+		}
+	}
+	if n := judgeRuns.Load() - runs; n != 0 {
+		t.Errorf("after the binding %d verdicts judged again, want 0", n)
+	}
+}
+
+// TestJudgeByObject: a node's entry found by the Node object the view
+// was last set with is the one found by its name, through every change
+// of the entry (a reservation, the node republishing, its deletion); an
+// object the view was set with before (a snapshot not yet updated) is
+// judged by the name, and the view keeps one object per node, none once
+// the node is gone.
+func TestJudgeByObject(t *testing.T) {
+	c := New()
+	st := machine(t)
+	first := publish(t, baseNode("n1"), st, "", map[string]string{})
+	c.SetNode(first)
+	req := alloc.Request{ID: "default/p1", CPUs: 4, QoS: alloc.LSE, TopologyPolicy: alloc.TopologySingleNUMANode}
+	same := func(step string, n *corev1.Node) {
+		t.Helper()
+		k := c.Key(req)
+		if got, want := c.JudgeNode(n, req, nil, k), c.Judge("n1", req, nil, k); got != want {
+			t.Errorf("%s: by the object %+v, by the name %+v", step, got, want)
+		}
+		if got, want := c.JudgeSeen(n, req, nil, k), c.Judge("n1", req, nil, k); got != want {
+			t.Errorf("%s: seen by the object %+v, by the name %+v", step, got, want)
+		}
+	}
+	same("set", first)
+	if err := c.Reserve("uid-p0", "n1", alloc.Request{ID: "default/p0", CPUs: 4, QoS: alloc.LSE}); err != nil {
+		t.Fatal(err)
+	}
+	same("after a reservation", first)
+	held := st.Clone()
+	if _, err := held.Admit(alloc.Request{ID: "x/held", QoS: alloc.LSE, CPUs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	second := publish(t, baseNode("n1"), held, "", map[string]string{})
+	c.SetNode(second)
+	same("republished", second)
+	same("the object of before", first)
+	if len(c.byObj) != 1 || c.byObj[second] == nil {
+		t.Errorf("after the node republished the view indexes %d objects, want its last one", len(c.byObj))
+	}
+	c.DeleteNode("n1")
+	if got := c.JudgeSeen(second, req, nil, c.Key(req)); !got.OK || got.Score != 0 {
+		t.Errorf("a deleted node: %+v, want taken with score 0 (not judged)", got)
+	}
+	if len(c.byObj)+len(c.objOf) != 0 {
+		t.Errorf("after the node's deletion the view keeps %d objects", len(c.byObj)+len(c.objOf))
 	}
 }
 

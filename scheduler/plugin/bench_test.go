@@ -23,39 +23,10 @@ import (
 	"github.com/corepin/corepin/topology"
 )
 
-// benchNodes are n nodes cycling through the machines topos, each
-// holding exclusive workloads of 1 to 8 CPUs up to a random share (0 to
-// 75%) of its CPUs, published as a corepin node publishes them.
+// benchNodes are n nodes cycling through the machines topos at random
+// occupancy (nodestatetest.BusyNodes), the same for every benchmark.
 func benchNodes(b *testing.B, n int, topos ...*topology.Topology) []*corev1.Node {
-	rng := rand.New(rand.NewPCG(1, 2))
-	out := make([]*corev1.Node, n)
-	for i := range out {
-		topo := topos[i%len(topos)]
-		st, err := alloc.NewState(topo, alloc.NodeSettings{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		target := int(0.75 * rng.Float64() * float64(topo.Allowed().Size()))
-		pods := map[string]string{}
-		for k := 0; topo.Allowed().Size()-st.Pools().LS.Size() < target && k < 100; k++ {
-			id := fmt.Sprintf("held/w%d", k)
-			if _, err := st.Admit(alloc.Request{ID: id, QoS: alloc.LSE, CPUs: 1 + rng.IntN(8)}); err == nil {
-				pods[id] = fmt.Sprintf("uid-%d-%d", i, k)
-			}
-		}
-		out[i] = publishB(b, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%05d", i)}}, st, pods)
-	}
-	return out
-}
-
-// publishB is publish for a benchmark.
-func publishB(b *testing.B, node *corev1.Node, st *alloc.State, pods map[string]string) *corev1.Node {
-	t := &testing.T{}
-	n := publish(t, node, st, "", pods)
-	if t.Failed() {
-		b.Fatal("publishing a node failed")
-	}
-	return n
+	return nodestatetest.BusyNodes(b, n, rand.New(rand.NewPCG(1, 2)), topos...)
 }
 
 // benchPod is pod i of a burst: whole-core LSE, single-numa-node, LS or BE.
@@ -253,6 +224,13 @@ func cpuTime(b *testing.B) time.Duration {
 
 func BenchmarkScheduler1000Nodes(b *testing.B) { benchmarkScheduler(b, 1000) }
 func BenchmarkScheduler5000Nodes(b *testing.B) { benchmarkScheduler(b, 5000) }
+
+// BenchmarkScheduler10000Nodes is make bench-sched's largest fleet: with
+// 300 pods (-benchtime 300x, one burst) most nodes meet each request
+// shape for the first time, so it shows how the per-pod cost grows with
+// the fleet where kube-scheduler's own filtering stops growing (it
+// samples 5% of the nodes from 5000 on).
+func BenchmarkScheduler10000Nodes(b *testing.B) { benchmarkScheduler(b, 10000) }
 
 // BenchmarkCache5000Nodes fills a plugin's view with
 // BenchmarkScheduler5000Nodes's nodes, as the informers' first list

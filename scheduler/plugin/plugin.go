@@ -323,7 +323,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 	}
 	// Filter's verdict, kept on the node's entry; judged again only when
 	// the node's state changed since.
-	v := p.view.Judge(ni.Node().Name, c.req, c.err, c.key)
+	v := p.view.JudgeSeen(ni.Node(), c.req, c.err, c.key)
 	return v.Score * scoreScale, nil
 }
 

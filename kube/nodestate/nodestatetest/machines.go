@@ -1,9 +1,12 @@
 package nodestatetest
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/corepin/corepin/alloc"
@@ -41,6 +44,33 @@ func SmallState(tb testing.TB) *alloc.State {
 		tb.Fatal(err)
 	}
 	return st
+}
+
+// BusyNodes are n nodes (named n00000, n00001, ...) cycling through the
+// machines topos, each holding exclusive workloads of 1 to 8 CPUs drawn
+// from rng up to a random share (0 to 75%) of its CPUs, published as a
+// corepin node publishes them (Publish, each workload naming a pod UID):
+// a fleet at random occupancy, for benchmarks of the scheduler side.
+func BusyNodes(tb testing.TB, n int, rng *rand.Rand, topos ...*topology.Topology) []*corev1.Node {
+	tb.Helper()
+	out := make([]*corev1.Node, n)
+	for i := range out {
+		topo := topos[i%len(topos)]
+		st, err := alloc.NewState(topo, alloc.NodeSettings{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		target := int(0.75 * rng.Float64() * float64(topo.Allowed().Size()))
+		pods := map[string]string{}
+		for k := 0; topo.Allowed().Size()-st.Pools().LS.Size() < target && k < 100; k++ {
+			id := fmt.Sprintf("held/w%d", k)
+			if _, err := st.Admit(alloc.Request{ID: id, QoS: alloc.LSE, CPUs: 1 + rng.IntN(8)}); err == nil {
+				pods[id] = fmt.Sprintf("uid-%d-%d", i, k)
+			}
+		}
+		out[i] = Publish(tb, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%05d", i)}}, st, "", pods)
+	}
+	return out
 }
 
 // Publish is a copy of node carrying, as its only annotations, what its
