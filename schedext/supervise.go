@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -788,8 +789,8 @@ func (s *Supervisor) transition(to, reason, detail string, backoff time.Duration
 	}
 }
 
-// logTail returns the last lines of the log from off on, printable, at
-// most tailBytes.
+// logTail returns the last lines of the log from off on, without colour
+// sequences, printable, at most tailBytes.
 func logTail(path string, off int64) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -803,12 +804,17 @@ func logTail(path string, off int64) string {
 	from := max(off, st.Size()-tailBytes)
 	b := make([]byte, st.Size()-from)
 	n, _ := f.ReadAt(b, from)
-	lines := strings.Split(strings.TrimSpace(string(b[:n])), "\n")
+	lines := strings.Split(strings.TrimSpace(csi.ReplaceAllString(string(b[:n]), "")), "\n")
 	if len(lines) > tailLines {
 		lines = lines[len(lines)-tailLines:]
 	}
 	return printable(strings.Join(lines, " | "))
 }
+
+// csi matches an escape sequence of the terminal's (ESC [, parameters,
+// a final byte): scx_layered colours its log even into a file, and a
+// kept "\x1b[2m" would read "?[2m" once printable.
+var csi = regexp.MustCompile("\x1b\\[[0-?]*[ -/]*[@-~]")
 
 // printable replaces control characters and invalid UTF-8.
 func printable(s string) string {

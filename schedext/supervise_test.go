@@ -361,6 +361,23 @@ func TestSuperviseRefusedBacksOff(t *testing.T) {
 	}
 }
 
+// TestSuperviseOutputWithoutColours: the output kept of a failure is
+// plain text: scx_layered colours its log even into a file (seen under
+// qemu: the agent reported "?[2m2026-...?[0m ?[32m INFO?[0m" for every
+// line), and the colour sequences are taken out, not shown as "?[...m".
+func TestSuperviseOutputWithoutColours(t *testing.T) {
+	f := newFake(t, scriptHead+`printf '\033[2m2026-11-28T17:35:27Z\033[0m \033[32m INFO\033[0m ThreadId(01) \033[2mscx_layered\033[0m\033[2m:\033[0m Unregister scx_layered scheduler\n' >&2
+echo "Error: EXIT: disabled by sysrq-S" >&2
+exit 1
+`)
+	f.supervise(t)
+	_, tr, _ := f.obs.await(t, 0, schedext.StateDown, schedext.ReasonRefused)
+	want := "output: 2026-11-28T17:35:27Z  INFO ThreadId(01) scx_layered: Unregister scx_layered scheduler | Error: EXIT: disabled by sysrq-S"
+	if !strings.HasSuffix(tr.Detail, want) {
+		t.Errorf("detail %q, want it to end %q", tr.Detail, want)
+	}
+}
+
 // TestBackoff: the defaults' back-off doubles from 1s and stops at 5
 // minutes, a cap that is no power of two of the start.
 func TestBackoff(t *testing.T) {
