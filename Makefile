@@ -467,7 +467,13 @@ e2e-vm-irq: build
 # probe's layered route runs on the fair class and under scx_layered (the
 # placement table, in $(COREPIN_CACHE)/e2e-vm-scx-report.txt); on 2 cores
 # scx_layered is SIGKILLed mid-probe (the kernel, corepin topo and the
-# probe back on the fair class) and fed a config it refuses.
+# probe back on the fair class) and fed a config it refuses. A third
+# 2-core machine runs corepin agent with sched_ext: {mode: layered}: the
+# agent starts scx_layered and, read back through ctl top, metrics and
+# corepin topo, reports it SIGKILLed, ejected by SysRq-S and refusing a
+# config (the fair class deciding, no route inert), restarts it with its
+# back-off, and after its own SIGKILL and restart adopts the same one.
+# e2e-vm-scx-table runs the two placement machines only.
 # COREPIN_E2E_SCX=cached never builds: a cold cache then skips with one
 # loud SKIP line. e2e-vm-scx reports issue 30's target for the layered
 # route (at most 5% of rounds stacked, at least 90% of the idle CPU to
@@ -479,7 +485,7 @@ e2e-vm-scx: build
 	rm -f $(COREPIN_CACHE)/e2e-vm-scx-report.txt
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_SCX=$(COREPIN_E2E_SCX) COREPIN_CACHE=$(COREPIN_CACHE) \
 	  COREPIN_BIN=$(CURDIR)/$(BIN) COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-vm-scx-report.txt \
-	  $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt(SMT2)?$$' .
+	  $(GO) test -count=1 -timeout 60m -v -run '^TestVMSchedExt(SMT2|Agent)?$$' .
 e2e-vm-scx-table: build
 	rm -f $(COREPIN_CACHE)/e2e-vm-scx-report.txt
 	cd test/e2evm && COREPIN_E2E_REQUIRED=1 COREPIN_E2E_SCX=$(COREPIN_E2E_SCX) COREPIN_E2E_SCX_TARGET=1 COREPIN_CACHE=$(COREPIN_CACHE) \

@@ -11,6 +11,27 @@ import (
 
 var getenv = os.Getenv
 
+// agentRun is the shell of the machines that run corepin agent: its
+// token and socket; agent starts it on /etc/agent.yaml (state in
+// /var/lib/corepin/agent.db, log in /tmp/agent.log) and waits until its
+// API answers (AGENT is its pid); metrics PREFIX prints the lines of its
+// metrics that start with PREFIX.
+const agentRun = `echo e2evm-token-0123456789 > /etc/agent.token
+export COREPIN_SOCKET=/run/corepin.sock
+agent() {
+  corepin agent --socket $COREPIN_SOCKET --state /var/lib/corepin/agent.db --config /etc/agent.yaml >>/tmp/agent.log 2>&1 &
+  AGENT=$!
+  i=0; until corepin ctl list >/dev/null 2>&1; do
+    if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 240 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
+    i=$((i+1)); sleep 0.5
+  done
+}
+metrics() {
+  wget -q -O - --header "Authorization: Bearer $(cat /etc/agent.token)" http://127.0.0.1:9100/metrics | grep "^$1"
+  true
+}
+`
+
 // agentScript runs corepin agent on cgroup v2: admissions, a SIGKILL
 // mid-churn and a restart, the adoption of a running process, the QoS
 // loop's CFS burst on a throttled LS workload, and an LSE workload's CPU
@@ -24,21 +45,7 @@ qos:
   enabled: true
   burst: true
 EOF
-echo e2evm-token-0123456789 > /etc/agent.token
-export COREPIN_SOCKET=/run/corepin.sock
-agent() {
-  corepin agent --socket $COREPIN_SOCKET --state /var/lib/corepin/agent.db --config /etc/agent.yaml >>/tmp/agent.log 2>&1 &
-  AGENT=$!
-  i=0; until corepin ctl list >/dev/null 2>&1; do
-    if ! kill -0 $AGENT 2>/dev/null || [ $i -gt 120 ]; then tail -n 5 /tmp/agent.log >&2; return 1; fi
-    i=$((i+1)); sleep 0.5
-  done
-}
-metrics() {
-  wget -q -O - --header "Authorization: Bearer $(cat /etc/agent.token)" http://127.0.0.1:9100/metrics | grep '^corepin_workload_offline_cpus'
-  true
-}
-live() {
+` + agentRun + `live() {
   for d in /sys/fs/cgroup/corepin-agent/*/; do
     [ -d "$d" ] || continue
     echo "$(basename $d) cpus=$(cat $d/cpuset.cpus) eff=$(cat $d/cpuset.cpus.effective) procs=$(wc -l < $d/cgroup.procs)"
@@ -92,7 +99,7 @@ waitfor offline_cpus $C
 waitfor grep -q 'went offline' /tmp/agent.log
 block offline.get corepin ctl get lse1 -o json
 block offline.table corepin ctl list
-block offline.metrics metrics
+block offline.metrics metrics corepin_workload_offline_cpus
 block offline.create corepin ctl create more --cpus 2 --qos LSE -o json -- sleep 100000
 block offline.list corepin ctl list -o json
 block offline.live live
@@ -106,7 +113,7 @@ echo 1 > /sys/devices/system/cpu/cpu$C/online
 waitfor offline_cpus ""
 waitfor grep -q 'online again' /tmp/agent.log
 block online.get corepin ctl get lse1 -o json
-block online.metrics metrics
+block online.metrics metrics corepin_workload_offline_cpus
 block online.live live
 block log sh -c "grep -E 'offline|online again' /tmp/agent.log; true"
 

@@ -49,6 +49,14 @@ var (
 		cores: 2, threads: 2, batches: []string{"cpus"}}
 )
 
+// scxSetup mounts what scx_layered needs and puts the kernel's config
+// where libbpf reads it (scxScript says why).
+const scxSetup = `mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t bpf bpf /sys/fs/bpf
+cp /boot/config.gz /boot/config-$(uname -r)
+`
+
 // scxScript is the machine's script. It mounts debugfs, tracefs and
 // bpffs as a system has them (scx_layered needs the BPF file system and
 // the function tracer's files) and puts the kernel's config at
@@ -77,11 +85,7 @@ var (
 //     SIGINT.
 func scxScript(m scxMachine) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `mount -t debugfs debugfs /sys/kernel/debug
-mount -t tracefs tracefs /sys/kernel/tracing
-mount -t bpf bpf /sys/fs/bpf
-cp /boot/config.gz /boot/config-$(uname -r)
-waitfor() { _i=0; until "$@"; do [ $_i -ge 1200 ] && return 1; _i=$((_i+1)); sleep 0.25; done; }
+	fmt.Fprintf(&b, scxSetup+`waitfor() { _i=0; until "$@"; do [ $_i -ge 1200 ] && return 1; _i=$((_i+1)); sleep 0.25; done; }
 state() { echo "state=$(cat /sys/kernel/sched_ext/state) ops=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"; }
 # start NAME CMD... runs CMD in the background (BG); fin NAME waits for
 # it and prints its output, stderr and exit code as the block NAME.
@@ -207,10 +211,10 @@ func scxShape(m scxMachine) shape {
 // with one loud line when a cache is cold.
 const schedExtEnv = "COREPIN_E2E_SCX"
 
-// bootSchedExt boots m on the sched_ext kernel (scripts/vm-scx-kernel.sh)
-// with scx_layered (scripts/vm-scx-layered.sh), the libraries it links
-// and the kernel's config in the initramfs.
-func bootSchedExt(t *testing.T, m scxMachine) *vm {
+// bootSchedExt boots s on the sched_ext kernel (scripts/vm-scx-kernel.sh)
+// with scx_layered at /bin/scx_layered (scripts/vm-scx-layered.sh), the
+// libraries it links and the kernel's config in the initramfs.
+func bootSchedExt(t *testing.T, s shape) *vm {
 	t.Helper()
 	mode := os.Getenv(schedExtEnv)
 	if mode == "" {
@@ -229,7 +233,6 @@ func bootSchedExt(t *testing.T, m scxMachine) *vm {
 		t.Fatalf("the kernel's config beside it (scripts/vm-scx-kernel.sh writes it): %v", err)
 	}
 	extra[config] = "boot/config.gz"
-	s := scxShape(m)
 	s.initrd, err = buildInitrd(bin, busybox, []shape{s}, extra)
 	if err != nil {
 		t.Fatalf("building the initramfs: %v", err)
@@ -260,7 +263,7 @@ func bootSchedExt(t *testing.T, m scxMachine) *vm {
 // scx_layered refuses ends it with an error and leaves the kernel on the
 // fair class.
 func TestVMSchedExt(t *testing.T) {
-	v := bootSchedExt(t, scx2c)
+	v := bootSchedExt(t, scxShape(scx2c))
 	scxLog := ansi.ReplaceAllString(v.blocks["scx.log"].out, "")
 
 	before := topoScheduler(t, v, "topo.before")
@@ -342,7 +345,7 @@ func TestVMSchedExt(t *testing.T) {
 // TestVMSchedExt. make e2e-vm-scx-table runs it.
 func TestVMSchedExtSMT2(t *testing.T) {
 	m := scxSMT2
-	v := bootSchedExt(t, m)
+	v := bootSchedExt(t, scxShape(m))
 	var topo topoJSON
 	if err := json.Unmarshal([]byte(v.get(t, "topo.before")), &topo); err != nil {
 		t.Fatalf("corepin topo -o json: %v", err)
