@@ -142,7 +142,13 @@ wait $BE $LS
 `)
 	}
 	b.WriteString(`start wakeup.layered probe
+# scx_layered's own statistics while its probe runs (block monitor): the
+# ls layer's preemptions and failed preemptions.
+waitfor probing
+scx_layered --monitor 1 >/tmp/monitor.out 2>&1 & MON=$!
 fin wakeup.layered
+kill $MON 2>/dev/null; wait $MON 2>/dev/null
+block monitor sh -c 'cat /tmp/monitor.out; true'
 `)
 	if !m.full {
 		b.WriteString(`kill -INT $SCX 2>/dev/null; wait $SCX; echo "exit=$?" > /tmp/scx.exit
@@ -192,6 +198,15 @@ block dmesg sh -c 'dmesg | grep -i sched_ext; true'
 	return b.String()
 }
 
+// scxEmulation names the qemu arguments COREPIN_E2E_SCX_QEMU added, for
+// a report's title ("" without).
+func scxEmulation() string {
+	if q := strings.Join(strings.Fields(os.Getenv(scxQemuEnv)), " "); q != "" {
+		return ", qemu " + q
+	}
+	return ""
+}
+
 func quotedAll(xs []string) []string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
@@ -210,6 +225,13 @@ func scxShape(m scxMachine) shape {
 // e2e-vm-scx: 20-40 and 8-27 minutes); "cached" never builds and skips
 // with one loud line when a cache is cold.
 const schedExtEnv = "COREPIN_E2E_SCX"
+
+// scxQemuEnv is COREPIN_E2E_SCX_QEMU: more qemu arguments for the
+// sched_ext machines, for trying how the emulation bears on the
+// placement table (docs/reference/sched-ext.md, "Measured"), such as
+// "-icount shift=auto" or "-accel tcg,thread=multi" (an -accel replaces
+// the default single-threaded TCG).
+const scxQemuEnv = "COREPIN_E2E_SCX_QEMU"
 
 // bootSchedExt boots s on the sched_ext kernel (scripts/vm-scx-kernel.sh)
 // with scx_layered at /bin/scx_layered (scripts/vm-scx-layered.sh), the
@@ -233,6 +255,10 @@ func bootSchedExt(t *testing.T, s shape) *vm {
 		t.Fatalf("the kernel's config beside it (scripts/vm-scx-kernel.sh writes it): %v", err)
 	}
 	extra[config] = "boot/config.gz"
+	if q := strings.Fields(os.Getenv(scxQemuEnv)); len(q) > 0 {
+		s.qemu = append(slices.Clone(s.qemu), q...)
+		t.Logf("%s: qemu %s", s.name, strings.Join(q, " "))
+	}
 	s.initrd, err = buildInitrd(bin, busybox, []shape{s}, extra)
 	if err != nil {
 		t.Fatalf("building the initramfs: %v", err)
@@ -301,7 +327,7 @@ func TestVMSchedExt(t *testing.T) {
 	}
 
 	fair, layered := scxRows(t, v, "wakeup.fair"), scxRows(t, v, "wakeup.layered")
-	verdict := checkTarget(t, v, scx2c, layered)
+	verdict := checkTarget(t, v, scx2c, layered) + "\n" + lsPreempts(v)
 
 	// The fall-back.
 	if exit := strings.TrimSpace(v.get(t, "scx.exit")); exit != "exit=137" {
@@ -331,7 +357,7 @@ func TestVMSchedExt(t *testing.T) {
 	}
 
 	tab := scxTable(scx2c, []scxRun{{"fair class", fair}, {"scx_layered", layered}, {"scx_layered SIGKILLed mid-run", killed}, {"fair class, after the kill", fairAgain}})
-	logSection(t, "sched_ext placement (issue 30 §3)", fmt.Sprintf("%s%s\n\nfall-back: scx_layered %s; the kernel said disabled at read %d after it ended, and corepin topo with it; refused config: %s, %q; the kernel then %s\nkernel log:\n%s",
+	logSection(t, "sched_ext placement (issue 30 §3)"+scxEmulation(), fmt.Sprintf("%s%s\n\nfall-back: scx_layered %s; the kernel said disabled at read %d after it ended, and corepin topo with it; refused config: %s, %q; the kernel then %s\nkernel log:\n%s",
 		tab, verdict, strings.TrimSpace(v.get(t, "scx.exit")), reads, strings.TrimSpace(v.get(t, "broken.exit")), refusal(brokenLog),
 		strings.TrimSpace(v.get(t, "broken.state")), strings.TrimSpace(v.blocks["dmesg"].out)))
 	t.Logf("sched_ext: before %s; attached %s (inert %v); after the kill %s; most tasks seen per layer: %v",
@@ -362,11 +388,11 @@ func TestVMSchedExtSMT2(t *testing.T) {
 		t.Fatalf("scx_layered did not attach: %s; its log:\n%s", attached, tail(ansi.ReplaceAllString(v.blocks["scx.log"].out, ""), 40))
 	}
 	fair, layered := scxRows(t, v, "wakeup.fair"), scxRows(t, v, "wakeup.layered")
-	verdict := checkTarget(t, v, m, layered)
+	verdict := checkTarget(t, v, m, layered) + "\n" + lsPreempts(v)
 	if st := strings.TrimSpace(v.get(t, "state.after")); st != "state=disabled ops=" {
 		t.Errorf("after scx_layered ended: %s, want state=disabled ops=", st)
 	}
-	logSection(t, "sched_ext placement (issue 30 §3)", scxTable(m, []scxRun{{"fair class", fair}, {"scx_layered", layered}})+verdict)
+	logSection(t, "sched_ext placement (issue 30 §3)"+scxEmulation(), scxTable(m, []scxRun{{"fair class", fair}, {"scx_layered", layered}})+verdict)
 }
 
 // checkPlaced: while the probe of the layered route ran, its LS threads
@@ -504,6 +530,33 @@ func scxTable(m scxMachine, runs []scxRun) string {
 		}
 	}
 	return b.String()
+}
+
+// preemptLine is the preemption line of a layer in scx_layered
+// --monitor: "  preempt preempt/first/xllc/xnuma/idle/fail=64.2/.../29.1".
+var preemptLine = regexp.MustCompile(`preempt/first/xllc/xnuma/idle/fail=\s*([0-9.]+)/.*/\s*([0-9.]+)\s*$`)
+
+// lsPreempts summarises block monitor (scx_layered --monitor 1 while the
+// probe ran under it): for the ls layer, the share of its enqueues that
+// preempted another task and that tried and failed, in each interval in
+// which it preempted or failed at all.
+func lsPreempts(v *vm) string {
+	var layer string
+	var pre, fail []string
+	for _, l := range strings.Split(ansi.ReplaceAllString(v.blocks["monitor"].out, ""), "\n") {
+		if m := layerLine.FindStringSubmatch(l); m != nil {
+			layer = m[1]
+			continue
+		}
+		if m := preemptLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil && layer == "ls" && (m[1] != "0.00" || m[2] != "0.00") {
+			pre, fail = append(pre, m[1]), append(fail, m[2])
+		}
+	}
+	if len(pre) == 0 {
+		return "scx_layered --monitor during the probe: no interval with a preemption of layer ls"
+	}
+	return fmt.Sprintf("scx_layered --monitor during the probe, layer ls, %d intervals: %% of enqueues that preempted %s; that failed to preempt %s",
+		len(pre), strings.Join(pre, " "), strings.Join(fail, " "))
 }
 
 // refusal is the line of scx_layered's log that says why it stopped.

@@ -385,11 +385,16 @@ func boot(t *testing.T, s shape) *vm {
 	// "Oops: int3" in dequeue_entity about one boot in eight (isolcpus, at
 	// its quota run). This host has 2 CPUs and runs several machines at
 	// once, so a machine's wall time measured the same.
-	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-accel", "tcg,thread=single",
-		"-cpu", cmp.Or(s.cpu, "Cascadelake-Server"), "-m", strconv.Itoa(s.mem),
+	accel := []string{"-accel", "tcg,thread=single"}
+	if slices.Contains(s.qemu, "-accel") { // the shape's own
+		accel = nil
+	}
+	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"}
+	args = append(args, accel...)
+	args = append(args, "-cpu", cmp.Or(s.cpu, "Cascadelake-Server"), "-m", strconv.Itoa(s.mem),
 		"-kernel", vmlinuz, "-initrd", ird,
-		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 corepin.cg=" + s.cg + " corepin.script=" + s.name + " " + s.append,
-		"-serial", "file:" + console, "-serial", "file:" + results}
+		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 corepin.cg="+s.cg+" corepin.script="+s.name+" "+s.append,
+		"-serial", "file:"+console, "-serial", "file:"+results)
 	args = append(args, s.qemu...)
 	ctx, cancel := context.WithTimeout(context.Background(), vmTimeout)
 	defer cancel()
