@@ -74,6 +74,9 @@ const (
 	DefaultHealthyAfter  = time.Minute
 	DefaultEjectGrace    = 10 * time.Second
 	DefaultStopTimeout   = 10 * time.Second
+	// MaxAttachGrowth bounds how far the time a start gets to attach grows
+	// past AttachTimeout (16 minutes with the defaults).
+	MaxAttachGrowth = 16
 )
 
 // Files the supervisor owns in Options.Dir.
@@ -111,7 +114,8 @@ type Options struct {
 	// failure in a row, and starts from BackoffMin again once scx_layered
 	// stayed attached HealthyAfter. An exit within RefusedWithin of the
 	// start without attaching is a refusal; a process not attached
-	// AttachTimeout after its start, or EjectGrace after the kernel
+	// AttachTimeout after its start (twice that after each such stop, up
+	// to MaxAttachGrowth times it), or EjectGrace after the kernel
 	// ejected its scheduler (scx_layered restarts itself after some
 	// exits), is stopped; a stop sends SIGINT and, after StopTimeout,
 	// SIGKILL. Zero: the defaults.
@@ -240,6 +244,10 @@ type Supervisor struct {
 	cur   *proc
 	timer *time.Timer
 	ext   topology.SchedExt
+	// attachWait is how long a start gets to attach: AttachTimeout,
+	// doubled at each attach_timeout (a slow machine stays slow: it is
+	// not reset), at most MaxAttachGrowth times AttachTimeout.
+	attachWait time.Duration
 
 	mu sync.Mutex
 	st Status
@@ -267,7 +275,7 @@ func Supervise(o Options) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{o: o, cfg: filepath.Join(o.Dir, ConfigFile), spec: specOf(o.Binary, o.Args, data),
-		comm: commOf(o.Binary), done: make(chan struct{})}
+		comm: commOf(o.Binary), done: make(chan struct{}), attachWait: o.AttachTimeout}
 	if err := writeFile(s.cfg, data); err != nil {
 		return nil, fmt.Errorf("writing the scx_layered config: %w", err)
 	}
@@ -582,8 +590,15 @@ func (s *Supervisor) check() {
 	case s.st.State == StateAttached:
 		p.ejected = now
 		s.transition(StateEjected, ReasonEjected, fmt.Sprintf("pid %d lives, the kernel says %s; the fair class decides", p.id.PID, s.kernel()), 0)
-	case s.st.State == StateStarting && now.Sub(p.since) >= s.o.AttachTimeout:
-		p.why, p.whyDetail = ReasonAttachTimeout, fmt.Sprintf("not attached %v after its start (kernel: %s)", s.o.AttachTimeout, s.kernel())
+	case s.st.State == StateStarting && now.Sub(p.since) >= s.attachWait:
+		// Loading a large BPF program can take longer than the bound on a
+		// slow or loaded machine (a minute and more under emulation): the
+		// next start gets twice the time, else it would be stopped in the
+		// same place every time and never attach.
+		had := s.attachWait
+		s.attachWait = min(2*had, MaxAttachGrowth*s.o.AttachTimeout)
+		p.why, p.whyDetail = ReasonAttachTimeout, fmt.Sprintf("not attached %v after its start (kernel: %s); the next start gets %v",
+			had, s.kernel(), s.attachWait)
 		p.whyDetail += "; " + s.stop(p)
 		s.exited()
 	case s.st.State == StateEjected && now.Sub(p.ejected) >= s.o.EjectGrace:

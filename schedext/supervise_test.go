@@ -378,6 +378,31 @@ exit 1
 	}
 }
 
+// TestSuperviseSlowAttachGetsLonger: a scx_layered that needs longer
+// to attach than AttachTimeout is stopped (attach_timeout), and each such
+// stop doubles the time the next start gets, so a slow machine's
+// scheduler attaches in the end. Seen under qemu at a host load of 11:
+// scx_layered took more than the minute to load its BPF program at every
+// start, and the agent stopped and restarted it seven times in a row,
+// never attached.
+func TestSuperviseSlowAttachGetsLonger(t *testing.T) {
+	f := newFake(t, scriptHead+`trap 'put state disabled; put root/ops ""; exit 0' INT TERM
+i=0; while [ $i -lt 25 ]; do sleep 0.02; i=$((i+1)); done
+put root/ops layered_1.1.4_x86_64_unknown_linux_gnu
+put state enabled
+while :; do sleep 1 & wait $!; done
+`)
+	s := f.supervise(t, func(o *schedext.Options) { o.AttachTimeout, o.StopTimeout = 50*time.Millisecond, 5*time.Second })
+	_, tr, _ := f.obs.await(t, 0, schedext.StateDown, schedext.ReasonAttachTimeout)
+	if !strings.Contains(tr.Detail, "not attached 50ms after its start") || !strings.Contains(tr.Detail, "the next start gets 100ms") {
+		t.Errorf("first attach_timeout: detail %q, want the time it had and the time the next start gets", tr.Detail)
+	}
+	f.obs.await(t, 0, schedext.StateAttached, schedext.ReasonAttached)
+	if st := s.Status(); st.State != schedext.StateAttached || st.Restarts < 1 {
+		t.Errorf("Status() = %+v, want attached after at least one restart", st)
+	}
+}
+
 // TestBackoff: the defaults' back-off doubles from 1s and stops at 5
 // minutes, a cap that is no power of two of the start.
 func TestBackoff(t *testing.T) {

@@ -355,6 +355,9 @@ type shape struct {
 	// instead of the meta-package's kernel and the shared initramfs.
 	vmlinuz, initrd string
 	cpu             string // qemu -cpu; default Cascadelake-Server (SMT needs an Intel model)
+	// timeout bounds the machine from qemu's start to its poweroff
+	// (default vmTimeout).
+	timeout time.Duration
 }
 
 var (
@@ -396,7 +399,8 @@ func boot(t *testing.T, s shape) *vm {
 		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 corepin.cg="+s.cg+" corepin.script="+s.name+" "+s.append,
 		"-serial", "file:"+console, "-serial", "file:"+results)
 	args = append(args, s.qemu...)
-	ctx, cancel := context.WithTimeout(context.Background(), vmTimeout)
+	limit := cmp.Or(s.timeout, vmTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	var stderr bytes.Buffer
@@ -412,7 +416,7 @@ func boot(t *testing.T, s shape) *vm {
 		os.WriteFile(filepath.Join(dump, s.name+".console.log"), con, 0o644)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("%s did not power off within %v; console tail:\n%s\nresults tail:\n%s", s.name, vmTimeout, tail(v.console, 40), tail(string(res), 40))
+		t.Fatalf("%s did not power off within %v; console tail:\n%s\nresults tail:\n%s", s.name, limit, tail(v.console, 40), tail(string(res), 40))
 	}
 	if err != nil {
 		t.Fatalf("qemu %s: %v\n%s\nconsole tail:\n%s", s.name, err, tail(stderr.String(), 20), tail(v.console, 40))
