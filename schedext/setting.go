@@ -80,6 +80,8 @@ func (s Setting) Validate() (Setting, error) {
 			return bad("sched_ext.args[%d]: holds a NUL byte", i)
 		case strings.HasPrefix(a, "f:"), strings.HasPrefix(a, "file:"):
 			return bad("sched_ext.args[%d] %.64q names a layer config: corepin passes its own (corepin sched-ext config); remove it", i, a)
+		case inlineSpec(a):
+			return bad("sched_ext.args[%d] %.64q is an inline layer config: corepin passes its own (corepin sched-ext config); remove it", i, a)
 		}
 	}
 	if s.Binary == "" {
@@ -114,4 +116,14 @@ func checkBinary(p string) error {
 		return fmt.Errorf("sched_ext.binary %s is not executable by this user: chmod +x it, or run the agent as root", p)
 	}
 	return nil
+}
+
+// inlineSpec reports whether a is a layer config written out in place:
+// scx_layered reads every argument that is not an option as its layer
+// specs, from a file after f: or file:, else as JSON text (an array of
+// layers; an object is refused here too, as what a user meant by it is a
+// layer), which would stand beside, or instead of, corepin's own.
+func inlineSpec(a string) bool {
+	t := strings.TrimLeft(a, " \t\r\n")
+	return strings.HasPrefix(t, "[") || strings.HasPrefix(t, "{")
 }

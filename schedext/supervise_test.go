@@ -743,6 +743,8 @@ func TestSettingValidate(t *testing.T) {
 		{"directory", schedext.Setting{Mode: "layered", Binary: dir}, "not a regular file"},
 		{"not executable", schedext.Setting{Mode: "layered", Binary: plain}, "not executable"},
 		{"config argument", schedext.Setting{Mode: "layered", Binary: exe, Args: []string{"f:/tmp/x.json"}}, "corepin passes its own"},
+		{"inline config", schedext.Setting{Mode: "layered", Binary: exe, Args: []string{"--disable-topology", ` [{"name":"all","matches":[[]],"kind":{"Open":{}}}]`}}, "inline layer config"},
+		{"inline layer", schedext.Setting{Mode: "layered", Binary: exe, Args: []string{"{\"name\":\"x\"}"}}, "inline layer config"},
 		{"too many arguments", schedext.Setting{Mode: "layered", Binary: exe, Args: make([]string, schedext.MaxArgs+1)}, "at most 64"},
 		{"long argument", schedext.Setting{Mode: "layered", Binary: exe, Args: []string{strings.Repeat("x", schedext.MaxArgLen+1)}}, "longer than"},
 		{"NUL in an argument", schedext.Setting{Mode: "layered", Binary: exe, Args: []string{"a\x00b"}}, "NUL"},
