@@ -1,11 +1,10 @@
 package nri
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/corepin/corepin/topology"
+	"github.com/corepin/corepin/alloc"
 )
 
 // An LSE pod annotated corepin.io/cpu-quota "false" gets quota -1 in its
@@ -13,14 +12,7 @@ import (
 // runtime's; corepin.io/load-balance "false" and a shared pod's "false"
 // are refused, naming the annotation, and hold nothing.
 func TestLowLatencyAnnotationsOfPods(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	f.connect(p)
+	f, p := connected(t, alloc.NodeSettings{})
 	_, rsp, err := f.create(podSpec{name: "lse-noquota", shares: 2048, quota: 200000, annotations: map[string]string{AnnotationCPUQuota: "false"}})
 	if err != nil {
 		t.Fatal(err)

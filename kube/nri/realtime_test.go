@@ -9,6 +9,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/enforce"
 	"github.com/corepin/corepin/topology"
 )
@@ -17,14 +18,7 @@ import (
 // (SCHED_RR or SCHED_FIFO, priority 1); an LS pod without it gets none;
 // an LSE pod with it is refused, naming the annotation, and holds nothing.
 func TestRealTimeRouteOfPods(t *testing.T) {
-	f := newRuntime(t, socketDir(t))
-	t.Cleanup(f.r.Stop)
-	p, err := New(Options{State: filepath.Join(t.TempDir(), "state.db"), Topology: topology.MustSynthetic(twoNodes)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	f.connect(p)
+	f, p := connected(t, alloc.NodeSettings{})
 	for _, c := range []struct {
 		spec podSpec
 		want api.LinuxSchedulerPolicy
@@ -53,7 +47,7 @@ func TestRealTimeRouteOfPods(t *testing.T) {
 		return len(l)
 	}
 	before := held()
-	_, _, err = f.create(podSpec{name: "lse-rr", shares: 2048, quota: 200000, annotations: map[string]string{AnnotationSched: "rr"}})
+	_, _, err := f.create(podSpec{name: "lse-rr", shares: 2048, quota: 200000, annotations: map[string]string{AnnotationSched: "rr"}})
 	if err == nil || !strings.Contains(err.Error(), "corepin.io/sched rr is the real-time route of LS pods") {
 		t.Errorf("LSE pod with sched rr: %v, want refused naming the annotation", err)
 	}
