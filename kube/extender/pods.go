@@ -200,13 +200,27 @@ func (s *PodStore) onSet(obj any, listed bool) {
 	if !ok {
 		return
 	}
-	var pod corev1.Pod
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pod); err != nil {
+	pod, err := podOf(u)
+	if err != nil {
 		s.log.Warn("ignoring a pod that does not decode", "pod", u.GetNamespace()+"/"+u.GetName(), "err", err)
 		s.Delete(string(u.GetUID()))
 		return
 	}
 	s.set(&pod, listed)
+}
+
+// podOf decodes a pod the informer or a GET handed over; pass a GET's
+// through trimmed first, so that it is counted as the watch counts it.
+func podOf(u *unstructured.Unstructured) (corev1.Pod, error) {
+	var pod corev1.Pod
+	err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pod)
+	return pod, err
+}
+
+// trimmed is u as trimPod keeps it (the informer's transform).
+func trimmed(u *unstructured.Unstructured) *unstructured.Unstructured {
+	t, _ := trimPod(u) // never fails on an *Unstructured
+	return t.(*unstructured.Unstructured)
 }
 
 // maxPodContainers bounds the containers of a pod trimPod keeps (the API

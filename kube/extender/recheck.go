@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodeview"
@@ -107,7 +106,7 @@ func (s *PodStore) recheck(rc *recheck, uids []string) (forgot int) {
 		}
 		var found corev1.Pod
 		if err == nil {
-			err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &found)
+			found, err = podOf(trimmed(u))
 		}
 		if err != nil {
 			s.log.Debug("keeping a pod counted on its node: asking the API server failed", "pod", pod, "node", p.node, "err", err)
