@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -707,6 +708,71 @@ func runColocationCases(t *testing.T, tests []colocationCase) {
 			e := &colocationExp{}
 			e.Spec(true)
 			checkRecommendation(t, e.Analyze(&Env{}, tc.pts).Recommendation, tc.want, tc.notWant)
+		})
+	}
+}
+
+// The load generator runs in the fifo class where it shares the CPUs under
+// test (generator_class auto) and this user may use a real-time class, in
+// the fair class where it has a core of its own, and as the spec forces
+// otherwise; its start spec carries the class and a real-time share.
+func TestColocationGeneratorClass(t *testing.T) {
+	rtErr := enforce.CheckRealTime(enforce.RealTime{Policy: enforce.RTFIFO})
+	for _, tc := range []struct {
+		class  string
+		shares bool
+		want   string // "" : fifo where permitted, else normal with a reason
+		err    bool
+	}{
+		{class: "", shares: false, want: "normal"},
+		{class: "auto", shares: false, want: "normal"},
+		{class: "", shares: true},
+		{class: "auto", shares: true},
+		{class: "normal", shares: true, want: "normal"},
+		{class: "rr", shares: false, want: "rr"},
+		{class: "fifo", shares: false, want: "fifo"},
+		{class: "idle", shares: true, err: true},
+		{class: "FIFO", shares: true, err: true},
+	} {
+		t.Run(fmt.Sprintf("%s/shares=%v", tc.class, tc.shares), func(t *testing.T) {
+			rt, why, err := generatorClass(tc.class, tc.shares)
+			switch {
+			case tc.err:
+				if !errors.Is(err, experiment.ErrUsage) || !strings.Contains(err.Error(), "generator_class") {
+					t.Errorf("generatorClass(%q) = %v, want a usage error naming generator_class", tc.class, err)
+				}
+				return
+			case tc.want == "normal" || tc.want == "":
+				if err != nil {
+					t.Fatal(err)
+				}
+			case rtErr != nil: // a forced real-time class without the right to it
+				if err == nil {
+					t.Errorf("generatorClass(%q) without the right to a real-time class = %s, want an error", tc.class, rt)
+				}
+				return
+			}
+			want := tc.want
+			if want == "" {
+				want = "fifo"
+				if rtErr != nil {
+					want = "normal"
+					if !strings.Contains(why, "fair class") {
+						t.Errorf("auto without the right to fifo says %q, want the reason", why)
+					}
+				}
+			}
+			if rt.String() != want {
+				t.Errorf("generatorClass(%q, shares %v) = %s, want %s", tc.class, tc.shares, rt, want)
+			}
+			env := &Env{}
+			spec := generatorSpec(env, placement{genCPUs: cpuset.MustParse("0-1"), genRT: rt}, []string{"load"})
+			if spec.RealTime != rt || (rt.IsZero() != (spec.Resources.RTShare == 0)) {
+				t.Errorf("generator starts in %s with real-time share %v, want %s with a share exactly when real-time", spec.RealTime, spec.Resources.RTShare, rt)
+			}
+			if err := spec.Resources.Validate(); err != nil {
+				t.Errorf("generator resources invalid: %v", err)
+			}
 		})
 	}
 }

@@ -53,7 +53,7 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 		name = svc
 	}
 	t := Table{Title: "Colocation: " + name + " (medians of repeats)",
-		Columns: []string{"policy", "p50", "p90", "p99", "p99 / alone", "p99.9", "max", "req/s", "errors", "batch CPUs", "batch / idle CPU"}}
+		Columns: []string{"policy", "p50", "p90", "p99", "p99 / alone", "p99.9", "max", "req/s", "errors", "batch CPUs", "batch / idle CPU", "svc run-queue wait", "steal CPUs"}}
 	bars := Chart{Kind: ChartBar, Title: name + ": p99 latency relative to the service alone", XLabel: "policy", YLabel: "p99 / p99 alone"}
 	barS := Series{Name: "p99 ratio"}
 	cpuS := Series{Name: "batch share of idle CPU"}
@@ -63,7 +63,7 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 		share := batchShare(p)
 		na := NotApplicable
 		if pol == polBatchAlone {
-			t.Rows = append(t.Rows, []string{pol, na, na, na, na, na, na, na, na, cell("%.2f", p.Median("batch_cpus")), na})
+			t.Rows = append(t.Rows, []string{pol, na, na, na, na, na, na, na, na, cell("%.2f", p.Median("batch_cpus")), na, na, cell("%.3f", p.Median("steal_cpus"))})
 			continue
 		}
 		ratio := p.Median("p99_ms") / aloneP99
@@ -73,7 +73,8 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 		}
 		t.Rows = append(t.Rows, []string{pol, fmtMs(p.Median("p50_ms")), fmtMs(p.Median("p90_ms")), fmtMs(p.Median("p99_ms")),
 			cell("%.2fx", ratio), fmtMs(p.Median("p999_ms")), fmtMs(p.Median("max_ms")),
-			cell("%.0f", p.Median("rps")), cell("%.0f", p.Median("errors")), batchS, shareS})
+			cell("%.0f", p.Median("rps")), cell("%.0f", p.Median("errors")), batchS, shareS,
+			cell("%.1f ms/s", p.Median("service_wait_ms_per_s")), cell("%.3f", p.Median("steal_cpus"))})
 		bars.XLabels = append(bars.XLabels, pol)
 		barS.Y = append(barS.Y, ratio)
 		cpuS.Y = append(cpuS.Y, nanTo(share, 0))
@@ -95,9 +96,14 @@ func (e *colocationExp) analyzeService(svc string, pts []experiment.PointResult,
 	if e.spec.Tool == toolWrk {
 		t.Note += "; wrk is closed-loop, so its tail understates what users at a fixed rate see"
 	}
-	if env := e.spec; env.LoadFraction > 0 {
-		t.Note += "; on machines with fewer than 4 CPUs the load generator shares CPUs with both sides, which inflates every figure alike"
+	if shared := medianOver(pts, "generator_cpus"); !math.IsNaN(shared) {
+		if medianOver(pts, "generator_rt") == 1 {
+			t.Note += "; the load generator shares the CPUs under test (fewer than 4) and ran in the fifo class, standing in for clients on other machines, so its own waits for a CPU are not counted as the service's"
+		} else {
+			t.Note += "; the load generator shares the CPUs under test (fewer than 4) in the fair class, so its own waits for a CPU count as the service's latency (run the bench as root, or with RLIMIT_RTPRIO >= 1, for generator_class auto to put it in fifo)"
+		}
 	}
+	t.Note += "; svc run-queue wait: how long the service's threads waited for a CPU, per second of the window (schedstat); steal CPUs: what the hypervisor took from the CPUs under test (a tail with little wait and much steal is not the scheduler's)"
 	bars.Series = []Series{barS, cpuS}
 	a.Tables = append(a.Tables, t)
 	if qt, ok := qosTable(svc, pts); ok {

@@ -30,6 +30,14 @@ const batchSlack = 10 * time.Minute
 // loadTail bounds the load generator's JSON result (CDF included).
 const loadTail = 1 << 20
 
+// genRTShare is the real-time share of each CPU the load generator's group
+// holds when it runs in a real-time class: several times what it uses at
+// the bench's rates (a few hundredths of a CPU for the built-in service,
+// about a fifth against nginx), so it is never throttled, and beside the
+// real-time route's service (half of each CPU on 2 CPUs) within the 0.95
+// all real-time groups may have.
+const genRTShare = 0.3
+
 // party is one started process of a point.
 type party struct {
 	p *proc.Process
@@ -194,7 +202,7 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	}
 	m := experiment.Metrics{}
 	work := pl.svcCPUs.Union(pl.batchCPUs)
-	busyBefore, busyErr := measure.ReadCPUBusy(os.DirFS("/proc"), work)
+	cpuBefore, busyErr := measure.ReadCPUSum(os.DirFS("/proc"), work)
 	batchBefore := sumCPU(batch)
 	var svcBefore, waitBefore time.Duration
 	var waitErr error
@@ -213,6 +221,9 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 		res, genCPU, err := e.load(ctx, env, pl, url, e.rate(env, svc, pl.svcCPUs.Union(pl.batchCPUs)))
 		if err != nil {
 			return nil, err
+		}
+		if !pl.genRT.IsZero() {
+			m["generator_rt"] = 1
 		}
 		if pl.genCPUs.Intersects(pl.svcCPUs.Union(pl.batchCPUs)) {
 			// The generator shares the CPUs under test (machines with
@@ -258,10 +269,16 @@ func (e *colocationExp) Run(ctx context.Context, env *Env, p experiment.Point) (
 	// the same window): what the batch could still have had. On a shared
 	// machine other work (and a hypervisor's steal) takes some of what
 	// the service leaves, and a batch under cpu.idle yields to it too.
-	if busyAfter, err := measure.ReadCPUBusy(os.DirFS("/proc"), work); err == nil && busyErr == nil {
-		busy := (busyAfter - busyBefore).Seconds() / elapsed
+	if cpuAfter, err := measure.ReadCPUSum(os.DirFS("/proc"), work); err == nil && busyErr == nil {
+		busy := (cpuAfter.Busy() - cpuBefore.Busy()).Seconds() / elapsed
 		m["idle_cpus"] = max(0, float64(work.Size())-busy)
 		m["other_cpus"] = max(0, busy-m["batch_cpus"]-m["service_cpus"]-m["generator_cpus"])
+		// The time a hypervisor ran something else on these CPUs (a
+		// virtual machine's steal): neither side had it, and no lever
+		// inside the machine gets it back. It is part of other_cpus.
+		if cpuAfter.Steal >= cpuBefore.Steal {
+			m["steal_cpus"] = float64(cpuAfter.Steal-cpuBefore.Steal) / measure.ClockTicks / elapsed
+		}
 	}
 	return m, nil
 }
@@ -277,8 +294,7 @@ func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url st
 	} else {
 		argv = append(argv, "--rate", strconv.FormatFloat(rate, 'f', 1, 64))
 	}
-	p, err := proc.Start(ctx, proc.Spec{Argv: argv, Driver: env.Driver, Group: "colo-load",
-		Resources: enforce.Resources{CPUs: pl.genCPUs}, TailBytes: loadTail})
+	p, err := proc.Start(ctx, generatorSpec(env, pl, argv))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -294,6 +310,17 @@ func (e *colocationExp) load(ctx context.Context, env *Env, pl placement, url st
 		return nil, 0, fmt.Errorf("reading the load generator's result %q: %w", x.Stdout, err)
 	}
 	return &res, x.Result.User + x.Result.Sys, nil
+}
+
+// generatorSpec is how the load generator of a point starts: in its own
+// group on the generator's CPUs, in the generator's class (with a real-time
+// share of its own when that class is real-time).
+func generatorSpec(env *Env, pl placement, argv []string) proc.Spec {
+	res := enforce.Resources{CPUs: pl.genCPUs}
+	if !pl.genRT.IsZero() {
+		res.RTShare = genRTShare
+	}
+	return proc.Spec{Argv: argv, Driver: env.Driver, Group: "colo-load", Resources: res, RealTime: pl.genRT, TailBytes: loadTail}
 }
 
 func signalNote(sig string) string {

@@ -70,6 +70,13 @@ type colocationSpec struct {
 	// BatchJobs is how many CPU-saturating processes the batch runs (0: one
 	// per allowed CPU), each with as many threads as allowed CPUs.
 	BatchJobs int `yaml:"batch_jobs" json:"batch_jobs"`
+	// GeneratorClass is the load generator's scheduling class: normal, rr
+	// or fifo; auto (or empty) is fifo where the generator shares the CPUs
+	// under test (machines with fewer than 4) and the right to a real-time
+	// class is there, normal otherwise. The generator stands in for
+	// clients on other machines: in the fair class beside the parties it
+	// measures, its own waits for a CPU count as the service's latency.
+	GeneratorClass string `yaml:"generator_class" json:"generator_class"`
 }
 
 type colocationExp struct {
@@ -84,6 +91,34 @@ type colocationExp struct {
 	// scanRoot is the machine whose features file the scan policy
 	// switches: "" for this one; tests give a directory.
 	scanRoot string
+	// genRT is the load generator's class, GeneratorClass resolved.
+	genRT enforce.RealTime
+}
+
+const genAuto = "auto"
+
+// generatorClass resolves the spec's generator_class on a machine whose
+// CPUs under test the generator shares or not; what it says is why auto
+// kept the fair class ("" when it did not).
+func generatorClass(class string, shares bool) (enforce.RealTime, string, error) {
+	if class == "" || class == genAuto {
+		if !shares {
+			return enforce.RealTime{}, "", nil
+		}
+		rt := enforce.RealTime{Policy: enforce.RTFIFO}
+		if err := enforce.CheckRealTime(rt); err != nil {
+			return enforce.RealTime{}, fmt.Sprintf("the load generator shares the CPUs under test and stays in the fair class: %v", err), nil
+		}
+		return rt, "", nil
+	}
+	rt, err := enforce.ParseRealTime(class)
+	if err != nil {
+		return rt, "", fmt.Errorf("%w: colocation generator_class %q: use auto, normal, rr or fifo", experiment.ErrUsage, class)
+	}
+	if err := enforce.CheckRealTime(rt); err != nil {
+		return rt, "", fmt.Errorf("colocation generator_class %s: %w", class, err)
+	}
+	return rt, "", nil
 }
 
 func (e *colocationExp) Name() string { return "colocation" }
@@ -133,6 +168,14 @@ func (e *colocationExp) Setup(ctx context.Context, env *Env) error {
 	} else if slices.Contains(e.spec.Services, svcNginx) {
 		env.Logf("colocation: nginx not installed (Debian package nginx): measuring the built-in service only")
 	}
+	rt, why, err := generatorClass(e.spec.GeneratorClass, env.Topo.Allowed().Size() < 4)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		env.Logf("colocation: %s", why)
+	}
+	e.genRT = rt
 	if env.Driver == nil || env.Driver.Name() == enforce.NameAffinity {
 		return fmt.Errorf("colocation needs a writable cgroup (cgroup v1 or v2) to compare group priorities")
 	}
@@ -233,6 +276,7 @@ type placement struct {
 	sameGroup                   bool             // batch joins the service's group
 	nice                        bool             // batch at nice 19
 	svcRT                       enforce.RealTime // the service's threads' class (the LS real-time route)
+	genRT                       enforce.RealTime // the load generator's class (colocationSpec.GeneratorClass)
 	scan                        bool             // SIS_UTIL off while the batch runs (colocationExp.scan)
 }
 
@@ -240,7 +284,7 @@ type placement struct {
 // its own when the machine has 4 or more; below that it shares.
 func (e *colocationExp) place(env *Env, policy string) (placement, error) {
 	all := env.Topo.Allowed()
-	pl := placement{genCPUs: all, batchDriver: env.Driver}
+	pl := placement{genCPUs: all, batchDriver: env.Driver, genRT: e.genRT}
 	work := all
 	if all.Size() >= 4 {
 		gen := cpuset.New(all.Max())

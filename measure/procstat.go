@@ -90,21 +90,35 @@ func ParseProcStat(data []byte) ([]CPUTimes, error) {
 // of CPUs spent on anything, which an experiment compares with its own
 // processes' time.
 func ReadCPUBusy(fsys fs.FS, cpus cpuset.CPUSet) (time.Duration, error) {
+	t, err := ReadCPUSum(fsys, cpus)
+	return t.Busy(), err
+}
+
+// ReadCPUSum sums the times of the CPUs in cpus (all of them when cpus is
+// empty) from /proc/stat in the procfs root fsys; its CPU field is -1.
+func ReadCPUSum(fsys fs.FS, cpus cpuset.CPUSet) (CPUTimes, error) {
+	sum := CPUTimes{CPU: -1}
 	data, err := readBounded(fsys, ProcStatFile, maxProcStat)
 	if err != nil {
-		return 0, fmt.Errorf("reading cpu times: %w", err)
+		return sum, fmt.Errorf("reading cpu times: %w", err)
 	}
 	ts, err := ParseProcStat(data)
 	if err != nil {
-		return 0, err
+		return sum, err
 	}
-	var busy time.Duration
 	for _, t := range ts {
 		if cpus.IsEmpty() || cpus.Contains(t.CPU) {
-			busy += t.Busy()
+			sum.User += t.User
+			sum.Nice += t.Nice
+			sum.System += t.System
+			sum.Idle += t.Idle
+			sum.IOWait += t.IOWait
+			sum.IRQ += t.IRQ
+			sum.SoftIRQ += t.SoftIRQ
+			sum.Steal += t.Steal
 		}
 	}
-	return busy, nil
+	return sum, nil
 }
 
 // ProcessCPU returns the CPU time (utime + stime) used so far by process
