@@ -132,8 +132,10 @@ func (s *State) resizeExclusive(i int32, r Request) (Placement, error) {
 			return Placement{}, err
 		}
 		a.CPUs = a.CPUs.Union(cpuset.New(got...))
-		// A new slice, never an append in place: a Clone shares the old.
-		a.Added = append(slices.Clone(a.Added), got...)
+		// This may append into the spare capacity of the slice a Clone
+		// shares; setAdded below stores a copy, and neither state ever
+		// reads past its own length, so neither sees the other's CPUs.
+		a.Added = append(a.Added, got...)
 	}
 	s.recs[i].cpus = a.CPUs
 	s.setAdded(a.ID, a.Added)

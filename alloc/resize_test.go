@@ -202,9 +202,10 @@ func TestAssignAdded(t *testing.T) {
 }
 
 // TestResizeCloneIndependence (issue 27 §2.4): a state and its Clone
-// share each assignment's Added slice until one resizes it, so a resize
-// that appended to Added in place (into spare capacity) would write the
-// CPU it added into the other's Added too. Grown, or grown and shrunk,
+// share each assignment's Added slice until one resizes it; a resize
+// appends to it in place (into spare capacity), so without the copy
+// setAdded stores it would write the CPU it added into the other's Added
+// too. Grown, or grown and shrunk,
 // then cloned, then grown differently in each (the clone first gives the
 // CPU the original takes to another workload), each must end as the same
 // steps give without a clone.
