@@ -70,27 +70,13 @@ func judge(n *node, req alloc.Request, reqErr error) Verdict { return judgeAs(n,
 // (published.refusesEmpty).
 func judgeAs(n *node, req alloc.Request, reqErr error, id Key) Verdict {
 	judgeRuns.Add(1)
-	var stateErr error
-	var hasState bool
-	if n != nil {
-		stateErr, hasState = n.pub.err, n.st != nil
-	}
-	if pv, ok := nodestate.Prejudge(n != nil, req, reqErr, stateErr, hasState); ok {
-		return Verdict{OK: pv.OK, Reason: pv.Reason, Unresolvable: pv.Unresolvable}
+	s := screen(n, req, reqErr)
+	if s.decided {
+		return s.v
 	}
 	p := n.pub
-	req, nodeDefault, err := nodestate.RequestOn(p.j.Settings, req)
-	if err != nil {
-		return Verdict{Reason: nodestate.Reason(req, err), Unresolvable: true}
-	}
+	req, err := s.req, s.err
 	v := Verdict{}
-	err, decided := n.sum.shared(req)
-	if decided && err == nil {
-		return Verdict{OK: true, Score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}
-	}
-	if !decided {
-		err = n.sum.refuses(req, p.opts)
-	}
 	if err == nil && n.sum.placesWhole(req) {
 		// nodestate.Score reads only the placement's size and quality.
 		pl := alloc.Placement{QoS: req.QoS, CPUs: cpuset.Range(0, req.CPUs-1), Quality: n.sum.wholeQuality()}
@@ -105,7 +91,7 @@ func judgeAs(n *node, req alloc.Request, reqErr error, id Key) Verdict {
 		}
 		err = aerr
 	}
-	v.Reason = nodestate.Refusal(req, err, nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
+	v.Reason = nodestate.Refusal(req, err, s.nodeDefault, p.j.BindLabel, p.j.PolicyLabel)
 	if len(n.reserved) > 0 {
 		if _, err := p.j.State.Try(req); err == nil {
 			// The CPUs are free on what the node published: say who
@@ -115,6 +101,49 @@ func judgeAs(n *node, req alloc.Request, reqErr error, id Key) Verdict {
 	}
 	v.Unresolvable = p.refusesEmpty(req, id)
 	return v
+}
+
+// screened is what judge finds of a request on a node before the
+// summary's proof of a place (placesWhole) or the allocator (screen).
+type screened struct {
+	// v is the verdict when decided: the node is not corepin's to judge,
+	// nodestate.Prejudge decides, the node's settings refuse the request,
+	// or the summary places a shared request.
+	v       Verdict
+	decided bool
+	// req is the request under the node's settings (nodestate.RequestOn,
+	// nodeDefault as it reports); err the refusal the summary proves, nil
+	// when it proves none.
+	req         alloc.Request
+	nodeDefault bool
+	err         error
+}
+
+// screen is judge's first steps for req (reqErr: the pod's metadata did
+// not read) on node n (nil: not corepin's to judge): what is decided
+// without placing anything. Candidates asks it too, so that a node it
+// leaves out is one judge refuses.
+func screen(n *node, req alloc.Request, reqErr error) screened {
+	var stateErr error
+	var hasState bool
+	if n != nil {
+		stateErr, hasState = n.pub.err, n.st != nil
+	}
+	if pv, ok := nodestate.Prejudge(n != nil, req, reqErr, stateErr, hasState); ok {
+		return screened{v: Verdict{OK: pv.OK, Reason: pv.Reason, Unresolvable: pv.Unresolvable}, decided: true}
+	}
+	req, nodeDefault, err := nodestate.RequestOn(n.pub.j.Settings, req)
+	if err != nil {
+		return screened{v: Verdict{Reason: nodestate.Reason(req, err), Unresolvable: true}, decided: true}
+	}
+	err, decided := n.sum.shared(req)
+	if decided && err == nil {
+		return screened{v: Verdict{OK: true, Score: nodestate.Score(alloc.Placement{QoS: req.QoS}, n.free)}, decided: true}
+	}
+	if !decided {
+		err = n.sum.refuses(req, n.pub.opts)
+	}
+	return screened{req: req, nodeDefault: nodeDefault, err: err}
 }
 
 // refusesEmpty reports whether the node of state p refuses req (as

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/corepin/corepin/alloc"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 )
@@ -52,4 +54,34 @@ func BenchmarkJudgeFresh(b *testing.B) {
 		judgeAs(entries[i%len(entries)], shapes[s], nil, keys[s])
 		i++
 	}
+}
+
+// BenchmarkCandidates asks which of 1000 nodes of the fixture machines at
+// random occupancy may take each of make bench-sched's request shapes in
+// turn (View.Candidates), as PreFilter does for a pod that needs aligned
+// CPUs, half the nodes holding the shape's verdict already: what the scan
+// costs per node (ns/node). One op is one scan.
+func BenchmarkCandidates(b *testing.B) {
+	vw := New()
+	nodes := nodestatetest.BusyNodes(b, 1000, rand.New(rand.NewPCG(5, 6)), nodestatetest.FixtureMachines(b)...)
+	for _, n := range nodes {
+		vw.SetNode(n)
+	}
+	shapes := burstShapes()
+	keys := make([]Key, len(shapes))
+	for i, r := range shapes {
+		keys[i] = vw.Key(r)
+		for _, n := range nodes[:len(nodes)/2] {
+			vw.JudgeNode(n, r, nil, keys[i])
+		}
+	}
+	i, kept := 0, 0
+	for b.Loop() {
+		s := i % len(shapes)
+		vw.Candidates(shapes[s], nil, keys[s], len(nodes), func(i int) *corev1.Node { return nodes[i] },
+			func(int) bool { kept++; return true })
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*len(nodes)), "ns/node")
+	b.ReportMetric(float64(kept)/float64(i*len(nodes)), "kept/node")
 }

@@ -41,16 +41,7 @@ func TestSummaryNeverRefusesWhatTheAllocatorTakes(t *testing.T) {
 		topo := topology.MustSynthetic(sh)
 		for _, set := range settings {
 			for round := range 12 {
-				st, err := alloc.NewState(topo, set)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// Hold single CPUs at random: free CPUs of uneven spread.
-				for _, c := range topo.Allowed().List() {
-					if rng.IntN(3) == 0 {
-						_ = st.Assign(alloc.Assignment{ID: fmt.Sprintf("held/%d", c), QoS: alloc.LSE, CPUs: cpuset.New(c)})
-					}
-				}
+				st := scattered(t, topo, set, rng)
 				node := publish(t, baseNode("n1"), st, "", map[string]string{})
 				c := New()
 				c.SetNode(node)
@@ -268,6 +259,22 @@ func TestExactAnswersAsTheAllocator(t *testing.T) {
 		}
 		t.Logf("%s: %d of %d answered by the summary's exact rule (units predicted: %v)", topo.Summary(), exact, judged, predicted)
 	}
+}
+
+// scattered is a state of topo under set with single CPUs held at random
+// (rng): free CPUs of uneven spread.
+func scattered(t *testing.T, topo *topology.Topology, set alloc.NodeSettings, rng *rand.Rand) *alloc.State {
+	t.Helper()
+	st, err := alloc.NewState(topo, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range topo.Allowed().List() {
+		if rng.IntN(3) == 0 {
+			_ = st.Assign(alloc.Assignment{ID: fmt.Sprintf("held/%d", c), QoS: alloc.LSE, CPUs: cpuset.New(c)})
+		}
+	}
+	return st
 }
 
 func mustState(t *testing.T, topo *topology.Topology, set alloc.NodeSettings) *alloc.State {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -240,7 +241,11 @@ type node struct {
 	// verdict is read with the one memory access to the entry that every
 	// Filter and Score of a cycle makes.
 	kept verdicts
-	pub  *published
+	// screened keeps, for the first keys, what rulesOut found on this
+	// entry: bit 2k says it was asked of key k, bit 2k+1 that it rules the
+	// request out (Candidates).
+	screened atomic.Uint64
+	pub      *published
 	// since orders the state against the pods bound to the node
 	// (View.seq): a pod bound after it is not in it. It is when the view
 	// learnt the state, or, for a NodeResourceTopology object's, when the
@@ -569,6 +574,7 @@ func (vw *View) Bound(uid string) {
 		// A binding changes no verdict: the entry's verdicts stay.
 		e := &node{pub: n.pub, since: n.since, reserved: held, st: n.st, sum: n.sum, free: n.free, bytes: n.bytes}
 		e.kept.copyFrom(&n.kept)
+		e.screened.Store(n.screened.Load())
 		vw.putLocked(name, e)
 	}
 }

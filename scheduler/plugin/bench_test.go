@@ -156,49 +156,59 @@ func burstPod(i int, rng *rand.Rand) *corev1.Pod {
 	}
 }
 
-// feasibleToFind is kube-scheduler's number of feasible nodes to find
-// before it stops filtering, with percentageOfNodesToScore unset (its
-// adaptive default: 50% less 1% per 125 nodes, at least 5% and 100 nodes).
-func feasibleToFind(n int) int {
-	if n < 100 {
-		return n
-	}
-	pct := max(50-n/125, 5)
-	return max(n*pct/100, 100)
-}
-
 // benchmarkScheduler schedules make bench-sched's burst on n fixture
-// nodes as kube-scheduler calls the plugin: each pod's Filter starts at
-// the node after the last one the previous pod's filtered and stops at
-// feasibleToFind nodes, Score rates those, Reserve and PostBind the best.
-// One op is one pod.
+// nodes as kube-scheduler calls the plugin: each pod's Filter runs over
+// the nodes PreFilter names (all when it names none), starts at the node
+// after the last one the previous pod's filtered and stops at
+// feasibleToFind (the percentage unset) nodes of that list, Score rates
+// those, Reserve and PostBind the best. One op is one pod; feasible/op is
+// the nodes scored per pod, narrowed/op the share of pods PreFilter
+// named nodes for.
 func benchmarkScheduler(b *testing.B, n int) {
 	nodes := benchNodes(b, n, nodestatetest.FixtureMachines(b)...)
 	p, infos := cached(nodes)
+	byName := make(map[string]fwk.NodeInfo, n)
+	for _, ni := range infos {
+		byName[ni.Node().Name] = ni
+	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	runs, allocs := nodeview.Runs()
-	want, start, i, bound := feasibleToFind(n), 0, 0, 0
-	filtered := 0
-	feasible := make([]fwk.NodeInfo, 0, want)
+	start, i, bound := 0, 0, 0
+	filtered, scored, narrowed := 0, 0, 0
+	var feasible, named []fwk.NodeInfo
 	cpu0 := cpuTime(b)
 	for b.Loop() {
 		pod := burstPod(i, rng)
 		i++
 		state := framework.NewCycleState()
-		if _, s := p.PreFilter(ctx, state, pod, nil); !s.IsSuccess() {
+		res, s := p.PreFilter(ctx, state, pod, infos)
+		if !s.IsSuccess() {
 			b.Fatal(s)
 		}
+		list := infos
+		if !res.AllNodes() {
+			// As findNodesThatFitPod: the framework's copy of the set
+			// (PreFilterResult.Merge), each name looked up.
+			named = named[:0]
+			for name := range res.NodeNames.Clone() {
+				named = append(named, byName[name])
+			}
+			list = named
+			narrowed++
+		}
+		want := feasibleToFind(nil, len(list))
 		feasible = feasible[:0]
 		k := 0
-		for ; k < n && len(feasible) < want; k++ {
-			ni := infos[(start+k)%n]
+		for ; k < len(list) && len(feasible) < want; k++ {
+			ni := list[(start+k)%len(list)]
 			if s := p.Filter(ctx, state, pod, ni); s.IsSuccess() {
 				feasible = append(feasible, ni)
 			}
 		}
 		start = (start + k) % n
 		filtered += k
+		scored += len(feasible)
 		if bindBest(b, p, state, pod, feasible) {
 			bound++
 		}
@@ -208,6 +218,8 @@ func benchmarkScheduler(b *testing.B, n int) {
 	b.ReportMetric(float64(byAllocator-allocs)/float64(i), "allocator/op")
 	b.ReportMetric(float64(bound)/float64(i), "bound/op")
 	b.ReportMetric(float64(filtered)/float64(i), "filtered/op")
+	b.ReportMetric(float64(scored)/float64(i), "feasible/op")
+	b.ReportMetric(float64(narrowed)/float64(i), "narrowed/op")
 	// The process's CPU time (GC included) tells more than the wall
 	// clock on a machine others load.
 	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu-µs/op")

@@ -1,5 +1,5 @@
 // Package plugin is corepin inside kube-scheduler: a scheduling framework
-// plugin (PreFilter, Filter, PreScore, Score, Reserve/Unreserve, PostBind), a thin
+// plugin (PreFilter, Filter, PostFilter, PreScore, Score, Reserve/Unreserve, PostBind), a thin
 // adapter from the framework's calls to the scheduler side's one node
 // view (kube/nodeview), which the scheduler extender (kube/extender)
 // judges through as well: the same decoders (kube/nodestate: the
@@ -13,7 +13,9 @@
 // NodeResourceTopology event handlers (View.SetNode, View.SetNRT), never
 // per pod, and a pod deleted or finished before its node published it is
 // forgotten (View.Forget). PreFilter numbers the pod's request shape once
-// (View.Key), Filter and Score ask the view (View.JudgeNode, View.Judge:
+// (View.Key) and, for a pod that needs aligned CPUs, names the nodes
+// whose counts or kept verdicts do not rule it out (View.Candidates) when
+// that has the scheduler visit and score fewer nodes, Filter and Score ask the view (View.JudgeNode, View.Judge:
 // Score finds Filter's verdict kept on the node's entry; PreScore skips
 // Score when every node Filter kept scored the same), Reserve places the pod on
 // the node's state in the view at once and Unreserve releases it, and

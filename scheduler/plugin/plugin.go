@@ -33,8 +33,11 @@ const stateKey fwk.StateKey = Name
 // Plugin is corepin's kube-scheduler framework plugin, an adapter from the
 // framework's calls to a node view (kube/nodeview): PreFilter reads the
 // pod's CPU wish once (kube/podreq, through kube/podmeta as the extender
-// and the NRI plugin read it), Filter keeps the nodes the view says can
-// place it (refusing with the view's reasons, the extender's), Score rates
+// and the NRI plugin read it) and, when that spares the scheduler work,
+// names the nodes whose counts do not rule the pod out (narrow), Filter
+// keeps the nodes the view says can place it (refusing with the view's
+// reasons, the extender's), PostFilter says why the nodes PreFilter left
+// out refuse a pod that fits none, Score rates
 // the placement Filter found (skipped when every node kept scores the
 // same: PreScore), Reserve places the pod on the node's state
 // in the view at once and Unreserve releases it, PostBind notes the
@@ -48,15 +51,18 @@ type Plugin struct {
 	// nrt is the NodeResourceTopology resource the plugin reads, as the
 	// scheduler names an event's resource ("" when none is served).
 	nrt fwk.EventResource
+	// narrowing is PreFilter's, to name the nodes a pod may go to.
+	narrowing narrowing
 }
 
 var (
-	_ fwk.PreFilterPlugin = (*Plugin)(nil)
-	_ fwk.FilterPlugin    = (*Plugin)(nil)
-	_ fwk.PreScorePlugin  = (*Plugin)(nil)
-	_ fwk.ScorePlugin     = (*Plugin)(nil)
-	_ fwk.ReservePlugin   = (*Plugin)(nil)
-	_ fwk.PostBindPlugin  = (*Plugin)(nil)
+	_ fwk.PreFilterPlugin  = (*Plugin)(nil)
+	_ fwk.FilterPlugin     = (*Plugin)(nil)
+	_ fwk.PostFilterPlugin = (*Plugin)(nil)
+	_ fwk.PreScorePlugin   = (*Plugin)(nil)
+	_ fwk.ScorePlugin      = (*Plugin)(nil)
+	_ fwk.ReservePlugin    = (*Plugin)(nil)
+	_ fwk.PostBindPlugin   = (*Plugin)(nil)
 )
 
 // New is the plugin's factory (app.WithPlugin(Name, New)): it keeps the
@@ -64,6 +70,9 @@ var (
 // API server serves them, the NodeResourceTopology objects (watchNRT).
 func New(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	p := NewWithView(nodeview.New())
+	if s, ok := h.(interface{ PercentageOfNodesToScore() *int32 }); ok {
+		p.narrowing.pct = s.PercentageOfNodesToScore()
+	}
 	f := h.SharedInformerFactory()
 	reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(p.NodeHandler())
 	if err != nil {
@@ -217,6 +226,10 @@ type cycle struct {
 	req alloc.Request
 	err error
 	key nodeview.Key
+	// leftOut is the number of nodes PreFilter left out (narrow), example
+	// the first of them (PostFilter).
+	leftOut int
+	example *corev1.Node
 	// state is the CycleState the cycle was written in (Plugin.last).
 	state fwk.CycleState
 	// score is the score of every node Filter kept in this cycle so
@@ -257,14 +270,15 @@ func (p *Plugin) cycleOf(state fwk.CycleState) (*cycle, error) {
 	return c, nil
 }
 
-// PreFilter reads the pod's request once for the cycle.
-func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// PreFilter reads the pod's request once for the cycle and names the
+// nodes that may take it when that spares the scheduler visits (narrow).
+func (p *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := podreq.Of(pod)
 	c := &cycle{req: req, err: err, key: p.view.Key(req), state: state}
 	c.score.Store(noScore)
 	state.Write(stateKey, c)
 	p.last.Store(c)
-	return nil, nil
+	return p.narrow(c, nodes), nil
 }
 
 // PreFilterExtensions is nil: the plugin judges CPUs the scheduler's own
