@@ -105,15 +105,18 @@ func (nw *narrowing) worth(m int) bool { return m < nw.lo || m >= nw.hi && m < n
 // refuses the pod (View.Candidates), when naming them spares the
 // scheduler work (narrowing.worthAt, asked first of a sample of the
 // nodes: promising); nil (every node) for a pod that needs nothing of
-// corepin (nodestate.NeedsAlignment), whose metadata does not read, or
-// when no node is left (each node's Filter then says why).
+// corepin (nodestate.NeedsAlignment), whose metadata does not read, in a
+// fleet of fewer than 100 nodes (kube-scheduler filters every one of
+// them: naming them would spare only the visits of those left out, and
+// their status would be kube-scheduler's, not corepin's reason), or when
+// no node is left (each node's Filter then says why).
 //
 // A node left out gets kube-scheduler's own status, "node(s) didn't
 // satisfy plugin(s) [Corepin]", UnschedulableAndUnresolvable: preemption
 // skips it, as it would after Filter, which judges the pods the node
 // publishes, not those preemption would remove (no PreFilterExtensions).
 func (p *Plugin) narrow(c *cycle, nodes []fwk.NodeInfo) *fwk.PreFilterResult {
-	if c.err != nil || !nodestate.NeedsAlignment(c.req) || len(nodes) == 0 {
+	if c.err != nil || !nodestate.NeedsAlignment(c.req) || len(nodes) < minFeasibleNodes {
 		return nil
 	}
 	nw := &p.narrowing

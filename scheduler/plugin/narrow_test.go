@@ -173,29 +173,35 @@ func TestPreFilterNamesNoNodesBeyondWorth(t *testing.T) {
 // TestPostFilterSaysWhatTheNodesLeftOutLack: when the pod fits none of
 // the nodes PreFilter named, PostFilter says how many it left out and
 // why one of them refuses the pod, in Filter's words; nothing when
-// PreFilter named every node.
+// PreFilter named every node, nor in a fleet of fewer than 100 nodes,
+// where it names none (each node's status is then corepin's reason).
 func TestPostFilterSaysWhatTheNodesLeftOutLack(t *testing.T) {
 	full := machine(t)
 	if _, err := full.Admit(alloc.Request{ID: "held/all", QoS: alloc.LSE, CPUs: 7}); err != nil {
 		t.Fatal(err)
 	}
-	nodes := []*corev1.Node{
-		publish(t, baseNode("a-full"), full, "", map[string]string{}),
-		publish(t, baseNode("b-roomy"), machine(t), "", map[string]string{}),
-		publish(t, baseNode("c-full"), full, "", map[string]string{}),
+	var nodes []*corev1.Node
+	for i := range 120 {
+		st := machine(t)
+		if i%2 == 0 {
+			st = full
+		}
+		nodes = append(nodes, publish(t, baseNode(fmt.Sprintf("n%03d", i)), st, "", map[string]string{}))
 	}
-	p, infos := cached(nodes)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		want string
+		name  string
+		nodes []*corev1.Node
+		pod   *corev1.Pod
+		want  string
 	}{
-		{name: "nodes left out", pod: guaranteed("p2", 2),
-			want: "corepin: 2 node(s) left out before Filter, each refusing the pod (node a-full: no NUMA node with 2 free CPUs)"},
-		{name: "none left out", pod: guaranteed("p1", 1)},
+		{name: "nodes left out", nodes: nodes, pod: guaranteed("p2", 2),
+			want: "corepin: 60 node(s) left out before Filter, each refusing the pod (node n000: no NUMA node with 2 free CPUs)"},
+		{name: "none left out", nodes: nodes, pod: guaranteed("p1", 1)},
+		{name: "fewer than 100 nodes", nodes: nodes[:99], pod: guaranteed("p2", 2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			p, infos := cached(tc.nodes)
 			state := framework.NewCycleState()
 			if _, s := p.PreFilter(ctx, state, tc.pod, infos); !s.IsSuccess() {
 				t.Fatal(s)
