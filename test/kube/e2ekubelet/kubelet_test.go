@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -675,7 +676,9 @@ func parseResults(t *testing.T, logs map[string]string) []podResult {
 // CPU manager is off (policy none), so a pinned cpuset can only have come
 // from corepin nri. Where the test saw a pod's container running, the
 // kernel's view (affinity and cpuset cgroup) must match what the pod
-// reported, and at least one pinned pod must have been seen.
+// reported (a pinned pod), or be a shared pool of its time as what it
+// reported must (the pool changes while a shared pod runs), and at least
+// one pinned pod must have been seen.
 func (c *cluster) checkPlacement(rs []podResult, w watched) {
 	lives := w.lives
 	t := c.t
@@ -729,11 +732,8 @@ func (c *cluster) checkPlacement(rs []podResult, w watched) {
 		if r.point.Mode == "pinned" {
 			seenPinned++
 		}
-		want, _ := cpuset.Parse(r.run.CPUSet)
-		aff, err1 := cpuset.Parse(v.Affinity)
-		cg, err2 := cpuset.Parse(v.CPUs)
-		if err1 != nil || err2 != nil || !aff.Equals(want) || !cg.Equals(want) {
-			fail("pod %s (%s): the kernel showed affinity %q and cpuset.cpus %q while it ran, it reported %s", r.pod, r.point.Mode, v.Affinity, v.CPUs, want)
+		if why := viewMismatch(r, v, all, sharedPool(all, r, rs, w.spans)); why != "" {
+			fail("%s", why)
 		}
 	}
 	if seenPinned == 0 {
@@ -761,6 +761,37 @@ func (c *cluster) checkPlacement(rs []podResult, w watched) {
 	}
 	c.note("placement: %d pods, %d pinned on CPUs of their own (%d pairs of pinned pods ran at once, on disjoint CPUs); the rest on %s; "+
 		"the kernel's affinity and cpuset cgroup matched for the %d pods (%d pinned) seen running", len(rs), pinned, overlaps, all, seen, seenPinned)
+}
+
+// viewMismatch says how the kernel's view v of pod r's running container
+// (seen once by the watcher) disagrees with where r's point says it ran
+// ("" when it agrees): a pinned container's CPUs are its own from creation
+// to exit, so the view is what the pod reported; a shared-pool
+// container's CPUs follow the pool, which a pinned pod created or ended
+// between the watcher's look and the workload's own changes (seen: the
+// kernel showed 0-1, then a pinned pod took 1 and the workload reported
+// 0), so the view must be a pool of that time, as what the pod reported
+// must: all allowed CPUs less at most those of the pinned pods alive
+// beside it (at least pool).
+func viewMismatch(r podResult, v live, all, pool cpuset.CPUSet) string {
+	aff, err1 := cpuset.Parse(v.Affinity)
+	cg, err2 := cpuset.Parse(v.CPUs)
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("pod %s (%s): the kernel showed affinity %q and cpuset.cpus %q while it ran: %v", r.pod, r.point.Mode, v.Affinity, v.CPUs, errors.Join(err1, err2))
+	}
+	if r.point.Mode == "pinned" {
+		if want, _ := cpuset.Parse(r.run.CPUSet); !aff.Equals(want) || !cg.Equals(want) {
+			return fmt.Sprintf("pod %s (pinned): the kernel showed affinity %q and cpuset.cpus %q while it ran, it reported %s", r.pod, v.Affinity, v.CPUs, want)
+		}
+		return ""
+	}
+	for _, x := range []cpuset.CPUSet{aff, cg} {
+		if !pool.IsSubsetOf(x) || !x.IsSubsetOf(all) {
+			return fmt.Sprintf("pod %s (%s): the kernel showed affinity %q and cpuset.cpus %q while it ran, want the shared pool: %s, less at most the CPUs of the pinned pods whose containers lived at the same time (so at least %s)",
+				r.pod, r.point.Mode, v.Affinity, v.CPUs, all, pool)
+		}
+	}
+	return ""
 }
 
 // releaseSlack is how long after a pinned container's exit its CPUs may

@@ -45,3 +45,37 @@ func TestSharedPoolCountsContainerLifetimes(t *testing.T) {
 		}
 	}
 }
+
+// The kernel's view of a running container: a pinned pod's must be what
+// it reported; a shared-pool pod's must be a pool of its time, which may
+// differ from what the pod reported when a pinned pod came or went in
+// between (e2e-deploy saw 0-1 by the watcher, 0 by the workload).
+func TestViewMismatch(t *testing.T) {
+	all := cpuset.MustParse("0-1")
+	pod := func(mode, cpus string) podResult {
+		var r podResult
+		r.pod, r.point.Mode, r.run.CPUSet = "p", mode, cpus
+		return r
+	}
+	for _, c := range []struct {
+		name     string
+		r        podResult
+		v        live
+		pool     string
+		mismatch bool
+	}{
+		{"pinned, as reported", pod("pinned", "1"), live{"1", "1"}, "", false},
+		{"pinned, elsewhere", pod("pinned", "1"), live{"0-1", "0-1"}, "", true},
+		{"pinned, cgroup elsewhere", pod("pinned", "1"), live{"1", "0"}, "", true},
+		{"shared, the pool grew before the look", pod("unbounded", "0"), live{"0-1", "0-1"}, "0", false},
+		{"shared, the pool shrank by a live pinned pod", pod("unbounded", "0-1"), live{"0", "0"}, "0", false},
+		{"shared, short of the pool", pod("unbounded", "0-1"), live{"0", "0"}, "0-1", true},
+		{"shared, outside the machine", pod("unbounded", "0-1"), live{"0-2", "0-1"}, "0", true},
+		{"unreadable", pod("unbounded", "0-1"), live{"x", "0-1"}, "0", true},
+	} {
+		why := viewMismatch(c.r, c.v, all, cpuset.MustParse(c.pool))
+		if (why != "") != c.mismatch {
+			t.Errorf("%s: viewMismatch = %q, want a mismatch %v", c.name, why, c.mismatch)
+		}
+	}
+}
