@@ -760,7 +760,7 @@ func (c *cluster) checkPlacement(rs []podResult, w watched) {
 		return
 	}
 	c.note("placement: %d pods, %d pinned on CPUs of their own (%d pairs of pinned pods ran at once, on disjoint CPUs); the rest on %s; "+
-		"the kernel's affinity and cpuset cgroup matched for the %d pods (%d pinned) seen running", len(rs), pinned, overlaps, all, seen, seenPinned)
+		"the kernel's affinity and cpuset cgroup agreed for the %d pods (%d pinned) seen running (pinned: what they reported; shared: a pool of their time)", len(rs), pinned, overlaps, all, seen, seenPinned)
 }
 
 // viewMismatch says how the kernel's view v of pod r's running container
