@@ -314,7 +314,7 @@ e2e-kubelet:
 	$(MAKE) e2e-kubelet-bin
 	cd test/kube && COREPIN_E2E_REQUIRED=1 COREPIN_KUBE_BIN=$(KUBE_BIN) COREPIN_E2E_BIN=$(E2E_BIN) COREPIN_BIN=$(CURDIR)/$(BIN) \
 	  COREPIN_E2E_REPORT=$(COREPIN_CACHE)/e2e-kubelet-report.txt $(GO) test -count=1 -timeout 60m -v \
-	  -run '^(TestKubeletRunsSweepPinned|TestOwnNodeIP|TestSharedPoolCountsContainerLifetimes)$$' ./e2ekubelet
+	  -run '^(TestKubeletRunsSweepPinned|TestOwnNodeIP|TestSharedPoolCountsContainerLifetimes|TestViewMismatch)$$' ./e2ekubelet
 
 # Issue 21's colocation measurement on e2e-kubelet's node (root; not in
 # .ci/run: it measures): the built-in CPU service in an LS pod under
