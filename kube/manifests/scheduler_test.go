@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -408,15 +409,34 @@ func TestChartShipsThePluginScheduler(t *testing.T) {
 			if cc := cfg.ClientConnection; cc.QPS != 500 || cc.Burst != 1000 {
 				t.Errorf("clientConnection qps %v burst %v, want 500 and 1000 (kube-scheduler's 50 caps binding)", cc.QPS, cc.Burst)
 			}
+			if p := cfg.Profiles[0].PercentageOfNodesToScore; p == nil || *p != 1 {
+				t.Errorf("profile percentageOfNodesToScore %s, want 1 (scheduler.percentageOfNodesToScore)", percentage(p))
+			}
 		})
 	}
+	// 0 is kube-scheduler's adaptive default: the field is left out.
+	_, cfg := schedulerPod(t, map[string]any{"scheduler": map[string]any{"enabled": true, "percentageOfNodesToScore": 0}})
+	if p := cfg.Profiles[0].PercentageOfNodesToScore; p != nil {
+		t.Errorf("scheduler.percentageOfNodesToScore 0: profile percentageOfNodesToScore %d, want it unset (kube-scheduler's adaptive default)", *p)
+	}
 	pod, cfg := schedulerPod(t, map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "qps": 80, "burst": 160}})
+	if p := cfg.Profiles[0].PercentageOfNodesToScore; p != nil {
+		t.Errorf("mode extender: profile percentageOfNodesToScore %d, want it unset (mode plugin's alone)", *p)
+	}
 	if len(pod.Containers) != 2 || pod.Containers[0].Image != "registry.k8s.io/kube-scheduler:v1.36.3" {
 		t.Errorf("mode extender: containers %+v, want kube-scheduler's image and the extender", pod.Containers)
 	}
 	if cc := cfg.ClientConnection; cc.QPS != 80 || cc.Burst != 160 {
 		t.Errorf("mode extender: clientConnection qps %v burst %v, want the values' 80 and 160", cc.QPS, cc.Burst)
 	}
+}
+
+// percentage says a profile's percentageOfNodesToScore, "unset" when nil.
+func percentage(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
 }
 
 func chartAppVersion(t *testing.T) string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/corepin/corepin/alloc"
+	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/kube/podmeta"
@@ -140,11 +141,11 @@ func burstPod(i int, rng *rand.Rand) *corev1.Pod {
 	switch d := rng.IntN(100); {
 	case d < 35:
 		ann[podmeta.AnnotationResourceSpec] = `{"preferredCPUBindPolicy":"FullPCPUs"}`
-		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64([]int{2, 4, 8}[rng.IntN(3)]), resource.DecimalSI)}
+		rl = cpuMemory(int64([]int{2, 4, 8}[rng.IntN(3)]))
 		lim = rl
 	case d < 70:
 		ann[podmeta.AnnotationNUMAPolicy] = string(alloc.TopologySingleNUMANode)
-		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(2+rng.IntN(11)), resource.DecimalSI)}
+		rl = cpuMemory(int64(2 + rng.IntN(11)))
 		lim = rl
 	case d < 90:
 		rl = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(500*(1+rng.IntN(4))), resource.DecimalSI)}
@@ -156,17 +157,27 @@ func burstPod(i int, rng *rand.Rand) *corev1.Pod {
 	}
 }
 
+// cpuMemory is the requests (and limits) of a Guaranteed pod of cpus
+// whole CPUs: memory too, as make bench-sched's pods (a pod that names no
+// memory is Burstable, LS).
+func cpuMemory(cpus int64) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpus, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("1Gi")}
+}
+
 // benchmarkScheduler schedules make bench-sched's burst on n fixture
 // nodes as kube-scheduler calls the plugin: each pod's Filter runs over
 // the nodes PreFilter names (all when it names none), starts at the node
 // after the last one the previous pod's filtered and stops at
-// feasibleToFind (the percentage unset) nodes of that list, Score rates
+// feasibleToFind nodes of that list (under the chart's
+// scheduler.percentageOfNodesToScore, as PreFilter counts), Score rates
 // those, Reserve and PostBind the best. One op is one pod; feasible/op is
 // the nodes scored per pod, narrowed/op the share of pods PreFilter
 // named nodes for.
 func benchmarkScheduler(b *testing.B, n int) {
 	nodes := benchNodes(b, n, nodestatetest.FixtureMachines(b)...)
 	p, infos := cached(nodes)
+	pct := chartPercentage(b)
+	p.narrowing.pct = &pct
 	byName := make(map[string]fwk.NodeInfo, n)
 	for _, ni := range infos {
 		byName[ni.Node().Name] = ni
@@ -197,7 +208,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 			list = named
 			narrowed++
 		}
-		want := feasibleToFind(nil, len(list))
+		want := feasibleToFind(&pct, len(list))
 		feasible = feasible[:0]
 		k := 0
 		for ; k < len(list) && len(feasible) < want; k++ {
@@ -223,6 +234,13 @@ func benchmarkScheduler(b *testing.B, n int) {
 	// The process's CPU time (GC included) tells more than the wall
 	// clock on a machine others load.
 	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu-µs/op")
+}
+
+// chartPercentage is the chart's scheduler.percentageOfNodesToScore, the
+// share of the nodes mode plugin's profile has kube-scheduler score.
+func chartPercentage(b *testing.B) int32 {
+	pct, _ := testutil.ChartScheduler(b)
+	return int32(pct)
 }
 
 // cpuTime is the process's CPU time so far, user and system.

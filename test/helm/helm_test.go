@@ -267,6 +267,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "unknown scheduler mode", set: "scheduler.mode=builtin", want: "/scheduler/mode"},
 		{name: "zero client qps", set: "scheduler.qps=0", want: "/scheduler/qps"},
 		{name: "zero client burst", set: "scheduler.burst=0", want: "/scheduler/burst"},
+		{name: "share of nodes scored over 100", set: "scheduler.percentageOfNodesToScore=101", want: "/scheduler/percentageOfNodesToScore"},
+		{name: "negative share of nodes scored", set: "scheduler.percentageOfNodesToScore=-1", want: "/scheduler/percentageOfNodesToScore"},
 		{name: "API server as a URL", set: "apiServer.host=https://10.0.0.1", want: "/apiServer/host"},
 		{name: "API server port out of range", set: "apiServer.port=0", want: "/apiServer/port"},
 		{name: "misspelt key", set: "schedular.enabled=true", want: "schedular"},
@@ -313,6 +315,7 @@ func TestSchemaTakesTheValuesUsersType(t *testing.T) {
 		"resources.limits.memory=1.5Gi", "image.tag=1.2.3", "nodeSelector.corepin\\.io/enabled=true",
 		"policyOptions=null", "global.imageRegistry=example.com", "containerInfoDir=", "containerInfoDir=/var/run/corepin",
 		"scheduler.qps=250", "apiServer.host=fd00::1", "apiServer.host=api.example.com", "scheduler.image=registry.example.com/ks:1",
+		"scheduler.percentageOfNodesToScore=0", "scheduler.percentageOfNodesToScore=100",
 	} {
 		if _, err := template(t, values(t, set)); err != nil {
 			t.Errorf("helm template --set %s: %v", set, err)

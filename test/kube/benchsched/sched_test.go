@@ -33,6 +33,23 @@ func profileName(s string) string { return "bench-" + s }
 type env struct {
 	bin, corepin, sched string // KUBE_BIN, bin/corepin, bin/corepin-scheduler
 	qps                 int    // every scheduler's client qps and burst
+	// pluginPct is the plugin profile's percentageOfNodesToScore, 0 for
+	// none (kube-scheduler's adaptive default); pluginWeight Corepin's
+	// weight there (the chart's scheduler.weight).
+	pluginPct, pluginWeight int
+}
+
+// pluginProfile is the plugin's profile fields besides its name, as the
+// chart renders them in mode plugin (deploy/helm/corepin/templates/
+// scheduler.yaml): percentageOfNodesToScore pct when pct > 0, Corepin at
+// every extension point it implements with weight w.
+func pluginProfile(pct, w int) string {
+	var b strings.Builder
+	if pct > 0 {
+		fmt.Fprintf(&b, "  percentageOfNodesToScore: %d\n", pct)
+	}
+	fmt.Fprintf(&b, "  plugins:\n    multiPoint:\n      enabled:\n      - name: Corepin\n        weight: %d\n", w)
+	return b.String()
 }
 
 // schedConfig is a KubeSchedulerConfiguration of one profile named
@@ -84,7 +101,7 @@ func startScheduler(t *testing.T, e env, ps *kubetest.Procs, dir, kubeconfig, s 
 	path, cfg := filepath.Join(e.bin, "kube-scheduler"), schedConfig(kubeconfig, s, e.qps, "")
 	switch s {
 	case plugin:
-		path, cfg = e.sched, schedConfig(kubeconfig, s, e.qps, "  plugins:\n    multiPoint:\n      enabled:\n      - name: Corepin\n")
+		path, cfg = e.sched, schedConfig(kubeconfig, s, e.qps, pluginProfile(e.pluginPct, e.pluginWeight))
 	case extender:
 		_, ports := kubetest.StartServing(t, 1, time.Minute, func(ports []int) (*kubetest.Proc, string, string) {
 			return ps.Start("corepin extender", nil, e.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
@@ -109,7 +126,7 @@ func startScheduler(t *testing.T, e env, ps *kubetest.Procs, dir, kubeconfig, s 
 // over the next seconds through its /debug/pprof (the admin's token), to
 // path; a failure is logged, not fatal (the figures stand without it).
 func profile(t *testing.T, port int, token string, seconds int, path string) {
-	fetchProfile(t, port, token, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
+	fetchProfile(t, port, token, fmt.Sprintf("debug/pprof/profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
 	t.Logf("CPU profile of the scheduler: %s (go tool pprof -top %s)", path, path)
 }
 
@@ -117,14 +134,22 @@ func profile(t *testing.T, port int, token string, seconds int, path string) {
 // after a garbage collection (gc=1: what the scheduler holds, not what it
 // has yet to free), to path; a failure is logged, not fatal.
 func heapProfile(t *testing.T, port int, token string, path string) {
-	fetchProfile(t, port, token, "heap?gc=1", time.Minute, path)
+	fetchProfile(t, port, token, "debug/pprof/heap?gc=1", time.Minute, path)
 	t.Logf("heap profile of the scheduler: %s (go tool pprof -sample_index=inuse_space -top %s)", path, path)
 }
 
-// fetchProfile saves the scheduler's /debug/pprof/<what> to path.
+// metricsDump saves the scheduler's /metrics (its framework's counts and
+// durations per extension point and plugin, sampled on a tenth of the
+// cycles as kube-scheduler records them) to path.
+func metricsDump(t *testing.T, port int, token string, path string) {
+	fetchProfile(t, port, token, "metrics", time.Minute, path)
+	t.Logf("metrics of the scheduler: %s", path)
+}
+
+// fetchProfile saves the scheduler's /<what> to path.
 func fetchProfile(t *testing.T, port int, token, what string, limit time.Duration, path string) {
 	client := &http.Client{Timeout: limit, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", port, what), nil)
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/%s", port, what), nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	rsp, err := client.Do(req)
 	if err != nil {
