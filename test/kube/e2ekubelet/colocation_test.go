@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/corepin/corepin/enforce"
-	"github.com/corepin/corepin/internal/testutil"
-	"github.com/corepin/corepin/measure"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/corepin/corepin/cpuset"
+	"github.com/corepin/corepin/enforce"
+	"github.com/corepin/corepin/internal/testutil"
+	"github.com/corepin/corepin/measure"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -316,32 +317,15 @@ const clkTck = 100
 
 type ticks struct{ idle, total, steal int64 }
 
-// cpuTicks reads the machine's idle time (idle and iowait) and its whole
-// time from /proc/stat.
+// cpuTicks reads the machine's idle time (idle and iowait), its whole
+// time and its steal from /proc/stat (measure.ReadCPUSum, every CPU).
 func cpuTicks(t *testing.T) ticks {
-	b, err := os.ReadFile("/proc/stat")
+	c, err := measure.ReadCPUSum(os.DirFS("/proc"), cpuset.CPUSet{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		t.Fatalf("/proc/stat starts %q", line)
-	}
-	var tk ticks
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		if i < 8 { // user nice system idle iowait irq softirq steal; guest is in user
-			tk.total += n
-		}
-		if i == 3 || i == 4 {
-			tk.idle += n
-		}
-		if i == 7 {
-			tk.steal = n
-		}
-	}
-	return tk
+	idle := c.Idle + c.IOWait
+	return ticks{idle: int64(idle), total: int64(c.User + c.Nice + c.System + idle + c.IRQ + c.SoftIRQ + c.Steal), steal: int64(c.Steal)}
 }
 
 // spinTicks sums the CPU time (user and system, all threads) of this
