@@ -9,11 +9,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ChartScheduler is the chart's default scheduler.percentageOfNodesToScore
-// and scheduler.weight (deploy/helm/corepin/values.yaml): what mode
-// plugin's profile sets, for the benchmarks that run the plugin as the
-// chart deploys it.
-func ChartScheduler(tb testing.TB) (pct, weight int) {
+// ChartScoreShare is the chart's default
+// scheduler.percentageOfNodesToScore (deploy/helm/corepin/values.yaml):
+// the share of the nodes that can take a pod mode plugin's profile has
+// kube-scheduler score, for the benchmarks that count as it does.
+func ChartScoreShare(tb testing.TB) int {
 	tb.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "corepin", "values.yaml"))
@@ -22,12 +22,11 @@ func ChartScheduler(tb testing.TB) (pct, weight int) {
 	}
 	var v struct {
 		Scheduler struct {
-			Pct    *int `json:"percentageOfNodesToScore"`
-			Weight *int `json:"weight"`
+			Pct *int `json:"percentageOfNodesToScore"`
 		} `json:"scheduler"`
 	}
-	if err := yaml.Unmarshal(b, &v); err != nil || v.Scheduler.Pct == nil || v.Scheduler.Weight == nil {
-		tb.Fatalf("the chart's values.yaml has no scheduler.percentageOfNodesToScore or scheduler.weight (%v)", err)
+	if err := yaml.Unmarshal(b, &v); err != nil || v.Scheduler.Pct == nil {
+		tb.Fatalf("the chart's values.yaml has no scheduler.percentageOfNodesToScore (%v)", err)
 	}
-	return *v.Scheduler.Pct, *v.Scheduler.Weight
+	return *v.Scheduler.Pct
 }

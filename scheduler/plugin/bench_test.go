@@ -239,8 +239,7 @@ func benchmarkScheduler(b *testing.B, n int) {
 // chartPercentage is the chart's scheduler.percentageOfNodesToScore, the
 // share of the nodes mode plugin's profile has kube-scheduler score.
 func chartPercentage(b *testing.B) int32 {
-	pct, _ := testutil.ChartScheduler(b)
-	return int32(pct)
+	return int32(testutil.ChartScoreShare(b))
 }
 
 // cpuTime is the process's CPU time so far, user and system.

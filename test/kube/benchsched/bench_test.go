@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -95,12 +94,13 @@ type params struct {
 	// PluginWeight is Corepin's weight in the plugin's profile, the
 	// chart's.
 	PluginWeight int `json:"plugin_weight"`
+	// pctOverride is COREPIN_BENCH_PLUGIN_PCT, nil when unset.
+	pctOverride *int
 }
 
 func readParams(t *testing.T) params {
 	p := params{Nodes: []int{100, 1000, 5000}, Pods: 300, Seed: 1, QPS: 1000, Schedulers: allSchedulers, CreateQPS: 5000, Creators: 64, LimitS: 300,
 		Repeats: 5}
-	p.PluginPct, p.PluginWeight = testutil.ChartScheduler(t)
 	bad := func(name, v, want string) { t.Fatalf("%s=%q: want %s", name, v, want) }
 	if v := os.Getenv(envNodes); v != "" {
 		p.Nodes = nil
@@ -123,13 +123,6 @@ func readParams(t *testing.T) params {
 			}
 			*f.dst = n
 		}
-	}
-	if v := os.Getenv(envPct); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 100 {
-			bad(envPct, v, "0 (kube-scheduler's adaptive default) to 100")
-		}
-		p.PluginPct = n
 	}
 	if v := os.Getenv(envSeed); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
@@ -156,6 +149,14 @@ func readParams(t *testing.T) params {
 			p.Schedulers = append(p.Schedulers, f)
 		}
 	}
+	if v := os.Getenv(envPct); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			bad(envPct, v, "0 (kube-scheduler's adaptive default) to 100")
+		}
+		p.pctOverride = &n
+	}
+	_, p.PluginPct, p.PluginWeight = pluginConfig(t, "(the run's)", p.QPS, p.pctOverride)
 	return p
 }
 
@@ -216,7 +217,7 @@ func TestBenchSched(t *testing.T) {
 		t.Skipf("run through make bench-sched (%s, %s, %s unset)", envBin, envCorepin, envSched)
 	}
 	p := readParams(t)
-	e.qps, e.pluginPct, e.pluginWeight = p.QPS, p.PluginPct, p.PluginWeight
+	e.qps, e.pluginPct = p.QPS, p.pctOverride
 	rep := &report{Params: p, Started: time.Now().UTC().Format(time.RFC3339)}
 	begin := time.Now()
 	t.Logf("bench-sched: N=%v M=%d seed=%d schedulers=%v, %d repeats each, scheduler client qps/burst %d/%d for each, creation qps/burst %d with %d creators, %s; %s",

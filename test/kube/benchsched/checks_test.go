@@ -3,6 +3,8 @@ package benchsched
 import (
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestChecksJudgeTheMedians: the targets are judged on the median of the
@@ -42,5 +44,40 @@ func TestChecksJudgeTheMedians(t *testing.T) {
 	// The plugin's slow burst alone would have missed.
 	if got := strings.Join(checks(rs[:2]), "\n"); !strings.Contains(got, "pods/s 0.48 (want >= 0.90 at 1000 and 5000): MISSED") {
 		t.Errorf("checks of one burst each:\n%s\nwant the pods/s target missed", got)
+	}
+}
+
+// TestPluginConfigIsTheCharts: the plugin bursts under the profile the
+// chart ships (kube/manifests' rendering), its share of nodes scored
+// overridden only when asked, with the run's own client and name.
+func TestPluginConfigIsTheCharts(t *testing.T) {
+	cfg, share, weight := pluginConfig(t, "/tmp/kc", 700, nil)
+	if share != 1 || weight != 5 {
+		t.Errorf("the chart's profile: percentageOfNodesToScore %d, Corepin weight %d; want 1 and 5 (values.yaml)", share, weight)
+	}
+	var c struct {
+		ClientConnection struct {
+			Kubeconfig string `json:"kubeconfig"`
+			QPS, Burst int
+		} `json:"clientConnection"`
+		LeaderElection struct {
+			LeaderElect *bool `json:"leaderElect"`
+		} `json:"leaderElection"`
+		Profiles []map[string]any `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(cfg, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.ClientConnection.Kubeconfig != "/tmp/kc" || c.ClientConnection.QPS != 700 || c.ClientConnection.Burst != 700 ||
+		c.LeaderElection.LeaderElect == nil || *c.LeaderElection.LeaderElect || len(c.Profiles) != 1 || c.Profiles[0]["schedulerName"] != profileName(plugin) {
+		t.Errorf("config %s: want the run's kubeconfig, qps and burst 700, no leader election, one profile named %s", cfg, profileName(plugin))
+	}
+	zero := 0
+	if _, share, _ := pluginConfig(t, "/tmp/kc", 700, &zero); share != 0 {
+		t.Errorf("BENCH_PLUGIN_PCT=0: percentageOfNodesToScore %d, want it unset (kube-scheduler's adaptive default)", share)
+	}
+	ten := 10
+	if _, share, _ := pluginConfig(t, "/tmp/kc", 700, &ten); share != 10 {
+		t.Errorf("BENCH_PLUGIN_PCT=10: percentageOfNodesToScore %d, want 10", share)
 	}
 }

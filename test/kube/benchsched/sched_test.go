@@ -33,23 +33,61 @@ func profileName(s string) string { return "bench-" + s }
 type env struct {
 	bin, corepin, sched string // KUBE_BIN, bin/corepin, bin/corepin-scheduler
 	qps                 int    // every scheduler's client qps and burst
-	// pluginPct is the plugin profile's percentageOfNodesToScore, 0 for
-	// none (kube-scheduler's adaptive default); pluginWeight Corepin's
-	// weight there (the chart's scheduler.weight).
-	pluginPct, pluginWeight int
+	// pluginPct overrides the chart's scheduler.percentageOfNodesToScore
+	// (nil: the chart's own).
+	pluginPct *int
 }
 
-// pluginProfile is the plugin's profile fields besides its name, as the
-// chart renders them in mode plugin (deploy/helm/corepin/templates/
-// scheduler.yaml): percentageOfNodesToScore pct when pct > 0, Corepin at
-// every extension point it implements with weight w.
-func pluginProfile(pct, w int) string {
-	var b strings.Builder
-	if pct > 0 {
-		fmt.Fprintf(&b, "  percentageOfNodesToScore: %d\n", pct)
+// pluginConfig is the KubeSchedulerConfiguration the chart ships for
+// corepin-scheduler (scheduler.enabled, mode plugin), rendered by
+// kube/manifests as Helm renders it (test/helm holds the two equal), with
+// pct for scheduler.percentageOfNodesToScore unless nil: its one profile
+// as the chart writes it but named profileName(plugin), the run's
+// kubeconfig, client qps and burst q, no leader election (each scheduler
+// of the run starts alone). It returns the profile's
+// percentageOfNodesToScore too (0 when unset) and Corepin's weight there.
+func pluginConfig(t *testing.T, kubeconfig string, q int, pct *int) (cfg []byte, share, weight int) {
+	t.Helper()
+	values := map[string]any{"mode": "plugin"}
+	if pct != nil {
+		values["percentageOfNodesToScore"] = *pct
 	}
-	fmt.Fprintf(&b, "  plugins:\n    multiPoint:\n      enabled:\n      - name: Corepin\n        weight: %d\n", w)
-	return b.String()
+	m := kubetest.ChartSchedulerConfig(t, values)
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Profiles []struct {
+			Share   int `json:"percentageOfNodesToScore"`
+			Plugins struct {
+				MultiPoint struct {
+					Enabled []struct {
+						Name   string `json:"name"`
+						Weight int    `json:"weight"`
+					} `json:"enabled"`
+				} `json:"multiPoint"`
+			} `json:"plugins"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil || len(c.Profiles) != 1 {
+		t.Fatalf("the chart's corepin-scheduler config %s: want one profile (%v)", data, err)
+	}
+	for _, pl := range c.Profiles[0].Plugins.MultiPoint.Enabled {
+		if pl.Name == "Corepin" {
+			weight = pl.Weight
+		}
+	}
+	if weight == 0 {
+		t.Fatalf("the chart's corepin-scheduler profile enables no Corepin plugin with a weight: %s", data)
+	}
+	m["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": q, "burst": q}
+	m["leaderElection"] = map[string]any{"leaderElect": false}
+	m["profiles"].([]any)[0].(map[string]any)["schedulerName"] = profileName(plugin)
+	if cfg, err = yaml.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c.Profiles[0].Share, weight
 }
 
 // schedConfig is a KubeSchedulerConfiguration of one profile named
@@ -101,7 +139,8 @@ func startScheduler(t *testing.T, e env, ps *kubetest.Procs, dir, kubeconfig, s 
 	path, cfg := filepath.Join(e.bin, "kube-scheduler"), schedConfig(kubeconfig, s, e.qps, "")
 	switch s {
 	case plugin:
-		path, cfg = e.sched, schedConfig(kubeconfig, s, e.qps, pluginProfile(e.pluginPct, e.pluginWeight))
+		path = e.sched
+		cfg, _, _ = pluginConfig(t, kubeconfig, e.qps, e.pluginPct)
 	case extender:
 		_, ports := kubetest.StartServing(t, 1, time.Minute, func(ports []int) (*kubetest.Proc, string, string) {
 			return ps.Start("corepin extender", nil, e.corepin, "extender", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),

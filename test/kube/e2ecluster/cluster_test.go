@@ -37,7 +37,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/kube/extender"
-	"github.com/corepin/corepin/kube/manifests"
 	"github.com/corepin/corepin/test/kube/kubetest"
 )
 
@@ -47,9 +46,6 @@ const (
 	envCorepin = "COREPIN_BIN"      // the corepin binary
 	envReport  = "COREPIN_E2E_REPORT"
 )
-
-// repoRoot is the product repository (this module sits at test/kube).
-const repoRoot = "../../.."
 
 // cluster is one running control plane.
 type cluster struct {
@@ -121,35 +117,18 @@ func (c *cluster) kubeconfig() string { return c.kc }
 // account stands in for here (the chart's client qps and burst kept).
 func chartSchedulerConfig(t *testing.T, kubeconfig string, extPort int) []byte {
 	t.Helper()
-	stream, err := manifests.Render(os.DirFS(filepath.Join(repoRoot, "deploy/helm/corepin")),
-		manifests.Release{Name: "corepin", Namespace: "kube-system"},
-		map[string]any{"scheduler": map[string]any{"enabled": true, "mode": "extender", "extenderPort": extPort}})
+	cfg := kubetest.ChartSchedulerConfig(t, map[string]any{"mode": "extender", "extenderPort": extPort})
+	cc, _ := cfg["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	cc["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = cc
+	out, err := yaml.Marshal(cfg)
 	if err != nil {
-		t.Fatalf("rendering the chart: %v", err)
+		t.Fatal(err)
 	}
-	for _, doc := range manifests.Documents(stream) {
-		var cm corev1.ConfigMap
-		if yaml.Unmarshal(doc, &cm) != nil || cm.Kind != "ConfigMap" || cm.Name != "corepin-scheduler" {
-			continue
-		}
-		var cfg map[string]any
-		if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
-			t.Fatalf("the chart's scheduler config: %v", err)
-		}
-		cc, _ := cfg["clientConnection"].(map[string]any)
-		if cc == nil {
-			cc = map[string]any{}
-		}
-		cc["kubeconfig"] = kubeconfig
-		cfg["clientConnection"] = cc
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	t.Fatal("the chart rendered no ConfigMap corepin-scheduler with scheduler.enabled")
-	return nil
+	return out
 }
 
 // startExtender runs the real corepin extender with args besides its
