@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -15,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"sigs.k8s.io/yaml"
 
 	"github.com/corepin/corepin/alloc"
-	"github.com/corepin/corepin/internal/testutil"
 	"github.com/corepin/corepin/kube/nodestate/nodestatetest"
 	"github.com/corepin/corepin/kube/nodeview"
 	"github.com/corepin/corepin/kube/podmeta"
@@ -236,10 +237,23 @@ func benchmarkScheduler(b *testing.B, n int) {
 	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu-µs/op")
 }
 
-// chartPercentage is the chart's scheduler.percentageOfNodesToScore, the
-// share of the nodes mode plugin's profile has kube-scheduler score.
+// chartPercentage is the chart's scheduler.percentageOfNodesToScore
+// (deploy/helm/corepin/values.yaml), the share of the nodes that can take
+// a pod mode plugin's profile has kube-scheduler score.
 func chartPercentage(b *testing.B) int32 {
-	return int32(testutil.ChartScoreShare(b))
+	raw, err := os.ReadFile("../../deploy/helm/corepin/values.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var v struct {
+		Scheduler struct {
+			Pct *int32 `json:"percentageOfNodesToScore"`
+		} `json:"scheduler"`
+	}
+	if err := yaml.Unmarshal(raw, &v); err != nil || v.Scheduler.Pct == nil {
+		b.Fatalf("the chart's values.yaml has no scheduler.percentageOfNodesToScore (%v)", err)
+	}
+	return *v.Scheduler.Pct
 }
 
 // cpuTime is the process's CPU time so far, user and system.
