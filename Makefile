@@ -43,6 +43,20 @@ test:
 	# the race detector would only slow down.
 	$(GO) test -count=1 -run '^TestTailBootstrapLevelAndPower$$' ./bench
 
+# The nested modules, each with its own go.mod and go.sum (internal/
+# archtest guards the same list).
+NESTED_MODULES := scheduler tools test/kube test/e2evm test/e2enode test/helm
+# Every nested module loads, its tests included, with its own go.mod and
+# go.sum: a package they share (internal/testutil) importing a library one
+# of them lacks fails here in a second (.ci/run's first step), not in that
+# module's own step half an hour later. Needs no build, only the modules.
+.PHONY: modules-check
+modules-check:
+	@set -e; for m in $(NESTED_MODULES); do \
+	  (cd $$m && $(GO) list -deps -test ./... >/dev/null) || \
+	    { echo "modules-check: module $$m does not load with its go.mod and go.sum; run go mod tidy in $$m"; exit 1; }; \
+	done; echo "modules-check: $(NESTED_MODULES) load with their own go.mod and go.sum"
+
 # One package at a time (-p 1): benchmarks of different packages would
 # otherwise share this machine's CPUs and measure each other.
 bench:

@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -227,6 +228,25 @@ func TestNoDoorKeepsAJudge(t *testing.T) {
 			t.Errorf("judgeExceptions names %s, which no longer exists: remove the entry", e)
 		}
 	}
+}
+
+// TestMakeChecksEveryModule: make modules-check (.ci/run's first step)
+// loads the modules the Makefile's NESTED_MODULES names, which must be
+// the ones archtest reads.
+func TestMakeChecksEveryModule(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "NESTED_MODULES :="); ok {
+			if got := strings.Fields(v); !slices.Equal(got, modules) {
+				t.Errorf("the Makefile's NESTED_MODULES are %v, archtest's modules %v: make modules-check must load every module", got, modules)
+			}
+			return
+		}
+	}
+	t.Error("the Makefile has no NESTED_MODULES := line (make modules-check)")
 }
 
 // TestModuleOf keeps moduleOf and isInternal honest: a wrong module would
