@@ -85,12 +85,15 @@ cp /boot/config.gz /boot/config-$(uname -r)
 //     SIGINT.
 func scxScript(m scxMachine) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, scxSetup+`waitfor() { _i=0; until "$@"; do [ $_i -ge 1200 ] && return 1; _i=$((_i+1)); sleep 0.25; done; }
+	fmt.Fprintf(&b, scxSetup+`# at says on the console where the script is, and when (uptime): a
+# machine that does not power off in time shows its last step there.
+at() { { echo "@@at $* ($(cut -d' ' -f1 /proc/uptime) s)"; } 2>/dev/null >/dev/console || true; }
+waitfor() { at waitfor "$@"; _i=0; until "$@"; do [ $_i -ge 1200 ] && { at gave up waiting for "$@"; return 1; }; _i=$((_i+1)); sleep 0.25; done; }
 state() { echo "state=$(cat /sys/kernel/sched_ext/state) ops=$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"; }
 # start NAME CMD... runs CMD in the background (BG); fin NAME waits for
 # it and prints its output, stderr and exit code as the block NAME.
-start() { _n=$1; shift; ( "$@" >/tmp/$_n.out 2>/tmp/$_n.err; echo $? >/tmp/$_n.rc ) & BG=$!; }
-fin() { wait $BG; block $1 sh -c 'cat /tmp/$0.out; cat /tmp/$0.err >&2; exit $(cat /tmp/$0.rc)' $1; }
+start() { at start "$1"; _n=$1; shift; ( "$@" >/tmp/$_n.out 2>/tmp/$_n.err; echo $? >/tmp/$_n.rc ) & BG=$!; }
+fin() { at fin "$1"; wait $BG; block $1 sh -c 'cat /tmp/$0.out; cat /tmp/$0.err >&2; exit $(cat /tmp/$0.rc)' $1; }
 cat > /tmp/wake.yaml <<'SPEC'
 wakeup:
   routes: [layered]
