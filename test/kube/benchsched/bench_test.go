@@ -279,9 +279,7 @@ func runN(t *testing.T, e env, p params, ms []machine, n int) []result {
 			// The same pods each time: the repeats measure the machine's
 			// noise, not other draws.
 			pods := makePods(p.Pods, rand.New(rand.NewPCG(p.Seed, 1)), fmt.Sprintf("bench-%s-%d", s, rp), profileName(s))
-			r := burst(t, e, p, cp, cs, dir, n, s, rp, pods, byName)
-			r.Repeat = rp
-			out = append(out, r)
+			out = append(out, burst(t, e, p, cp, cs, dir, n, s, rp, pods, byName))
 			if rp < p.Repeats || i < len(p.Schedulers)-1 {
 				clearPods(ctx, t, cs, pods[0].Namespace)
 			}
@@ -365,7 +363,7 @@ func burst(t *testing.T, e env, p params, cp *kubetest.ControlPlane, cs kubernet
 	}
 	out := w.snapshot()
 	r := summarize(out, start)
-	r.Nodes, r.Scheduler, r.Pods, r.TimedOut = n, s, len(pods), !settled
+	r.Nodes, r.Scheduler, r.Repeat, r.Pods, r.TimedOut = n, s, rp, len(pods), !settled
 	r.CreatePerS = float64(len(pods)) / createdIn.Seconds()
 	r.SchedCPUS, r.SchedRSSMiB = (cpu1 - cpu0).Seconds(), rss
 	refused, err := replay(nodes, pods, out)
@@ -500,11 +498,12 @@ func checks(meds []result) []string {
 			ns = append(ns, r.Nodes)
 		}
 	}
+	mark := func(ok bool) string { return map[bool]string{true: "ok", false: "MISSED"}[ok] }
 	verdict := func(n int, ok bool) string {
 		if !judged(n) {
 			return "shown"
 		}
-		return map[bool]string{true: "ok", false: "MISSED"}[ok]
+		return mark(ok)
 	}
 	var out []string
 	for _, n := range ns {
@@ -527,8 +526,7 @@ func checks(meds []result) []string {
 		}
 		for _, s := range []string{plugin, extender} {
 			if r, ok := by[[2]any{n, s}]; ok {
-				v := map[bool]string{true: "ok", false: "MISSED"}[r.Refused == 0]
-				out = append(out, fmt.Sprintf("N=%d %s refused on replay %d of %d bound (want 0): %s", n, s, r.Refused, r.Bound, v))
+				out = append(out, fmt.Sprintf("N=%d %s refused on replay %d of %d bound (want 0): %s", n, s, r.Refused, r.Bound, mark(r.Refused == 0)))
 			}
 		}
 	}
